@@ -1,0 +1,164 @@
+// For provider, template and plugin authors: the algorithm descriptors and
+// the transform interfaces behind the public handles.
+//
+//   Alg        immutable description + factory; one per registered driver
+//   *Tfm       a keyed transform made by the Alg (one per handle); its
+//              operations are const and thread-safe after setkey
+//   *State     per-computation hash state (ShashDesc / AhashRequest)
+//
+// The public handles validate arguments (key set, IV size, lengths within the
+// scatter-gather lists) before calling a Tfm, so implementations may assume
+// them. Mode-specific rules (e.g. cbc needs whole blocks) are the Tfm's.
+#pragma once
+
+#include <blkcrypt/aead.hpp>
+#include <blkcrypt/ahash.hpp>
+#include <blkcrypt/alg_info.hpp>
+#include <blkcrypt/registry.hpp>
+#include <blkcrypt/skcipher.hpp>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace blkcrypt {
+
+class Alg {
+public:
+    explicit Alg(AlgInfo info) : info_(std::move(info)) {}
+    virtual ~Alg() = default;
+    Alg(const Alg&) = delete;
+    Alg& operator=(const Alg&) = delete;
+
+    const AlgInfo& info() const noexcept { return info_; }
+
+    // What an instance was built from (its spawns). The registry uses it to
+    // mark instances superseded when a better inner algorithm registers.
+    std::vector<std::shared_ptr<const Alg>> spawns;
+    // The generic name whose vectors test this algorithm, when it is not
+    // info().name (cryptd(X) is tested with X's vectors).
+    std::string test_name;
+    // Keeps the shared object of a plugin loaded while the algorithm lives.
+    std::shared_ptr<void> module_handle;
+
+    // Bookkeeping owned by the registry and AlgRef.
+    mutable std::atomic<int> users{0};
+    mutable std::atomic<bool> superseded{false};
+
+protected:
+    AlgInfo info_;
+};
+
+// ---- cipher: one block at a time (or n independent blocks) ---------------
+class CipherTfm {
+public:
+    virtual ~CipherTfm() = default;
+    virtual Status setkey(ConstBytes key) = 0;
+    virtual void encrypt(const uint8_t* in, uint8_t* out, std::size_t nblocks) const = 0;
+    virtual void decrypt(const uint8_t* in, uint8_t* out, std::size_t nblocks) const = 0;
+};
+
+class CipherAlg : public Alg {
+public:
+    using Alg::Alg;
+    virtual std::unique_ptr<CipherTfm> create_tfm() const = 0;
+};
+
+// ---- skcipher ---------------------------------------------------------------
+class SkcipherTfm {
+public:
+    virtual ~SkcipherTfm() = default;
+    virtual Status setkey(ConstBytes key) = 0;
+    virtual Status encrypt(SkcipherRequest& req) const = 0;
+    virtual Status decrypt(SkcipherRequest& req) const = 0;
+};
+
+class SkcipherAlg : public Alg {
+public:
+    using Alg::Alg;
+    virtual std::unique_ptr<SkcipherTfm> create_tfm() const = 0;
+};
+
+// ---- aead ---------------------------------------------------------------------
+class AeadTfm {
+public:
+    virtual ~AeadTfm() = default;
+    virtual Status setkey(ConstBytes key) = 0;
+    virtual Status setauthsize(std::size_t n) = 0;
+    // authsize is the value last accepted by setauthsize (the handle keeps it).
+    virtual Status encrypt(AeadRequest& req, std::size_t authsize) const = 0;
+    virtual Status decrypt(AeadRequest& req, std::size_t authsize) const = 0;
+};
+
+class AeadAlg : public Alg {
+public:
+    using Alg::Alg;
+    virtual std::unique_ptr<AeadTfm> create_tfm() const = 0;
+};
+
+// ---- shash --------------------------------------------------------------------
+class ShashState {
+public:
+    virtual ~ShashState() = default;
+    virtual void init() = 0;
+    virtual void update(ConstBytes data) = 0;
+    virtual void final(Bytes out) = 0;  // out.size() == digestsize
+    virtual void finup(ConstBytes data, Bytes out) { update(data); final(out); }
+    virtual void export_state(Bytes out) const = 0;  // out.size() == statesize
+    virtual Status import_state(ConstBytes in) = 0;  // Invalid on a malformed state
+};
+
+class ShashTfm {
+public:
+    virtual ~ShashTfm() = default;
+    virtual Status setkey(ConstBytes) { return Status::Unsupported; }
+    virtual std::unique_ptr<ShashState> new_state() const = 0;
+    // One-shot; override to avoid the allocation of new_state().
+    virtual void digest(ConstBytes data, Bytes out) const {
+        auto st = new_state();
+        st->init();
+        st->finup(data, out);
+    }
+};
+
+class ShashAlg : public Alg {
+public:
+    using Alg::Alg;
+    virtual std::unique_ptr<ShashTfm> create_tfm() const = 0;
+};
+
+// ---- ahash --------------------------------------------------------------------
+// Base of a request's private state; implementations derive from it.
+class AhashState {
+public:
+    virtual ~AhashState() = default;
+};
+
+class AhashTfm {
+public:
+    virtual ~AhashTfm() = default;
+    virtual Status setkey(ConstBytes) { return Status::Unsupported; }
+    virtual std::unique_ptr<AhashState> new_state() const = 0;
+    virtual Status init(AhashRequest& req) const = 0;
+    virtual Status update(AhashRequest& req) const = 0;
+    virtual Status final(AhashRequest& req) const = 0;
+    virtual Status finup(AhashRequest& req) const = 0;
+    virtual Status digest(AhashRequest& req) const = 0;
+    virtual Status export_state(const AhashRequest& req, Bytes out) const = 0;
+    virtual Status import_state(AhashRequest& req, ConstBytes in) const = 0;
+};
+
+class AhashAlg : public Alg {
+public:
+    using Alg::Alg;
+    virtual std::unique_ptr<AhashTfm> create_tfm() const = 0;
+};
+
+// ---- adapters the type layer applies (also useful to templates) ------------
+// A cipher as an ECB skcipher (ivsize 0, whole blocks only).
+std::unique_ptr<SkcipherTfm> make_cipher_skcipher_tfm(const CipherAlg& alg);
+// Any shash as a synchronous ahash.
+std::unique_ptr<AhashTfm> make_shash_ahash_tfm(const ShashAlg& alg);
+
+}  // namespace blkcrypt

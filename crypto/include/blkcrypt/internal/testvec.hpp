@@ -1,0 +1,47 @@
+// Known-answer test vectors: text files in crypto/vectors/, compiled into the
+// library, keyed by generic algorithm name.
+//
+//   # Source: FIPS 197, Appendix C.1     <- comments; say where vectors came from
+//   [aes]                                <- generic name the following vectors test
+//   key   = 000102030405060708090a0b0c0d0e0f
+//   ptext = 00112233445566778899aabbccddeeff
+//   ctext = 69c4e0d86a7b0430d8cdb78070b4c55a
+//                                        <- a blank line ends a vector
+// Values are hex, or "quoted ASCII". Numbers (repeat, authsize) are decimal.
+// Fields by type:
+//   cipher, skcipher: key, iv, ptext, ctext, iv_out, setkey_fails
+//   aead:             key, iv, assoc, ptext, ctext (ciphertext || tag), authsize, novrfy
+//   shash, ahash:     key, msg, digest, repeat (msg is repeated this many times)
+#pragma once
+
+#include <blkcrypt/status.hpp>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace blkcrypt {
+
+struct TestVector {
+    std::string where;  // "aes.vec:12"
+    std::map<std::string, std::string, std::less<>> fields;  // decoded bytes, as a string
+
+    bool has(std::string_view k) const { return fields.count(k) > 0; }
+    std::vector<uint8_t> bytes(std::string_view k) const;
+    std::size_t number(std::string_view k, std::size_t dflt = 0) const;
+};
+
+struct VectorSet {
+    std::string name;
+    std::vector<TestVector> vectors;
+};
+
+// Parse one file's text. Errors name the file and line.
+Result<std::vector<VectorSet>> parse_vector_file(std::string_view text, std::string_view file);
+
+// All vectors compiled into the library for this generic name (empty if none).
+const std::vector<TestVector>& builtin_vectors(std::string_view generic_name);
+
+}  // namespace blkcrypt

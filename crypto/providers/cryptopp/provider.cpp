@@ -1,0 +1,4 @@
+#include <blkcrypt/registry.hpp>
+namespace blkcrypt {
+void register_cryptopp_provider(Registry&) {}
+}

@@ -1,0 +1,38 @@
+#include <blkcrypt/cipher.hpp>
+#include <blkcrypt/internal/alg.hpp>
+
+namespace blkcrypt {
+
+Result<Cipher> Cipher::alloc(Registry& reg, std::string_view name) {
+    auto alg = reg.lookup(name, AlgType::Cipher);
+    if (!alg) return alg.error();
+    const auto& calg = static_cast<const CipherAlg&>(**alg);
+    return Cipher(AlgRef(*alg), calg.create_tfm());
+}
+
+Cipher::Cipher(AlgRef ref, std::unique_ptr<CipherTfm> tfm)
+    : ref_(std::move(ref)), tfm_(std::move(tfm)), keyed_(!ref_.info().needs_key) {}
+Cipher::Cipher(Cipher&&) noexcept = default;
+Cipher& Cipher::operator=(Cipher&&) noexcept = default;
+Cipher::~Cipher() = default;
+
+Status Cipher::setkey(ConstBytes key) {
+    keyed_ = false;
+    Status s = tfm_->setkey(key);
+    keyed_ = (s == Status::Ok);
+    return s;
+}
+
+Status Cipher::encrypt(const uint8_t* in, uint8_t* out, std::size_t nblocks) const {
+    if (!keyed_) return Status::NoKey;
+    tfm_->encrypt(in, out, nblocks);
+    return Status::Ok;
+}
+
+Status Cipher::decrypt(const uint8_t* in, uint8_t* out, std::size_t nblocks) const {
+    if (!keyed_) return Status::NoKey;
+    tfm_->decrypt(in, out, nblocks);
+    return Status::Ok;
+}
+
+}  // namespace blkcrypt

@@ -1,0 +1,369 @@
+// The registry: a list of algorithms, a table of templates, and the
+// in-flight constructions that make concurrent lookups of a new template
+// name wait for one another (the kernel's larvals).
+#include <blkcrypt/alg_name.hpp>
+#include <blkcrypt/internal/alg.hpp>
+#include <blkcrypt/internal/template.hpp>
+#include <blkcrypt/registry.hpp>
+
+#include <algorithm>
+#include <future>
+#include <map>
+#include <mutex>
+#include <set>
+
+namespace blkcrypt {
+
+SelftestOutcome run_testmgr(const Alg& alg, bool full);  // testmgr.cpp
+
+namespace {
+
+struct Entry {
+    std::shared_ptr<Alg> alg;
+    SelftestState state = SelftestState::Pending;
+    std::string message;
+    const Template* origin = nullptr;  // the template that made this instance
+};
+
+bool usable_as(AlgType have, AlgType want) {
+    return have == want || (want == AlgType::Skcipher && have == AlgType::Cipher) ||
+           (want == AlgType::Ahash && have == AlgType::Shash);
+}
+
+AlgStatus status_of(const Entry& e) {
+    AlgStatus s;
+    s.info = e.alg->info();
+    s.selftest = e.state;
+    s.selftest_message = e.message;
+    s.refcnt = 1 + e.alg->users.load();
+    s.superseded = e.alg->superseded.load();
+    return s;
+}
+
+bool visible(const Entry& e) {
+    return e.state == SelftestState::Passed || e.state == SelftestState::NoVectors;
+}
+
+}  // namespace
+
+struct Registry::Impl {
+    SelftestFn selftest;
+    mutable std::mutex mu;
+    std::vector<Entry> algs;
+    std::map<std::string, std::shared_ptr<Template>, std::less<>> templates;
+    std::map<std::string, std::shared_future<Result<void>>, std::less<>> inflight;
+
+    // Under mu. type == nullptr: any type.
+    struct Found {
+        std::shared_ptr<const Alg> alg;
+        std::string why_not;  // when alg is null but the name exists
+    };
+
+    Found find(std::string_view name, const AlgType* type) const {
+        Found f;
+        for (const auto& e : algs) {
+            const AlgInfo& in = e.alg->info();
+            if (in.driver != name) continue;
+            if (e.state == SelftestState::Failed) {
+                f.why_not = "driver '" + in.driver + "' failed its self-test: " + e.message;
+                return f;
+            }
+            if (type && !usable_as(in.type, *type)) {
+                f.why_not = "'" + std::string(name) + "' is " + article(in.type) + ", not " +
+                            article(*type);
+                return f;
+            }
+            f.alg = e.alg;
+            return f;
+        }
+        const Entry* best = nullptr;
+        for (const auto& e : algs) {
+            const AlgInfo& in = e.alg->info();
+            if (in.name != name) continue;
+            if (!visible(e)) {
+                if (f.why_not.empty())
+                    f.why_not = "'" + std::string(name) + "': driver '" + in.driver +
+                                "' failed its self-test: " + e.message;
+                continue;
+            }
+            if (type && !usable_as(in.type, *type)) {
+                f.why_not = "'" + std::string(name) + "' is " + article(in.type) + ", not " +
+                            article(*type);
+                continue;
+            }
+            if (in.internal || e.alg->superseded.load()) continue;
+            if (!best || in.priority > best->alg->info().priority) best = &e;
+        }
+        if (best) {
+            f.alg = best->alg;
+            f.why_not.clear();
+        }
+        return f;
+    }
+
+    static std::string article(AlgType t) {
+        std::string s = to_string(t);
+        return (s[0] == 'a' ? "an " : "a ") + s;
+    }
+
+    bool driver_taken(const AlgInfo& in, std::string* why) const {
+        for (const auto& e : algs) {
+            const AlgInfo& o = e.alg->info();
+            if (o.driver == in.driver) {
+                *why = "driver name '" + in.driver + "' is already registered";
+                return true;
+            }
+            if (o.driver == in.name && o.name != in.name) {
+                *why = "generic name '" + in.name + "' is another algorithm's driver name";
+                return true;
+            }
+            if (o.name == in.driver && in.name != in.driver) {
+                *why = "driver name '" + in.driver + "' is another algorithm's generic name";
+                return true;
+            }
+        }
+        return false;
+    }
+
+    // Under mu: instances built on a lower-priority algorithm of this name,
+    // and everything built on them, are no longer offered to generic lookups.
+    void supersede_for(const Alg& better) {
+        std::set<const Alg*> stale;
+        for (const auto& e : algs)
+            for (const auto& s : e.alg->spawns)
+                if (s->info().name == better.info().name &&
+                    s->info().priority < better.info().priority)
+                    stale.insert(e.alg.get());
+        propagate(stale);
+        for (const auto& e : algs)
+            if (stale.count(e.alg.get())) e.alg->superseded = true;
+    }
+
+    // Grow `set` with everything that depends on a member, transitively.
+    void propagate(std::set<const Alg*>& set) const {
+        for (bool grew = true; grew;) {
+            grew = false;
+            for (const auto& e : algs) {
+                if (set.count(e.alg.get())) continue;
+                for (const auto& s : e.alg->spawns)
+                    if (set.count(s.get())) {
+                        set.insert(e.alg.get());
+                        grew = true;
+                        break;
+                    }
+            }
+        }
+    }
+
+    void erase_with_dependants(std::set<const Alg*> gone) {
+        propagate(gone);
+        std::erase_if(algs, [&](const Entry& e) { return gone.count(e.alg.get()) > 0; });
+    }
+};
+
+Registry::Registry() : Registry(SelftestFn(run_testmgr)) {}
+
+Registry::Registry(SelftestFn selftest) : impl_(std::make_unique<Impl>()) {
+    impl_->selftest = std::move(selftest);
+}
+
+Registry::~Registry() = default;
+
+namespace {
+Result<void> check_names(const AlgInfo& in) {
+    auto n = AlgName::parse(in.name);
+    if (!n) return n.error();
+    auto d = AlgName::parse(in.driver);
+    if (!d) return d.error();
+    return {};
+}
+}  // namespace
+
+static Result<void> register_entry(Registry::Impl& im, std::shared_ptr<Alg> alg,
+                                   const Template* origin) {
+    if (!alg) return make_error(Status::Invalid, "register: null algorithm");
+    if (auto r = check_names(alg->info()); !r) return r;
+    std::string why;
+    {
+        std::lock_guard lk(im.mu);
+        if (im.driver_taken(alg->info(), &why)) return make_error(Status::Invalid, why);
+    }
+    SelftestOutcome t;
+    if (im.selftest) t = im.selftest(*alg, false);  // outside the lock: tests may take a while
+    std::lock_guard lk(im.mu);
+    if (im.driver_taken(alg->info(), &why)) return make_error(Status::Invalid, why);
+    Entry e{alg, t.state, t.message, origin};
+    im.algs.push_back(std::move(e));
+    if (visible(im.algs.back())) im.supersede_for(*alg);
+    return {};
+}
+
+Result<void> Registry::register_alg(std::shared_ptr<Alg> alg) {
+    return register_entry(*impl_, std::move(alg), nullptr);
+}
+
+Result<void> Registry::register_algs(std::span<const std::shared_ptr<Alg>> algs) {
+    for (std::size_t i = 0; i < algs.size(); ++i) {
+        if (auto r = register_alg(algs[i]); !r) {
+            for (std::size_t j = 0; j < i; ++j) (void)unregister_alg(algs[j]->info().driver);
+            return r;
+        }
+    }
+    return {};
+}
+
+Result<void> Registry::unregister_alg(std::string_view driver) {
+    std::lock_guard lk(impl_->mu);
+    for (const auto& e : impl_->algs)
+        if (e.alg->info().driver == driver) {
+            impl_->erase_with_dependants({e.alg.get()});
+            return {};
+        }
+    return make_error(Status::NotFound, "no registered driver '" + std::string(driver) + "'");
+}
+
+Result<void> Registry::register_template(std::shared_ptr<Template> tmpl) {
+    return register_templates(std::span(&tmpl, 1));
+}
+
+Result<void> Registry::register_templates(std::span<const std::shared_ptr<Template>> tmpls) {
+    std::lock_guard lk(impl_->mu);
+    std::set<std::string_view> seen;
+    for (const auto& t : tmpls) {
+        if (!t) return make_error(Status::Invalid, "register: null template");
+        auto n = AlgName::parse(t->name());
+        if (!n || n->is_template())
+            return make_error(Status::Invalid, "bad template name '" + std::string(t->name()) + "'");
+        if (impl_->templates.count(t->name()) || !seen.insert(t->name()).second)
+            return make_error(Status::Invalid,
+                              "template '" + std::string(t->name()) + "' is already registered");
+    }
+    for (const auto& t : tmpls) impl_->templates.emplace(std::string(t->name()), t);
+    return {};
+}
+
+void Registry::unregister_templates(std::span<const std::shared_ptr<Template>> tmpls) {
+    std::lock_guard lk(impl_->mu);
+    std::set<const Alg*> gone;
+    for (const auto& t : tmpls) {
+        auto it = impl_->templates.find(t->name());
+        if (it == impl_->templates.end() || it->second != t) continue;
+        impl_->templates.erase(it);
+        for (const auto& e : impl_->algs)
+            if (e.origin == t.get()) gone.insert(e.alg.get());
+    }
+    impl_->erase_with_dependants(std::move(gone));
+}
+
+namespace {
+Result<std::shared_ptr<const Alg>> lookup_impl(Registry& reg, Registry::Impl& im,
+                                               std::string_view text, const AlgType* type) {
+    auto parsed = AlgName::parse(text);
+    if (!parsed) return parsed.error();
+    const std::string key = parsed->str();
+    for (;;) {
+        std::unique_lock lk(im.mu);
+        auto found = im.find(key, type);
+        if (found.alg) return found.alg;
+        if (!found.why_not.empty()) return make_error(Status::NotFound, found.why_not);
+        if (!parsed->is_template())
+            return make_error(Status::NotFound, "unknown algorithm '" + key + "'");
+        if (auto it = im.inflight.find(key); it != im.inflight.end()) {
+            auto fut = it->second;
+            lk.unlock();
+            if (auto r = fut.get(); !r) return r.error();
+            continue;  // built by another thread: find it
+        }
+        auto tit = im.templates.find(parsed->base());
+        if (tit == im.templates.end())
+            return make_error(Status::NotFound, "unknown template '" + parsed->base() + "' in '" +
+                                                    key + "'");
+        std::shared_ptr<Template> tmpl = tit->second;
+        std::promise<Result<void>> done;
+        im.inflight.emplace(key, done.get_future().share());
+        lk.unlock();
+
+        Result<void> outcome;
+        std::shared_ptr<const Alg> made;
+        auto inst = tmpl->create(reg, *parsed);
+        if (!inst) {
+            outcome = inst.error();
+        } else {
+            std::shared_ptr<Alg> alg = std::move(inst.value());
+            if (!alg->module_handle) alg->module_handle = tmpl->module_handle;
+            auto r = register_entry(im, alg, tmpl.get());
+            std::lock_guard lk2(im.mu);
+            auto again = im.find(alg->info().driver, nullptr);
+            if (again.alg)
+                made = again.alg;  // ours, or an identical one that won a race
+            else if (!r)
+                outcome = r.error();
+            else
+                outcome = make_error(Status::NotFound, again.why_not);
+        }
+        {
+            std::lock_guard lk2(im.mu);
+            im.inflight.erase(key);
+        }
+        done.set_value(outcome);
+        if (!outcome) return outcome.error();
+        if (type && !usable_as(made->info().type, *type))
+            return make_error(Status::NotFound, "'" + key + "' is " +
+                                                    Registry::Impl::article(made->info().type) +
+                                                    ", not " + Registry::Impl::article(*type));
+        return made;
+    }
+}
+}  // namespace
+
+Result<std::shared_ptr<const Alg>> Registry::lookup(std::string_view name, AlgType type) {
+    return lookup_impl(*this, *impl_, name, &type);
+}
+
+Result<std::shared_ptr<const Alg>> Registry::lookup_any(std::string_view name) {
+    return lookup_impl(*this, *impl_, name, nullptr);
+}
+
+std::vector<AlgStatus> Registry::list() const {
+    std::lock_guard lk(impl_->mu);
+    std::vector<AlgStatus> out;
+    out.reserve(impl_->algs.size());
+    for (const auto& e : impl_->algs) out.push_back(status_of(e));
+    return out;
+}
+
+std::vector<std::string> Registry::template_names() const {
+    std::lock_guard lk(impl_->mu);
+    std::vector<std::string> out;
+    for (const auto& [name, t] : impl_->templates) out.push_back(name);
+    return out;
+}
+
+std::vector<AlgStatus> Registry::run_selftests(std::span<const std::string> names) {
+    std::vector<std::shared_ptr<Alg>> todo;
+    {
+        std::lock_guard lk(impl_->mu);
+        for (const auto& e : impl_->algs) {
+            const AlgInfo& in = e.alg->info();
+            bool want = names.empty() || std::any_of(names.begin(), names.end(), [&](auto& n) {
+                            return n == in.name || n == in.driver;
+                        });
+            if (want) todo.push_back(e.alg);
+        }
+    }
+    std::vector<AlgStatus> out;
+    for (const auto& alg : todo) {
+        SelftestOutcome t;
+        if (impl_->selftest) t = impl_->selftest(*alg, true);
+        std::lock_guard lk(impl_->mu);
+        for (auto& e : impl_->algs)
+            if (e.alg == alg) {
+                e.state = t.state;
+                e.message = t.message;
+                out.push_back(status_of(e));
+            }
+    }
+    return out;
+}
+
+}  // namespace blkcrypt

@@ -1,0 +1,327 @@
+// The self-test manager: runs an algorithm's known-answer vectors through its
+// transform under several buffer layouts (the kernel's testmgr configs) and
+// reports the first mismatch. Called by the registry before an algorithm
+// becomes visible, and by `blkcrypt selftest`.
+#include <blkcrypt/internal/alg.hpp>
+#include <blkcrypt/internal/testvec.hpp>
+#include <blkcrypt/registry.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace blkcrypt {
+namespace {
+
+using Buf = std::vector<uint8_t>;
+
+// How a request's buffers are laid out: segment sizes (0 = the rest) for src
+// and dst, in place or not, and a misaligning start offset.
+struct Layout {
+    const char* name;
+    bool in_place;
+    std::size_t offset;
+    std::vector<std::size_t> src_splits;
+    std::vector<std::size_t> dst_splits;
+    bool full_only;
+};
+
+const std::vector<Layout>& layouts() {
+    static const std::vector<Layout> l = {
+        {"out-of-place", false, 0, {}, {}, false},
+        {"in-place, split inside a block", true, 0, {1, 15, 17, 3, 31}, {}, false},
+        {"in-place", true, 0, {}, {}, true},
+        {"out-of-place, unaligned start", false, 1, {}, {}, true},
+        {"out-of-place, uneven splits", false, 3, {7, 9, 1, 30, 2}, {13, 2, 50, 1}, true},
+        {"byte by byte", false, 0, {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                                    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+         {}, true},
+    };
+    return l;
+}
+
+// Memory for one side of a request, cut into segments as a layout says.
+struct Side {
+    Buf mem;
+    std::vector<SgEntry> sg;
+
+    Side(ConstBytes content, std::size_t offset, const std::vector<std::size_t>& splits) {
+        mem.assign(offset + content.size() + 1, 0xa5);
+        std::copy(content.begin(), content.end(), mem.begin() + offset);
+        std::size_t pos = offset, end = offset + content.size();
+        for (std::size_t s : splits) {
+            if (pos >= end) break;
+            std::size_t n = std::min(s, end - pos);
+            sg.push_back({mem.data() + pos, n});
+            pos += n;
+        }
+        if (pos < end || sg.empty()) sg.push_back({mem.data() + pos, end - pos});
+    }
+    Buf content(std::size_t n) const {
+        Buf out(n);
+        sg_gather(sg, 0, out);
+        return out;
+    }
+};
+
+std::string hex(ConstBytes b) {
+    static const char* d = "0123456789abcdef";
+    std::string s;
+    for (std::size_t i = 0; i < b.size() && i < 32; ++i) {
+        s += d[b[i] >> 4];
+        s += d[b[i] & 15];
+    }
+    if (b.size() > 32) s += "...";
+    return s;
+}
+
+struct Failure {
+    std::string msg;
+};
+
+std::string mismatch(const char* what, ConstBytes got, ConstBytes want) {
+    return std::string(what) + " mismatch: got " + hex(got) + ", want " + hex(want);
+}
+
+// ---- cipher --------------------------------------------------------------
+std::string test_cipher(const CipherAlg& alg, const TestVector& v) {
+    auto tfm = alg.create_tfm();
+    Buf key = v.bytes("key");
+    Status s = tfm->setkey(key);
+    if (v.number("setkey_fails")) return s == Status::Ok ? "setkey accepted a bad key" : "";
+    if (s != Status::Ok) return std::string("setkey failed: ") + to_string(s);
+    Buf pt = v.bytes("ptext"), ct = v.bytes("ctext");
+    std::size_t bs = alg.info().blocksize;
+    if (pt.size() != ct.size() || pt.size() % bs) return "vector is not whole blocks";
+    Buf out(pt.size());
+    tfm->encrypt(pt.data(), out.data(), pt.size() / bs);
+    if (out != ct) return mismatch("ciphertext", out, ct);
+    for (std::size_t i = 0; i < out.size(); i += bs) tfm->decrypt(out.data() + i, out.data() + i, 1);
+    if (out != pt) return mismatch("plaintext (block by block, in place)", out, pt);
+    return "";
+}
+
+// ---- skcipher ------------------------------------------------------------
+Status run_sync(const SkcipherTfm& tfm, SkcipherRequest& req, bool enc) {
+    CryptoWait w;
+    req.complete = w.callback();
+    req.flags = kMayBacklog;
+    return w.wait(enc ? tfm.encrypt(req) : tfm.decrypt(req));
+}
+
+std::string skcipher_one(const SkcipherTfm& tfm, const Layout& l, bool enc, const Buf& in,
+                         const Buf& want, const Buf& iv0, const TestVector& v) {
+    Side src(in, l.offset, l.src_splits);
+    Side dst_mem(Buf(in.size(), 0), l.offset + 2, l.dst_splits.empty() ? l.src_splits : l.dst_splits);
+    Side& dst = l.in_place ? src : dst_mem;
+    Buf iv = iv0;
+    SkcipherRequest req;
+    req.src = src.sg;
+    req.dst = dst.sg;
+    req.len = in.size();
+    req.iv = iv;
+    Status s = run_sync(tfm, req, enc);
+    if (s != Status::Ok) return std::string(enc ? "encrypt" : "decrypt") + " failed: " + to_string(s);
+    Buf got = dst.content(in.size());
+    if (got != want) return mismatch(enc ? "ciphertext" : "plaintext", got, want);
+    if (v.has("iv_out") && iv != v.bytes("iv_out")) return mismatch("output IV", iv, v.bytes("iv_out"));
+    return "";
+}
+
+std::string test_skcipher(const SkcipherAlg& alg, const TestVector& v, bool full) {
+    auto tfm = alg.create_tfm();
+    Status s = tfm->setkey(v.bytes("key"));
+    if (v.number("setkey_fails")) return s == Status::Ok ? "setkey accepted a bad key" : "";
+    if (s != Status::Ok) return std::string("setkey failed: ") + to_string(s);
+    Buf pt = v.bytes("ptext"), ct = v.bytes("ctext"), iv = v.bytes("iv");
+    if (iv.size() < alg.info().ivsize) return "vector IV shorter than ivsize";
+    for (const Layout& l : layouts()) {
+        if (l.full_only && !full) continue;
+        for (bool enc : {true, false}) {
+            std::string e = skcipher_one(*tfm, l, enc, enc ? pt : ct, enc ? ct : pt, iv, v);
+            if (!e.empty()) return std::string(l.name) + ": " + e;
+        }
+    }
+    return "";
+}
+
+// ---- aead ----------------------------------------------------------------
+std::string test_aead(const AeadAlg& alg, const TestVector& v, bool full) {
+    auto tfm = alg.create_tfm();
+    Status s = tfm->setkey(v.bytes("key"));
+    if (v.number("setkey_fails")) return s == Status::Ok ? "setkey accepted a bad key" : "";
+    if (s != Status::Ok) return std::string("setkey failed: ") + to_string(s);
+    Buf pt = v.bytes("ptext"), ct = v.bytes("ctext"), ad = v.bytes("assoc"), iv = v.bytes("iv");
+    bool novrfy = v.number("novrfy") != 0;
+    std::size_t authsize = v.number("authsize", novrfy ? 0 : ct.size() - pt.size());
+    if (tfm->setauthsize(authsize) != Status::Ok) return "setauthsize(" + std::to_string(authsize) + ") failed";
+    for (const Layout& l : layouts()) {
+        if (l.full_only && !full) continue;
+        for (bool enc : {true, false}) {
+            if (enc && novrfy) continue;
+            Buf in = ad, want = ad;
+            in.insert(in.end(), enc ? pt.begin() : ct.begin(), enc ? pt.end() : ct.end());
+            if (!novrfy) want.insert(want.end(), enc ? ct.begin() : pt.begin(), enc ? ct.end() : pt.end());
+            std::size_t outlen = ad.size() + (enc ? pt.size() + authsize : ct.size() - authsize);
+            if (novrfy) outlen = ad.size() + (ct.size() >= authsize ? ct.size() - authsize : 0);
+            Buf big = in;
+            big.resize(std::max(in.size(), outlen) + authsize, 0);
+            Side src(l.in_place ? ConstBytes(big) : ConstBytes(in), l.offset, l.src_splits);
+            Side dst_mem(Buf(outlen, 0), l.offset + 2, l.dst_splits.empty() ? l.src_splits : l.dst_splits);
+            Side& dst = l.in_place ? src : dst_mem;
+            Buf ivc = iv;
+            AeadRequest req;
+            req.src = src.sg;
+            req.dst = dst.sg;
+            req.assoclen = ad.size();
+            req.cryptlen = enc ? pt.size() : ct.size();
+            req.iv = ivc;
+            CryptoWait w;
+            req.complete = w.callback();
+            req.flags = kMayBacklog;
+            s = w.wait(enc ? tfm->encrypt(req, authsize) : tfm->decrypt(req, authsize));
+            if (novrfy) {
+                if (s != Status::BadMsg)
+                    return std::string(l.name) + ": forged tag was not rejected (" + to_string(s) + ")";
+                continue;
+            }
+            if (s != Status::Ok)
+                return std::string(l.name) + ": " + (enc ? "encrypt" : "decrypt") + " failed: " + to_string(s);
+            Buf got = dst.content(outlen);
+            if (got != want)
+                return std::string(l.name) + ": " + mismatch(enc ? "ciphertext" : "plaintext", got, want);
+        }
+    }
+    return "";
+}
+
+// ---- shash ---------------------------------------------------------------
+Buf message(const TestVector& v) {
+    Buf m = v.bytes("msg");
+    std::size_t rep = v.number("repeat", 1);
+    Buf out;
+    out.reserve(m.size() * rep);
+    for (std::size_t i = 0; i < rep; ++i) out.insert(out.end(), m.begin(), m.end());
+    return out;
+}
+
+std::string test_shash(const ShashAlg& alg, const TestVector& v, bool full) {
+    if (v.number("repeat", 1) > 1 && !full) return "";
+    auto tfm = alg.create_tfm();
+    if (v.has("key")) {
+        Status s = tfm->setkey(v.bytes("key"));
+        if (v.number("setkey_fails")) return s == Status::Ok ? "setkey accepted a bad key" : "";
+        if (s != Status::Ok) return std::string("setkey failed: ") + to_string(s);
+    }
+    const std::size_t ds = alg.info().digestsize;
+    Buf msg = message(v), want = v.bytes("digest"), got(ds);
+    if (want.size() != ds) return "vector digest size differs from digestsize";
+    tfm->digest(msg, got);
+    if (got != want) return "digest: " + mismatch("digest", got, want);
+    // In pieces whose sizes straddle the usual block sizes.
+    auto st = tfm->new_state();
+    st->init();
+    std::size_t pos = 0, k = 0;
+    static const std::size_t pieces[] = {1, 63, 64, 65, 3, 127, 128, 129, 7};
+    while (pos < msg.size()) {
+        std::size_t n = std::min(pieces[k++ % 9], msg.size() - pos);
+        st->update(ConstBytes(msg).subspan(pos, n));
+        pos += n;
+    }
+    st->final(got);
+    if (got != want) return "update in pieces: " + mismatch("digest", got, want);
+    // Export half way, import into a fresh state, finish there.
+    if (std::size_t ss = alg.info().statesize) {
+        std::size_t half = msg.size() / 2;
+        auto a = tfm->new_state();
+        a->init();
+        a->update(ConstBytes(msg).first(half));
+        Buf state(ss);
+        a->export_state(state);
+        auto b = tfm->new_state();
+        if (b->import_state(state) != Status::Ok) return "import_state rejected an exported state";
+        b->finup(ConstBytes(msg).subspan(half), got);
+        if (got != want) return "export/import: " + mismatch("digest", got, want);
+    }
+    return "";
+}
+
+// ---- ahash ---------------------------------------------------------------
+Status run_sync(const AhashTfm& tfm, AhashRequest& req, Status (AhashTfm::*op)(AhashRequest&) const) {
+    CryptoWait w;
+    req.complete = w.callback();
+    req.flags = kMayBacklog;
+    return w.wait((tfm.*op)(req));
+}
+
+std::string test_ahash(const AhashAlg& alg, const TestVector& v, bool full) {
+    if (v.number("repeat", 1) > 1 && !full) return "";
+    auto tfm = alg.create_tfm();
+    if (v.has("key")) {
+        Status s = tfm->setkey(v.bytes("key"));
+        if (v.number("setkey_fails")) return s == Status::Ok ? "setkey accepted a bad key" : "";
+        if (s != Status::Ok) return std::string("setkey failed: ") + to_string(s);
+    }
+    const std::size_t ds = alg.info().digestsize;
+    Buf msg = message(v), want = v.bytes("digest"), got(ds);
+    for (const Layout& l : layouts()) {
+        if (l.full_only && !full) continue;
+        Side src(msg, l.offset, l.src_splits);
+        AhashRequest req(tfm->new_state());
+        req.src = src.sg;
+        req.nbytes = msg.size();
+        req.result = got;
+        std::fill(got.begin(), got.end(), 0);
+        Status s = run_sync(*tfm, req, &AhashTfm::digest);
+        if (s != Status::Ok) return std::string(l.name) + ": digest failed: " + to_string(s);
+        if (got != want) return std::string(l.name) + ": " + mismatch("digest", got, want);
+        // init, update (first half), finup (second half)
+        std::size_t half = msg.size() / 2;
+        std::vector<SgEntry> a(src.sg.size()), b(src.sg.size());
+        std::fill(got.begin(), got.end(), 0);
+        s = run_sync(*tfm, req, &AhashTfm::init);
+        req.src = sg_slice(src.sg, 0, half, a);
+        req.nbytes = half;
+        if (s == Status::Ok) s = run_sync(*tfm, req, &AhashTfm::update);
+        req.src = sg_slice(src.sg, half, msg.size() - half, b);
+        req.nbytes = msg.size() - half;
+        if (s == Status::Ok) s = run_sync(*tfm, req, &AhashTfm::finup);
+        if (s != Status::Ok) return std::string(l.name) + ": init/update/finup failed: " + to_string(s);
+        if (got != want) return std::string(l.name) + ": init/update/finup: " + mismatch("digest", got, want);
+    }
+    return "";
+}
+
+std::string run_one(const Alg& alg, const TestVector& v, bool full) {
+    switch (alg.info().type) {
+    case AlgType::Cipher: return test_cipher(static_cast<const CipherAlg&>(alg), v);
+    case AlgType::Skcipher: return test_skcipher(static_cast<const SkcipherAlg&>(alg), v, full);
+    case AlgType::Aead: return test_aead(static_cast<const AeadAlg&>(alg), v, full);
+    case AlgType::Shash: return test_shash(static_cast<const ShashAlg&>(alg), v, full);
+    case AlgType::Ahash: return test_ahash(static_cast<const AhashAlg&>(alg), v, full);
+    }
+    return "unknown algorithm type";
+}
+
+}  // namespace
+
+SelftestOutcome run_testmgr(const Alg& alg, bool full) {
+    const std::string& name = alg.test_name.empty() ? alg.info().name : alg.test_name;
+    const auto& vecs = builtin_vectors(name);
+    if (vecs.empty()) return {SelftestState::NoVectors, "no vectors for '" + name + "'"};
+    std::size_t ran = 0;
+    for (const auto& v : vecs) {
+        std::string e;
+        try {
+            e = run_one(alg, v, full);
+        } catch (const std::exception& ex) {
+            e = std::string("exception: ") + ex.what();
+        }
+        if (!e.empty()) return {SelftestState::Failed, v.where + ": " + e};
+        ++ran;
+    }
+    return {SelftestState::Passed, std::to_string(ran) + " vectors" + (full ? " (full)" : "")};
+}
+
+}  // namespace blkcrypt

@@ -1,0 +1,136 @@
+#include <blkcrypt/internal/testvec.hpp>
+
+#include <cctype>
+#include <mutex>
+
+namespace blkcrypt {
+
+struct EmbeddedFile {
+    const char* name;
+    const char* text;
+};
+extern const EmbeddedFile kEmbeddedVectorFiles[];  // generated: vectors_data.cpp
+extern const std::size_t kEmbeddedVectorFileCount;
+
+namespace {
+
+std::string_view trim(std::string_view s) {
+    while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+    while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+    return s;
+}
+
+int hexval(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+}
+
+// A field value: "ascii" or hex digits (empty allowed).
+bool decode_value(std::string_view v, std::string* out) {
+    if (v.size() >= 2 && v.front() == '"' && v.back() == '"') {
+        *out = std::string(v.substr(1, v.size() - 2));
+        return true;
+    }
+    if (v.size() % 2) return false;
+    out->clear();
+    for (std::size_t i = 0; i < v.size(); i += 2) {
+        int hi = hexval(v[i]), lo = hexval(v[i + 1]);
+        if (hi < 0 || lo < 0) return false;
+        out->push_back(static_cast<char>(hi << 4 | lo));
+    }
+    return true;
+}
+
+}  // namespace
+
+std::vector<uint8_t> TestVector::bytes(std::string_view k) const {
+    auto it = fields.find(k);
+    if (it == fields.end()) return {};
+    return {it->second.begin(), it->second.end()};
+}
+
+std::size_t TestVector::number(std::string_view k, std::size_t dflt) const {
+    auto it = fields.find(k);
+    return it == fields.end() ? dflt : std::stoul(it->second);
+}
+
+Result<std::vector<VectorSet>> parse_vector_file(std::string_view text, std::string_view file) {
+    std::vector<VectorSet> sets;
+    TestVector cur;
+    int lineno = 0;
+    auto err = [&](const std::string& what) {
+        return make_error(Status::Invalid,
+                          std::string(file) + ":" + std::to_string(lineno) + ": " + what);
+    };
+    auto flush = [&] {
+        if (!cur.fields.empty()) sets.back().vectors.push_back(std::move(cur));
+        cur = TestVector{};
+    };
+    while (!text.empty()) {
+        std::size_t nl = text.find('\n');
+        std::string_view line = trim(text.substr(0, nl));
+        text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+        ++lineno;
+        if (line.empty()) {
+            if (!sets.empty()) flush();
+            continue;
+        }
+        if (line.front() == '#') continue;
+        if (line.front() == '[') {
+            if (line.back() != ']') return err("unterminated [name]");
+            if (!sets.empty()) flush();
+            sets.push_back(VectorSet{std::string(trim(line.substr(1, line.size() - 2))), {}});
+            continue;
+        }
+        if (sets.empty()) return err("field before any [name]");
+        std::size_t eq = line.find('=');
+        if (eq == std::string_view::npos) return err("expected 'field = value'");
+        std::string key(trim(line.substr(0, eq)));
+        std::string_view val = trim(line.substr(eq + 1));
+        if (cur.fields.empty()) cur.where = std::string(file) + ":" + std::to_string(lineno);
+        std::string decoded;
+        if (key == "repeat" || key == "authsize" || key == "novrfy" || key == "setkey_fails") {
+            if (val.empty() || val.find_first_not_of("0123456789") != std::string_view::npos)
+                return err("'" + key + "' needs a decimal number");
+            decoded = std::string(val);
+        } else if (!decode_value(val, &decoded)) {
+            return err("bad value for '" + key + "' (hex or \"text\")");
+        }
+        if (!cur.fields.emplace(key, std::move(decoded)).second)
+            return err("field '" + key + "' given twice");
+    }
+    if (!sets.empty()) flush();
+    return sets;
+}
+
+namespace {
+using Index = std::map<std::string, std::vector<TestVector>, std::less<>>;
+
+const Index& index() {
+    static const Index idx = [] {
+        Index m;
+        for (std::size_t i = 0; i < kEmbeddedVectorFileCount; ++i) {
+            const auto& f = kEmbeddedVectorFiles[i];
+            auto sets = parse_vector_file(f.text, f.name);
+            if (!sets) continue;  // the test suite parses every file and reports errors
+            for (auto& s : *sets) {
+                auto& v = m[s.name];
+                for (auto& tv : s.vectors) v.push_back(std::move(tv));
+            }
+        }
+        return m;
+    }();
+    return idx;
+}
+}  // namespace
+
+const std::vector<TestVector>& builtin_vectors(std::string_view generic_name) {
+    static const std::vector<TestVector> none;
+    const Index& idx = index();
+    auto it = idx.find(generic_name);
+    return it == idx.end() ? none : it->second;
+}
+
+}  // namespace blkcrypt
