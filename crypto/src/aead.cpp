@@ -36,6 +36,7 @@ Status Aead::setauthsize(std::size_t n) {
 
 Status Aead::check(const AeadRequest& r, bool enc) const {
     if (!keyed_) return Status::NoKey;
+    if (is_async() && !r.complete) return Status::Invalid;  // nobody to tell
     if (r.iv.size() < ivsize()) return Status::Invalid;
     if (!enc && r.cryptlen < authsize_) return Status::Invalid;
     std::size_t out = r.assoclen + (enc ? r.cryptlen + authsize_ : r.cryptlen - authsize_);

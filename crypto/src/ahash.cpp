@@ -39,6 +39,7 @@ Result<AhashRequest> Ahash::new_request() const {
 
 Status Ahash::check(const AhashRequest& r, bool needs_src, bool needs_result) const {
     if (!keyed_) return Status::NoKey;
+    if (is_async() && !r.complete) return Status::Invalid;  // nobody to tell
     if (needs_src && sg_total(r.src) < r.nbytes) return Status::Invalid;
     if (needs_result && r.result.size() < digestsize()) return Status::Invalid;
     return Status::Ok;

@@ -1,20 +1,26 @@
 #include <blkcrypt/alg_name.hpp>
 
-#include <cctype>
+#include <string>
 
 namespace blkcrypt {
 
 namespace {
 constexpr int kMaxDepth = 16;
 
+// ASCII only, whatever the C locale says: the grammar's ALPHA / DIGIT.
 bool is_name_char(char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ||
-           c == '+';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '-' || c == '_' || c == '.' || c == '+';
 }
 
 std::string describe(char c) {
-    if (std::isspace(static_cast<unsigned char>(c))) return "white space";
-    if (!std::isprint(static_cast<unsigned char>(c))) return "a control character";
+    auto u = static_cast<unsigned char>(c);
+    if (u >= 0x80) {
+        static constexpr char kHex[] = "0123456789ABCDEF";
+        return std::string("a non-ASCII byte (0x") + kHex[u >> 4] + kHex[u & 0xF] + ")";
+    }
+    if (c == ' ' || (c >= '\t' && c <= '\r')) return "white space";
+    if (u < 0x20 || u == 0x7F) return "a control character";
     return std::string("'") + c + "'";
 }
 }  // namespace

@@ -30,6 +30,7 @@ Status Skcipher::setkey(ConstBytes key) {
 
 Status Skcipher::check(const SkcipherRequest& r) const {
     if (!keyed_) return Status::NoKey;
+    if (is_async() && !r.complete) return Status::Invalid;  // nobody to tell
     if (r.iv.size() < ivsize()) return Status::Invalid;
     if (sg_total(r.src) < r.len || sg_total(r.dst) < r.len) return Status::Invalid;
     return Status::Ok;

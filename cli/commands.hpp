@@ -1,0 +1,15 @@
+// The blkcrypt commands. Each takes the words after its name and returns the
+// exit status; errors are thrown as cli::UsageError or cli::Failure.
+#pragma once
+
+#include "common.hpp"
+
+namespace cli {
+
+int run_list(Args args);
+int run_selftest(Args args);
+int run_hash(Args args);
+int run_skcipher(Args args);
+int run_aead(Args args);
+
+}  // namespace cli

@@ -1,0 +1,221 @@
+#include "common.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace cli {
+
+std::optional<po::variables_map> parse_command_line(CommandLine& cl, Args args) {
+    cl.options.add_options()("help,h", "show this help and exit");
+    po::options_description all;
+    all.add(cl.options).add(cl.hidden);
+    // No prefix guessing: "--enc" should not silently mean "--encrypt".
+    const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+    po::variables_map vm;
+    try {
+        po::store(po::command_line_parser(std::vector<std::string>(args.begin(), args.end()))
+                      .options(all)
+                      .positional(cl.positional)
+                      .style(style)
+                      .run(),
+                  vm);
+        if (vm.count("help")) {
+            std::cout << "Usage: " << cl.usage << "\n" << cl.summary << "\n\n" << cl.options;
+            return std::nullopt;
+        }
+        po::notify(vm);  // after the --help check, so --help needs no required options
+    } catch (const po::error& e) {
+        throw UsageError(e.what());
+    }
+    return vm;
+}
+
+bool encrypt_requested(const po::variables_map& vm) {
+    const bool enc = vm["encrypt"].as<bool>();
+    if (enc == vm["decrypt"].as<bool>())
+        throw UsageError("give exactly one of --encrypt and --decrypt");
+    return enc;
+}
+
+namespace {
+
+int nibble(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+// Decodes into out (already hex.size()/2 long).
+void decode_into(std::string_view hex, std::string_view what, uint8_t* out) {
+    if (hex.size() % 2)
+        throw UsageError(std::string(what) + ": odd number of hex digits");
+    for (std::size_t i = 0; i < hex.size(); i += 2) {
+        const int hi = nibble(hex[i]), lo = nibble(hex[i + 1]);
+        if (hi < 0 || lo < 0)
+            throw UsageError(std::string(what) + ": not a hex digit at position " +
+                             std::to_string(i + (hi < 0 ? 1 : 2)));
+        out[i / 2] = static_cast<uint8_t>(hi << 4 | lo);
+    }
+}
+
+std::string errno_message(const std::string& what) {
+    return what + ": " + std::strerror(errno);
+}
+
+void write_all(int fd, blkcrypt::ConstBytes data, const std::string& name) {
+    while (!data.empty()) {
+        const ssize_t n = ::write(fd, data.data(), data.size());
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            throw Failure(errno_message(name));
+        }
+        data = data.subspan(static_cast<std::size_t>(n));
+    }
+}
+
+mode_t current_umask() {
+    // umask can only be read by setting it; nothing else creates files meanwhile.
+    const mode_t m = ::umask(0);
+    ::umask(m);
+    return m;
+}
+
+}  // namespace
+
+blkcrypt::SecureBuffer decode_secret_hex(std::string_view hex, std::string_view what) {
+    blkcrypt::SecureBuffer out(hex.size() / 2);
+    decode_into(hex, what, out.data());
+    return out;
+}
+
+std::vector<uint8_t> decode_hex(std::string_view hex, std::string_view what) {
+    std::vector<uint8_t> out(hex.size() / 2);
+    decode_into(hex, what, out.data());
+    return out;
+}
+
+std::string encode_hex(blkcrypt::ConstBytes bytes) {
+    static constexpr char digits[] = "0123456789abcdef";
+    std::string s;
+    s.reserve(bytes.size() * 2);
+    for (uint8_t b : bytes) {
+        s += digits[b >> 4];
+        s += digits[b & 15];
+    }
+    return s;
+}
+
+std::vector<uint8_t> iv_option(const po::variables_map& vm, std::size_t ivsize,
+                               const std::string& driver) {
+    if (ivsize == 0) {
+        if (vm.count("iv")) throw UsageError(driver + " takes no IV; drop --iv");
+        return {};
+    }
+    if (!vm.count("iv"))
+        throw UsageError(driver + " needs --iv of " + std::to_string(ivsize) + " bytes");
+    auto iv = decode_hex(vm["iv"].as<std::string>(), "--iv");
+    if (iv.size() != ivsize)
+        throw UsageError("--iv must be " + std::to_string(ivsize) + " bytes for " + driver +
+                         ", got " + std::to_string(iv.size()));
+    return iv;
+}
+
+std::string key_rejected(const blkcrypt::AlgInfo& info, std::size_t keylen) {
+    std::string msg = "key of " + std::to_string(keylen) + " bytes rejected by " + info.driver;
+    if (info.max_keysize)
+        msg += " (min " + std::to_string(info.min_keysize) + ", max " +
+               std::to_string(info.max_keysize) + ")";
+    return msg;
+}
+
+void throw_alloc_error(blkcrypt::Registry& reg, std::string_view name, const blkcrypt::Error& err) {
+    for (const auto& st : reg.list())
+        if ((st.info.name == name || st.info.driver == name) &&
+            st.selftest == blkcrypt::SelftestState::Failed)
+            throw Failure(err.message);
+    throw UsageError(err.message);
+}
+
+InputFile::InputFile(const std::string& path)
+    : fd_(0), owned_(path != "-"), name_(owned_ ? path : "stdin") {
+    if (owned_) {
+        fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd_ < 0) throw Failure(errno_message(path));
+    }
+}
+
+InputFile::~InputFile() {
+    if (owned_) ::close(fd_);
+}
+
+std::size_t InputFile::read(blkcrypt::Bytes buf) {
+    std::size_t got = 0;
+    while (got < buf.size()) {
+        const ssize_t n = ::read(fd_, buf.data() + got, buf.size() - got);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            throw Failure(errno_message(name_));
+        }
+        if (n == 0) break;
+        got += static_cast<std::size_t>(n);
+    }
+    return got;
+}
+
+std::vector<uint8_t> read_all(const std::string& path) {
+    InputFile in(path);
+    constexpr std::size_t kChunk = 1 << 20;
+    std::vector<uint8_t> data;
+    for (;;) {
+        const std::size_t old = data.size();
+        data.resize(old + kChunk);
+        const std::size_t n = in.read(blkcrypt::Bytes(data).subspan(old));
+        data.resize(old + n);
+        if (n < kChunk) return data;
+    }
+}
+
+void write_output(const std::string& path, blkcrypt::ConstBytes data) {
+    if (path == "-") {
+        write_all(STDOUT_FILENO, data, "stdout");
+        return;
+    }
+    namespace fs = std::filesystem;
+    const fs::path target(path);
+    if (!target.has_filename()) throw UsageError("--out: '" + path + "' is not a file name");
+    const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+    std::string tmp = (dir / ("." + target.filename().string() + ".XXXXXX")).string();
+    int fd = ::mkstemp(tmp.data());
+    if (fd < 0) throw Failure(errno_message(path + ": cannot create a temporary file"));
+    try {
+        // mkstemp makes the file 0600; give it the mode a plain create would.
+        if (::fchmod(fd, 0666 & ~current_umask()) != 0) throw Failure(errno_message(tmp));
+        write_all(fd, data, tmp);
+        if (::fsync(fd) != 0) throw Failure(errno_message(tmp));
+        const int rc = ::close(fd);
+        fd = -1;
+        if (rc != 0) throw Failure(errno_message(tmp));
+        if (::rename(tmp.c_str(), path.c_str()) != 0) throw Failure(errno_message(path));
+    } catch (...) {
+        if (fd >= 0) ::close(fd);
+        ::unlink(tmp.c_str());
+        throw;
+    }
+}
+
+void refuse_same_file(const std::string& in, const std::string& out) {
+    if (in == "-" || out == "-") return;
+    struct stat a {}, b {};
+    const bool same = in == out || (::stat(in.c_str(), &a) == 0 && ::stat(out.c_str(), &b) == 0 &&
+                                    a.st_dev == b.st_dev && a.st_ino == b.st_ino);
+    if (same) throw UsageError("--out is the input file; refusing to overwrite the input");
+}
+
+}  // namespace cli

@@ -1,0 +1,99 @@
+// Helpers shared by the blkcrypt commands: the two error kinds, command-line
+// parsing, hex, and file I/O. Exceptions are used here and nowhere else: the
+// library reports through Status/Result, the CLI turns that into exit codes.
+#pragma once
+
+#include <blkcrypt/alg_info.hpp>
+#include <blkcrypt/bytes.hpp>
+#include <blkcrypt/registry.hpp>
+#include <blkcrypt/secure_buffer.hpp>
+#include <blkcrypt/status.hpp>
+
+#include <boost/program_options.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cli {
+
+namespace po = boost::program_options;
+using Args = std::span<const std::string>;  // the words after the command name
+
+// Bad command line, key, IV or algorithm name: exit 2.
+class UsageError : public std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// The operation itself failed (I/O, tag check, self-test): exit 1.
+class Failure : public std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// What one command accepts. `hidden` holds the options that back positional
+// arguments, so --help does not list them.
+struct CommandLine {
+    std::string usage;    // "blkcrypt hash --alg NAME [FILE...]"
+    std::string summary;  // one sentence printed under the usage line
+    po::options_description options{"Options"};
+    po::options_description hidden;
+    po::positional_options_description positional;
+};
+
+// Parses args against cl plus --help. Returns nullopt after printing the help
+// (the command then exits 0); Boost's complaints become UsageError.
+std::optional<po::variables_map> parse_command_line(CommandLine& cl, Args args);
+
+// True for --encrypt, false for --decrypt; exactly one must be given.
+bool encrypt_requested(const po::variables_map& vm);
+
+// Hex to bytes. `what` names the option in messages; the digits are never echoed.
+blkcrypt::SecureBuffer decode_secret_hex(std::string_view hex, std::string_view what);
+std::vector<uint8_t> decode_hex(std::string_view hex, std::string_view what);
+std::string encode_hex(blkcrypt::ConstBytes bytes);
+
+// The --iv for a transform with the given ivsize: required and exactly that
+// long when ivsize > 0, absent when 0.
+std::vector<uint8_t> iv_option(const po::variables_map& vm, std::size_t ivsize,
+                               const std::string& driver);
+
+// The message for a key the transform's setkey refused.
+std::string key_rejected(const blkcrypt::AlgInfo& info, std::size_t keylen);
+
+// Turns a failed alloc into the right exception: Failure when the name exists
+// but its self-test failed, UsageError (unknown algorithm, wrong type) otherwise.
+[[noreturn]] void throw_alloc_error(blkcrypt::Registry& reg, std::string_view name,
+                                    const blkcrypt::Error& err);
+
+// A file or stdin ("-") opened for reading.
+class InputFile {
+public:
+    explicit InputFile(const std::string& path);
+    ~InputFile();
+    InputFile(const InputFile&) = delete;
+    InputFile& operator=(const InputFile&) = delete;
+
+    // Fills as much of buf as possible; returns the bytes read, 0 at the end.
+    std::size_t read(blkcrypt::Bytes buf);
+    const std::string& display_name() const noexcept { return name_; }
+
+private:
+    int fd_;
+    bool owned_;
+    std::string name_;
+};
+
+std::vector<uint8_t> read_all(const std::string& path);
+
+// Writes data to stdout ("-") or to path through a temporary file in the same
+// directory renamed into place, so a failure never leaves a partial file.
+void write_output(const std::string& path, blkcrypt::ConstBytes data);
+
+// UsageError when writing `out` would overwrite `in`.
+void refuse_same_file(const std::string& in, const std::string& out);
+
+}  // namespace cli

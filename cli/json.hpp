@@ -1,0 +1,41 @@
+// A minimal JSON writer: enough for `blkcrypt list --json`, without pulling
+// in a JSON library. The caller is trusted to nest begin/end calls properly.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cli {
+
+class JsonWriter {
+public:
+    explicit JsonWriter(std::ostream& out) : out_(out) {}
+
+    void begin_array();
+    void end_array();
+    void begin_object();
+    void end_object();
+    void key(std::string_view k);  // inside an object, before each value
+
+    // Distinct names, not overloads: a const char* would otherwise pick bool.
+    void string(std::string_view s);
+    void number(int64_t n);
+    void boolean(bool b);
+
+private:
+    void before_value();
+    void newline();
+    void close(char bracket);
+
+    std::ostream& out_;
+    std::vector<bool> first_;  // per open container: nothing written in it yet
+    bool after_key_ = false;
+};
+
+// s as a quoted JSON string literal.
+std::string json_quote(std::string_view s);
+
+}  // namespace cli

@@ -1,0 +1,86 @@
+// blkcrypt: dispatches the first word to a command and maps exceptions to exit
+// codes (2: usage error, 1: operational failure).
+#include "commands.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+#include <iostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace {
+
+struct Command {
+    std::string_view name;
+    std::string_view summary;
+    int (*run)(cli::Args);
+};
+
+constexpr Command kCommands[] = {
+    {"list", "show every registered algorithm, like /proc/crypto", cli::run_list},
+    {"selftest", "run the known-answer tests of algorithms", cli::run_selftest},
+    {"hash", "print the digest of files, like sha256sum", cli::run_hash},
+    {"skcipher", "encrypt or decrypt with a symmetric cipher", cli::run_skcipher},
+    {"aead", "encrypt or decrypt with authenticated encryption", cli::run_aead},
+};
+
+void print_help() {
+    std::cout << "Usage: blkcrypt COMMAND [OPTIONS...]\n"
+                 "       blkcrypt --help | --version\n\n"
+                 "Commands:\n";
+    for (const auto& c : kCommands) {
+        std::string name(c.name);
+        name.resize(10, ' ');
+        std::cout << "  " << name << c.summary << "\n";
+    }
+    std::cout << "\nRun 'blkcrypt COMMAND --help' for the options of a command.\n";
+}
+
+// Exactly one line on stderr, whatever the message contains.
+void report(std::string_view msg) {
+    std::string line(msg);
+    std::replace(line.begin(), line.end(), '\n', ' ');
+    std::cout.flush();
+    std::fprintf(stderr, "blkcrypt: %s\n", line.c_str());
+}
+
+int dispatch(const std::vector<std::string>& words) {
+    if (words.empty()) throw cli::UsageError("no command given (see blkcrypt --help)");
+    const std::string& first = words[0];
+    if (first == "--help" || first == "-h" || first == "help") {
+        if (words.size() > 1 && first == "help") {
+            const std::vector<std::string> help = {"--help"};
+            for (const auto& c : kCommands)
+                if (c.name == words[1]) return c.run(help);
+            throw cli::UsageError("unknown command '" + words[1] + "' (see blkcrypt --help)");
+        }
+        print_help();
+        return 0;
+    }
+    if (first == "--version") {
+        std::cout << "blkcrypt " BLKCRYPT_VERSION "\n";
+        return 0;
+    }
+    for (const auto& c : kCommands)
+        if (c.name == first) return c.run(cli::Args(words).subspan(1));
+    throw cli::UsageError("unknown command '" + first + "' (see blkcrypt --help)");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    try {
+        const std::vector<std::string> words(argv + 1, argv + argc);
+        const int rc = dispatch(words);
+        if (!std::cout.flush()) throw cli::Failure("stdout: write error");
+        return rc;
+    } catch (const cli::UsageError& e) {
+        report(e.what());
+        return 2;
+    } catch (const std::exception& e) {  // cli::Failure, I/O, allocation
+        report(e.what());
+        return 1;
+    }
+}

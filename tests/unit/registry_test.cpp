@@ -1,0 +1,178 @@
+#include "toy_algs.hpp"
+
+#include <blkcrypt/cipher.hpp>
+#include <blkcrypt/registry.hpp>
+#include <blkcrypt/skcipher.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <set>
+#include <thread>
+#include <vector>
+
+using namespace blkcrypt;
+
+namespace {
+// Passes everything except drivers whose name contains "broken".
+SelftestOutcome fake_selftest(const Alg& a, bool) {
+    if (a.info().driver.find("broken") != std::string::npos) return {SelftestState::Failed, "bad vector"};
+    return {SelftestState::Passed, "ok"};
+}
+
+const AlgStatus* find_status(const std::vector<AlgStatus>& l, const std::string& driver) {
+    for (const auto& s : l)
+        if (s.info.driver == driver) return &s;
+    return nullptr;
+}
+}  // namespace
+
+TEST_CASE("highest priority wins; driver name reaches any driver", "[registry]") {
+    Registry reg(fake_selftest);
+    REQUIRE(reg.register_alg(std::make_shared<toy::XorAlg>("toy-low", 100, 1)));
+    REQUIRE(reg.register_alg(std::make_shared<toy::XorAlg>("toy-high", 300, 2)));
+    REQUIRE(reg.register_alg(std::make_shared<toy::XorAlg>("toy-mid", 200, 3)));
+    auto best = reg.lookup("toy", AlgType::Cipher);
+    REQUIRE(best);
+    CHECK((*best)->info().driver == "toy-high");
+    auto low = reg.lookup("toy-low", AlgType::Cipher);
+    REQUIRE(low);
+    CHECK((*low)->info().driver == "toy-low");
+}
+
+TEST_CASE("duplicate and clashing names are refused", "[registry]") {
+    Registry reg(fake_selftest);
+    REQUIRE(reg.register_alg(std::make_shared<toy::XorAlg>("toy-a", 100)));
+    auto dup = reg.register_alg(std::make_shared<toy::XorAlg>("toy-a", 200));
+    REQUIRE_FALSE(dup);
+    CHECK(dup.error().message.find("already registered") != std::string::npos);
+    // A driver name equal to an existing generic name of another algorithm.
+    AlgInfo in = toy::xor_info("toy", 1);
+    in.name = "other";
+    struct Other final : CipherAlg {
+        using CipherAlg::CipherAlg;
+        std::unique_ptr<CipherTfm> create_tfm() const override { return std::make_unique<toy::XorTfm>(0); }
+    };
+    CHECK_FALSE(reg.register_alg(std::make_shared<Other>(in)));
+}
+
+TEST_CASE("an algorithm that fails its self-test is never returned", "[registry]") {
+    Registry reg(fake_selftest);
+    REQUIRE(reg.register_alg(std::make_shared<toy::XorAlg>("toy-ok", 100)));
+    REQUIRE(reg.register_alg(std::make_shared<toy::XorAlg>("toy-broken", 900)));
+    auto best = reg.lookup("toy", AlgType::Cipher);
+    REQUIRE(best);
+    CHECK((*best)->info().driver == "toy-ok");
+    auto direct = reg.lookup("toy-broken", AlgType::Cipher);
+    REQUIRE_FALSE(direct);
+    CHECK(direct.error().message.find("self-test") != std::string::npos);
+    auto list = reg.list();
+    const AlgStatus* s = find_status(list, "toy-broken");
+    REQUIRE(s);
+    CHECK(s->selftest == SelftestState::Failed);
+    CHECK(s->selftest_message == "bad vector");
+}
+
+TEST_CASE("templates instantiate on demand with derived names", "[registry]") {
+    Registry reg(fake_selftest);
+    auto wrap = std::make_shared<toy::WrapTemplate>();
+    REQUIRE(reg.register_template(wrap));
+    REQUIRE(reg.register_alg(std::make_shared<toy::XorAlg>("toy-a", 100, 5)));
+    auto inst = reg.lookup("wrap(toy)", AlgType::Skcipher);
+    REQUIRE(inst);
+    CHECK((*inst)->info().name == "wrap(toy)");
+    CHECK((*inst)->info().driver == "wrap(toy-a)");
+    CHECK((*inst)->info().priority == 100);
+    // Second lookup reuses the instance; nested templates work.
+    REQUIRE(reg.lookup("wrap(toy)", AlgType::Skcipher));
+    CHECK(wrap->calls == 1);
+    auto nested = reg.lookup("wrap(wrap(toy))", AlgType::Skcipher);
+    REQUIRE_FALSE(nested);  // wrap wants a cipher, wrap(toy) is an skcipher
+    CHECK(nested.error().message.find("not a cipher") != std::string::npos);
+    // Unknown template / algorithm / malformed names.
+    CHECK(reg.lookup("nosuch(toy)", AlgType::Skcipher).error().message.find("unknown template") != std::string::npos);
+    CHECK(reg.lookup("wrap(nosuch)", AlgType::Skcipher).error().message.find("unknown algorithm") != std::string::npos);
+    CHECK(reg.lookup("wrap(toy", AlgType::Skcipher).status() == Status::Invalid);
+    CHECK(reg.lookup("wrap(toy,toy)", AlgType::Skcipher).error().message.find("takes 1 argument") != std::string::npos);
+}
+
+TEST_CASE("types: a cipher serves as an skcipher, not as a hash", "[registry]") {
+    Registry reg(fake_selftest);
+    REQUIRE(reg.register_alg(std::make_shared<toy::XorAlg>("toy-a", 100, 7)));
+    REQUIRE(reg.lookup("toy", AlgType::Skcipher));
+    auto h = reg.lookup("toy", AlgType::Shash);
+    REQUIRE_FALSE(h);
+    CHECK(h.error().message.find("is a cipher, not a shash") != std::string::npos);
+
+    auto sk = Skcipher::alloc(reg, "toy");
+    REQUIRE(sk);
+    const uint8_t key[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    std::vector<uint8_t> in(24), out(24), back(24);
+    for (int i = 0; i < 24; ++i) in[i] = static_cast<uint8_t>(i * 7);
+    CHECK(sk->encrypt(in, out, {}) == Status::NoKey);
+    REQUIRE(sk->setkey(key) == Status::Ok);
+    REQUIRE(sk->encrypt(in, out, {}) == Status::Ok);
+    for (int i = 0; i < 24; ++i) CHECK(out[i] == static_cast<uint8_t>((in[i] ^ key[i % 8]) + 7));
+    REQUIRE(sk->decrypt(out, back, {}) == Status::Ok);
+    CHECK(back == in);
+    std::vector<uint8_t> odd(20);
+    CHECK(sk->encrypt(odd, odd, {}) == Status::Invalid);  // not whole blocks
+}
+
+TEST_CASE("concurrent first lookups instantiate once", "[registry]") {
+    Registry reg(fake_selftest);
+    auto wrap = std::make_shared<toy::WrapTemplate>();
+    wrap->delay_ms = 50;
+    REQUIRE(reg.register_template(wrap));
+    REQUIRE(reg.register_alg(std::make_shared<toy::XorAlg>("toy-a", 100)));
+    std::vector<std::thread> ts;
+    std::vector<const Alg*> got(8, nullptr);
+    for (int i = 0; i < 8; ++i)
+        ts.emplace_back([&, i] {
+            auto r = reg.lookup("wrap(toy)", AlgType::Skcipher);
+            if (r) got[i] = r->get();
+        });
+    for (auto& t : ts) t.join();
+    CHECK(wrap->calls == 1);
+    for (auto* p : got) CHECK(p == got[0]);
+    CHECK(got[0] != nullptr);
+}
+
+TEST_CASE("a better inner algorithm supersedes existing instances", "[registry]") {
+    Registry reg(fake_selftest);
+    REQUIRE(reg.register_template(std::make_shared<toy::WrapTemplate>()));
+    REQUIRE(reg.register_alg(std::make_shared<toy::XorAlg>("toy-a", 100, 1)));
+    auto old_alg = reg.lookup("wrap(toy)", AlgType::Skcipher);
+    REQUIRE(old_alg);
+    auto old_tfm = Skcipher::alloc(reg, "wrap(toy)");
+    REQUIRE(old_tfm);
+    REQUIRE(reg.register_alg(std::make_shared<toy::XorAlg>("toy-b", 200, 2)));
+    auto now = reg.lookup("wrap(toy)", AlgType::Skcipher);
+    REQUIRE(now);
+    CHECK((*now)->info().driver == "wrap(toy-b)");
+    // The old instance still serves its users and its driver name.
+    auto by_driver = reg.lookup("wrap(toy-a)", AlgType::Skcipher);
+    REQUIRE(by_driver);
+    CHECK(by_driver->get() == old_alg->get());
+    const AlgStatus* s = find_status(reg.list(), "wrap(toy-a)");
+    REQUIRE(s);
+    CHECK(s->superseded);
+    CHECK(s->refcnt == 2);  // registered + one live transform
+}
+
+TEST_CASE("template arrays register all or nothing; unregister removes instances", "[registry]") {
+    Registry reg(fake_selftest);
+    auto a = std::make_shared<toy::WrapTemplate>();
+    auto b = std::make_shared<toy::WrapTemplate>();  // same name: clash
+    std::vector<std::shared_ptr<Template>> both = {a, b};
+    CHECK_FALSE(reg.register_templates(both));
+    CHECK(reg.template_names().empty());
+    std::vector<std::shared_ptr<Template>> one = {a};
+    REQUIRE(reg.register_templates(one));
+    REQUIRE(reg.register_alg(std::make_shared<toy::XorAlg>("toy-a", 100)));
+    REQUIRE(reg.lookup("wrap(toy)", AlgType::Skcipher));
+    reg.unregister_templates(one);
+    CHECK(find_status(reg.list(), "wrap(toy-a)") == nullptr);
+    CHECK_FALSE(reg.lookup("wrap(toy)", AlgType::Skcipher));
+    REQUIRE(reg.unregister_alg("toy-a"));
+    CHECK_FALSE(reg.lookup("toy", AlgType::Cipher));
+}
