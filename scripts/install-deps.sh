@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs everything blkcrypt needs to build and test on Debian 12.
+# Idempotent: installs only what is missing; apt-get update only if needed.
+set -euo pipefail
+
+PKGS=(
+  build-essential cmake pkg-config
+  libcrypto++-dev libssl-dev libboost-program-options-dev
+  catch2 libbenchmark-dev
+  openssl python3 python3-cryptography coreutils
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+echo "installing: ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
