@@ -126,6 +126,21 @@ const Index& index() {
 }
 }  // namespace
 
+std::vector<std::string> builtin_vector_errors() {
+    std::vector<std::string> errs;
+    for (std::size_t i = 0; i < kEmbeddedVectorFileCount; ++i) {
+        const auto& f = kEmbeddedVectorFiles[i];
+        if (auto r = parse_vector_file(f.text, f.name); !r) errs.push_back(r.error().message);
+    }
+    return errs;
+}
+
+std::vector<std::string> builtin_vector_names() {
+    std::vector<std::string> names;
+    for (const auto& [name, v] : index()) names.push_back(name);
+    return names;
+}
+
 const std::vector<TestVector>& builtin_vectors(std::string_view generic_name) {
     static const std::vector<TestVector> none;
     const Index& idx = index();

@@ -44,4 +44,11 @@ Result<std::vector<VectorSet>> parse_vector_file(std::string_view text, std::str
 // All vectors compiled into the library for this generic name (empty if none).
 const std::vector<TestVector>& builtin_vectors(std::string_view generic_name);
 
+// Parse errors in the compiled-in files (a file that does not parse is
+// skipped by builtin_vectors; the test suite asserts this list is empty).
+std::vector<std::string> builtin_vector_errors();
+
+// Every generic name that has compiled-in vectors.
+std::vector<std::string> builtin_vector_names();
+
 }  // namespace blkcrypt

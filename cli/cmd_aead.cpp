@@ -1,0 +1,69 @@
+// blkcrypt aead: authenticated encryption of a whole input. The ciphertext is
+// followed by the tag, as the kernel lays it out; decryption writes nothing
+// at all unless the tag verifies.
+#include "commands.hpp"
+
+#include <blkcrypt/aead.hpp>
+#include <blkcrypt/registry.hpp>
+
+#include <string>
+#include <vector>
+
+namespace cli {
+
+int run_aead(Args args) {
+    CommandLine cl{"blkcrypt aead --alg NAME --key HEX --iv HEX [--aad HEX] --authsize N\n"
+                   "                     (--encrypt|--decrypt) [--in FILE] [--out FILE]",
+                   "Encrypt to ciphertext||tag, or verify and decrypt ciphertext||tag. On a\n"
+                   "failed tag check nothing is written and the exit status is 1."};
+    cl.options.add_options()
+        ("alg", po::value<std::string>()->required()->value_name("NAME"), "AEAD name, e.g. gcm(aes)")
+        ("key", po::value<std::string>()->required()->value_name("HEX"), "key in hex")
+        ("iv", po::value<std::string>()->value_name("HEX"), "IV (nonce) in hex, exactly the algorithm's ivsize")
+        ("aad", po::value<std::string>()->default_value("")->value_name("HEX"), "associated data in hex")
+        ("authsize", po::value<std::size_t>()->required()->value_name("N"), "tag length in bytes")
+        ("encrypt,e", po::bool_switch(), "encrypt")
+        ("decrypt,d", po::bool_switch(), "decrypt")
+        ("in,i", po::value<std::string>()->default_value("-")->value_name("FILE"), "input file, '-' for stdin")
+        ("out,o", po::value<std::string>()->default_value("-")->value_name("FILE"), "output file, '-' for stdout");
+    auto vm = parse_command_line(cl, args);
+    if (!vm) return 0;
+    const bool enc = encrypt_requested(*vm);
+    const auto& in_path = (*vm)["in"].as<std::string>();
+    const auto& out_path = (*vm)["out"].as<std::string>();
+    refuse_same_file(in_path, out_path);
+    const auto aad = decode_hex((*vm)["aad"].as<std::string>(), "--aad");
+
+    blkcrypt::Registry reg;
+    blkcrypt::register_defaults(reg);
+    const auto& name = (*vm)["alg"].as<std::string>();
+    auto tfm = blkcrypt::Aead::alloc(reg, name);
+    if (!tfm) throw_alloc_error(reg, name, tfm.error());
+    const blkcrypt::AlgInfo& info = tfm->info();
+    {
+        const auto key = decode_secret_hex((*vm)["key"].as<std::string>(), "--key");
+        if (tfm->setkey(key) != blkcrypt::Status::Ok) throw UsageError(key_rejected(info, key.size()));
+    }
+    const std::size_t authsize = (*vm)["authsize"].as<std::size_t>();
+    if (tfm->setauthsize(authsize) != blkcrypt::Status::Ok)
+        throw UsageError("authsize " + std::to_string(authsize) + " rejected by " + info.driver +
+                         " (max " + std::to_string(info.maxauthsize) + ")");
+    auto iv = iv_option(*vm, tfm->ivsize(), info.driver);
+
+    const auto input = read_all(in_path);
+    if (!enc && input.size() < authsize)
+        throw Failure("input of " + std::to_string(input.size()) + " bytes is shorter than the " +
+                      std::to_string(authsize) + "-byte tag");
+    std::vector<uint8_t> output(enc ? input.size() + authsize : input.size() - authsize);
+    const blkcrypt::Status s =
+        enc ? tfm->encrypt(aad, input, output, iv) : tfm->decrypt(aad, input, output, iv);
+    if (s == blkcrypt::Status::BadMsg) throw Failure("authentication failed");
+    if (s == blkcrypt::Status::Invalid)
+        throw Failure(info.driver + " cannot " + (enc ? "encrypt " : "decrypt ") +
+                      std::to_string(input.size()) + " bytes");
+    if (s != blkcrypt::Status::Ok) throw Failure(info.driver + ": " + blkcrypt::to_string(s));
+    write_output(out_path, output);
+    return 0;
+}
+
+}  // namespace cli

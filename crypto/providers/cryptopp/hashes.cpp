@@ -1,0 +1,315 @@
+// Hashes from Crypto++ as ShashAlgs, each with export/import of its running
+// state. md5, sha1 and sha2 export the kernel's structs (x86-64 layout)
+// because dm-crypt's lmk IV mode and dm-verity read them.
+#define CRYPTOPP_ENABLE_NAMESPACE_WEAK 1  // MD5 lives in CryptoPP::Weak
+#include "cryptopp_algs.hpp"
+
+#include <crypto++/blake2.h>
+#include <crypto++/md5.h>
+#include <crypto++/ripemd.h>
+#include <crypto++/sha.h>
+#include <crypto++/sha3.h>
+#include <crypto++/whrlpool.h>
+
+#include <cstring>
+
+namespace blkcrypt::cryptopp {
+namespace {
+
+using CryptoPP::word32;
+using CryptoPP::word64;
+
+// ---- Reaching members Crypto++ keeps private --------------------------------
+// Import must set the byte count of an iterated hash and the whole state of
+// BLAKE2b, both private in Crypto++. An explicit instantiation may name
+// private members ([temp.spec.general]/6), so Expose<Tag, &X::m> defines
+// the friend function member(Tag) that returns the member pointer.
+template <class Tag, typename Tag::type M>
+struct Expose {
+    friend typename Tag::type member(Tag) { return M; }
+};
+
+template <class W>
+using IterBase = CryptoPP::IteratedHashBase<W, CryptoPP::HashTransformation>;
+
+struct CountLo32 { using type = word32 IterBase<word32>::*; friend type member(CountLo32); };
+struct CountHi32 { using type = word32 IterBase<word32>::*; friend type member(CountHi32); };
+struct CountLo64 { using type = word64 IterBase<word64>::*; friend type member(CountLo64); };
+struct CountHi64 { using type = word64 IterBase<word64>::*; friend type member(CountHi64); };
+struct Blake2bSt {
+    using type = CryptoPP::BLAKE2b_State CryptoPP::BLAKE2b::*;
+    friend type member(Blake2bSt);
+};
+
+template struct Expose<CountLo32, &IterBase<word32>::m_countLo>;
+template struct Expose<CountHi32, &IterBase<word32>::m_countHi>;
+template struct Expose<CountLo64, &IterBase<word64>::m_countLo>;
+template struct Expose<CountHi64, &IterBase<word64>::m_countHi>;
+template struct Expose<Blake2bSt, &CryptoPP::BLAKE2b::m_state>;
+
+// ---- Shared scaffolding ------------------------------------------------------
+// H: the Crypto++ hash, which hashes on the stack for digest(); S: the state.
+template <class H, class S>
+class CppHashTfm final : public ShashTfm {
+public:
+    std::unique_ptr<ShashState> new_state() const override { return std::make_unique<S>(); }
+    void digest(ConstBytes data, Bytes out) const override {
+        H h;
+        h.Update(data.data(), data.size());
+        h.TruncatedFinal(out.data(), out.size());
+    }
+};
+
+template <class Tfm>
+class CppHashAlg final : public ShashAlg {
+public:
+    using ShashAlg::ShashAlg;
+    std::unique_ptr<ShashTfm> create_tfm() const override { return std::make_unique<Tfm>(); }
+};
+
+template <class H>
+AlgInfo hash_info(const char* name, std::size_t statesize) {
+    AlgInfo info = provider_info(name, AlgType::Shash);
+    info.digestsize = H::DIGESTSIZE;
+    info.blocksize = H::BLOCKSIZE;  // the same as the kernel's cra_blocksize for all of these
+    info.statesize = statesize;
+    return info;
+}
+
+// A state that runs a Crypto++ hash H directly; subclasses add export/import.
+template <class H>
+class CppState : public ShashState {
+public:
+    void init() override { h_.Restart(); }
+    void update(ConstBytes data) override { h_.Update(data.data(), data.size()); }
+    void final(Bytes out) override { h_.TruncatedFinal(out.data(), out.size()); }
+
+protected:
+    H h_;
+};
+
+// ---- Merkle-Damgard hashes: md5, sha1, sha2, rmd160, wp512 ------------------
+// Where the kernel's struct keeps each field; words and counts are stored
+// little-endian. Unused bytes (padding, the stale tail of the block) are zero.
+struct MdLayout {
+    std::size_t words;      // chaining words at offset 0 (u32 or u64 each)
+    std::size_t count_off;  // bytes hashed: u64 (u64[2], low first, for 64-bit words)
+    std::size_t block_off;  // the partial input block, raw bytes
+    std::size_t size;
+};
+
+// struct md5_state    { u32 hash[4]; u32 block[16]; u64 byte_count; }
+constexpr MdLayout kMd5{4, 80, 16, 88};
+// struct sha1_state   { u32 state[5]; /* 4 bytes padding */ u64 count; u8 buffer[64]; }
+constexpr MdLayout kSha1{5, 24, 32, 96};
+// struct sha256_state { u32 state[8]; u64 count; u8 buf[64]; } (sha224 too)
+constexpr MdLayout kSha256{8, 32, 40, 104};
+// struct sha512_state { u64 state[8]; u64 count[2]; u8 buf[128]; } (sha384 too)
+constexpr MdLayout kSha512{8, 64, 80, 208};
+// Ours, shaped like the above: rmd160 as sha1_state, wp512 as sha512_state
+// with a 64-byte buffer.
+constexpr MdLayout kRmd160{5, 24, 32, 96};
+constexpr MdLayout kWp512{8, 64, 80, 144};
+
+// H with its protected state words and partial block in reach.
+template <class H>
+struct OpenMd : H {
+    using W = typename H::HashWordType;
+    using Count = std::conditional_t<sizeof(W) == 4, CountLo32, CountLo64>;
+    using CountHi = std::conditional_t<sizeof(W) == 4, CountHi32, CountHi64>;
+
+    W* words() { return this->m_state.data(); }
+    const W* words() const { return this->m_state.data(); }
+    uint8_t* block() { return reinterpret_cast<uint8_t*>(this->m_data.data()); }
+    const uint8_t* block() const { return reinterpret_cast<const uint8_t*>(this->m_data.data()); }
+    W& lo() { return this->*member(Count{}); }
+    W& hi() { return this->*member(CountHi{}); }
+    W lo() const { return this->*member(Count{}); }
+    W hi() const { return this->*member(CountHi{}); }
+};
+
+template <class H, MdLayout L>
+class MdState final : public CppState<OpenMd<H>> {
+    using W = typename H::HashWordType;
+
+public:
+    static constexpr std::size_t kStateSize = L.size;
+
+    void export_state(Bytes out) const override {
+        const auto& h = this->h_;
+        std::memset(out.data(), 0, L.size);
+        for (std::size_t i = 0; i < L.words; ++i)
+            store_le(out.data() + i * sizeof(W), h.words()[i]);
+        // Crypto++ counts bytes in two words, low first: the kernel's u64
+        // count for 32-bit words, its u64 count[2] for 64-bit ones.
+        store_le(out.data() + L.count_off, h.lo());
+        store_le(out.data() + L.count_off + sizeof(W), h.hi());
+        std::memcpy(out.data() + L.block_off, h.block(), h.lo() % H::BLOCKSIZE);
+    }
+
+    Status import_state(ConstBytes in) override {
+        const W hi = load_le<W>(in.data() + L.count_off + sizeof(W));
+        // The message length in bits must fit the padding's length field.
+        if (hi >> (8 * sizeof(W) - 3)) return Status::Invalid;
+        auto& h = this->h_;
+        for (std::size_t i = 0; i < L.words; ++i)
+            h.words()[i] = load_le<W>(in.data() + i * sizeof(W));
+        h.lo() = load_le<W>(in.data() + L.count_off);
+        h.hi() = hi;
+        std::memcpy(h.block(), in.data() + L.block_off, H::BLOCKSIZE);
+        return Status::Ok;
+    }
+};
+
+template <class H, MdLayout L>
+std::shared_ptr<Alg> md_hash(const char* name) {
+    using S = MdState<H, L>;
+    return std::make_shared<CppHashAlg<CppHashTfm<H, S>>>(hash_info<H>(name, S::kStateSize));
+}
+
+// ---- SHA-3 -------------------------------------------------------------------
+// Ours: { u64 st[25]; u32 partial; u32 zero; } (208 bytes): the Keccak state
+// with the input absorbed so far XORed in, and how many bytes of the current
+// rate block that covers (0 .. blocksize-1).
+template <class H>
+struct OpenSha3 : H {
+    word64* lanes() { return this->m_state.data(); }
+    const word64* lanes() const { return this->m_state.data(); }
+    unsigned& partial() { return this->m_counter; }
+    unsigned partial() const { return this->m_counter; }
+};
+
+template <class H>
+class Sha3State final : public CppState<OpenSha3<H>> {
+public:
+    static constexpr std::size_t kStateSize = 25 * 8 + 8;
+
+    void export_state(Bytes out) const override {
+        for (std::size_t i = 0; i < 25; ++i) store_le(out.data() + 8 * i, this->h_.lanes()[i]);
+        store_le<uint32_t>(out.data() + 200, this->h_.partial());
+        store_le<uint32_t>(out.data() + 204, 0);
+    }
+
+    Status import_state(ConstBytes in) override {
+        const uint32_t partial = load_le<uint32_t>(in.data() + 200);
+        if (partial >= H::BLOCKSIZE) return Status::Invalid;
+        for (std::size_t i = 0; i < 25; ++i)
+            this->h_.lanes()[i] = load_le<word64>(in.data() + 8 * i);
+        this->h_.partial() = partial;
+        return Status::Ok;
+    }
+};
+
+template <class H>
+std::shared_ptr<Alg> sha3_hash(const char* name) {
+    using S = Sha3State<H>;
+    return std::make_shared<CppHashAlg<CppHashTfm<H, S>>>(hash_info<H>(name, S::kStateSize));
+}
+
+// ---- BLAKE2b-512, optionally keyed --------------------------------------------
+// Ours, in the field order of the kernel's struct blake2b_state:
+// { u64 h[8]; u64 t[2]; u64 f[2]; u8 buf[128]; u32 buflen; u32 outlen; } (232
+// bytes). BLAKE2b keeps the last block (up to 128 bytes) unhashed until it
+// knows whether more follows, so buflen may be 128. A keyed state holds the
+// key block in buf until more input arrives, as in the kernel.
+constexpr std::size_t kBlake2bStateSize = 12 * 8 + 128 + 8;
+
+CryptoPP::BLAKE2b_State& state_of(CryptoPP::BLAKE2b& h) { return h.*member(Blake2bSt{}); }
+const CryptoPP::BLAKE2b_State& state_of(const CryptoPP::BLAKE2b& h) {
+    return h.*member(Blake2bSt{});
+}
+
+class Blake2bTfm final : public ShashTfm {
+public:
+    // An unkeyed BLAKE2b copies without allocating, so the initial state of
+    // every computation, keyed or not, is kept in one: init() and digest()
+    // copy it.
+    const CryptoPP::BLAKE2b& initial() const { return initial_; }
+
+    Status setkey(ConstBytes key) override {
+        if (key.empty() || key.size() > CryptoPP::BLAKE2b::MAX_KEYLENGTH) return Status::Invalid;
+        try {
+            const CryptoPP::BLAKE2b keyed(key.data(), key.size());
+            state_of(initial_) = state_of(keyed);
+        } catch (const CryptoPP::Exception&) {
+            return Status::Invalid;
+        }
+        return Status::Ok;
+    }
+
+    std::unique_ptr<ShashState> new_state() const override;
+
+    void digest(ConstBytes data, Bytes out) const override {
+        CryptoPP::BLAKE2b h(initial_);
+        h.Update(data.data(), data.size());
+        h.TruncatedFinal(out.data(), out.size());
+    }
+
+private:
+    CryptoPP::BLAKE2b initial_;
+};
+
+class Blake2bState final : public CppState<CryptoPP::BLAKE2b> {
+public:
+    explicit Blake2bState(const Blake2bTfm& tfm) : tfm_(tfm) { init(); }
+
+    // The key is read at init, as the kernel does.
+    void init() override { state_of(h_) = state_of(tfm_.initial()); }
+
+    void export_state(Bytes out) const override {
+        const auto& st = state_of(h_);
+        for (std::size_t i = 0; i < 12; ++i) store_le(out.data() + 8 * i, st.m_hft[i]);  // h, t, f
+        std::memcpy(out.data() + 96, st.m_buf.data(), 128);
+        store_le(out.data() + 224, static_cast<uint32_t>(st.m_len));
+        store_le(out.data() + 228, static_cast<uint32_t>(CryptoPP::BLAKE2b::DIGESTSIZE));
+    }
+
+    Status import_state(ConstBytes in) override {
+        const uint32_t buflen = load_le<uint32_t>(in.data() + 224);
+        const uint32_t outlen = load_le<uint32_t>(in.data() + 228);
+        // f[] is set only by the final block; a running state has it zero.
+        const bool finalised = load_le<word64>(in.data() + 80) || load_le<word64>(in.data() + 88);
+        if (buflen > 128 || outlen != CryptoPP::BLAKE2b::DIGESTSIZE || finalised)
+            return Status::Invalid;
+        auto& st = state_of(h_);
+        for (std::size_t i = 0; i < 12; ++i) st.m_hft[i] = load_le<word64>(in.data() + 8 * i);
+        std::memcpy(st.m_buf.data(), in.data() + 96, 128);
+        st.m_len = buflen;
+        return Status::Ok;
+    }
+
+private:
+    const Blake2bTfm& tfm_;
+};
+
+std::unique_ptr<ShashState> Blake2bTfm::new_state() const {
+    return std::make_unique<Blake2bState>(*this);
+}
+
+std::shared_ptr<Alg> blake2b_512() {
+    AlgInfo info = hash_info<CryptoPP::BLAKE2b>("blake2b-512", kBlake2bStateSize);
+    info.min_keysize = 1;  // the key is optional; setkey takes 1..64 bytes
+    info.max_keysize = CryptoPP::BLAKE2b::MAX_KEYLENGTH;
+    return std::make_shared<CppHashAlg<Blake2bTfm>>(std::move(info));
+}
+
+}  // namespace
+
+std::vector<std::shared_ptr<Alg>> make_hashes() {
+    namespace C = CryptoPP;
+    return {
+        md_hash<C::Weak::MD5, kMd5>("md5"),
+        md_hash<C::SHA1, kSha1>("sha1"),
+        md_hash<C::SHA224, kSha256>("sha224"),
+        md_hash<C::SHA256, kSha256>("sha256"),
+        md_hash<C::SHA384, kSha512>("sha384"),
+        md_hash<C::SHA512, kSha512>("sha512"),
+        md_hash<C::RIPEMD160, kRmd160>("rmd160"),
+        md_hash<C::Whirlpool, kWp512>("wp512"),
+        sha3_hash<C::SHA3_256>("sha3-256"),
+        sha3_hash<C::SHA3_512>("sha3-512"),
+        blake2b_512(),
+    };
+}
+
+}  // namespace blkcrypt::cryptopp

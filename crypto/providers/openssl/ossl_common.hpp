@@ -1,0 +1,92 @@
+// Private to the OpenSSL provider: the factories provider.cpp registers and
+// the pool of keyed cipher contexts the skciphers and gcm share. OpenSSL
+// types appear only in this folder.
+//
+// No file here may be named like an OpenSSL header (evp.h, sha.h...):
+// crypto/providers is on the include path, so <openssl/evp.h> would find it.
+#pragma once
+
+#include <blkcrypt/internal/alg.hpp>
+
+#include <openssl/evp.h>
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace blkcrypt::ossl {
+
+std::vector<std::shared_ptr<Alg>> make_skciphers();  // skciphers.cpp
+std::vector<std::shared_ptr<Alg>> make_aeads();      // gcm.cpp
+std::vector<std::shared_ptr<Alg>> make_hashes();     // hashes.cpp
+
+// Above the Crypto++ primitives (100) and the template compositions built on
+// them, which inherit 100: a generic lookup gets OpenSSL, driver names still
+// reach the compositions.
+constexpr int kPriority = 300;
+
+inline AlgInfo provider_info(std::string name, std::string driver, AlgType type) {
+    AlgInfo info;
+    info.name = std::move(name);
+    info.driver = std::move(driver);
+    info.module = "openssl";
+    info.priority = kPriority;
+    info.type = type;
+    return info;
+}
+
+// A context of `cipher` (an OpenSSL name such as "AES-256-XTS") keyed with
+// key for encryption (enc = 1) or decryption (0), padding off. nullptr when
+// OpenSSL refuses the key; the error queue is cleared either way.
+EVP_CIPHER_CTX* keyed_ctx(const char* cipher, ConstBytes key, int enc);
+
+// EVP_CIPHER_CTX holds per-operation state (IV, counter, GHASH) and cannot be
+// shared between threads, while our transforms must be. So each transform
+// keeps one keyed master that is never used for data, and a free list of
+// copies: acquire() pops one (or copies the master when the list is empty),
+// the Lease puts it back. A context is at most one request's state, and the
+// caller re-initialises the IV before use.
+class CtxPool {
+public:
+    CtxPool() = default;
+    ~CtxPool();
+    CtxPool(const CtxPool&) = delete;
+    CtxPool& operator=(const CtxPool&) = delete;
+
+    // Takes ownership of a keyed master; frees the old one and its copies.
+    // Not concurrent with acquire() (setkey is not concurrent with requests).
+    void reset(EVP_CIPHER_CTX* master) noexcept;
+
+    class Lease {
+    public:
+        Lease(const CtxPool& pool, EVP_CIPHER_CTX* ctx) noexcept : pool_(pool), ctx_(ctx) {}
+        ~Lease() { pool_.put(ctx_); }
+        Lease(const Lease&) = delete;
+        Lease& operator=(const Lease&) = delete;
+        EVP_CIPHER_CTX* get() const noexcept { return ctx_; }
+        explicit operator bool() const noexcept { return ctx_ != nullptr; }
+
+    private:
+        const CtxPool& pool_;
+        EVP_CIPHER_CTX* ctx_;
+    };
+
+    // A context keyed like the master; get() is nullptr on allocation failure.
+    Lease acquire() const;
+
+private:
+    void put(EVP_CIPHER_CTX* ctx) const noexcept;
+    void clear() noexcept;
+
+    // Enough for every core of a busy machine; more are freed on return
+    // rather than kept (each holds a key schedule).
+    static constexpr std::size_t kMaxFree = 64;
+
+    EVP_CIPHER_CTX* master_ = nullptr;
+    mutable std::mutex mu_;
+    mutable std::vector<EVP_CIPHER_CTX*> free_;
+};
+
+}  // namespace blkcrypt::ossl

@@ -1,0 +1,142 @@
+// cbc(C): cipher block chaining (the kernel's crypto/cbc.c), NIST SP 800-38A
+// section 6.2. dm-crypt's classic "aes-cbc-essiv:sha256" runs on it through
+// essiv(cbc(aes),sha256); it is also the mode of LUKS1 volumes.
+//
+// Name: cbc(<cipher>), e.g. cbc(aes), cbc(des3_ede). The argument is a single
+// block cipher of at most 32-byte blocks. IV = one block; the length must be a
+// whole number of blocks. On completion req.iv holds the last ciphertext
+// block, so a long message can be processed in consecutive requests.
+#include <blkcrypt/internal/template.hpp>
+#include <blkcrypt/internal/walk.hpp>
+#include <blkcrypt/secure_buffer.hpp>
+
+#include <cstring>
+
+namespace blkcrypt {
+namespace {
+
+constexpr std::size_t kMaxBlock = 32;
+constexpr std::size_t kBatchBytes = 512;  // ciphertext kept aside per in-place batch
+
+void xor_into(uint8_t* dst, const uint8_t* a, const uint8_t* b, std::size_t n) noexcept {
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t x, y;
+        std::memcpy(&x, a + i, 8);
+        std::memcpy(&y, b + i, 8);
+        x ^= y;
+        std::memcpy(dst + i, &x, 8);
+    }
+    for (; i < n; ++i) dst[i] = static_cast<uint8_t>(a[i] ^ b[i]);
+}
+
+class CbcTfm final : public SkcipherTfm {
+public:
+    CbcTfm(std::unique_ptr<CipherTfm> cipher, std::size_t bs) : cipher_(std::move(cipher)), bs_(bs) {}
+
+    Status setkey(ConstBytes key) override {
+        return cipher_->setkey(key) == Status::Ok ? Status::Ok : Status::Invalid;
+    }
+    Status encrypt(SkcipherRequest& req) const override { return crypt(req, true); }
+    Status decrypt(SkcipherRequest& req) const override { return crypt(req, false); }
+
+private:
+    Status crypt(SkcipherRequest& req, bool enc) const {
+        if (req.len % bs_) return Status::Invalid;  // checked before any output
+        uint8_t iv[kMaxBlock];
+        std::memcpy(iv, req.iv.data(), bs_);
+        for (SgWalk w(req.src, req.dst, req.len, bs_); w.next(); w.done()) {
+            if (enc) encrypt_run(w.in(), w.out(), w.len() / bs_, iv);
+            else decrypt_run(w.in(), w.out(), w.len() / bs_, iv);
+        }
+        std::memcpy(req.iv.data(), iv, bs_);
+        return Status::Ok;
+    }
+
+    // Serial by nature: each block needs the previous ciphertext.
+    void encrypt_run(const uint8_t* in, uint8_t* out, std::size_t n, uint8_t* iv) const {
+        uint8_t blk[kMaxBlock];
+        const uint8_t* prev = iv;
+        for (std::size_t i = 0; i < n; ++i, in += bs_, out += bs_) {
+            xor_into(blk, in, prev, bs_);  // read in before out is written (in place)
+            cipher_->encrypt(blk, out, 1);
+            prev = out;
+        }
+        std::memcpy(iv, prev, bs_);
+        secure_wipe(blk, sizeof blk);
+    }
+
+    // Parallel: decipher a batch of blocks in one call, then XOR each with the
+    // ciphertext block before it. In place, that ciphertext is overwritten by
+    // the call, so the batch is copied aside first.
+    void decrypt_run(const uint8_t* in, uint8_t* out, std::size_t n, uint8_t* iv) const {
+        uint8_t saved[kBatchBytes];
+        const std::size_t per = kBatchBytes / bs_;
+        while (n) {
+            const std::size_t k = n < per ? n : per;
+            const uint8_t* ct = in;
+            if (in == out) {
+                std::memcpy(saved, in, k * bs_);
+                ct = saved;
+            }
+            cipher_->decrypt(ct, out, k);
+            xor_into(out, out, iv, bs_);
+            xor_into(out + bs_, out + bs_, ct, (k - 1) * bs_);
+            std::memcpy(iv, ct + (k - 1) * bs_, bs_);
+            in += k * bs_;
+            out += k * bs_;
+            n -= k;
+        }
+    }
+
+    std::unique_ptr<CipherTfm> cipher_;
+    std::size_t bs_;
+};
+
+class CbcAlg final : public SkcipherAlg {
+public:
+    CbcAlg(AlgInfo info, std::shared_ptr<const Alg> cipher)
+        : SkcipherAlg(std::move(info)), cipher_(std::move(cipher)) {}
+    std::unique_ptr<SkcipherTfm> create_tfm() const override {
+        return std::make_unique<CbcTfm>(static_cast<const CipherAlg&>(*cipher_).create_tfm(),
+                                        cipher_->info().blocksize);
+    }
+
+private:
+    std::shared_ptr<const Alg> cipher_;
+};
+
+class CbcTemplate final : public Template {
+public:
+    std::string_view name() const override { return "cbc"; }
+
+    Result<std::shared_ptr<Alg>> create(Registry& reg, const AlgName& name) const override {
+        if (auto r = check_arg_count(name, 1); !r) return r.error();
+        auto cipher = grab_spawn(reg, "cbc", name.args()[0], AlgType::Cipher);
+        if (!cipher) return cipher.error();
+        const AlgInfo& c = (*cipher)->info();
+        if (c.blocksize == 0 || c.blocksize > kMaxBlock)
+            return make_error(Status::Invalid, "cbc: cipher '" + c.name + "' has a " +
+                                                   std::to_string(c.blocksize) +
+                                                   "-byte block; cbc supports 1 to 32");
+        AlgInfo info;
+        info.module = module;
+        set_instance_names(info, "cbc", {cipher->get()});
+        info.type = AlgType::Skcipher;
+        info.needs_key = true;
+        info.blocksize = c.blocksize;
+        info.chunksize = c.blocksize;
+        info.ivsize = c.blocksize;
+        info.min_keysize = c.min_keysize;
+        info.max_keysize = c.max_keysize;
+        auto alg = std::make_shared<CbcAlg>(info, *cipher);
+        alg->spawns = {*cipher};
+        return std::shared_ptr<Alg>(alg);
+    }
+};
+
+}  // namespace
+
+std::shared_ptr<Template> make_cbc_template() { return std::make_shared<CbcTemplate>(); }
+
+}  // namespace blkcrypt

@@ -1,0 +1,195 @@
+// cmac(C): the cipher-based MAC of NIST SP 800-38B / RFC 4493 (OMAC1; the
+// kernel's crypto/cmac.c). Used by AES-CMAC users (IEEE 802.11, SMB3, TPM
+// sessions) and as a PRF (RFC 4615).
+//
+// Name: cmac(<cipher>), e.g. cmac(aes), cmac(des3_ede). The argument is a
+// block cipher with 8- or 16-byte blocks; the key is the cipher's key and the
+// MAC is one block.
+//
+// CBC-MAC over the message, with the last block XORed with subkey K1 (when
+// it is complete) or padded with 10..0 and XORed with K2. K1 and K2 derive
+// from L = E_K(0) by doubling in GF(2^b), computed once in setkey.
+//
+// Exported state (statesize = 2 * blocksize + 1 bytes):
+//   [0, bs)       the running CBC-MAC block
+//   [bs, 2bs)     buffered message bytes not yet enciphered (the last block
+//                 is held back until more data shows it is not the last)
+//   [2bs]         how many bytes of the buffer are used, 0..bs (0 only
+//                 before any data, when the running block is zero)
+#include <blkcrypt/internal/template.hpp>
+#include <blkcrypt/secure_buffer.hpp>
+
+#include <algorithm>
+#include <cstring>
+
+namespace blkcrypt {
+namespace {
+
+constexpr std::size_t kMaxBlock = 16;
+
+// Multiply by x in GF(2^b), blocks big-endian (SP 800-38B section 6.1).
+void gf_double(uint8_t* out, const uint8_t* in, std::size_t bs) noexcept {
+    const uint8_t rb = bs == 16 ? 0x87 : 0x1b;  // x^128 + x^7 + x^2 + x + 1; x^64 + x^4 + x^3 + x + 1
+    const uint8_t carry = in[0] >> 7;
+    for (std::size_t i = 0; i + 1 < bs; ++i) out[i] = static_cast<uint8_t>(in[i] << 1 | in[i + 1] >> 7);
+    out[bs - 1] = static_cast<uint8_t>(in[bs - 1] << 1 ^ (carry ? rb : 0));
+}
+
+void xor_into(uint8_t* dst, const uint8_t* src, std::size_t n) noexcept {
+    for (std::size_t i = 0; i < n; ++i) dst[i] ^= src[i];
+}
+
+class CmacTfm final : public ShashTfm {
+public:
+    CmacTfm(std::unique_ptr<CipherTfm> cipher, std::size_t bs)
+        : cipher_(std::move(cipher)), bs_(bs), subkeys_(2 * bs) {}
+
+    Status setkey(ConstBytes key) override {
+        if (cipher_->setkey(key) != Status::Ok) return Status::Invalid;
+        uint8_t l[kMaxBlock] = {};
+        cipher_->encrypt(l, l, 1);
+        gf_double(subkeys_.data(), l, bs_);                   // K1
+        gf_double(subkeys_.data() + bs_, subkeys_.data(), bs_);  // K2
+        secure_wipe(l, sizeof l);
+        return Status::Ok;
+    }
+
+    std::unique_ptr<ShashState> new_state() const override;
+
+    std::size_t bs() const noexcept { return bs_; }
+    void encipher(uint8_t* block) const { cipher_->encrypt(block, block, 1); }
+    const uint8_t* k1() const noexcept { return subkeys_.data(); }
+    const uint8_t* k2() const noexcept { return subkeys_.data() + bs_; }
+
+private:
+    std::unique_ptr<CipherTfm> cipher_;
+    std::size_t bs_;
+    SecureBuffer subkeys_;  // K1 || K2
+};
+
+class CmacState final : public ShashState {
+public:
+    explicit CmacState(const CmacTfm& tfm) : tfm_(tfm), bs_(tfm.bs()) {}
+    ~CmacState() override {
+        secure_wipe(x_, sizeof x_);
+        secure_wipe(buf_, sizeof buf_);
+    }
+
+    void init() override {
+        std::memset(x_, 0, sizeof x_);
+        count_ = 0;
+    }
+
+    void update(ConstBytes data) override {
+        if (data.empty()) return;
+        std::size_t n = std::min(bs_ - count_, data.size());
+        std::memcpy(buf_ + count_, data.data(), n);
+        count_ += n;
+        data = data.subspan(n);
+        if (data.empty()) return;  // the buffered block may be the last one
+        // More data follows: the buffered block is not the last.
+        absorb(buf_);
+        // Keep at least one byte back for final().
+        while (data.size() > bs_) {
+            absorb(data.data());
+            data = data.subspan(bs_);
+        }
+        std::memcpy(buf_, data.data(), data.size());
+        count_ = data.size();
+    }
+
+    void final(Bytes out) override {
+        if (count_ == bs_) {
+            xor_into(x_, tfm_.k1(), bs_);
+        } else {
+            buf_[count_] = 0x80;
+            std::memset(buf_ + count_ + 1, 0, bs_ - count_ - 1);
+            xor_into(x_, tfm_.k2(), bs_);
+        }
+        xor_into(x_, buf_, bs_);
+        tfm_.encipher(x_);
+        std::memcpy(out.data(), x_, bs_);
+    }
+
+    void export_state(Bytes out) const override {
+        std::memcpy(out.data(), x_, bs_);
+        std::memcpy(out.data() + bs_, buf_, bs_);
+        out[2 * bs_] = static_cast<uint8_t>(count_);
+    }
+
+    Status import_state(ConstBytes in) override {
+        if (in.size() != 2 * bs_ + 1 || in[2 * bs_] > bs_) return Status::Invalid;
+        // Nothing buffered happens only before any data, with a zero block.
+        if (in[2 * bs_] == 0 && std::any_of(in.begin(), in.begin() + bs_, [](uint8_t b) { return b; }))
+            return Status::Invalid;
+        std::memcpy(x_, in.data(), bs_);
+        std::memcpy(buf_, in.data() + bs_, bs_);
+        count_ = in[2 * bs_];
+        return Status::Ok;
+    }
+
+private:
+    void absorb(const uint8_t* block) {
+        xor_into(x_, block, bs_);
+        tfm_.encipher(x_);
+    }
+
+    const CmacTfm& tfm_;
+    std::size_t bs_;
+    uint8_t x_[kMaxBlock] = {};
+    uint8_t buf_[kMaxBlock] = {};
+    std::size_t count_ = 0;
+};
+
+std::unique_ptr<ShashState> CmacTfm::new_state() const { return std::make_unique<CmacState>(*this); }
+
+class CmacAlg final : public ShashAlg {
+public:
+    CmacAlg(AlgInfo info, std::shared_ptr<const Alg> cipher)
+        : ShashAlg(std::move(info)), cipher_(std::move(cipher)) {}
+    std::unique_ptr<ShashTfm> create_tfm() const override {
+        return std::make_unique<CmacTfm>(static_cast<const CipherAlg&>(*cipher_).create_tfm(),
+                                         cipher_->info().blocksize);
+    }
+
+private:
+    std::shared_ptr<const Alg> cipher_;
+};
+
+class CmacTemplate final : public Template {
+public:
+    std::string_view name() const override { return "cmac"; }
+
+    Result<std::shared_ptr<Alg>> create(Registry& reg, const AlgName& name) const override {
+        if (auto r = check_arg_count(name, 1); !r) return r.error();
+        auto cipher = grab_spawn(reg, "cmac", name.args()[0], AlgType::Cipher);
+        if (!cipher) return cipher.error();
+        const AlgInfo& c = (*cipher)->info();
+        if (c.type != AlgType::Cipher)
+            return make_error(Status::Invalid, "cmac: '" + c.name + "' is not a block cipher");
+        // The subkey polynomials of SP 800-38B exist for 64- and 128-bit blocks only.
+        if (c.blocksize != 8 && c.blocksize != 16)
+            return make_error(Status::Invalid, "cmac: cipher '" + c.name + "' has a " +
+                                                   std::to_string(c.blocksize) +
+                                                   "-byte block; cmac needs 8 or 16");
+        AlgInfo info;
+        info.module = module;
+        set_instance_names(info, "cmac", {cipher->get()});
+        info.type = AlgType::Shash;
+        info.needs_key = true;
+        info.blocksize = c.blocksize;
+        info.digestsize = c.blocksize;
+        info.statesize = 2 * c.blocksize + 1;
+        info.min_keysize = c.min_keysize;
+        info.max_keysize = c.max_keysize;
+        auto alg = std::make_shared<CmacAlg>(info, *cipher);
+        alg->spawns = {*cipher};
+        return std::shared_ptr<Alg>(alg);
+    }
+};
+
+}  // namespace
+
+std::shared_ptr<Template> make_cmac_template() { return std::make_shared<CmacTemplate>(); }
+
+}  // namespace blkcrypt

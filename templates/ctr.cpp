@@ -1,0 +1,138 @@
+// ctr(C): counter mode as the kernel's crypto/ctr.c, NIST SP 800-38A section
+// 6.5. The IV is the initial counter block, incremented as one big-endian
+// integer of the whole block; the key stream is E(counter) and the cipher is
+// only ever used forward. The building block of gcm, ccm and rfc3686.
+//
+// Name: ctr(<cipher>), e.g. ctr(aes). The argument is a single block cipher
+// whose block is 4 to 32 bytes and a multiple of 4 (as the kernel requires).
+// Any length is accepted (a stream cipher: blocksize 1, chunksize = the
+// cipher's block). On completion req.iv holds the next unused counter value,
+// as in the kernel; a partial final block still consumes its counter.
+#include <blkcrypt/internal/template.hpp>
+#include <blkcrypt/internal/walk.hpp>
+#include <blkcrypt/secure_buffer.hpp>
+
+#include <cstring>
+
+namespace blkcrypt {
+namespace {
+
+constexpr std::size_t kMaxBlock = 32;
+constexpr std::size_t kBatchBytes = 512;  // key stream made per cipher call
+
+void xor_into(uint8_t* dst, const uint8_t* a, const uint8_t* b, std::size_t n) noexcept {
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t x, y;
+        std::memcpy(&x, a + i, 8);
+        std::memcpy(&y, b + i, 8);
+        x ^= y;
+        std::memcpy(dst + i, &x, 8);
+    }
+    for (; i < n; ++i) dst[i] = static_cast<uint8_t>(a[i] ^ b[i]);
+}
+
+// Big-endian increment of the whole block (the kernel's crypto_inc).
+void increment(uint8_t* ctr, std::size_t n) noexcept {
+    for (std::size_t i = n; i-- > 0;)
+        if (++ctr[i] != 0) break;
+}
+
+class CtrTfm final : public SkcipherTfm {
+public:
+    CtrTfm(std::unique_ptr<CipherTfm> cipher, std::size_t bs) : cipher_(std::move(cipher)), bs_(bs) {}
+
+    Status setkey(ConstBytes key) override {
+        return cipher_->setkey(key) == Status::Ok ? Status::Ok : Status::Invalid;
+    }
+    // Encryption and decryption are the same operation.
+    Status encrypt(SkcipherRequest& req) const override { return crypt(req); }
+    Status decrypt(SkcipherRequest& req) const override { return crypt(req); }
+
+private:
+    Status crypt(SkcipherRequest& req) const {
+        uint8_t ctr[kMaxBlock];
+        uint8_t ks[kBatchBytes];
+        std::memcpy(ctr, req.iv.data(), bs_);
+        const std::size_t per = kBatchBytes / bs_;
+        // Unit = one block: the walker hands whole blocks and, last, the remainder.
+        for (SgWalk w(req.src, req.dst, req.len, bs_); w.next(); w.done()) {
+            const uint8_t* in = w.in();
+            uint8_t* out = w.out();
+            std::size_t n = w.len();
+            while (n >= bs_) {
+                std::size_t k = n / bs_;
+                if (k > per) k = per;
+                for (std::size_t i = 0; i < k; ++i) {
+                    std::memcpy(ks + i * bs_, ctr, bs_);
+                    increment(ctr, bs_);
+                }
+                cipher_->encrypt(ks, ks, k);
+                xor_into(out, in, ks, k * bs_);
+                in += k * bs_;
+                out += k * bs_;
+                n -= k * bs_;
+            }
+            if (n) {  // the final partial block
+                cipher_->encrypt(ctr, ks, 1);
+                xor_into(out, in, ks, n);
+                increment(ctr, bs_);
+            }
+        }
+        std::memcpy(req.iv.data(), ctr, bs_);
+        secure_wipe(ks, sizeof ks);
+        return Status::Ok;
+    }
+
+    std::unique_ptr<CipherTfm> cipher_;
+    std::size_t bs_;
+};
+
+class CtrAlg final : public SkcipherAlg {
+public:
+    CtrAlg(AlgInfo info, std::shared_ptr<const Alg> cipher)
+        : SkcipherAlg(std::move(info)), cipher_(std::move(cipher)) {}
+    std::unique_ptr<SkcipherTfm> create_tfm() const override {
+        return std::make_unique<CtrTfm>(static_cast<const CipherAlg&>(*cipher_).create_tfm(),
+                                        cipher_->info().blocksize);
+    }
+
+private:
+    std::shared_ptr<const Alg> cipher_;
+};
+
+class CtrTemplate final : public Template {
+public:
+    std::string_view name() const override { return "ctr"; }
+
+    Result<std::shared_ptr<Alg>> create(Registry& reg, const AlgName& name) const override {
+        if (auto r = check_arg_count(name, 1); !r) return r.error();
+        auto cipher = grab_spawn(reg, "ctr", name.args()[0], AlgType::Cipher);
+        if (!cipher) return cipher.error();
+        const AlgInfo& c = (*cipher)->info();
+        if (c.blocksize < 4 || c.blocksize % 4 || c.blocksize > kMaxBlock)
+            return make_error(Status::Invalid, "ctr: cipher '" + c.name + "' has a " +
+                                                   std::to_string(c.blocksize) +
+                                                   "-byte block; ctr needs a multiple of 4 "
+                                                   "from 4 to 32");
+        AlgInfo info;
+        info.module = module;
+        set_instance_names(info, "ctr", {cipher->get()});
+        info.type = AlgType::Skcipher;
+        info.needs_key = true;
+        info.blocksize = 1;
+        info.chunksize = c.blocksize;
+        info.ivsize = c.blocksize;
+        info.min_keysize = c.min_keysize;
+        info.max_keysize = c.max_keysize;
+        auto alg = std::make_shared<CtrAlg>(info, *cipher);
+        alg->spawns = {*cipher};
+        return std::shared_ptr<Alg>(alg);
+    }
+};
+
+}  // namespace
+
+std::shared_ptr<Template> make_ctr_template() { return std::make_shared<CtrTemplate>(); }
+
+}  // namespace blkcrypt

@@ -1,0 +1,188 @@
+// xcbc(C): the XCBC-MAC of RFC 3566 (AES-XCBC-MAC-96 for IPsec; the
+// kernel's crypto/xcbc.c). IPsec (RFC 3566/4434 PRF) is the user.
+//
+// Name: xcbc(<cipher>), e.g. xcbc(aes). The argument is a block cipher with
+// 16-byte blocks. The MAC is one block (IPsec truncates it to 96 bits itself).
+//
+// As in the kernel, the key is any key the cipher takes (RFC 3566 itself only
+// defines 128-bit AES keys). setkey derives K1 = E_K(0x01..), K2 = E_K(0x02..)
+// and K3 = E_K(0x03..), then keys the cipher with K1 for the CBC-MAC. The
+// last block is XORed with K2 when complete, or padded with 10..0 and XORed
+// with K3.
+//
+// Exported state (statesize = 33 bytes):
+//   [0, 16)    the running CBC-MAC block
+//   [16, 32)   buffered message bytes not yet enciphered (the last block is
+//              held back until more data shows it is not the last)
+//   [32]       how many bytes of the buffer are used, 0..16 (0 only before
+//              any data, when the running block is zero)
+#include <blkcrypt/internal/template.hpp>
+#include <blkcrypt/secure_buffer.hpp>
+
+#include <algorithm>
+#include <cstring>
+
+namespace blkcrypt {
+namespace {
+
+constexpr std::size_t kBlock = 16;
+constexpr std::size_t kStateSize = 2 * kBlock + 1;
+
+void xor_into(uint8_t* dst, const uint8_t* src, std::size_t n) noexcept {
+    for (std::size_t i = 0; i < n; ++i) dst[i] ^= src[i];
+}
+
+class XcbcTfm final : public ShashTfm {
+public:
+    explicit XcbcTfm(std::unique_ptr<CipherTfm> cipher) : cipher_(std::move(cipher)), k23_(2 * kBlock) {}
+
+    Status setkey(ConstBytes key) override {
+        if (cipher_->setkey(key) != Status::Ok) return Status::Invalid;
+        uint8_t k1[kBlock];
+        uint8_t c[kBlock];
+        for (int i = 1; i <= 3; ++i) {
+            std::memset(c, i, kBlock);
+            cipher_->encrypt(c, i == 1 ? k1 : k23_.data() + (i - 2) * kBlock, 1);
+        }
+        // Checked at create time: a block-sized key is valid for the cipher.
+        Status s = cipher_->setkey(ConstBytes(k1, kBlock));
+        secure_wipe(k1, sizeof k1);
+        return s == Status::Ok ? Status::Ok : Status::Invalid;
+    }
+
+    std::unique_ptr<ShashState> new_state() const override;
+
+    void encipher(uint8_t* block) const { cipher_->encrypt(block, block, 1); }
+    const uint8_t* k2() const noexcept { return k23_.data(); }
+    const uint8_t* k3() const noexcept { return k23_.data() + kBlock; }
+
+private:
+    std::unique_ptr<CipherTfm> cipher_;  // keyed with K1
+    SecureBuffer k23_;                   // K2 || K3
+};
+
+class XcbcState final : public ShashState {
+public:
+    explicit XcbcState(const XcbcTfm& tfm) : tfm_(tfm) {}
+    ~XcbcState() override {
+        secure_wipe(x_, sizeof x_);
+        secure_wipe(buf_, sizeof buf_);
+    }
+
+    void init() override {
+        std::memset(x_, 0, sizeof x_);
+        count_ = 0;
+    }
+
+    void update(ConstBytes data) override {
+        if (data.empty()) return;
+        std::size_t n = std::min(kBlock - count_, data.size());
+        std::memcpy(buf_ + count_, data.data(), n);
+        count_ += n;
+        data = data.subspan(n);
+        if (data.empty()) return;  // the buffered block may be the last one
+        absorb(buf_);
+        while (data.size() > kBlock) {  // keep at least one byte back for final()
+            absorb(data.data());
+            data = data.subspan(kBlock);
+        }
+        std::memcpy(buf_, data.data(), data.size());
+        count_ = data.size();
+    }
+
+    void final(Bytes out) override {
+        if (count_ == kBlock) {
+            xor_into(x_, tfm_.k2(), kBlock);
+        } else {
+            buf_[count_] = 0x80;
+            std::memset(buf_ + count_ + 1, 0, kBlock - count_ - 1);
+            xor_into(x_, tfm_.k3(), kBlock);
+        }
+        xor_into(x_, buf_, kBlock);
+        tfm_.encipher(x_);
+        std::memcpy(out.data(), x_, kBlock);
+    }
+
+    void export_state(Bytes out) const override {
+        std::memcpy(out.data(), x_, kBlock);
+        std::memcpy(out.data() + kBlock, buf_, kBlock);
+        out[2 * kBlock] = static_cast<uint8_t>(count_);
+    }
+
+    Status import_state(ConstBytes in) override {
+        if (in.size() != kStateSize || in[2 * kBlock] > kBlock) return Status::Invalid;
+        if (in[2 * kBlock] == 0 && std::any_of(in.begin(), in.begin() + kBlock, [](uint8_t b) { return b; }))
+            return Status::Invalid;
+        std::memcpy(x_, in.data(), kBlock);
+        std::memcpy(buf_, in.data() + kBlock, kBlock);
+        count_ = in[2 * kBlock];
+        return Status::Ok;
+    }
+
+private:
+    void absorb(const uint8_t* block) {
+        xor_into(x_, block, kBlock);
+        tfm_.encipher(x_);
+    }
+
+    const XcbcTfm& tfm_;
+    uint8_t x_[kBlock] = {};
+    uint8_t buf_[kBlock] = {};
+    std::size_t count_ = 0;
+};
+
+std::unique_ptr<ShashState> XcbcTfm::new_state() const { return std::make_unique<XcbcState>(*this); }
+
+class XcbcAlg final : public ShashAlg {
+public:
+    XcbcAlg(AlgInfo info, std::shared_ptr<const Alg> cipher)
+        : ShashAlg(std::move(info)), cipher_(std::move(cipher)) {}
+    std::unique_ptr<ShashTfm> create_tfm() const override {
+        return std::make_unique<XcbcTfm>(static_cast<const CipherAlg&>(*cipher_).create_tfm());
+    }
+
+private:
+    std::shared_ptr<const Alg> cipher_;
+};
+
+class XcbcTemplate final : public Template {
+public:
+    std::string_view name() const override { return "xcbc"; }
+
+    Result<std::shared_ptr<Alg>> create(Registry& reg, const AlgName& name) const override {
+        if (auto r = check_arg_count(name, 1); !r) return r.error();
+        auto cipher = grab_spawn(reg, "xcbc", name.args()[0], AlgType::Cipher);
+        if (!cipher) return cipher.error();
+        const AlgInfo& c = (*cipher)->info();
+        if (c.type != AlgType::Cipher)
+            return make_error(Status::Invalid, "xcbc: '" + c.name + "' is not a block cipher");
+        if (c.blocksize != kBlock)
+            return make_error(Status::Invalid, "xcbc: cipher '" + c.name + "' has a " +
+                                                   std::to_string(c.blocksize) +
+                                                   "-byte block; xcbc needs 16");
+        // The derived K1 (one block) becomes the cipher key.
+        uint8_t zero[kBlock] = {};
+        if (static_cast<const CipherAlg&>(**cipher).create_tfm()->setkey(zero) != Status::Ok)
+            return make_error(Status::Invalid, "xcbc: cipher '" + c.name +
+                                                   "' does not take a 16-byte key (needed for K1)");
+        AlgInfo info;
+        info.module = module;
+        set_instance_names(info, "xcbc", {cipher->get()});
+        info.type = AlgType::Shash;
+        info.needs_key = true;
+        info.blocksize = kBlock;
+        info.digestsize = kBlock;
+        info.statesize = kStateSize;
+        info.min_keysize = c.min_keysize;
+        info.max_keysize = c.max_keysize;
+        auto alg = std::make_shared<XcbcAlg>(info, *cipher);
+        alg->spawns = {*cipher};
+        return std::shared_ptr<Alg>(alg);
+    }
+};
+
+}  // namespace
+
+std::shared_ptr<Template> make_xcbc_template() { return std::make_shared<XcbcTemplate>(); }
+
+}  // namespace blkcrypt

@@ -1,0 +1,35 @@
+# Sourced by the CLI test scripts. $1 of the script is the blkcrypt binary.
+set -euo pipefail
+
+BLKCRYPT=${1:?usage: $0 path/to/blkcrypt}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
+fail() {
+    echo "FAIL: $*" >&2
+    exit 1
+}
+
+# expect_exit WANT CMD...: runs CMD, keeping its output in $TMP/stdout and
+# $TMP/stderr. WANT is an exit code or "nonzero".
+expect_exit() {
+    local want=$1 rc=0
+    shift
+    "$@" >"$TMP/stdout" 2>"$TMP/stderr" || rc=$?
+    if [[ $want == nonzero ]]; then
+        [[ $rc != 0 ]] || fail "exit 0, want non-zero: $*"
+    else
+        [[ $rc == "$want" ]] || fail "exit $rc, want $want: $* (stderr: $(cat "$TMP/stderr"))"
+    fi
+}
+
+# After expect_exit: stderr is exactly one "blkcrypt: ..." line.
+expect_one_error_line() {
+    [[ $(wc -l <"$TMP/stderr") == 1 ]] && grep -q '^blkcrypt: ' "$TMP/stderr" ||
+        fail "stderr is not one 'blkcrypt: ...' line: $(cat "$TMP/stderr")"
+}
+
+# random_file PATH BYTES
+random_file() {
+    head -c "$2" /dev/urandom >"$1"
+}
