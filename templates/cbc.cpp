@@ -18,6 +18,13 @@ namespace {
 constexpr std::size_t kMaxBlock = 32;
 constexpr std::size_t kBatchBytes = 512;  // ciphertext kept aside per in-place batch
 
+// "an 8-byte block", "a 16-byte block": for error messages.
+std::string block_phrase(std::size_t n) {
+    const std::string s = std::to_string(n);
+    const bool an = s[0] == '8' || s == "11" || s == "18";
+    return (an ? "an " : "a ") + s + "-byte block";
+}
+
 void xor_into(uint8_t* dst, const uint8_t* a, const uint8_t* b, std::size_t n) noexcept {
     std::size_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -32,7 +39,8 @@ void xor_into(uint8_t* dst, const uint8_t* a, const uint8_t* b, std::size_t n) n
 
 class CbcTfm final : public SkcipherTfm {
 public:
-    CbcTfm(std::unique_ptr<CipherTfm> cipher, std::size_t bs) : cipher_(std::move(cipher)), bs_(bs) {}
+    CbcTfm(std::unique_ptr<CipherTfm> cipher, std::size_t bs)
+        : cipher_(std::move(cipher)), bs_(bs) {}
 
     Status setkey(ConstBytes key) override {
         return cipher_->setkey(key) == Status::Ok ? Status::Ok : Status::Invalid;
@@ -116,9 +124,9 @@ public:
         if (!cipher) return cipher.error();
         const AlgInfo& c = (*cipher)->info();
         if (c.blocksize == 0 || c.blocksize > kMaxBlock)
-            return make_error(Status::Invalid, "cbc: cipher '" + c.name + "' has a " +
-                                                   std::to_string(c.blocksize) +
-                                                   "-byte block; cbc supports 1 to 32");
+            return make_error(Status::Invalid, "cbc: cipher '" + c.name + "' has " +
+                                                   block_phrase(c.blocksize) +
+                                                   "; cbc supports 1 to 32");
         AlgInfo info;
         info.module = module;
         set_instance_names(info, "cbc", {cipher->get()});

@@ -31,6 +31,7 @@ public:
     CryptdSkcipherTfm(std::unique_ptr<SkcipherTfm> inner, QueuePtr q)
         : inner_(std::move(inner)), q_(std::move(q)) {}
     Status setkey(ConstBytes key) override { return inner_->setkey(key); }
+    Status set_sector_params(const SectorParams& p) override { return inner_->set_sector_params(p); }
     Status encrypt(SkcipherRequest& req) const override {
         return submit(q_, req, [this, &req] { return inner_->encrypt(req); });
     }

@@ -13,7 +13,8 @@ namespace {
 
 class EcbTfm final : public SkcipherTfm {
 public:
-    EcbTfm(std::unique_ptr<CipherTfm> cipher, std::size_t bs) : cipher_(std::move(cipher)), bs_(bs) {}
+    EcbTfm(std::unique_ptr<CipherTfm> cipher, std::size_t bs)
+        : cipher_(std::move(cipher)), bs_(bs) {}
 
     Status setkey(ConstBytes key) override {
         return cipher_->setkey(key) == Status::Ok ? Status::Ok : Status::Invalid;
@@ -59,7 +60,8 @@ public:
         if (!cipher) return cipher.error();
         const AlgInfo& c = (*cipher)->info();
         if (c.blocksize == 0)
-            return make_error(Status::Invalid, "ecb: cipher '" + c.name + "' reports no block size");
+            return make_error(Status::Invalid,
+                              "ecb: cipher '" + c.name + "' reports no block size");
         AlgInfo info;
         info.module = module;
         set_instance_names(info, "ecb", {cipher->get()});

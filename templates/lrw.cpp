@@ -26,6 +26,13 @@ namespace {
 constexpr std::size_t kBlock = 16;
 constexpr std::size_t kBatch = 32;  // blocks whose tweaks are prepared at once
 
+// "an 8-byte block", "a 16-byte block": for error messages.
+std::string block_phrase(std::size_t n) {
+    const std::string s = std::to_string(n);
+    const bool an = s[0] == '8' || s == "11" || s == "18";
+    return (an ? "an " : "a ") + s + "-byte block";
+}
+
 void xor_into(uint8_t* dst, const uint8_t* a, const uint8_t* b, std::size_t n) noexcept {
     std::size_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -151,9 +158,9 @@ public:
         if (!cipher) return cipher.error();
         const AlgInfo& c = (*cipher)->info();
         if (c.blocksize != kBlock)
-            return make_error(Status::Invalid, "lrw: cipher '" + c.name + "' has a " +
-                                                   std::to_string(c.blocksize) +
-                                                   "-byte block; lrw needs 16");
+            return make_error(Status::Invalid, "lrw: cipher '" + c.name + "' has " +
+                                                   block_phrase(c.blocksize) +
+                                                   "; lrw needs 16");
         AlgInfo info;
         info.module = module;
         set_instance_names(info, "lrw", {cipher->get()});

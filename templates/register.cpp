@@ -17,6 +17,11 @@ std::shared_ptr<Template> make_cmac_template();
 std::shared_ptr<Template> make_xcbc_template();
 std::shared_ptr<Template> make_essiv_template();
 std::shared_ptr<Template> make_gcm_template();
+std::shared_ptr<Template> make_ccm_template();
+std::shared_ptr<Template> make_rfc4106_template();
+std::shared_ptr<Template> make_rfc4309_template();
+std::shared_ptr<Template> make_rfc4543_template();
+std::shared_ptr<Template> make_authenc_template();
 
 void register_builtin_templates(Registry& reg) {
     const std::vector<std::shared_ptr<Template>> all = {
@@ -32,6 +37,11 @@ void register_builtin_templates(Registry& reg) {
         make_xcbc_template(),
         make_essiv_template(),
         make_gcm_template(),
+        make_ccm_template(),
+        make_rfc4106_template(),
+        make_rfc4309_template(),
+        make_rfc4543_template(),
+        make_authenc_template(),
     };
     (void)reg.register_templates(all);
 }

@@ -9,8 +9,10 @@
 // sequence]) followed by the 8 IV bytes, which are passed over: the IV is
 // authenticated through the nonce, not as associated data. Tags: 8, 12 or 16.
 #include <blkcrypt/internal/template.hpp>
+#include <blkcrypt/secure_buffer.hpp>
 
 #include <cstring>
+#include <span>
 #include <vector>
 
 namespace blkcrypt {

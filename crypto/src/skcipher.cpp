@@ -28,6 +28,11 @@ Status Skcipher::setkey(ConstBytes key) {
     return s;
 }
 
+Status Skcipher::set_sector_params(const SectorParams& p) {
+    keyed_ = !info().needs_key;  // the key split may change: set it again
+    return tfm_->set_sector_params(p);
+}
+
 Status Skcipher::check(const SkcipherRequest& r) const {
     if (!keyed_) return Status::NoKey;
     if (is_async() && !r.complete) return Status::Invalid;  // nobody to tell

@@ -131,6 +131,14 @@ std::string skcipher_one(const SkcipherTfm& tfm, const Layout& l, bool enc, cons
 
 std::string test_skcipher(const SkcipherAlg& alg, const TestVector& v, bool full) {
     auto tfm = alg.create_tfm();
+    if (v.has("sector_size") || v.has("key_count") || v.has("iv_large_sectors")) {
+        SectorParams p;
+        p.sector_size = v.number("sector_size", 512);
+        p.iv_large_sectors = v.number("iv_large_sectors") != 0;
+        p.key_count = static_cast<unsigned>(v.number("key_count", 1));
+        if (Status s = tfm->set_sector_params(p); s != Status::Ok)
+            return std::string("set_sector_params failed: ") + to_string(s);
+    }
     Status s = tfm->setkey(v.bytes("key"));
     if (v.number("setkey_fails")) return s == Status::Ok ? "setkey accepted a bad key" : "";
     if (s != Status::Ok) return std::string("setkey failed: ") + to_string(s);

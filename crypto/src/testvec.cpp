@@ -43,6 +43,13 @@ bool decode_value(std::string_view v, std::string* out) {
     return true;
 }
 
+bool is_number_field(std::string_view k) {
+    for (std::string_view n : {"repeat", "authsize", "novrfy", "setkey_fails", "sector_size",
+                               "iv_large_sectors", "key_count"})
+        if (k == n) return true;
+    return false;
+}
+
 }  // namespace
 
 std::vector<uint8_t> TestVector::bytes(std::string_view k) const {
@@ -91,7 +98,7 @@ Result<std::vector<VectorSet>> parse_vector_file(std::string_view text, std::str
         std::string_view val = trim(line.substr(eq + 1));
         if (cur.fields.empty()) cur.where = std::string(file) + ":" + std::to_string(lineno);
         std::string decoded;
-        if (key == "repeat" || key == "authsize" || key == "novrfy" || key == "setkey_fails") {
+        if (is_number_field(key)) {
             if (val.empty() || val.find_first_not_of("0123456789") != std::string_view::npos)
                 return err("'" + key + "' needs a decimal number");
             decoded = std::string(val);

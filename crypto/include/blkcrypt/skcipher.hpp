@@ -24,6 +24,16 @@ struct SkcipherRequest {
     Completion complete;     // see request.hpp
 };
 
+// How an IV-generation template (plain64(xts(aes)), lmk(cbc(aes)), ...)
+// cuts a request into data units. Such a template takes, as its 8-byte IV,
+// the little-endian number of the request's first 512-byte sector (dm-crypt's
+// cc_sector, iv_offset included), and a request of whole data units.
+struct SectorParams {
+    std::size_t sector_size = 512;  // data unit: a power of two, 512..4096
+    bool iv_large_sectors = false;  // IVs count data units, not 512-byte sectors
+    unsigned key_count = 1;         // keys used in turn by sector number (power of two)
+};
+
 class Skcipher {
 public:
     static Result<Skcipher> alloc(Registry& reg, std::string_view name);
@@ -37,6 +47,9 @@ public:
     bool is_async() const noexcept { return info().async; }
 
     Status setkey(ConstBytes key);
+    // IV-generation templates only (Unsupported elsewhere); call before setkey,
+    // since key_count decides how the key is split.
+    Status set_sector_params(const SectorParams& p);
 
     // Thread-safe after setkey: many requests may run on one transform.
     Status encrypt(SkcipherRequest& req) const;

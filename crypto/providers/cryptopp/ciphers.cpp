@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <new>
 #include <type_traits>
 
 namespace blkcrypt::cryptopp {
@@ -55,6 +56,8 @@ public:
             }
         } catch (const CryptoPP::Exception&) {
             return Status::Invalid;
+        } catch (const std::bad_alloc&) {
+            return Status::NoMem;
         }
         return Status::Ok;
     }

@@ -12,6 +12,9 @@
 #include <crypto++/whrlpool.h>
 
 #include <cstring>
+#include <new>
+#include <type_traits>
+#include <utility>
 
 namespace blkcrypt::cryptopp {
 namespace {
@@ -233,6 +236,8 @@ public:
             state_of(initial_) = state_of(keyed);
         } catch (const CryptoPP::Exception&) {
             return Status::Invalid;
+        } catch (const std::bad_alloc&) {
+            return Status::NoMem;
         }
         return Status::Ok;
     }

@@ -70,6 +70,7 @@ class SkcipherTfm {
 public:
     virtual ~SkcipherTfm() = default;
     virtual Status setkey(ConstBytes key) = 0;
+    virtual Status set_sector_params(const SectorParams&) { return Status::Unsupported; }
     virtual Status encrypt(SkcipherRequest& req) const = 0;
     virtual Status decrypt(SkcipherRequest& req) const = 0;
 };

@@ -9,7 +9,9 @@
 //                                        <- a blank line ends a vector
 // Values are hex, or "quoted ASCII". Numbers (repeat, authsize) are decimal.
 // Fields by type:
-//   cipher, skcipher: key, iv, ptext, ctext, iv_out, setkey_fails
+//   cipher, skcipher: key, iv, ptext, ctext, iv_out, setkey_fails; for
+//                     IV-generation templates also sector_size,
+//                     iv_large_sectors, key_count (SectorParams)
 //   aead:             key, iv, assoc, ptext, ctext (ciphertext || tag), authsize, novrfy
 //   shash, ahash:     key, msg, digest, repeat (msg is repeated this many times)
 #pragma once

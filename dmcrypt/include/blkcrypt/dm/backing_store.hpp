@@ -1,0 +1,40 @@
+// BackingStore: where a target's ciphertext lives (a file, a block device,
+// memory in tests). Offsets are bytes; calls may come from many threads.
+#pragma once
+
+#include <blkcrypt/bytes.hpp>
+#include <blkcrypt/status.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace blkcrypt::dm {
+
+class BackingStore {
+public:
+    virtual ~BackingStore() = default;
+    virtual Status read(uint64_t offset, Bytes out) = 0;
+    virtual Status write(uint64_t offset, ConstBytes in) = 0;
+    virtual uint64_t size() const = 0;
+    virtual Status flush() { return Status::Ok; }
+};
+
+// A file or block device opened for pread/pwrite (read-only unless writable).
+Result<std::shared_ptr<BackingStore>> open_file_store(const std::string& path, bool writable);
+
+// Memory, for tests and examples.
+class MemoryStore final : public BackingStore {
+public:
+    explicit MemoryStore(std::size_t size) : data_(size) {}
+    Status read(uint64_t offset, Bytes out) override;
+    Status write(uint64_t offset, ConstBytes in) override;
+    uint64_t size() const override { return data_.size(); }
+    std::vector<uint8_t>& data() noexcept { return data_; }
+
+private:
+    std::vector<uint8_t> data_;
+};
+
+}  // namespace blkcrypt::dm

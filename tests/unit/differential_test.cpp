@@ -1,0 +1,646 @@
+// Differential tests: every generic name served by more than one driver
+// (the OpenSSL provider's drivers, the template compositions on Crypto++
+// reached by driver name, the Crypto++ and OpenSSL hashes) must give the
+// same bytes for the same random inputs under random scatter-gather layouts,
+// in place and out of place; decryption must round-trip; hash states
+// exported by one driver must import into the other and finish to the same
+// digest.
+//
+// The default run is short (a few hundred cases, a few seconds) with a fixed
+// seed. Set BLKCRYPT_DIFF_LONG=1 for a long run (about 25 times as many
+// cases, a random seed). BLKCRYPT_DIFF_SEED=<n> fixes the seed of either run;
+// a failure prints the seed and the case.
+#include <blkcrypt/aead.hpp>
+#include <blkcrypt/internal/alg.hpp>
+#include <blkcrypt/registry.hpp>
+#include <blkcrypt/shash.hpp>
+#include <blkcrypt/skcipher.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace blkcrypt;
+
+namespace {
+
+using Buf = std::vector<uint8_t>;
+
+bool long_run() {
+    const char* e = std::getenv("BLKCRYPT_DIFF_LONG");
+    return e && std::string(e) == "1";
+}
+
+// Cases per generic name.
+std::size_t cases(std::size_t short_run) { return long_run() ? short_run * 25 : short_run; }
+
+uint64_t seed() {
+    if (const char* e = std::getenv("BLKCRYPT_DIFF_SEED")) return std::strtoull(e, nullptr, 0);
+    return long_run() ? std::random_device{}() : 0x5eed'd1ffULL;
+}
+
+Registry& diff_registry() {
+    static Registry* reg = [] {
+        auto* r = new Registry;
+        register_defaults(*r);
+        return r;
+    }();
+    return *reg;
+}
+
+Buf random_bytes(std::mt19937_64& rng, std::size_t n) {
+    Buf v(n);
+    for (auto& b : v) b = static_cast<uint8_t>(rng());
+    return v;
+}
+
+std::size_t pick(std::mt19937_64& rng, std::size_t lo, std::size_t hi) {  // [lo, hi]
+    return lo + rng() % (hi - lo + 1);
+}
+
+// Mostly short messages (sectors, packets), some up to 64 KiB.
+std::size_t random_length(std::mt19937_64& rng) {
+    switch (rng() % 4) {
+    case 0: return pick(rng, 0, 64);
+    case 1: return pick(rng, 0, 1100);
+    case 2: return 512 * pick(rng, 1, 8) + (rng() % 2 ? pick(rng, 0, 31) : 0);
+    default: return pick(rng, 0, 65536);
+    }
+}
+
+std::string first_diff(const Buf& got, const Buf& want) {
+    if (got.size() != want.size())
+        return "size " + std::to_string(got.size()) + " != " + std::to_string(want.size());
+    for (std::size_t i = 0; i < got.size(); ++i)
+        if (got[i] != want[i]) return "first difference at byte " + std::to_string(i);
+    return "";
+}
+
+// Memory for one side of a request: `size` bytes at a random misalignment,
+// cut into random segments (sometimes empty ones), guarded on both sides.
+struct Side {
+    static constexpr uint8_t kGuard = 0xa5;
+    static constexpr std::size_t kGuardLen = 32;
+    Buf mem;
+    std::size_t start, size;
+    std::vector<SgEntry> sg;
+
+    Side(std::mt19937_64& rng, const Buf& content, std::size_t sz) : start(kGuardLen + rng() % 16), size(sz) {
+        mem.assign(start + size + kGuardLen, kGuard);
+        Buf fill = random_bytes(rng, size);  // what a driver must overwrite
+        std::copy(fill.begin(), fill.end(), mem.begin() + static_cast<std::ptrdiff_t>(start));
+        std::copy(content.begin(), content.end(), mem.begin() + static_cast<std::ptrdiff_t>(start));
+        cut(rng);
+    }
+
+    void cut(std::mt19937_64& rng) {
+        const int style = static_cast<int>(rng() % 10);
+        std::size_t pos = 0;
+        while (pos < size) {
+            std::size_t n;
+            if (style < 4) n = size;                                          // one segment
+            else if (style < 8) n = pick(rng, 1, std::max<std::size_t>(size / 2, 1));  // a few
+            else n = pick(rng, 1, size > 4096 ? 4096 : 40);                  // many small
+            n = std::min(n, size - pos);
+            if (rng() % 16 == 0) sg.push_back({mem.data() + start + pos, 0});
+            sg.push_back({mem.data() + start + pos, n});
+            pos += n;
+        }
+        if (sg.empty()) sg.push_back({mem.data() + start, 0});
+    }
+
+    Buf content() const {
+        return Buf(mem.begin() + static_cast<std::ptrdiff_t>(start),
+                   mem.begin() + static_cast<std::ptrdiff_t>(start + size));
+    }
+    bool guards_intact() const {
+        for (std::size_t i = 0; i < mem.size(); ++i)
+            if ((i < start || i >= start + size) && mem[i] != kGuard) return false;
+        return true;
+    }
+};
+
+std::string describe(const std::vector<SgEntry>& sg) {
+    std::string s = std::to_string(sg.size()) + " segment(s):";
+    for (std::size_t i = 0; i < sg.size() && i < 12; ++i) s += " " + std::to_string(sg[i].len);
+    if (sg.size() > 12) s += " ...";
+    return s;
+}
+
+// ---- skcipher -------------------------------------------------------------------
+struct SkResult {
+    Status status;
+    Buf out, iv;
+};
+
+// One request through the handle under a random layout.
+SkResult sk_run(std::mt19937_64& rng, const Skcipher& t, bool enc, const Buf& in, const Buf& iv0) {
+    const bool in_place = rng() % 2;
+    Side src(rng, in, in.size());
+    Side dst_mem(rng, Buf(), in.size());
+    Side& dst = in_place ? src : dst_mem;
+    const Buf before = dst.content();
+    SkResult r;
+    r.iv = iv0;
+    SkcipherRequest req;
+    req.src = src.sg;
+    req.dst = dst.sg;
+    req.len = in.size();
+    req.iv = r.iv;
+    CryptoWait w;
+    req.complete = w.callback();
+    r.status = w.wait(enc ? t.encrypt(req) : t.decrypt(req));
+    INFO((in_place ? "in place, " : "out of place, ") << "src " << describe(src.sg) << ", dst "
+                                                      << describe(dst.sg));
+    REQUIRE(src.guards_intact());
+    REQUIRE(dst.guards_intact());
+    r.out = dst.content();
+    // A refused request writes nothing.
+    if (r.status != Status::Ok) REQUIRE(first_diff(r.out, before) == "");
+    return r;
+}
+
+struct SkSpec {
+    const char* name;
+    std::vector<std::size_t> keylens;
+    std::size_t min_len;   // shorter is Invalid
+    std::size_t multiple;  // lengths not a multiple are Invalid
+    std::size_t n_cases;
+};
+
+// Key and length rules every driver of the name supports (xts-aes-openssl
+// has no 48-byte keys, so xts is tested with 32 and 64).
+const SkSpec kSkSpecs[] = {
+    {"xts(aes)", {32, 64}, 16, 1, 120},
+    {"cbc(aes)", {16, 24, 32}, 0, 16, 60},
+    {"ctr(aes)", {16, 24, 32}, 0, 1, 100},
+    {"ecb(aes)", {16, 24, 32}, 0, 16, 40},
+};
+
+Buf random_key(std::mt19937_64& rng, std::size_t n, bool xts) {
+    Buf k = random_bytes(rng, n);
+    if (xts) k[n / 2] ^= 0x80;  // never equal halves, which OpenSSL refuses
+    return k;
+}
+
+// ctr: counters whose low 32 bits (or whole block) are about to wrap, to
+// cross OpenSSL's 32-bit counter fast path.
+Buf random_iv(std::mt19937_64& rng, std::size_t n, bool ctr) {
+    Buf iv = random_bytes(rng, n);
+    if (ctr && n == 16) {
+        switch (rng() % 4) {
+        case 0:
+            for (std::size_t i = 12; i < 16; ++i) iv[i] = 0xff;
+            iv[15] = static_cast<uint8_t>(0xff - rng() % 8);
+            break;
+        case 1:
+            std::fill(iv.begin(), iv.end(), 0xff);
+            iv[15] = static_cast<uint8_t>(0xff - rng() % 8);
+            break;
+        default: break;
+        }
+    }
+    return iv;
+}
+
+// ---- aead -----------------------------------------------------------------------
+struct AeadResult {
+    Status status;
+    Buf out;  // the whole dst area
+};
+
+AeadResult aead_run(std::mt19937_64& rng, const Aead& t, bool enc, const Buf& assoc, const Buf& text,
+                    const Buf& iv0) {
+    const std::size_t as = t.authsize();
+    const std::size_t outlen = assoc.size() + (enc ? text.size() + as : text.size() - as);
+    const bool in_place = rng() % 2;
+    Buf in = assoc;
+    in.insert(in.end(), text.begin(), text.end());
+    // In place, the one buffer must hold the longer of input and output.
+    Side src(rng, in, in_place ? std::max(in.size(), outlen) : in.size());
+    Side dst_mem(rng, Buf(), outlen);
+    Side& dst = in_place ? src : dst_mem;
+    const Buf before = dst.content();
+    Buf iv = iv0;
+    AeadRequest req;
+    req.src = src.sg;
+    req.dst = dst.sg;
+    req.assoclen = assoc.size();
+    req.cryptlen = text.size();
+    req.iv = iv;
+    CryptoWait w;
+    req.complete = w.callback();
+    AeadResult r;
+    r.status = w.wait(enc ? t.encrypt(req) : t.decrypt(req));
+    INFO((in_place ? "in place, " : "out of place, ") << "src " << describe(src.sg) << ", dst "
+                                                      << describe(dst.sg));
+    REQUIRE(src.guards_intact());
+    REQUIRE(dst.guards_intact());
+    r.out = dst.content();
+    if (r.status != Status::Ok && r.status != Status::BadMsg) REQUIRE(first_diff(r.out, before) == "");
+    r.out.resize(outlen);
+    return r;
+}
+
+// ---- hashes ---------------------------------------------------------------------
+Buf hash_digest(const Shash& h, const Buf& msg) {
+    Buf out(h.digestsize());
+    REQUIRE(h.digest(msg, out) == Status::Ok);
+    return out;
+}
+
+// Random update pieces, export after `at` bytes; the exported state.
+Buf hash_export_at(std::mt19937_64& rng, const Shash& h, const Buf& msg, std::size_t at) {
+    auto d = h.new_desc();
+    REQUIRE(d);
+    REQUIRE(d->init() == Status::Ok);
+    for (std::size_t pos = 0; pos < at;) {
+        const std::size_t n = std::min<std::size_t>(pick(rng, 0, 300), at - pos);
+        REQUIRE(d->update(ConstBytes(msg).subspan(pos, n)) == Status::Ok);
+        pos += n;
+    }
+    Buf st(h.statesize());
+    REQUIRE(d->export_state(st) == Status::Ok);
+    return st;
+}
+
+Buf hash_finish_from(const Shash& h, const Buf& state, const Buf& msg, std::size_t at) {
+    auto d = h.new_desc();
+    REQUIRE(d);
+    REQUIRE(d->import_state(state) == Status::Ok);
+    Buf out(h.digestsize());
+    REQUIRE(d->finup(ConstBytes(msg).subspan(at), out) == Status::Ok);
+    return out;
+}
+
+struct HashSpec {
+    const char* name;
+    bool keyed;
+    std::size_t n_cases;
+};
+
+const HashSpec kHashSpecs[] = {
+    {"sha1", false, 40},
+    {"sha256", false, 60},
+    {"sha512", false, 40},
+    {"hmac(sha256)", true, 60},
+};
+
+// The compositions on Crypto++ by driver name, instantiated before the
+// drivers of each generic name are collected.
+const char* const kCompositions[] = {
+    "xts(aes-cryptopp)",    "cbc(aes-cryptopp)",    "ctr(aes-cryptopp)",
+    "ecb(aes-cryptopp)",    "gcm(aes-cryptopp)",    "hmac(sha256-cryptopp)",
+    "hmac(sha256-openssl)",
+};
+
+// Driver names per generic name, for every name with more than one.
+std::map<std::string, std::vector<std::string>> multi_driver_names() {
+    Registry& reg = diff_registry();
+    for (const char* c : kCompositions) {
+        auto a = reg.lookup_any(c);
+        INFO(c << ": " << (a ? "" : a.error().message));
+        REQUIRE(a);
+    }
+    std::map<std::string, std::vector<std::string>> by_name;
+    for (const auto& s : reg.list()) {
+        if (s.selftest == SelftestState::Failed || s.info.internal) continue;
+        by_name[s.info.name].push_back(s.info.driver);
+    }
+    std::erase_if(by_name, [](const auto& kv) { return kv.second.size() < 2; });
+    return by_name;
+}
+
+// The composition (or Crypto++ driver) that every other driver is compared with.
+std::string reference_of(const std::vector<std::string>& drivers) {
+    for (const auto& d : drivers)
+        if (d.find("cryptopp") != std::string::npos && d.find("openssl") == std::string::npos) return d;
+    return drivers.front();
+}
+
+}  // namespace
+
+TEST_CASE("diff: generic names reach the OpenSSL drivers, driver names the compositions", "[diff]") {
+    Registry& reg = diff_registry();
+    const std::pair<const char*, const char*> generic_to_driver[] = {
+        {"xts(aes)", "xts-aes-openssl"}, {"cbc(aes)", "cbc-aes-openssl"},
+        {"ctr(aes)", "ctr-aes-openssl"}, {"ecb(aes)", "ecb-aes-openssl"},
+        {"gcm(aes)", "gcm-aes-openssl"}, {"sha1", "sha1-openssl"},
+        {"sha256", "sha256-openssl"},    {"sha512", "sha512-openssl"},
+        {"hmac(sha256)", "hmac-sha256-openssl"},
+    };
+    (void)multi_driver_names();  // instantiate the compositions first
+    for (const auto& [name, driver] : generic_to_driver) {
+        INFO(name);
+        auto a = reg.lookup_any(name);
+        REQUIRE(a);
+        CHECK((*a)->info().driver == driver);
+        CHECK((*a)->info().module == "openssl");
+        CHECK((*a)->info().priority == 300);
+        auto b = reg.lookup_any(driver);
+        REQUIRE(b);
+        CHECK(b->get() == a->get());
+    }
+    for (const char* c : kCompositions) {
+        INFO(c);
+        auto a = reg.lookup_any(c);
+        REQUIRE(a);
+        CHECK((*a)->info().driver == c);
+        CHECK((*a)->info().module == "blkcrypt");
+        CHECK((*a)->info().priority < 300);
+    }
+    for (const char* h : {"sha1-cryptopp", "sha256-cryptopp", "sha512-cryptopp"}) {
+        auto a = reg.lookup_any(h);
+        REQUIRE(a);
+        CHECK((*a)->info().driver == h);
+    }
+    // The same sizes whichever driver serves a name.
+    for (const auto& [name, drivers] : multi_driver_names()) {
+        auto ref = reg.lookup_any(reference_of(drivers));
+        REQUIRE(ref);
+        for (const auto& d : drivers) {
+            INFO(name << ": " << d << " vs " << (*ref)->info().driver);
+            auto a = reg.lookup_any(d);
+            REQUIRE(a);
+            const AlgInfo &x = (*a)->info(), &y = (*ref)->info();
+            CHECK(x.type == y.type);
+            CHECK(x.blocksize == y.blocksize);
+            CHECK(x.ivsize == y.ivsize);
+            CHECK(x.digestsize == y.digestsize);
+            CHECK(x.statesize == y.statesize);
+            CHECK(x.maxauthsize == y.maxauthsize);
+            CHECK(x.chunksize == y.chunksize);
+            CHECK(x.needs_key == y.needs_key);
+        }
+    }
+}
+
+TEST_CASE("diff: every multi-driver name is covered by a differential test", "[diff]") {
+    std::set<std::string> covered = {"gcm(aes)"};
+    for (const auto& s : kSkSpecs) covered.insert(s.name);
+    for (const auto& s : kHashSpecs) covered.insert(s.name);
+    for (const auto& [name, drivers] : multi_driver_names()) {
+        INFO(name << " has " << drivers.size() << " drivers");
+        CHECK(covered.count(name) == 1);
+    }
+}
+
+TEST_CASE("diff: skciphers agree with the compositions", "[diff]") {
+    const uint64_t sd = seed();
+    std::mt19937_64 rng(sd);
+    const auto groups = multi_driver_names();
+    for (const SkSpec& spec : kSkSpecs) {
+        auto g = groups.find(spec.name);
+        REQUIRE(g != groups.end());
+        const std::string ref_name = reference_of(g->second);
+        std::vector<Skcipher> ts;
+        for (const auto& d : g->second) {
+            auto t = Skcipher::alloc(diff_registry(), d);
+            REQUIRE(t);
+            ts.push_back(std::move(t).value());
+        }
+        const std::size_t ref_i = static_cast<std::size_t>(
+            std::find(g->second.begin(), g->second.end(), ref_name) - g->second.begin());
+        const bool xts = std::string(spec.name).starts_with("xts");
+        const bool ctr = std::string(spec.name).starts_with("ctr");
+        const std::size_t ivsize = ts[ref_i].ivsize();
+        const std::size_t n = cases(spec.n_cases);
+        for (std::size_t c = 0; c < n; ++c) {
+            const Buf key = random_key(rng, spec.keylens[rng() % spec.keylens.size()], xts);
+            std::size_t len = random_length(rng);
+            const bool want_valid = rng() % 8 != 0;  // now and then a length to refuse
+            if (want_valid) {
+                if (len < spec.min_len) len = spec.min_len + rng() % 16;
+                len -= len % spec.multiple;
+            } else if (spec.multiple > 1) {
+                len = len - len % spec.multiple + pick(rng, 1, spec.multiple - 1);
+            } else if (spec.min_len) {
+                len = rng() % spec.min_len;
+            }
+            const bool valid = len >= spec.min_len && len % spec.multiple == 0;
+            const Buf pt = random_bytes(rng, len);
+            const Buf iv = random_iv(rng, ivsize, ctr);
+            INFO("seed " << sd << ", " << spec.name << " case " << c << ": key " << key.size()
+                         << " bytes, length " << len);
+            for (auto& t : ts) REQUIRE(t.setkey(key) == Status::Ok);
+            // Every run, the reference's included, under its own random layout.
+            const SkResult ref_enc = sk_run(rng, ts[ref_i], true, pt, iv);
+            REQUIRE(ref_enc.status == (valid ? Status::Ok : Status::Invalid));
+            for (std::size_t i = 0; i < ts.size(); ++i) {
+                INFO(g->second[i] << " vs " << ref_name);
+                const SkResult e = sk_run(rng, ts[i], true, pt, iv);
+                REQUIRE(e.status == ref_enc.status);
+                if (!valid) continue;
+                REQUIRE(first_diff(e.out, ref_enc.out) == "");
+                REQUIRE(first_diff(e.iv, ref_enc.iv) == "");
+                const SkResult d = sk_run(rng, ts[i], false, ref_enc.out, iv);
+                REQUIRE(d.status == Status::Ok);
+                REQUIRE(first_diff(d.out, pt) == "");
+                // Decryption leaves the same IV: ctr's next counter, cbc's last
+                // ciphertext block, xts's unchanged tweak.
+                REQUIRE(first_diff(d.iv, ref_enc.iv) == "");
+                if (!ctr && !xts && ivsize) {
+                    // cbc: the output IV is the last ciphertext block both ways.
+                    const Buf last(ref_enc.out.end() - 16, ref_enc.out.end());
+                    REQUIRE(first_diff(d.iv, len ? last : iv) == "");
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("diff: wrong key sizes are refused by every driver", "[diff]") {
+    const auto groups = multi_driver_names();
+    for (const SkSpec& spec : kSkSpecs) {
+        for (const auto& d : groups.at(spec.name)) {
+            auto t = Skcipher::alloc(diff_registry(), d);
+            REQUIRE(t);
+            for (std::size_t n : {0, 1, 15, 17, 31, 33, 63, 65, 128}) {
+                INFO(d << " key " << n);
+                CHECK(t->setkey(Buf(n, 1)) == Status::Invalid);
+            }
+        }
+    }
+    // OpenSSL refuses equal xts halves; the composition accepts them (as the
+    // kernel outside FIPS mode).
+    Buf k(32, 0x42);
+    auto o = Skcipher::alloc(diff_registry(), "xts-aes-openssl");
+    auto c = Skcipher::alloc(diff_registry(), "xts(aes-cryptopp)");
+    REQUIRE(o);
+    REQUIRE(c);
+    CHECK(o->setkey(k) == Status::Invalid);
+    CHECK(c->setkey(k) == Status::Ok);
+    // No AES-192-XTS in OpenSSL.
+    CHECK(o->setkey(Buf(48, 7)) == Status::Invalid);
+}
+
+TEST_CASE("diff: gcm(aes) agrees with the composition", "[diff]") {
+    const uint64_t sd = seed() ^ 0x9cb;
+    std::mt19937_64 rng(sd);
+    const auto groups = multi_driver_names();
+    auto g = groups.find("gcm(aes)");
+    REQUIRE(g != groups.end());
+    const std::string ref_name = reference_of(g->second);
+    std::vector<Aead> ts;
+    std::size_t ref_i = 0;
+    for (const auto& d : g->second) {
+        auto t = Aead::alloc(diff_registry(), d);
+        REQUIRE(t);
+        if (d == ref_name) ref_i = ts.size();
+        ts.push_back(std::move(t).value());
+    }
+    static const std::size_t kAuth[] = {4, 8, 12, 13, 14, 15, 16};
+    const std::size_t n = cases(120);
+    for (std::size_t c = 0; c < n; ++c) {
+        const Buf key = random_bytes(rng, 16 + 8 * (rng() % 3));
+        const Buf iv = random_bytes(rng, 12);
+        const Buf assoc = random_bytes(rng, pick(rng, 0, 64));
+        const Buf pt = random_bytes(rng, random_length(rng));
+        const std::size_t as = kAuth[rng() % 7];
+        INFO("seed " << sd << ", gcm case " << c << ": key " << key.size() << ", assoc "
+                     << assoc.size() << ", text " << pt.size() << ", tag " << as);
+        for (auto& t : ts) {
+            REQUIRE(t.setkey(key) == Status::Ok);
+            REQUIRE(t.setauthsize(as) == Status::Ok);
+        }
+        const AeadResult ref = aead_run(rng, ts[ref_i], true, assoc, pt, iv);
+        REQUIRE(ref.status == Status::Ok);
+        const Buf ct(ref.out.begin() + static_cast<std::ptrdiff_t>(assoc.size()), ref.out.end());
+        Buf want_pt = assoc;
+        want_pt.insert(want_pt.end(), pt.begin(), pt.end());
+        for (std::size_t i = 0; i < ts.size(); ++i) {
+            INFO(g->second[i] << " vs " << ref_name);
+            const AeadResult e = aead_run(rng, ts[i], true, assoc, pt, iv);
+            REQUIRE(e.status == Status::Ok);
+            REQUIRE(first_diff(e.out, ref.out) == "");
+            const AeadResult d = aead_run(rng, ts[i], false, assoc, ct, iv);
+            REQUIRE(d.status == Status::Ok);
+            REQUIRE(first_diff(d.out, want_pt) == "");
+            // A flipped bit anywhere in ciphertext or tag: BadMsg, and none
+            // of the plaintext in dst.
+            Buf bad = ct;
+            bad[rng() % bad.size()] ^= static_cast<uint8_t>(1u << (rng() % 8));
+            const AeadResult f = aead_run(rng, ts[i], false, assoc, bad, iv);
+            REQUIRE(f.status == Status::BadMsg);
+            if (pt.size() >= 8) {
+                const Buf text(f.out.begin() + static_cast<std::ptrdiff_t>(assoc.size()), f.out.end());
+                REQUIRE(text != pt);
+                REQUIRE(std::search(text.begin(), text.end(), pt.begin(), pt.begin() + 8) == text.end());
+            }
+        }
+    }
+}
+
+TEST_CASE("diff: hash drivers agree and their states are interchangeable", "[diff]") {
+    const uint64_t sd = seed() ^ 0x4a5;
+    std::mt19937_64 rng(sd);
+    const auto groups = multi_driver_names();
+    for (const HashSpec& spec : kHashSpecs) {
+        auto g = groups.find(spec.name);
+        REQUIRE(g != groups.end());
+        const std::string ref_name = reference_of(g->second);
+        std::vector<Shash> hs;
+        std::size_t ref_i = 0;
+        for (const auto& d : g->second) {
+            auto h = Shash::alloc(diff_registry(), d);
+            REQUIRE(h);
+            if (d == ref_name) ref_i = hs.size();
+            hs.push_back(std::move(h).value());
+        }
+        REQUIRE(hs[ref_i].statesize() > 0);
+        const std::size_t n = cases(spec.n_cases);
+        for (std::size_t c = 0; c < n; ++c) {
+            const Buf msg = random_bytes(rng, random_length(rng));
+            const std::size_t at = rng() % 4 == 0 ? msg.size() : pick(rng, 0, msg.size());
+            const Buf key = random_bytes(rng, pick(rng, 0, 200));  // some longer than a block
+            INFO("seed " << sd << ", " << spec.name << " case " << c << ": message " << msg.size()
+                         << ", export at " << at << (spec.keyed ? ", key " + std::to_string(key.size()) : ""));
+            if (spec.keyed)
+                for (auto& h : hs) REQUIRE(h.setkey(key) == Status::Ok);
+            const Buf want = hash_digest(hs[ref_i], msg);
+            const Buf ref_state = hash_export_at(rng, hs[ref_i], msg, at);
+            for (std::size_t i = 0; i < hs.size(); ++i) {
+                INFO(g->second[i] << " vs " << ref_name);
+                REQUIRE(first_diff(hash_digest(hs[i], msg), want) == "");
+                // The same state, byte for byte (the kernel's struct).
+                const Buf st = hash_export_at(rng, hs[i], msg, at);
+                REQUIRE(first_diff(st, ref_state) == "");
+                // Export here, finish there, both ways.
+                REQUIRE(first_diff(hash_finish_from(hs[i], ref_state, msg, at), want) == "");
+                REQUIRE(first_diff(hash_finish_from(hs[ref_i], st, msg, at), want) == "");
+            }
+        }
+    }
+}
+
+TEST_CASE("diff: hash imports refuse the same malformed states", "[diff]") {
+    const auto groups = multi_driver_names();
+    for (const HashSpec& spec : kHashSpecs) {
+        for (const auto& d : groups.at(spec.name)) {
+            auto h = Shash::alloc(diff_registry(), d);
+            REQUIRE(h);
+            if (spec.keyed) REQUIRE(h->setkey(Buf(3, 1)) == Status::Ok);
+            auto desc = h->new_desc();
+            REQUIRE(desc);
+            Buf st(h->statesize(), 0);
+            // A byte count whose length in bits overflows the padding's field:
+            // the top bits of sha1's count (offset 24), sha256's (32) or
+            // sha512's count[1] (72).
+            const std::size_t hi = h->statesize() == 96 ? 24 : h->statesize() == 104 ? 32 : 72;
+            st[hi + 7] = 0xe0;
+            INFO(d);
+            CHECK(desc->import_state(st) == Status::Invalid);
+        }
+    }
+}
+
+TEST_CASE("diff: one keyed OpenSSL transform serves many threads", "[diff]") {
+    Registry& reg = diff_registry();
+    std::mt19937_64 rng(seed() ^ 0x7d);
+    const Buf key = random_key(rng, 64, true), gkey = random_bytes(rng, 32);
+    auto x = Skcipher::alloc(reg, "xts-aes-openssl");
+    auto xr = Skcipher::alloc(reg, "xts(aes-cryptopp)");
+    auto gc = Aead::alloc(reg, "gcm-aes-openssl");
+    auto gr = Aead::alloc(reg, "gcm(aes-cryptopp)");
+    REQUIRE((x && xr && gc && gr));
+    REQUIRE(x->setkey(key) == Status::Ok);
+    REQUIRE(xr->setkey(key) == Status::Ok);
+    REQUIRE(gc->setkey(gkey) == Status::Ok);
+    REQUIRE(gr->setkey(gkey) == Status::Ok);
+    const int kThreads = 4, kPer = long_run() ? 2000 : 100;
+    // Expected outputs computed serially by the compositions.
+    struct Job {
+        Buf pt, iv, xts_ct, gcm_ct;
+    };
+    std::vector<Job> jobs(kThreads * kPer);
+    for (auto& j : jobs) {
+        j.pt = random_bytes(rng, 16 + rng() % 2048);
+        j.iv = random_bytes(rng, 16);
+        j.xts_ct.resize(j.pt.size());
+        j.gcm_ct.resize(j.pt.size() + 16);
+        Buf iv = j.iv;
+        REQUIRE(xr->encrypt(j.pt, j.xts_ct, iv) == Status::Ok);
+        REQUIRE(gr->encrypt({}, j.pt, j.gcm_ct, Bytes(iv).first(12)) == Status::Ok);
+    }
+    std::vector<int> bad(kThreads, 0);
+    std::vector<std::thread> th;
+    for (int t = 0; t < kThreads; ++t)
+        th.emplace_back([&, t] {
+            for (int i = 0; i < kPer; ++i) {
+                const Job& j = jobs[static_cast<std::size_t>(t * kPer + i)];
+                Buf iv = j.iv, out(j.pt.size()), gout(j.pt.size() + 16), back(j.pt.size());
+                if (x->encrypt(j.pt, out, iv) != Status::Ok || out != j.xts_ct) ++bad[t];
+                if (gc->encrypt({}, j.pt, gout, Bytes(iv).first(12)) != Status::Ok || gout != j.gcm_ct) ++bad[t];
+                if (gc->decrypt({}, gout, back, Bytes(iv).first(12)) != Status::Ok || back != j.pt) ++bad[t];
+            }
+        });
+    for (auto& t : th) t.join();
+    for (int t = 0; t < kThreads; ++t) CHECK(bad[t] == 0);
+}
