@@ -37,10 +37,10 @@ void register_one(const bench::Candidate& c) {
         benchmark::RegisterBenchmark(bench::bm_name("aead", c.driver, n).c_str(),
                                      [tfm, n](benchmark::State& st) {
             std::vector<uint8_t> data(kAssoc + n + tfm->authsize(), 0x5a), ivb = bench_iv(tfm->info());
-            SgEntry e{data.data(), data.size()};
+            SgEntry seg{data.data(), data.size()};
             AeadRequest r;
-            r.src = SgList(&e, 1);
-            r.dst = SgList(&e, 1);
+            r.src = SgList(&seg, 1);
+            r.dst = SgList(&seg, 1);
             r.assoclen = kAssoc;
             r.cryptlen = n;
             r.iv = ivb;

@@ -11,5 +11,6 @@ int run_selftest(Args args);
 int run_hash(Args args);
 int run_skcipher(Args args);
 int run_aead(Args args);
+int run_crypt(Args args);
 
 }  // namespace cli

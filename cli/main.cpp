@@ -24,6 +24,7 @@ constexpr Command kCommands[] = {
     {"hash", "print the digest of files, like sha256sum", cli::run_hash},
     {"skcipher", "encrypt or decrypt with a symmetric cipher", cli::run_skcipher},
     {"aead", "encrypt or decrypt with authenticated encryption", cli::run_aead},
+    {"crypt", "encrypt or decrypt an image as dm-crypt does", cli::run_crypt},
 };
 
 void print_help() {

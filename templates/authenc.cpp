@@ -13,10 +13,12 @@
 // MAC(assoc || ciphertext) truncated to authsize, appended. Decryption checks
 // the tag over src first and only then decrypts into dst.
 #include <blkcrypt/internal/template.hpp>
+#include <blkcrypt/internal/walk.hpp>
 #include <blkcrypt/secure_buffer.hpp>
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 #include <vector>
 
 namespace blkcrypt {
@@ -45,17 +47,20 @@ void for_each_piece(SgList sg, std::size_t off, std::size_t len, Fn fn) {
 
 // Bytes [0, n) of src to dst; the kernel's crypto_authenc_copy_assoc.
 void copy_prefix(SgList dst, SgList src, std::size_t n) {
-    std::size_t at = 0;
-    for_each_piece(src, 0, n, [&](const uint8_t* p, std::size_t k) {
-        sg_scatter(dst, at, ConstBytes(p, k));
-        at += k;
-    });
+    for (SgWalk w(src, dst, n, 1); w.next(); w.done()) std::memcpy(w.out(), w.in(), w.len());
 }
 
 bool equal_ct(const uint8_t* a, const uint8_t* b, std::size_t n) noexcept {
     uint8_t d = 0;
     for (std::size_t i = 0; i < n; ++i) d |= static_cast<uint8_t>(a[i] ^ b[i]);
     return d == 0;
+}
+
+// "a 16-byte", "an 8-byte": the article for a number said aloud.
+std::string a_bytes(std::size_t n) {
+    const std::string d = std::to_string(n);
+    const bool an = d[0] == '8' || n == 11 || n == 18;
+    return (an ? "an " : "a ") + d + "-byte";
 }
 
 class AuthencTfm final : public AeadTfm {
@@ -117,7 +122,8 @@ private:
     void mac(SgList sg, std::size_t n, uint8_t out[kMaxDigest]) const {
         auto st = auth_->new_state();
         st->init();
-        for_each_piece(sg, 0, n, [&](const uint8_t* p, std::size_t k) { st->update(ConstBytes(p, k)); });
+        for_each_piece(sg, 0, n,
+                       [&](const uint8_t* p, std::size_t k) { st->update(ConstBytes(p, k)); });
         st->final(Bytes(out, ds_));
     }
 
@@ -174,22 +180,24 @@ public:
         const AlgInfo& a = (*auth)->info();
         const AlgInfo& e = (*enc)->info();
         if (a.type != AlgType::Shash)
-            return make_error(Status::Invalid, "authenc: '" + a.name + "' is not a synchronous hash");
+            return make_error(Status::Invalid,
+                              "authenc: '" + a.name + "' is not a synchronous hash");
         if (!a.needs_key)
-            return make_error(Status::Invalid, "authenc: '" + a.name +
-                                                   "' is not a keyed hash; use a MAC such as hmac(" +
-                                                   a.name + ")");
+            return make_error(Status::Invalid,
+                              "authenc: '" + a.name +
+                                  "' is not a keyed hash; use a MAC such as hmac(" + a.name + ")");
         if (a.digestsize == 0 || a.digestsize > kMaxDigest)
-            return make_error(Status::Invalid, "authenc: '" + a.name + "' has a " +
-                                                   std::to_string(a.digestsize) +
-                                                   "-byte digest; authenc supports 1 to 64");
+            return make_error(Status::Invalid, "authenc: '" + a.name + "' has " +
+                                                   a_bytes(a.digestsize) +
+                                                   " digest; authenc supports 1 to 64");
         if (e.async)
-            return make_error(Status::Invalid, "authenc: '" + e.driver +
-                                                   "' is asynchronous; wrap authenc in cryptd instead");
+            return make_error(
+                Status::Invalid,
+                "authenc: '" + e.driver + "' is asynchronous; wrap authenc in cryptd instead");
         if (e.ivsize > kMaxIv)
-            return make_error(Status::Invalid, "authenc: '" + e.name + "' has a " +
-                                                   std::to_string(e.ivsize) +
-                                                   "-byte IV; authenc supports up to 32");
+            return make_error(Status::Invalid, "authenc: '" + e.name + "' has " +
+                                                   a_bytes(e.ivsize) +
+                                                   " IV; authenc supports up to 32");
         AlgInfo info;
         info.module = module;
         set_instance_names(info, "authenc", {auth->get(), enc->get()});

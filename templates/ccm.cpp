@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 #include <vector>
 
 namespace blkcrypt {
@@ -45,11 +46,7 @@ void for_each_piece(SgList sg, std::size_t off, std::size_t len, Fn fn) {
 // Bytes [0, n) of src to dst; the kernel's templates copy the associated
 // data when a request is out of place.
 void copy_prefix(SgList dst, SgList src, std::size_t n) {
-    std::size_t at = 0;
-    for_each_piece(src, 0, n, [&](const uint8_t* p, std::size_t k) {
-        sg_scatter(dst, at, ConstBytes(p, k));
-        at += k;
-    });
+    for (SgWalk w(src, dst, n, 1); w.next(); w.done()) std::memcpy(w.out(), w.in(), w.len());
 }
 
 bool equal_ct(const uint8_t* a, const uint8_t* b, std::size_t n) noexcept {
@@ -102,7 +99,9 @@ private:
 // keeps it inside the L-byte field.
 class CtrStream {
 public:
-    CtrStream(const CipherTfm& c, const uint8_t ctr[kBlock]) : c_(c) { std::memcpy(st_.ctr, ctr, kBlock); }
+    CtrStream(const CipherTfm& c, const uint8_t ctr[kBlock]) : c_(c) {
+        std::memcpy(st_.ctr, ctr, kBlock);
+    }
     ~CtrStream() { secure_wipe(&st_, sizeof st_); }
     CtrStream(const CtrStream&) = delete;
     CtrStream& operator=(const CtrStream&) = delete;
@@ -111,7 +110,8 @@ public:
         while (n) {
             if (st_.pos == st_.avail) refill(n);
             const std::size_t k = std::min(n, st_.avail - st_.pos);
-            for (std::size_t i = 0; i < k; ++i) out[i] = static_cast<uint8_t>(in[i] ^ st_.ks[st_.pos + i]);
+            for (std::size_t i = 0; i < k; ++i)
+                out[i] = static_cast<uint8_t>(in[i] ^ st_.ks[st_.pos + i]);
             st_.pos += k;
             in += k;
             out += k;
@@ -138,6 +138,13 @@ private:
         std::size_t pos = 0, avail = 0;
     } st_;
 };
+
+// "a 16-byte", "an 8-byte": the article for a number said aloud.
+std::string a_bytes(std::size_t n) {
+    const std::string d = std::to_string(n);
+    const bool an = d[0] == '8' || n == 11 || n == 18;
+    return (an ? "an " : "a ") + d + "-byte";
+}
 
 class CcmTfm final : public AeadTfm {
 public:
@@ -189,11 +196,13 @@ private:
                 const bool small = n <= 0xffffffffull;
                 hdr[h++] = 0xff;
                 hdr[h++] = small ? 0xfe : 0xff;
-                for (int s = small ? 24 : 56; s > 0; s -= 8) hdr[h++] = static_cast<uint8_t>(n >> s);
+                for (int s = small ? 24 : 56; s > 0; s -= 8)
+                    hdr[h++] = static_cast<uint8_t>(n >> s);
             }
             hdr[h++] = static_cast<uint8_t>(n);
             mac.update(hdr, h);
-            for_each_piece(req.src, 0, alen, [&](const uint8_t* p, std::size_t k) { mac.update(p, k); });
+            for_each_piece(req.src, 0, alen,
+                           [&](const uint8_t* p, std::size_t k) { mac.update(p, k); });
             mac.pad();
         }
 
@@ -243,7 +252,8 @@ private:
                 // Pass 2: the tag holds; now decrypt into dst.
                 if (!in_place) copy_prefix(req.dst, req.src, alen);
                 CtrStream ctr(*cipher_, a);
-                for (SgWalk w(src, dst, tlen, kBlock); w.next(); w.done()) ctr.apply(w.in(), w.out(), w.len());
+                for (SgWalk w(src, dst, tlen, kBlock); w.next(); w.done())
+                    ctr.apply(w.in(), w.out(), w.len());
             }
         }
         secure_wipe(s0, sizeof s0);
@@ -276,9 +286,8 @@ public:
         if (!cipher) return cipher.error();
         const AlgInfo& c = (*cipher)->info();
         if (c.blocksize != kBlock)
-            return make_error(Status::Invalid, "ccm: cipher '" + c.name + "' has a " +
-                                                   std::to_string(c.blocksize) +
-                                                   "-byte block; ccm needs 16");
+            return make_error(Status::Invalid, "ccm: cipher '" + c.name + "' has " +
+                                                   a_bytes(c.blocksize) + " block; ccm needs 16");
         AlgInfo info;
         info.module = module;
         set_instance_names(info, "ccm", {cipher->get()});

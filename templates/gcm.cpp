@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 #include <vector>
 
 namespace blkcrypt {
@@ -26,6 +27,9 @@ constexpr std::size_t kBlock = 16;
 constexpr std::size_t kIvSize = 12;
 constexpr std::size_t kMaxAuth = 16;
 constexpr std::size_t kBatch = 16;  // counter blocks per cipher call
+// SP 800-38D section 5.2.1.1: at most 2^32 - 2 blocks, so that the 32-bit
+// counter never wraps around to J0, whose block masks the tag.
+constexpr uint64_t kMaxText = ((uint64_t{1} << 32) - 2) * kBlock;
 
 uint64_t load_be64(const uint8_t* p) noexcept {
     uint64_t v = 0;
@@ -149,7 +153,7 @@ private:
     }
     const GhashKey& k_;
     struct {
-        uint64_t y1 = 0, y0 = 0;  // the running hash, big-endian halves
+        uint64_t y1 = 0, y0 = 0;   // the running hash, big-endian halves
         uint8_t buf[kBlock] = {};  // a partial block
         std::size_t nbuf = 0;
     } st_;
@@ -174,11 +178,7 @@ void for_each_piece(SgList sg, std::size_t off, std::size_t len, Fn fn) {
 // Bytes [0, n) of src to dst; the kernel's templates copy the associated
 // data when a request is out of place.
 void copy_prefix(SgList dst, SgList src, std::size_t n) {
-    std::size_t at = 0;
-    for_each_piece(src, 0, n, [&](const uint8_t* p, std::size_t k) {
-        sg_scatter(dst, at, ConstBytes(p, k));
-        at += k;
-    });
+    for (SgWalk w(src, dst, n, 1); w.next(); w.done()) std::memcpy(w.out(), w.in(), w.len());
 }
 
 bool equal_ct(const uint8_t* a, const uint8_t* b, std::size_t n) noexcept {
@@ -190,6 +190,13 @@ bool equal_ct(const uint8_t* a, const uint8_t* b, std::size_t n) noexcept {
 void inc32(uint8_t ctr[kBlock]) noexcept {
     for (int i = 15; i >= 12; --i)
         if (++ctr[i]) break;
+}
+
+// "a 16-byte", "an 8-byte": the article for a number said aloud.
+std::string a_bytes(std::size_t n) {
+    const std::string d = std::to_string(n);
+    const bool an = d[0] == '8' || n == 11 || n == 18;
+    return (an ? "an " : "a ") + d + "-byte";
 }
 
 class GcmTfm final : public AeadTfm {
@@ -222,6 +229,7 @@ private:
     Status crypt(AeadRequest& req, std::size_t authsize, bool enc) const {
         const std::size_t alen = req.assoclen;
         const std::size_t tlen = enc ? req.cryptlen : req.cryptlen - authsize;
+        if (tlen > kMaxText) return Status::Invalid;
         const bool in_place = sg_same(req.src, req.dst);
 
         uint8_t ctr[kBlock], tag[kBlock];
@@ -248,7 +256,8 @@ private:
             finish_tag(gh, alen, tlen, tag);
             sg_scatter(req.dst, alen + tlen, ConstBytes(tag, authsize));
         } else {
-            for_each_piece(req.src, alen, tlen, [&](const uint8_t* p, std::size_t n) { gh.update(p, n); });
+            for_each_piece(req.src, alen, tlen,
+                           [&](const uint8_t* p, std::size_t n) { gh.update(p, n); });
             finish_tag(gh, alen, tlen, tag);
             uint8_t given[kMaxAuth];
             sg_gather(req.src, alen + tlen, Bytes(given, authsize));
@@ -318,9 +327,8 @@ public:
         if (!cipher) return cipher.error();
         const AlgInfo& c = (*cipher)->info();
         if (c.blocksize != kBlock)
-            return make_error(Status::Invalid, "gcm: cipher '" + c.name + "' has a " +
-                                                   std::to_string(c.blocksize) +
-                                                   "-byte block; gcm needs 16");
+            return make_error(Status::Invalid, "gcm: cipher '" + c.name + "' has " +
+                                                   a_bytes(c.blocksize) + " block; gcm needs 16");
         AlgInfo info;
         info.module = module;
         set_instance_names(info, "gcm", {cipher->get()});

@@ -13,6 +13,7 @@
 
 #include <cstring>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace blkcrypt {
@@ -35,6 +36,13 @@ std::vector<SgEntry> without_iv(SgList sg, std::size_t hole) {
     const std::size_t b = sg_slice(sg, hole + kIvSize, rest, std::span(out).subspan(a)).size();
     out.resize(a + b);
     return out;
+}
+
+// "a 16-byte", "an 8-byte": the article for a number said aloud.
+std::string a_bytes(std::size_t n) {
+    const std::string d = std::to_string(n);
+    const bool an = d[0] == '8' || n == 11 || n == 18;
+    return (an ? "an " : "a ") + d + "-byte";
 }
 
 class Rfc4106Tfm final : public AeadTfm {
@@ -116,12 +124,13 @@ public:
         if (!gcm) return gcm.error();
         const AlgInfo& g = (*gcm)->info();
         if (g.async)
-            return make_error(Status::Invalid, "rfc4106: '" + g.driver +
-                                                   "' is asynchronous; wrap rfc4106 in cryptd instead");
+            return make_error(
+                Status::Invalid,
+                "rfc4106: '" + g.driver + "' is asynchronous; wrap rfc4106 in cryptd instead");
         if (g.ivsize != kInnerIv || g.blocksize != 1 || g.maxauthsize < 16)
-            return make_error(Status::Invalid, "rfc4106: '" + g.name + "' has a " +
-                                                   std::to_string(g.ivsize) +
-                                                   "-byte IV; rfc4106 needs gcm (12-byte IV, 16-byte tags)");
+            return make_error(Status::Invalid,
+                              "rfc4106: '" + g.name + "' has " + a_bytes(g.ivsize) +
+                                  " IV; rfc4106 needs gcm (12-byte IV, 16-byte tags)");
         AlgInfo info;
         info.module = module;
         set_instance_names(info, "rfc4106", {gcm->get()});

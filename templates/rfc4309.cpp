@@ -12,6 +12,7 @@
 
 #include <cstring>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace blkcrypt {
@@ -34,6 +35,13 @@ std::vector<SgEntry> without_iv(SgList sg, std::size_t hole) {
     const std::size_t b = sg_slice(sg, hole + kIvSize, rest, std::span(out).subspan(a)).size();
     out.resize(a + b);
     return out;
+}
+
+// "a 16-byte", "an 8-byte": the article for a number said aloud.
+std::string a_bytes(std::size_t n) {
+    const std::string d = std::to_string(n);
+    const bool an = d[0] == '8' || n == 11 || n == 18;
+    return (an ? "an " : "a ") + d + "-byte";
 }
 
 class Rfc4309Tfm final : public AeadTfm {
@@ -115,12 +123,13 @@ public:
         if (!ccm) return ccm.error();
         const AlgInfo& c = (*ccm)->info();
         if (c.async)
-            return make_error(Status::Invalid, "rfc4309: '" + c.driver +
-                                                   "' is asynchronous; wrap rfc4309 in cryptd instead");
+            return make_error(
+                Status::Invalid,
+                "rfc4309: '" + c.driver + "' is asynchronous; wrap rfc4309 in cryptd instead");
         if (c.ivsize != kInnerIv || c.blocksize != 1 || c.maxauthsize < 16)
-            return make_error(Status::Invalid, "rfc4309: '" + c.name + "' has a " +
-                                                   std::to_string(c.ivsize) +
-                                                   "-byte IV; rfc4309 needs ccm (16-byte IV, 16-byte tags)");
+            return make_error(Status::Invalid,
+                              "rfc4309: '" + c.name + "' has " + a_bytes(c.ivsize) +
+                                  " IV; rfc4309 needs ccm (16-byte IV, 16-byte tags)");
         AlgInfo info;
         info.module = module;
         set_instance_names(info, "rfc4309", {ccm->get()});

@@ -12,6 +12,7 @@
 #include <blkcrypt/secure_buffer.hpp>
 
 #include <cstring>
+#include <string>
 
 namespace blkcrypt {
 namespace {
@@ -24,6 +25,13 @@ constexpr std::size_t kTag = 16;
 // crypto_ipsec_check_assoclen: ESP headers with 32- or 64-bit sequence
 // numbers, each followed by the IV.
 bool esp_assoclen(std::size_t n) noexcept { return n == 16 || n == 20; }
+
+// "a 16-byte", "an 8-byte": the article for a number said aloud.
+std::string a_bytes(std::size_t n) {
+    const std::string d = std::to_string(n);
+    const bool an = d[0] == '8' || n == 11 || n == 18;
+    return (an ? "an " : "a ") + d + "-byte";
+}
 
 class Rfc4543Tfm final : public AeadTfm {
 public:
@@ -94,12 +102,13 @@ public:
         if (!gcm) return gcm.error();
         const AlgInfo& g = (*gcm)->info();
         if (g.async)
-            return make_error(Status::Invalid, "rfc4543: '" + g.driver +
-                                                   "' is asynchronous; wrap rfc4543 in cryptd instead");
+            return make_error(
+                Status::Invalid,
+                "rfc4543: '" + g.driver + "' is asynchronous; wrap rfc4543 in cryptd instead");
         if (g.ivsize != kInnerIv || g.blocksize != 1 || g.maxauthsize < kTag)
-            return make_error(Status::Invalid, "rfc4543: '" + g.name + "' has a " +
-                                                   std::to_string(g.ivsize) +
-                                                   "-byte IV; rfc4543 needs gcm (12-byte IV, 16-byte tags)");
+            return make_error(Status::Invalid,
+                              "rfc4543: '" + g.name + "' has " + a_bytes(g.ivsize) +
+                                  " IV; rfc4543 needs gcm (12-byte IV, 16-byte tags)");
         AlgInfo info;
         info.module = module;
         set_instance_names(info, "rfc4543", {gcm->get()});

@@ -128,8 +128,8 @@ std::shared_ptr<Template> make_lmk_template() {
                                                    "' does not export an MD5 state (u32 hash[4] first)");
         spawns.push_back(*md5);
         std::shared_ptr<const Alg> hash = *md5;
-        return GenivTemplate::MakeTfm([hash](std::shared_ptr<const Alg> in) {
-            return std::make_unique<LmkTfm>(std::move(in), static_cast<const ShashAlg&>(*hash));
+        return GenivTemplate::MakeTfm([hash](std::shared_ptr<const Alg> x) {
+            return std::make_unique<LmkTfm>(std::move(x), static_cast<const ShashAlg&>(*hash));
         });
     };
     return std::make_shared<GenivTemplate>("lmk", prepare);

@@ -126,8 +126,8 @@ std::shared_ptr<Template> make_tcw_template() {
             return make_error(Status::Invalid, "tcw: '" + h.driver + "' is not a 4-byte crc32 shash");
         spawns.push_back(*crc);
         std::shared_ptr<const Alg> hash = *crc;
-        return GenivTemplate::MakeTfm([hash](std::shared_ptr<const Alg> in) {
-            return std::make_unique<TcwTfm>(std::move(in), static_cast<const ShashAlg&>(*hash));
+        return GenivTemplate::MakeTfm([hash](std::shared_ptr<const Alg> x) {
+            return std::make_unique<TcwTfm>(std::move(x), static_cast<const ShashAlg&>(*hash));
         });
     };
     return std::make_shared<GenivTemplate>("tcw", prepare);

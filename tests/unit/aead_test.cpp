@@ -1,5 +1,5 @@
-// AEAD templates (gcm, ccm, rfc4106, rfc4309, rfc4543, authenc) through the
-// public Aead handle: known answers under scatter-gather layouts, forgery
+// AEAD templates (gcm, ccm, rfc4106, rfc4309, rfc4543, authenc, rfc7539)
+// through the public Aead handle: known answers under scatter-gather layouts, forgery
 // rejection without plaintext output, parameter checks, and agreement with
 // python3-cryptography on random inputs.
 //
@@ -9,9 +9,12 @@
 #include <blkcrypt/aead.hpp>
 #include <blkcrypt/internal/testvec.hpp>
 #include <blkcrypt/registry.hpp>
+#include <blkcrypt/shash.hpp>
+#include <blkcrypt/skcipher.hpp>
 
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -23,7 +26,6 @@
 #include <sstream>
 #include <string>
 #include <thread>
-#include <unistd.h>
 #include <vector>
 
 using namespace blkcrypt;
@@ -184,8 +186,12 @@ TEST_CASE("AEAD templates pass their vectors through Aead handles and sg layouts
     SECTION("rfc4106") { check_vectors("rfc4106(gcm(aes-cryptopp))", "rfc4106(gcm(aes))"); }
     SECTION("rfc4309") { check_vectors("rfc4309(ccm(aes))", "rfc4309(ccm(aes))"); }
     SECTION("rfc4543") { check_vectors("rfc4543(gcm(aes-cryptopp))", "rfc4543(gcm(aes))"); }
+    SECTION("rfc7539") {
+        check_vectors("rfc7539(chacha20,poly1305)", "rfc7539(chacha20,poly1305)");
+    }
     SECTION("authenc sha1") {
-        check_vectors("authenc(hmac(sha1-cryptopp),cbc(aes-cryptopp))", "authenc(hmac(sha1),cbc(aes))");
+        check_vectors("authenc(hmac(sha1-cryptopp),cbc(aes-cryptopp))",
+                      "authenc(hmac(sha1),cbc(aes))");
         check_vectors("authenc(hmac(sha1),cbc(aes))", "authenc(hmac(sha1),cbc(aes))");
     }
     SECTION("authenc sha256") {
@@ -212,6 +218,8 @@ TEST_CASE("AEAD instances are named after their spawns and built by the template
          "authenc(hmac(sha256-cryptopp),cbc(aes-cryptopp))", 16, 32},
         {"authenc(hmac(sha1-cryptopp),xts(aes-cryptopp))", "authenc(hmac(sha1),xts(aes))",
          "authenc(hmac(sha1-cryptopp),xts(aes-cryptopp))", 16, 20},
+        {"rfc7539(chacha20,poly1305)", "rfc7539(chacha20,poly1305)",
+         "rfc7539(chacha20-cryptopp,poly1305-cryptopp)", 12, 16},
     };
     for (const auto& w : wants) {
         INFO(w.ask);
@@ -223,6 +231,33 @@ TEST_CASE("AEAD instances are named after their spawns and built by the template
         CHECK(a.info().maxauthsize == w.maxauth);
         CHECK(a.authsize() == w.maxauth);
         CHECK_FALSE(a.is_async());
+    }
+}
+
+TEST_CASE("AEAD instances, chacha20 and poly1305 pass the full self-test", "[aead]") {
+    // Every vector under every testmgr layout (long vectors included).
+    const std::vector<std::string> drivers = {
+        "gcm(aes-cryptopp)",
+        "ccm(aes-cryptopp)",
+        "rfc4106(gcm(aes-cryptopp))",
+        "rfc4309(ccm(aes-cryptopp))",
+        "rfc4543(gcm(aes-cryptopp))",
+        "authenc(hmac(sha1-cryptopp),cbc(aes-cryptopp))",
+        "authenc(hmac(sha256-cryptopp),cbc(aes-cryptopp))",
+        "rfc7539(chacha20-cryptopp,poly1305-cryptopp)",
+        "chacha20-cryptopp",
+        "poly1305-cryptopp",
+    };
+    for (const auto& d : drivers)
+        if (d.find('(') != std::string::npos) (void)make(d);  // instantiate
+    const auto results = registry().run_selftests(drivers);
+    for (const auto& d : drivers) {
+        INFO(d);
+        auto it = std::find_if(results.begin(), results.end(),
+                               [&](const AlgStatus& a) { return a.info.driver == d; });
+        REQUIRE(it != results.end());
+        INFO(it->selftest_message);
+        CHECK(it->selftest == SelftestState::Passed);
     }
 }
 
@@ -242,6 +277,8 @@ TEST_CASE("AEAD templates refuse bad combinations with a clear message", "[aead]
         {"authenc(sha256,cbc(aes))", "authenc: 'sha256' is not a keyed hash"},
         {"authenc(hmac(sha256))", "takes 2 arguments"},
         {"authenc(hmac(sha256),cryptd(cbc(aes)))", "asynchronous"},
+        {"rfc7539(aes,poly1305)", "rfc7539: 'aes' is not a stream cipher"},
+        {"rfc7539(chacha20,sha256)", "rfc7539: 'sha256' has a 32-byte digest"},
     };
     for (const auto& b : bads) {
         INFO(b.name);
@@ -268,7 +305,8 @@ TEST_CASE("AEAD templates check key, tag and IV sizes", "[aead]") {
         Aead a = make("ccm(aes)");
         CHECK(a.setkey(Buf(20, 1)) == Status::Invalid);
         REQUIRE(a.setkey(k16) == Status::Ok);
-        for (std::size_t n : {0, 2, 3, 5, 7, 15, 17, 18}) CHECK(a.setauthsize(n) == Status::Invalid);
+        for (std::size_t n : {0, 2, 3, 5, 7, 15, 17, 18})
+            CHECK(a.setauthsize(n) == Status::Invalid);
         for (std::size_t n : {4, 6, 8, 10, 12, 14, 16}) CHECK(a.setauthsize(n) == Status::Ok);
         Buf out(16), iv(16, 0);
         for (uint8_t l1 : {0, 8, 255}) {  // iv[0] = L-1 must be 1..7
@@ -315,24 +353,41 @@ TEST_CASE("AEAD templates check key, tag and IV sizes", "[aead]") {
             CHECK(a->encrypt(Buf(20), Buf(8), out, iv) == Status::Ok);
         }
     }
+    SECTION("rfc7539") {
+        Aead a = make("rfc7539(chacha20,poly1305)");
+        for (std::size_t n : {0, 16, 31, 33}) CHECK(a.setkey(Buf(n, 1)) == Status::Invalid);
+        REQUIRE(a.setkey(Buf(32, 1)) == Status::Ok);
+        for (std::size_t n : {0, 4, 8, 12, 15}) CHECK(a.setauthsize(n) == Status::Invalid);
+        CHECK(a.setauthsize(17) == Status::Invalid);
+        CHECK(a.setauthsize(16) == Status::Ok);
+        Buf out(16), iv(11);
+        CHECK(a.encrypt({}, {}, out, iv) == Status::Invalid);  // 11-byte nonce
+    }
     SECTION("authenc key blob") {
         Aead a = make("authenc(hmac(sha256-cryptopp),cbc(aes-cryptopp))");
-        auto blob = [](uint8_t l0, uint8_t l1, uint8_t t0, uint8_t t1, uint32_t enclen, std::size_t rest) {
-            Buf k = {l0, l1, t0, t1, static_cast<uint8_t>(enclen >> 24), static_cast<uint8_t>(enclen >> 16),
-                     static_cast<uint8_t>(enclen >> 8), static_cast<uint8_t>(enclen)};
+        auto blob = [](uint8_t l0, uint8_t l1, uint8_t t0, uint8_t t1, uint32_t enclen,
+                       std::size_t rest) {
+            Buf k = {l0,
+                     l1,
+                     t0,
+                     t1,
+                     static_cast<uint8_t>(enclen >> 24),
+                     static_cast<uint8_t>(enclen >> 16),
+                     static_cast<uint8_t>(enclen >> 8),
+                     static_cast<uint8_t>(enclen)};
             k.resize(k.size() + rest, 0x42);
             return k;
         };
         CHECK(a.setkey(blob(8, 0, 1, 0, 16, 32 + 16)) == Status::Ok);
-        CHECK(a.setkey(blob(8, 0, 1, 0, 16, 16)) == Status::Ok);   // empty hmac key
+        CHECK(a.setkey(blob(8, 0, 1, 0, 16, 16)) == Status::Ok);  // empty hmac key
         CHECK(a.setkey(blob(8, 0, 1, 0, 32, 0 + 32)) == Status::Ok);
-        CHECK(a.setkey(blob(0, 8, 0, 1, 16, 48)) == Status::Invalid);  // big-endian rtattr
-        CHECK(a.setkey(blob(8, 0, 2, 0, 16, 48)) == Status::Invalid);  // wrong rta_type
-        CHECK(a.setkey(blob(12, 0, 1, 0, 16, 48)) == Status::Invalid); // payload is not 4 bytes
+        CHECK(a.setkey(blob(0, 8, 0, 1, 16, 48)) == Status::Invalid);   // big-endian rtattr
+        CHECK(a.setkey(blob(8, 0, 2, 0, 16, 48)) == Status::Invalid);   // wrong rta_type
+        CHECK(a.setkey(blob(12, 0, 1, 0, 16, 48)) == Status::Invalid);  // payload is not 4 bytes
         CHECK(a.setkey(blob(4, 0, 1, 0, 16, 48)) == Status::Invalid);
-        CHECK(a.setkey(blob(200, 0, 1, 0, 16, 48)) == Status::Invalid); // rta_len beyond the key
-        CHECK(a.setkey(blob(8, 0, 1, 0, 49, 48)) == Status::Invalid);  // enckeylen beyond the key
-        CHECK(a.setkey(blob(8, 0, 1, 0, 17, 48)) == Status::Invalid);  // no 17-byte AES key
+        CHECK(a.setkey(blob(200, 0, 1, 0, 16, 48)) == Status::Invalid);  // rta_len beyond the key
+        CHECK(a.setkey(blob(8, 0, 1, 0, 49, 48)) == Status::Invalid);    // enckeylen beyond the key
+        CHECK(a.setkey(blob(8, 0, 1, 0, 17, 48)) == Status::Invalid);    // no 17-byte AES key
         CHECK(a.setkey(Buf{8, 0, 1}) == Status::Invalid);
         CHECK(a.setkey({}) == Status::Invalid);
         CHECK(a.setauthsize(0) == Status::Invalid);
@@ -355,6 +410,7 @@ struct Tamper {
     std::size_t assoclen;
     std::size_t authsize;
     bool iv_authenticated;  // authenc leaves the IV to the associated data
+    bool encrypts = true;   // rfc4543 (GMAC) passes the text through in clear
 };
 
 // Encrypt, then alter one bit of the ciphertext, the tag, the associated
@@ -417,11 +473,15 @@ void check_forgeries(const Tamper& t) {
             CHECK(f.status == Status::BadMsg);
             // The plaintext area: untouched (or zeroed), never plaintext.
             const Buf area(f.dst.begin() + static_cast<long>(ad.size()), f.dst.end());
-            const Buf want_untouched = l.in_place ? Buf(c.ct.begin(), c.ct.begin() + static_cast<long>(area.size()))
-                                                  : Buf(area.size(), kFill);
-            const bool zero = std::all_of(area.begin(), area.end(), [](uint8_t b) { return b == 0; });
+            const Buf want_untouched =
+                l.in_place ? Buf(c.ct.begin(), c.ct.begin() + static_cast<long>(area.size()))
+                           : Buf(area.size(), kFill);
+            const bool zero =
+                std::all_of(area.begin(), area.end(), [](uint8_t b) { return b == 0; });
             CHECK((area == want_untouched || zero));
-            CHECK(hex(area) != hex(Buf(pt.begin(), pt.begin() + static_cast<long>(area.size()))));
+            if (t.encrypts || !l.in_place)
+                CHECK(hex(area) !=
+                      hex(Buf(pt.begin(), pt.begin() + static_cast<long>(area.size()))));
         }
     }
 }
@@ -435,7 +495,8 @@ TEST_CASE("AEAD templates reject forgeries without writing plaintext", "[aead]")
     check_forgeries({"ccm(aes)", 24, 3, 4, true});
     check_forgeries({"rfc4106(gcm(aes-cryptopp))", 20, 20, 16, true});
     check_forgeries({"rfc4309(ccm(aes))", 19, 16, 12, true});
-    check_forgeries({"rfc4543(gcm(aes-cryptopp))", 20, 16, 16, true});
+    check_forgeries({"rfc4543(gcm(aes-cryptopp))", 20, 16, 16, true, false});
+    check_forgeries({"rfc7539(chacha20,poly1305)", 32, 12, 16, true});
     check_forgeries({"authenc(hmac(sha1-cryptopp),cbc(aes-cryptopp))", 0, 16, 20, false});
     check_forgeries({"authenc(hmac(sha256-cryptopp),cbc(aes-cryptopp))", 0, 24, 16, false});
 }
@@ -447,7 +508,10 @@ TEST_CASE("rfc4106 and rfc4309 take the IV from the request, not the assoc area"
         INFO(name);
         std::mt19937 rng(5);
         Aead a = make(name);
-        REQUIRE(a.setkey(random_bytes(rng, std::string_view(name).find("4106") != std::string_view::npos ? 20 : 19)) == Status::Ok);
+        REQUIRE(
+            a.setkey(random_bytes(
+                rng, std::string_view(name).find("4106") != std::string_view::npos ? 20 : 19)) ==
+            Status::Ok);
         Buf iv = random_bytes(rng, 8), ad = random_bytes(rng, 16), pt = random_bytes(rng, 40);
         auto e1 = run(a, true, ad, pt, iv, kLayouts[0], rng);
         Buf ad2 = ad;
@@ -455,7 +519,8 @@ TEST_CASE("rfc4106 and rfc4309 take the IV from the request, not the assoc area"
         auto e2 = run(a, true, ad2, pt, iv, kLayouts[0], rng);
         REQUIRE(e1.status == Status::Ok);
         REQUIRE(e2.status == Status::Ok);
-        CHECK(hex(Buf(e1.dst.begin() + 16, e1.dst.end())) == hex(Buf(e2.dst.begin() + 16, e2.dst.end())));
+        CHECK(hex(Buf(e1.dst.begin() + 16, e1.dst.end())) ==
+              hex(Buf(e2.dst.begin() + 16, e2.dst.end())));
         CHECK(hex(Buf(e2.dst.begin(), e2.dst.begin() + 16)) == hex(ad2));
         // ... while the first 8 are authenticated.
         Buf ad3 = ad;
@@ -465,12 +530,54 @@ TEST_CASE("rfc4106 and rfc4309 take the IV from the request, not the assoc area"
     }
 }
 
+TEST_CASE("authenc equals its skcipher and MAC run separately", "[aead]") {
+    // authenc(hmac(sha256),xts(aes)) has no published vectors: check it
+    // against the two algorithms it is made of, through their own handles.
+    for (const char* cipher : {"xts(aes-cryptopp)", "cbc(aes-cryptopp)"}) {
+        const std::string name = std::string("authenc(hmac(sha256-cryptopp),") + cipher + ")";
+        INFO(name);
+        Aead a = make(name);
+        auto sk = Skcipher::alloc(registry(), cipher);
+        auto mac = Shash::alloc(registry(), "hmac(sha256-cryptopp)");
+        REQUIRE(sk);
+        REQUIRE(mac);
+        std::mt19937 rng(21);
+        const Buf ak = random_bytes(rng, 32), ek = random_bytes(rng, 32);
+        Buf key = {8, 0, 1, 0, 0, 0, 0, 32};
+        key.insert(key.end(), ak.begin(), ak.end());
+        key.insert(key.end(), ek.begin(), ek.end());
+        REQUIRE(a.setkey(key) == Status::Ok);
+        REQUIRE(sk->setkey(ek) == Status::Ok);
+        REQUIRE(mac->setkey(ak) == Status::Ok);
+        for (std::size_t authsize : {32, 16, 12}) {
+            REQUIRE(a.setauthsize(authsize) == Status::Ok);
+            for (std::size_t len : {16, 32, 48, 512}) {
+                const Buf ad = random_bytes(rng, 8 + rng() % 24), pt = random_bytes(rng, len);
+                const Buf iv = random_bytes(rng, 16);
+                Buf ct(len), ivc = iv, digest(32);
+                REQUIRE(sk->encrypt(pt, ct, ivc) == Status::Ok);
+                REQUIRE(mac->digest(cat(ad, ct), digest) == Status::Ok);
+                const Buf want =
+                    cat(ct, Buf(digest.begin(), digest.begin() + static_cast<long>(authsize)));
+                const Layout& l = kLayouts[rng() % std::size(kLayouts)];
+                auto e = run(a, true, ad, pt, iv, l, rng);
+                REQUIRE(e.status == Status::Ok);
+                CHECK(hex(e.dst) == hex(cat(ad, want)));
+                auto d = run(a, false, ad, want, iv, l, rng);
+                REQUIRE(d.status == Status::Ok);
+                CHECK(hex(d.dst) == hex(cat(ad, pt)));
+            }
+        }
+    }
+}
+
 TEST_CASE("one AEAD transform serves many threads at once", "[aead]") {
-    for (const char* name : {"gcm(aes-cryptopp)", "ccm(aes)", "authenc(hmac(sha256-cryptopp),cbc(aes-cryptopp))"}) {
+    for (const char* name : {"gcm(aes-cryptopp)", "ccm(aes)", "rfc7539(chacha20,poly1305)",
+                             "authenc(hmac(sha256-cryptopp),cbc(aes-cryptopp))"}) {
         INFO(name);
         Aead a = make(name);
         std::mt19937 rng(3);
-        Buf key = random_bytes(rng, 16);
+        Buf key = random_bytes(rng, std::string_view(name).substr(0, 7) == "rfc7539" ? 32 : 16);
         if (std::string_view(name).substr(0, 7) == "authenc") {
             key = {8, 0, 1, 0, 0, 0, 0, 16};
             Buf k = random_bytes(rng, 48);
@@ -488,8 +595,8 @@ TEST_CASE("one AEAD transform serves many threads at once", "[aead]") {
                     Buf ad = random_bytes(r, r() % 40), pt = random_bytes(r, 16 * (1 + r() % 8));
                     Buf ct(pt.size() + a.authsize()), back(pt.size());
                     Buf iv2 = iv;
-                    if (a.encrypt(ad, pt, ct, iv) != Status::Ok || a.decrypt(ad, ct, back, iv2) != Status::Ok ||
-                        back != pt)
+                    if (a.encrypt(ad, pt, ct, iv) != Status::Ok ||
+                        a.decrypt(ad, ct, back, iv2) != Status::Ok || back != pt)
                         ++failures;
                 }
             });
@@ -501,12 +608,14 @@ TEST_CASE("one AEAD transform serves many threads at once", "[aead]") {
 
 namespace {
 
-// Random gcm/ccm inputs and the outputs of python3-cryptography's AESGCM and
-// AESCCM for them, generated once by (python3-cryptography 38+):
+// Random gcm/ccm/rfc7539 inputs and the outputs of python3-cryptography's
+// AESGCM, AESCCM and ChaCha20Poly1305 for them, generated once by
+// (python3-cryptography 38+):
 //
 //   python3 - <<'EOF'
 //   import random
-//   from cryptography.hazmat.primitives.ciphers.aead import AESGCM, AESCCM
+//   from cryptography.hazmat.primitives.ciphers.aead import (AESGCM, AESCCM,
+//                                                            ChaCha20Poly1305)
 //   r = random.Random(20240611)
 //   def rb(n): return bytes(r.getrandbits(8) for _ in range(n))
 //   def pat(n): return bytes((i * 7 + 3) & 0xff for i in range(n))
@@ -517,11 +626,15 @@ namespace {
 //       ('gcm', 24, 12, 70000, 33, 16, 1), ('ccm', 16, 13, 0, 0, 16, 0), # p: assoc
 //       ('ccm', 24, 7, 0, 1, 4, 0), ('ccm', 32, 12, 5, 0, 6, 0),      # is pat()
 //       ('ccm', 16, 11, 16, 16, 10, 0), ('ccm', 32, 8, 1, 47, 14, 0),
-//       ('ccm', 16, 10, 65279, 3, 8, 1), ('ccm', 16, 13, 65280, 20, 16, 1)]:
+//       ('ccm', 16, 10, 65279, 3, 8, 1), ('ccm', 16, 13, 65280, 20, 16, 1),
+//       ('chacha', 32, 12, 0, 0, 16, 0), ('chacha', 32, 12, 7, 129, 16, 0),
+//       ('chacha', 32, 12, 64, 64, 16, 0)]:
 //       k, n, pt = rb(kl), rb(nl), rb(pl)
 //       a = pat(al) if p else rb(al)
 //       if alg == 'gcm':
 //           ct, iv = AESGCM(k).encrypt(n, pt, a)[:pl + tl], n
+//       elif alg == 'chacha':
+//           ct, iv = ChaCha20Poly1305(k).encrypt(n, pt, a), n
 //       else:
 //           ct = AESCCM(k, tag_length=tl).encrypt(n, pt, a or None)
 //           iv = bytes([14 - nl]) + n + bytes(15 - nl)  # the kernel's ccm IV
@@ -539,6 +652,7 @@ struct Known {
     const char* ctext;
 };
 
+// clang-format off
 const Known kPython[] = {
     {"gcm", "9bd1c55642cf265db7c1dd5e55043bb3", "ad4de6981fdd0c685bbf4cae", false, "", "", "4fa3887d325c71b69e5581afe72a9b7b"},
     {"gcm", "9a152e1f073353003c4c4dd36a6635d1f9769fafbaa95f69", "eff8d6fd3fdbb50ef1bf9242", false, "", "5e", "4940f2cf0623e1c1ae9cb82e732bc8e713"},
@@ -554,7 +668,11 @@ const Known kPython[] = {
     {"ccm", "b00763f5d3c0898eb106ba80c26fa1c0c30850006ae56704c1be05db7e007038", "06ec0d50e2e43f910a00000000000000", false, "1c", "a6ece4dd21560cb0327745bb0fec64d4e1099252536c9d17d11a31b96dbb1ec1ada80c896abb777d075c4c6c124f49", "0452aa3fe574eb87bdb985ce8516c0841041eec7daffcef18f86f7c722c8b1f74625946360fa192278ca38178da94bdfe37e0273869022fd9e7ff8425f"},
     {"ccm", "acab9f82dd0c1c23e35bbc34c7e4e4f0", "0481ff28575fb41f5468d00000000000", true, "65279", "fa7b1c", "27e38f128b7c1d19b29e70"},
     {"ccm", "115ec0a8df096661467a553029c60589", "01faf3a6d381596b7ab2bee6352b0000", true, "65280", "4d1f6c838c0df25c340959255db4cdbcfb0ab9a3", "d69402385959384529a94ab2957b255ed6263148a51ece0eb48a0f1ab3f58928362569c7"},
+    {"chacha", "3e0c5c17c37988af86de91b8df1da2529e487d4347944e7172527fbc3c3b7773", "8905d9d3c0d34f5720ffd724", false, "", "", "d9bf6d38d86207f572b65dd391fbcd17"},
+    {"chacha", "4833720376ff6938cd50b27960775754c142d2dc30b29bf66df2651f89a5b7db", "a87d1eaba226c1f932254620", false, "06ff5893821583", "cb814b50efda4621296e0cd1c881e5927befc4e63b641fa39d5501d72fcd3dfcf2d7e1854f7c05f94f1713118456d21480d9f85fa7bf77f16a15a1b73a57ca8129c8b24489236cb2120ed5b3dc5a2e25e3ea7d5142de48c7ac3be4aa1e1bcb46cd8eff0eeb7fe7f29592230cfc10ad500053217e4e7b56832616971bd51b8c28ee", "48c4cc227dff9681a2e7492288cb3285567c7d27ee13f37d0f7dd2c2d34a04d4e095b2cd7f01e6af3ab5794bbcab6726e2ccddef850491e01b92eebf05c3ff128b61af7e4932feac3ae2ae020f5475c2db77548b251656d323a848041d04611aee34bfe6037d3496033c26f334945cd3b6d71edc60bbb99be88dce6894fe23d17c09031314eac786798d479dfc81840d5c"},
+    {"chacha", "f81e1948f1efd3c61cafabc40c9cc3a068552c1f7f2b00f1e155ec04995b9d76", "2e166d91f9a7e005d82d38a5", false, "8bd2523bbfe85782b67e9de319dc69147390f410bf80be20152d5d514f3544c9100a3d8d044b9c01b9c42a7cbc20dc7266a12a54194aa19be4964a79d5669396", "75065b699b04fd27f293bf535e1a01018d2ced95ad2022a904978e32c1cdb64aba4761441949bc8d9df2a3978d4c40710e3c02d3c38bd9fa9128f35d5f3adc83", "67414e0962643a1faeded11889803bc65238ad1acbdc9297f9665f3a12844aed685d4b121c87b472c9c9eda4febf1899034ff9179e9c031c087bbfe67bccee8416d9291aee354bbe20a1ff9182856069"},
 };
+// clang-format on
 
 Buf pattern(std::size_t n) {
     Buf b(n);
@@ -565,12 +683,14 @@ Buf pattern(std::size_t n) {
 // Encrypt and decrypt one case on our template, under a random layout.
 void agree(const std::string& alg, const Buf& key, const Buf& iv, const Buf& ad, const Buf& pt,
            const Buf& want, std::mt19937& rng) {
-    Aead a = make(alg == "gcm" ? "gcm(aes-cryptopp)" : "ccm(aes)");
+    Aead a = make(alg == "gcm"      ? "gcm(aes-cryptopp)"
+                  : alg == "chacha" ? "rfc7539(chacha20,poly1305)"
+                                    : "ccm(aes)");
     REQUIRE(a.setkey(key) == Status::Ok);
     REQUIRE(a.setauthsize(want.size() - pt.size()) == Status::Ok);
     const Layout& l = kLayouts[rng() % std::size(kLayouts)];
-    INFO(alg << " key " << hex(key) << " iv " << hex(iv) << " assoc " << ad.size() << " bytes, text "
-             << pt.size() << ", tag " << a.authsize() << ", " << l.name);
+    INFO(alg << " key " << hex(key) << " iv " << hex(iv) << " assoc " << ad.size()
+             << " bytes, text " << pt.size() << ", tag " << a.authsize() << ", " << l.name);
     auto e = run(a, true, ad, pt, iv, l, rng);
     REQUIRE(e.status == Status::Ok);
     CHECK(hex(Buf(e.dst.begin() + static_cast<long>(ad.size()), e.dst.end())) == hex(want));
@@ -580,13 +700,15 @@ void agree(const std::string& alg, const Buf& key, const Buf& iv, const Buf& ad,
 }
 
 bool have_python_cryptography() {
-    return std::system("python3 -c 'from cryptography.hazmat.primitives.ciphers.aead import AESGCM, AESCCM'"
-                       " >/dev/null 2>&1") == 0;
+    return std::system(
+               "python3 -c 'from cryptography.hazmat.primitives.ciphers.aead import "
+               "AESGCM, AESCCM, ChaCha20Poly1305'"
+               " >/dev/null 2>&1") == 0;
 }
 
 }  // namespace
 
-TEST_CASE("gcm and ccm agree with python3-cryptography (recorded outputs)", "[aead]") {
+TEST_CASE("gcm, ccm and rfc7539 agree with python3-cryptography (recorded outputs)", "[aead]") {
     std::mt19937 rng(11);
     for (const Known& k : kPython) {
         const Buf ad = k.assoc_pattern ? pattern(std::stoul(k.assoc)) : unhex(k.assoc);
@@ -594,7 +716,7 @@ TEST_CASE("gcm and ccm agree with python3-cryptography (recorded outputs)", "[ae
     }
 }
 
-TEST_CASE("gcm and ccm agree with python3-cryptography (live, random inputs)", "[aead]") {
+TEST_CASE("gcm, ccm and rfc7539 agree with python3-cryptography (live, random inputs)", "[aead]") {
     if (!have_python_cryptography()) {
         WARN("python3 with the cryptography package not found: live cross-check not run");
         return;
@@ -608,16 +730,16 @@ TEST_CASE("gcm and ccm agree with python3-cryptography (live, random inputs)", "
         std::size_t tag;
     };
     std::vector<Case> cases;
-    for (int i = 0; i < 120; ++i) {
+    for (int i = 0; i < 150; ++i) {
         Case c;
-        c.alg = i % 2 ? "ccm" : "gcm";
-        c.key = random_bytes(rng, 16 + 8 * (rng() % 3));
-        c.nonce = random_bytes(rng, c.alg == "gcm" ? 12 : 7 + rng() % 7);
+        c.alg = i % 3 == 0 ? "gcm" : i % 3 == 1 ? "ccm" : "chacha";
+        c.key = random_bytes(rng, c.alg == "chacha" ? 32 : 16 + 8 * (rng() % 3));
+        c.nonce = random_bytes(rng, c.alg == "ccm" ? 7 + rng() % 7 : 12);
         // Empty plaintext and empty associated data are frequent on purpose.
         c.ad = random_bytes(rng, i % 5 == 0 ? 0 : rng() % 80);
         c.pt = random_bytes(rng, i % 7 == 0 ? 0 : rng() % 300);
         static const std::size_t gcm_tags[] = {4, 8, 12, 13, 14, 15, 16};
-        c.tag = c.alg == "gcm" ? gcm_tags[rng() % 7] : 4 + 2 * (rng() % 7);
+        c.tag = c.alg == "gcm" ? gcm_tags[rng() % 7] : c.alg == "ccm" ? 4 + 2 * (rng() % 7) : 16;
         cases.push_back(std::move(c));
     }
     namespace fs = std::filesystem;
@@ -627,20 +749,23 @@ TEST_CASE("gcm and ccm agree with python3-cryptography (live, random inputs)", "
     {
         std::ofstream py(script);
         py << "import sys\n"
-              "from cryptography.hazmat.primitives.ciphers.aead import AESGCM, AESCCM\n"
+              "from cryptography.hazmat.primitives.ciphers.aead import (AESGCM, AESCCM,\n"
+              "                                                         ChaCha20Poly1305)\n"
               "for line in open(sys.argv[1]):\n"
               "    alg, k, n, a, p, t = line.split(',')\n"
               "    k, n, a, p = map(bytes.fromhex, (k, n, a, p))\n"
               "    t = int(t)\n"
               "    if alg == 'gcm':\n"
               "        c = AESGCM(k).encrypt(n, p, a)[:len(p) + t]\n"
+              "    elif alg == 'chacha':\n"
+              "        c = ChaCha20Poly1305(k).encrypt(n, p, a)\n"
               "    else:\n"
               "        c = AESCCM(k, tag_length=t).encrypt(n, p, a or None)\n"
               "    print(c.hex())\n";
         std::ofstream in(input);
         for (const auto& c : cases)
-            in << c.alg << ',' << hex(c.key) << ',' << hex(c.nonce) << ',' << hex(c.ad) << ',' << hex(c.pt)
-               << ',' << c.tag << '\n';
+            in << c.alg << ',' << hex(c.key) << ',' << hex(c.nonce) << ',' << hex(c.ad) << ','
+               << hex(c.pt) << ',' << c.tag << '\n';
     }
     std::vector<std::string> lines;
     {

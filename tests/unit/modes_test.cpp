@@ -171,6 +171,9 @@ TEST_CASE("modes: every vector passes the full self-test", "[modes]") {
     std::vector<std::string> names(std::begin(kModes), std::end(kModes));
     names.push_back("cbc(twofish-cryptopp)");
     names.push_back("cbc(sm4-cryptopp)");
+    names.push_back("xts(twofish-cryptopp)");
+    names.push_back("ctr(sm4-cryptopp)");
+    names.push_back("xts(serpent-cryptopp)");
     for (const auto& n : names) {
         (void)alloc(n.c_str());  // instantiate
         CHECK(builtin_vectors(generic(n)).size() >= 2);
@@ -191,6 +194,9 @@ TEST_CASE("modes: vectors through the handles under random scatter-gather layout
     std::vector<std::string> names(std::begin(kModes), std::end(kModes));
     names.push_back("cbc(twofish-cryptopp)");
     names.push_back("cbc(sm4-cryptopp)");
+    names.push_back("xts(twofish-cryptopp)");
+    names.push_back("ctr(sm4-cryptopp)");
+    names.push_back("xts(serpent-cryptopp)");
     for (const auto& name : names) {
         Skcipher t = alloc(name.c_str());
         const auto& vecs = builtin_vectors(generic(name));

@@ -56,8 +56,8 @@ public:
     Status setkey(ConstBytes key) override {
         const char* name = cipher_name(key.size());
         if (!name) return Status::Invalid;
-        EVP_CIPHER_CTX* enc = keyed_ctx(name, key, 1);
-        EVP_CIPHER_CTX* dec = enc ? keyed_ctx(name, key, 0) : nullptr;
+        EVP_CIPHER_CTX* enc = keyed_ctx(name, key, 1, false);
+        EVP_CIPHER_CTX* dec = enc ? keyed_ctx(name, key, 0, false) : nullptr;
         if (!enc || !dec) {
             EVP_CIPHER_CTX_free(enc);
             EVP_CIPHER_CTX_free(dec);
@@ -146,7 +146,6 @@ std::vector<std::shared_ptr<Alg>> make_aeads() {
     AlgInfo info = provider_info("gcm(aes)", "gcm-aes-openssl", AlgType::Aead);
     info.needs_key = true;
     info.blocksize = 1;  // a stream cipher, as the kernel's gcm
-    info.chunksize = 16;
     info.min_keysize = 16;
     info.max_keysize = 32;
     info.ivsize = kIvSize;

@@ -11,6 +11,7 @@
 #include <openssl/evp.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -38,18 +39,28 @@ inline AlgInfo provider_info(std::string name, std::string driver, AlgType type)
 }
 
 // A context of `cipher` (an OpenSSL name such as "AES-256-XTS") keyed with
-// key for encryption (enc = 1) or decryption (0), padding off. nullptr when
-// OpenSSL refuses the key; the error queue is cleared either way.
-EVP_CIPHER_CTX* keyed_ctx(const char* cipher, ConstBytes key, int enc);
+// key for encryption (enc = 1) or decryption (0). For the block modes (ecb,
+// cbc: block_mode) padding is turned off and the IV set to zero, so a cbc
+// context starts with a known chaining value. nullptr when OpenSSL refuses
+// the key; the error queue is cleared either way.
+EVP_CIPHER_CTX* keyed_ctx(const char* cipher, ConstBytes key, int enc, bool block_mode);
 
 // EVP_CIPHER_CTX holds per-operation state (IV, counter, GHASH) and cannot be
 // shared between threads, while our transforms must be. So each transform
 // keeps one keyed master that is never used for data, and a free list of
 // copies: acquire() pops one (or copies the master when the list is empty),
-// the Lease puts it back. A context is at most one request's state, and the
-// caller re-initialises the IV before use.
+// the Lease puts it back. Each copy carries `chain`, the chaining value its
+// context holds (cbc: the last ciphertext block it processed; zero when
+// fresh), so cbc can steer it to a new IV without a costly re-init.
 class CtxPool {
 public:
+    static constexpr std::size_t kChain = 16;
+
+    struct Slot {
+        EVP_CIPHER_CTX* ctx = nullptr;
+        uint8_t chain[kChain] = {};
+    };
+
     CtxPool() = default;
     ~CtxPool();
     CtxPool(const CtxPool&) = delete;
@@ -61,23 +72,31 @@ public:
 
     class Lease {
     public:
-        Lease(const CtxPool& pool, EVP_CIPHER_CTX* ctx) noexcept : pool_(pool), ctx_(ctx) {}
-        ~Lease() { pool_.put(ctx_); }
+        Lease(const CtxPool& pool, Slot* slot) noexcept : pool_(pool), slot_(slot) {}
+        ~Lease() { pool_.put(slot_); }
         Lease(const Lease&) = delete;
         Lease& operator=(const Lease&) = delete;
-        EVP_CIPHER_CTX* get() const noexcept { return ctx_; }
-        explicit operator bool() const noexcept { return ctx_ != nullptr; }
+        EVP_CIPHER_CTX* get() const noexcept { return slot_->ctx; }
+        uint8_t* chain() const noexcept { return slot_->chain; }
+        explicit operator bool() const noexcept { return slot_ != nullptr; }
+        // After a failed operation the context's state is unknown: free it
+        // instead of returning it to the pool.
+        void discard() noexcept {
+            pool_.destroy(slot_);
+            slot_ = nullptr;
+        }
 
     private:
         const CtxPool& pool_;
-        EVP_CIPHER_CTX* ctx_;
+        Slot* slot_;
     };
 
-    // A context keyed like the master; get() is nullptr on allocation failure.
+    // A context keyed like the master; false (operator bool) when out of memory.
     Lease acquire() const;
 
 private:
-    void put(EVP_CIPHER_CTX* ctx) const noexcept;
+    void put(Slot* slot) const noexcept;
+    static void destroy(Slot* slot) noexcept;
     void clear() noexcept;
 
     // Enough for every core of a busy machine; more are freed on return
@@ -86,7 +105,7 @@ private:
 
     EVP_CIPHER_CTX* master_ = nullptr;
     mutable std::mutex mu_;
-    mutable std::vector<EVP_CIPHER_CTX*> free_;
+    mutable std::vector<Slot*> free_;
 };
 
 }  // namespace blkcrypt::ossl

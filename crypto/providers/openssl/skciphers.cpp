@@ -71,6 +71,21 @@ const char* cipher_name(Mode m, std::size_t keylen) {
     return nullptr;
 }
 
+void xor16(uint8_t* dst, const uint8_t* a, const uint8_t* b) noexcept {
+    for (std::size_t i = 0; i < kBlock; ++i) dst[i] = static_cast<uint8_t>(a[i] ^ b[i]);
+}
+
+// ctr's output IV: the counter advanced by the blocks used, a partial one
+// included (128-bit big-endian, as the kernel's crypto_inc).
+void ctr_advance(uint8_t* ctr, std::size_t len) noexcept {
+    uint64_t carry = (len + kBlock - 1) / kBlock;
+    for (std::size_t i = kBlock; i-- > 0 && carry;) {
+        carry += ctr[i];
+        ctr[i] = static_cast<uint8_t>(carry);
+        carry >>= 8;
+    }
+}
+
 class AesTfm final : public SkcipherTfm {
 public:
     explicit AesTfm(Mode m) : mode_(m) {}
@@ -82,10 +97,11 @@ public:
     Status setkey(ConstBytes key) override {
         const char* name = cipher_name(mode_, key.size());
         if (!name) return Status::Invalid;
-        EVP_CIPHER_CTX* enc = keyed_ctx(name, key, 1);
+        const bool block_mode = mode_ == Mode::Ecb || mode_ == Mode::Cbc;
+        EVP_CIPHER_CTX* enc = keyed_ctx(name, key, 1, block_mode);
         // ctr only ever encrypts (the key stream); the others need the
         // decryption key schedule for decrypt.
-        EVP_CIPHER_CTX* dec = mode_ == Mode::Ctr || !enc ? nullptr : keyed_ctx(name, key, 0);
+        EVP_CIPHER_CTX* dec = mode_ == Mode::Ctr || !enc ? nullptr : keyed_ctx(name, key, 0, block_mode);
         if (!enc || (mode_ != Mode::Ctr && !dec)) {
             EVP_CIPHER_CTX_free(enc);
             EVP_CIPHER_CTX_free(dec);
@@ -114,36 +130,78 @@ private:
             break;
         }
         if (req.len == 0) return Status::Ok;  // the IV too is unchanged
-        const CtxPool& pool = (enc || mode_ == Mode::Ctr) ? enc_ : dec_;
-        CtxPool::Lease ctx = pool.acquire();
+        CtxPool::Lease ctx = (enc || mode_ == Mode::Ctr ? enc_ : dec_).acquire();
         if (!ctx) return Status::NoMem;
-        if (mode_ != Mode::Ecb && !set_iv(ctx.get(), req.iv.data())) return Status::Invalid;
-        const bool ok = mode_ == Mode::Xts ? xts(ctx.get(), req) : walk(ctx.get(), req);
-        // Only a broken context fails here; the lease returns it regardless,
-        // and the next request re-initialises its IV.
-        if (!ok) return Status::Invalid;
-        if (mode_ == Mode::Cbc || mode_ == Mode::Ctr) {
-            // OpenSSL kept the chaining value: cbc's last ciphertext block,
-            // ctr's next counter (the kernel's output IV in both cases).
-            if (EVP_CIPHER_CTX_get_updated_iv(ctx.get(), req.iv.data(), kBlock) != 1)
-                return Status::Invalid;
+        bool ok = false;
+        switch (mode_) {
+        case Mode::Ecb:
+            ok = walk(ctx.get(), req, kBlock);
+            break;
+        case Mode::Cbc:
+            ok = cbc(ctx, req, enc);
+            break;
+        case Mode::Ctr:
+            // ctr's context also keeps a partial block's key stream, so its
+            // spans need no alignment.
+            ok = set_iv(ctx.get(), req.iv.data()) && walk(ctx.get(), req, 1);
+            if (ok) ctr_advance(req.iv.data(), req.len);
+            break;
+        case Mode::Xts:
+            ok = set_iv(ctx.get(), req.iv.data()) && xts(ctx.get(), req);
+            break;
         }
-        return Status::Ok;
+        if (ok) return Status::Ok;
+        ctx.discard();  // only a broken context fails; its state is unknown
+        return Status::Invalid;
     }
 
-    // ecb, cbc, ctr: the context carries the chaining state across calls, so
-    // each span contiguous in src and dst is one update. ctr's context also
-    // keeps a partial block's key stream, so its spans need no alignment.
-    bool walk(EVP_CIPHER_CTX* ctx, SkcipherRequest& req) const {
-        const std::size_t unit = mode_ == Mode::Ctr ? 1 : kBlock;
+    // ecb, ctr: each span contiguous in src and dst is one update; the
+    // context carries the state across spans.
+    static bool walk(EVP_CIPHER_CTX* ctx, SkcipherRequest& req, std::size_t unit) {
         for (SgWalk w(req.src, req.dst, req.len, unit); w.next(); w.done())
             if (!update(ctx, w.out(), w.in(), w.len())) return false;
         return true;
     }
 
+    // cbc without re-initialising the context: in OpenSSL 3 an EVP init (to
+    // set the IV) costs more than enciphering 16 blocks. The context chains
+    // from ctx.chain(), the last ciphertext block it processed, so only the
+    // first block needs steering, by delta = chain ^ IV:
+    //   encrypt  C1 = E(P1 ^ IV) = E((P1 ^ delta) ^ chain)   (adjust the input)
+    //   decrypt  P1 = D(C1) ^ IV = (D(C1) ^ chain) ^ delta   (adjust the output)
+    // The last ciphertext block becomes the new chain and the output IV.
+    static bool cbc(const CtxPool::Lease& ctx, SkcipherRequest& req, bool enc) {
+        uint8_t delta[kBlock], last[kBlock] = {};  // len >= 16: set by the walk
+        xor16(delta, ctx.chain(), req.iv.data());
+        bool first = true;
+        // Unit = one block: every span is whole blocks, at least one.
+        for (SgWalk w(req.src, req.dst, req.len, kBlock); w.next(); w.done()) {
+            const uint8_t* in = w.in();
+            uint8_t* out = w.out();
+            std::size_t n = w.len();
+            if (!enc) std::memcpy(last, in + n - kBlock, kBlock);  // before an in-place update
+            if (first && enc) {
+                uint8_t b[kBlock];
+                xor16(b, in, delta);  // in is read before out (maybe the same) is written
+                if (!update(ctx.get(), out, b, kBlock)) return false;
+                in += kBlock;
+                out += kBlock;
+                n -= kBlock;
+                secure_wipe(b, sizeof b);
+            }
+            if (n && !update(ctx.get(), out, in, n)) return false;
+            if (first && !enc) xor16(w.out(), w.out(), delta);
+            if (enc) std::memcpy(last, w.out() + w.len() - kBlock, kBlock);
+            first = false;
+        }
+        std::memcpy(ctx.chain(), last, kBlock);
+        std::memcpy(req.iv.data(), last, kBlock);
+        return true;
+    }
+
     // xts: the whole data unit in one call (ciphertext stealing and the
     // tweak chain do not continue across calls), gathered when split.
-    bool xts(EVP_CIPHER_CTX* ctx, SkcipherRequest& req) const {
+    static bool xts(EVP_CIPHER_CTX* ctx, SkcipherRequest& req) {
         const uint8_t* in = contiguous(req.src, req.len);
         uint8_t* out = contiguous(req.dst, req.len);
         if (in && out) return update(ctx, out, in, req.len);

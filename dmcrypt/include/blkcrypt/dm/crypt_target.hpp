@@ -8,6 +8,11 @@
 // memory) and then write the backing store; reads fill the caller's memory
 // from the store and decrypt it in place. Misaligned bios (start or size not
 // a multiple of the sector size) are refused, as the kernel does.
+//
+// At most queue_depth bios are in flight (queued, converting or waiting for
+// an async transform); submit blocks while all are taken. Each in-flight bio
+// owns a preallocated bounce buffer of max_request bytes, so memory is
+// bounded by queue_depth x max_request and the data path does not allocate.
 #pragma once
 
 #include <blkcrypt/dm/backing_store.hpp>
@@ -21,24 +26,35 @@ namespace blkcrypt::dm {
 
 struct TargetOptions {
     unsigned threads = 0;               // crypt workers; 0 = one per core
-    std::size_t queue_depth = 0;        // bios queued before submit blocks; 0 = 4 per worker
-    std::size_t max_request = 1 << 20;  // bytes per IV-template request
+    std::size_t queue_depth = 0;        // bios in flight before submit blocks; 0 = 4 per worker
+    std::size_t max_request = 1 << 20;  // bytes per IV-template request (rounded down to sectors)
+    bool force_async = false;           // allocate "cryptd(<alg_name>)": async completions
 };
 
 class CryptTarget {
 public:
-    // length_sectors: the target's size in 512-byte sectors (0: the store's
-    // size after table.offset). The table's device field is informational.
+    // length_sectors: the target's size in 512-byte sectors (0: table.length
+    // if set, else the store's size after table.offset); a multiple of the
+    // sector size. The table's device field is informational. Errors name the
+    // table's cipher (unknown cipher, wrong key length, IV mode refusing the
+    // sector size or key count...).
     static Result<std::unique_ptr<CryptTarget>> create(Registry& reg, const CryptTable& table,
                                                        std::shared_ptr<BackingStore> store,
                                                        uint64_t length_sectors = 0,
                                                        TargetOptions opts = {});
-    virtual ~CryptTarget() = default;
+    virtual ~CryptTarget() = default;  // waits for the bios in flight
 
-    // Queue a bio; its on_complete reports the result. A bio refused at once
-    // (misaligned, past the end) returns the error and is not completed.
+    // Queue a bio: returns InProgress and its on_complete later reports the
+    // result, once, on a worker thread. A bio refused at once (misaligned,
+    // empty, past the end, no on_complete) returns Invalid and is not
+    // completed. Thread-safe; blocks while queue_depth bios are in flight.
+    // on_complete may submit further bios (a worker waiting for room runs
+    // queued work meanwhile), but must not wait for bios to complete (drain,
+    // submit_sync) nor destroy the target.
+    // The bio and its memory must stay valid until on_complete is called.
     virtual Status submit(Bio& bio) = 0;
-    // Submit and wait.
+    // Submit and wait; returns the final status. Uses its own completion:
+    // bio.on_complete is left as it was and not called.
     virtual Status submit_sync(Bio& bio) = 0;
     // Wait until every submitted bio has completed.
     virtual void drain() = 0;

@@ -1,0 +1,114 @@
+// Backing stores: a file or block device through pread/pwrite, and memory.
+#include <blkcrypt/dm/backing_store.hpp>
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace blkcrypt::dm {
+namespace {
+
+// True when [offset, offset+len) lies within size, without overflowing.
+bool fits(uint64_t offset, std::size_t len, uint64_t size) noexcept {
+    return offset <= size && len <= size - offset;
+}
+
+class FileStore final : public BackingStore {
+public:
+    FileStore(int fd, uint64_t size, bool writable) : fd_(fd), size_(size), writable_(writable) {}
+    ~FileStore() override { ::close(fd_); }
+    FileStore(const FileStore&) = delete;
+    FileStore& operator=(const FileStore&) = delete;
+
+    // pread/pwrite may transfer less than asked (signals, device limits):
+    // loop until done; a zero-byte read means the file shrank under us.
+    Status read(uint64_t offset, Bytes out) override {
+        if (!fits(offset, out.size(), size_)) return Status::IoError;
+        std::size_t done = 0;
+        while (done < out.size()) {
+            ssize_t n = ::pread(fd_, out.data() + done, out.size() - done,
+                                static_cast<off_t>(offset + done));
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) return Status::IoError;
+            done += static_cast<std::size_t>(n);
+        }
+        return Status::Ok;
+    }
+
+    Status write(uint64_t offset, ConstBytes in) override {
+        if (!writable_ || !fits(offset, in.size(), size_)) return Status::IoError;
+        std::size_t done = 0;
+        while (done < in.size()) {
+            ssize_t n = ::pwrite(fd_, in.data() + done, in.size() - done,
+                                 static_cast<off_t>(offset + done));
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) return Status::IoError;
+            done += static_cast<std::size_t>(n);
+        }
+        return Status::Ok;
+    }
+
+    uint64_t size() const override { return size_; }
+
+    Status flush() override {
+        if (!writable_) return Status::Ok;
+        while (::fdatasync(fd_) != 0)
+            if (errno != EINTR) return Status::IoError;
+        return Status::Ok;
+    }
+
+private:
+    int fd_;
+    uint64_t size_;
+    bool writable_;
+};
+
+Error sys_error(const std::string& what, const std::string& path, int err) {
+    return make_error(Status::IoError, what + " '" + path + "': " + std::strerror(err));
+}
+
+}  // namespace
+
+Result<std::shared_ptr<BackingStore>> open_file_store(const std::string& path, bool writable) {
+    int fd = ::open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+    if (fd < 0) return sys_error("cannot open", path, errno);
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+        int err = errno;
+        ::close(fd);
+        return sys_error("cannot stat", path, err);
+    }
+    uint64_t size = 0;
+    if (S_ISBLK(st.st_mode)) {
+        // st_size is 0 for a block device; the kernel knows its length.
+        if (::ioctl(fd, BLKGETSIZE64, &size) != 0) {
+            int err = errno;
+            ::close(fd);
+            return sys_error("cannot get the size of", path, err);
+        }
+    } else if (S_ISREG(st.st_mode)) {
+        size = static_cast<uint64_t>(st.st_size);
+    } else {
+        ::close(fd);
+        return make_error(Status::Invalid, "'" + path + "' is neither a regular file nor a block device");
+    }
+    return std::shared_ptr<BackingStore>(std::make_shared<FileStore>(fd, size, writable));
+}
+
+Status MemoryStore::read(uint64_t offset, Bytes out) {
+    if (!fits(offset, out.size(), data_.size())) return Status::IoError;
+    if (!out.empty()) std::memcpy(out.data(), data_.data() + offset, out.size());
+    return Status::Ok;
+}
+
+Status MemoryStore::write(uint64_t offset, ConstBytes in) {
+    if (!fits(offset, in.size(), data_.size())) return Status::IoError;
+    if (!in.empty()) std::memcpy(data_.data() + offset, in.data(), in.size());
+    return Status::Ok;
+}
+
+}  // namespace blkcrypt::dm
