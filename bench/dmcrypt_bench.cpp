@@ -21,6 +21,7 @@ namespace {
 using namespace blkcrypt;
 
 constexpr std::size_t kBio = 1 << 20;
+constexpr std::size_t kTotal = 16 << 20;  // bytes per engine iteration
 
 struct Spec {
     const char* cipher;
@@ -85,7 +86,6 @@ void register_engine(const Spec& spec, dm::BioDir dir, std::size_t bio_bytes) {
     auto t = make_table(spec, 512);
     if (!t) return;
     auto table = std::make_shared<dm::CryptTable>(std::move(t).value());
-    constexpr std::size_t kTotal = 16 << 20;
     std::string name = std::string("BM_dmcrypt_engine/") + (dir == dm::BioDir::Write ? "write/" : "read/") +
                        spec.cipher + "/" + std::to_string(bio_bytes);
     auto* b = benchmark::RegisterBenchmark(name.c_str(), [table, dir, bio_bytes](benchmark::State& st) {

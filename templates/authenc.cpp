@@ -12,6 +12,8 @@
 // Encryption: skcipher over the text with the request IV, then tag =
 // MAC(assoc || ciphertext) truncated to authsize, appended. Decryption checks
 // the tag over src first and only then decrypts into dst.
+#include "aead_util.hpp"
+
 #include <blkcrypt/internal/template.hpp>
 #include <blkcrypt/internal/walk.hpp>
 #include <blkcrypt/secure_buffer.hpp>
@@ -24,44 +26,13 @@
 namespace blkcrypt {
 namespace {
 
+using namespace aead_util;  // for_each_piece, copy_assoc, tag_matches, a_bytes
+
 constexpr std::size_t kMaxDigest = 64;  // the kernel's HASH_MAX_DIGESTSIZE
 constexpr std::size_t kMaxIv = 32;      // the kernel's MAX_IVLEN in testmgr
 constexpr uint16_t kKeyAParam = 1;      // CRYPTO_AUTHENC_KEYA_PARAM
 constexpr std::size_t kRtaLen = 8;      // struct rtattr + __be32 enckeylen
-
-// Calls fn(ptr, n) for each contiguous piece of bytes [off, off+len) of sg.
-template <class Fn>
-void for_each_piece(SgList sg, std::size_t off, std::size_t len, Fn fn) {
-    for (const auto& e : sg) {
-        if (!len) break;
-        if (off >= e.len) {
-            off -= e.len;
-            continue;
-        }
-        std::size_t n = std::min(e.len - off, len);
-        fn(e.data + off, n);
-        len -= n;
-        off = 0;
-    }
-}
-
-// Bytes [0, n) of src to dst; the kernel's crypto_authenc_copy_assoc.
-void copy_prefix(SgList dst, SgList src, std::size_t n) {
-    for (SgWalk w(src, dst, n, 1); w.next(); w.done()) std::memcpy(w.out(), w.in(), w.len());
-}
-
-bool equal_ct(const uint8_t* a, const uint8_t* b, std::size_t n) noexcept {
-    uint8_t d = 0;
-    for (std::size_t i = 0; i < n; ++i) d |= static_cast<uint8_t>(a[i] ^ b[i]);
-    return d == 0;
-}
-
-// "a 16-byte", "an 8-byte": the article for a number said aloud.
-std::string a_bytes(std::size_t n) {
-    const std::string d = std::to_string(n);
-    const bool an = d[0] == '8' || n == 11 || n == 18;
-    return (an ? "an " : "a ") + d + "-byte";
-}
+static_assert(kMaxDigest <= aead_util::kMaxTag);
 
 class AuthencTfm final : public AeadTfm {
 public:
@@ -95,7 +66,7 @@ public:
 
     Status encrypt(AeadRequest& req, std::size_t authsize) const override {
         const std::size_t alen = req.assoclen, tlen = req.cryptlen;
-        if (!sg_same(req.src, req.dst)) copy_prefix(req.dst, req.src, alen);
+        copy_assoc(req);
         const Status s = skcipher(req, tlen, true);
         if (s != Status::Ok) return s;
         uint8_t tag[kMaxDigest];
@@ -107,13 +78,12 @@ public:
 
     Status decrypt(AeadRequest& req, std::size_t authsize) const override {
         const std::size_t alen = req.assoclen, tlen = req.cryptlen - authsize;
-        uint8_t tag[kMaxDigest], given[kMaxDigest];
+        uint8_t tag[kMaxDigest];
         mac(req.src, alen + tlen, tag);
-        sg_gather(req.src, alen + tlen, Bytes(given, authsize));
-        const bool ok = equal_ct(tag, given, authsize);
+        const bool ok = tag_matches(req.src, alen + tlen, tag, authsize);
         secure_wipe(tag, sizeof tag);
         if (!ok) return Status::BadMsg;  // nothing written to dst
-        if (!sg_same(req.src, req.dst)) copy_prefix(req.dst, req.src, alen);
+        copy_assoc(req);
         return skcipher(req, tlen, false);
     }
 

@@ -11,49 +11,24 @@
 // CCM authenticates the plaintext, so decryption runs twice: first it
 // decrypts into a small wiped stack buffer only to compute the MAC, then,
 // if the tag matches, it decrypts into dst. A forgery leaves dst untouched.
+#include "aead_util.hpp"
+
 #include <blkcrypt/internal/template.hpp>
 #include <blkcrypt/internal/walk.hpp>
 #include <blkcrypt/secure_buffer.hpp>
 
 #include <algorithm>
 #include <cstring>
-#include <string>
 #include <vector>
 
 namespace blkcrypt {
 namespace {
 
+using namespace aead_util;  // for_each_piece, copy_assoc, tag_matches
+
 constexpr std::size_t kBlock = 16;
 constexpr std::size_t kMaxAuth = 16;
 constexpr std::size_t kBatch = 16;  // counter blocks per cipher call
-
-// Calls fn(ptr, n) for each contiguous piece of bytes [off, off+len) of sg.
-template <class Fn>
-void for_each_piece(SgList sg, std::size_t off, std::size_t len, Fn fn) {
-    for (const auto& e : sg) {
-        if (!len) break;
-        if (off >= e.len) {
-            off -= e.len;
-            continue;
-        }
-        std::size_t n = std::min(e.len - off, len);
-        fn(e.data + off, n);
-        len -= n;
-        off = 0;
-    }
-}
-
-// Bytes [0, n) of src to dst; the kernel's templates copy the associated
-// data when a request is out of place.
-void copy_prefix(SgList dst, SgList src, std::size_t n) {
-    for (SgWalk w(src, dst, n, 1); w.next(); w.done()) std::memcpy(w.out(), w.in(), w.len());
-}
-
-bool equal_ct(const uint8_t* a, const uint8_t* b, std::size_t n) noexcept {
-    uint8_t d = 0;
-    for (std::size_t i = 0; i < n; ++i) d |= static_cast<uint8_t>(a[i] ^ b[i]);
-    return d == 0;
-}
 
 // CBC-MAC, fed bytes in any split; pad() zero-fills to a block boundary.
 class CbcMac {
@@ -139,13 +114,6 @@ private:
     } st_;
 };
 
-// "a 16-byte", "an 8-byte": the article for a number said aloud.
-std::string a_bytes(std::size_t n) {
-    const std::string d = std::to_string(n);
-    const bool an = d[0] == '8' || n == 11 || n == 18;
-    return (an ? "an " : "a ") + d + "-byte";
-}
-
 class CcmTfm final : public AeadTfm {
 public:
     explicit CcmTfm(std::unique_ptr<CipherTfm> cipher) : cipher_(std::move(cipher)) {}
@@ -210,14 +178,13 @@ private:
         cipher_->encrypt(a, s0, 1);
         a[15] = 1;  // the payload counter starts at 1
 
-        const bool in_place = sg_same(req.src, req.dst);
         std::vector<SgEntry> sv(req.src.size()), dv(req.dst.size());
         const auto src = sg_slice(req.src, alen, tlen, sv);
         const auto dst = sg_slice(req.dst, alen, tlen, dv);
         Status st = Status::Ok;
         uint8_t tag[kBlock];
         if (enc) {
-            if (!in_place) copy_prefix(req.dst, req.src, alen);
+            copy_assoc(req);
             CtrStream ctr(*cipher_, a);
             for (SgWalk w(src, dst, tlen, kBlock); w.next(); w.done()) {
                 mac.update(w.in(), w.len());  // before an in-place overwrite
@@ -244,13 +211,11 @@ private:
             }
             mac.pad();
             for (std::size_t i = 0; i < kBlock; ++i) tag[i] = mac.value()[i] ^ s0[i];
-            uint8_t given[kMaxAuth];
-            sg_gather(req.src, alen + tlen, Bytes(given, authsize));
-            if (!equal_ct(tag, given, authsize)) {
+            if (!tag_matches(req.src, alen + tlen, tag, authsize)) {
                 st = Status::BadMsg;  // nothing written to dst
             } else {
                 // Pass 2: the tag holds; now decrypt into dst.
-                if (!in_place) copy_prefix(req.dst, req.src, alen);
+                copy_assoc(req);
                 CtrStream ctr(*cipher_, a);
                 for (SgWalk w(src, dst, tlen, kBlock); w.next(); w.done())
                     ctr.apply(w.in(), w.out(), w.len());
@@ -264,48 +229,10 @@ private:
     std::unique_ptr<CipherTfm> cipher_;
 };
 
-class CcmAlg final : public AeadAlg {
-public:
-    CcmAlg(AlgInfo info, std::shared_ptr<const Alg> cipher)
-        : AeadAlg(std::move(info)), cipher_(std::move(cipher)) {}
-    std::unique_ptr<AeadTfm> create_tfm() const override {
-        return std::make_unique<CcmTfm>(static_cast<const CipherAlg&>(*cipher_).create_tfm());
-    }
-
-private:
-    std::shared_ptr<const Alg> cipher_;
-};
-
-class CcmTemplate final : public Template {
-public:
-    std::string_view name() const override { return "ccm"; }
-
-    Result<std::shared_ptr<Alg>> create(Registry& reg, const AlgName& name) const override {
-        if (auto r = check_arg_count(name, 1); !r) return r.error();
-        auto cipher = grab_spawn(reg, "ccm", name.args()[0], AlgType::Cipher);
-        if (!cipher) return cipher.error();
-        const AlgInfo& c = (*cipher)->info();
-        if (c.blocksize != kBlock)
-            return make_error(Status::Invalid, "ccm: cipher '" + c.name + "' has " +
-                                                   a_bytes(c.blocksize) + " block; ccm needs 16");
-        AlgInfo info;
-        info.module = module;
-        set_instance_names(info, "ccm", {cipher->get()});
-        info.type = AlgType::Aead;
-        info.needs_key = true;
-        info.blocksize = 1;  // any length
-        info.ivsize = kBlock;
-        info.maxauthsize = kMaxAuth;
-        info.min_keysize = c.min_keysize;
-        info.max_keysize = c.max_keysize;
-        auto alg = std::make_shared<CcmAlg>(info, *cipher);
-        alg->spawns = {*cipher};
-        return std::shared_ptr<Alg>(alg);
-    }
-};
-
 }  // namespace
 
-std::shared_ptr<Template> make_ccm_template() { return std::make_shared<CcmTemplate>(); }
+std::shared_ptr<Template> make_ccm_template() {
+    return std::make_shared<aead_util::CipherAeadTemplate<CcmTfm>>("ccm", kBlock, kMaxAuth);
+}
 
 }  // namespace blkcrypt

@@ -10,22 +10,19 @@
 // it is complete) or padded with 10..0 and XORed with K2. K1 and K2 derive
 // from L = E_K(0) by doubling in GF(2^b), computed once in setkey.
 //
-// Exported state (statesize = 2 * blocksize + 1 bytes):
-//   [0, bs)       the running CBC-MAC block
-//   [bs, 2bs)     buffered message bytes not yet enciphered (the last block
-//                 is held back until more data shows it is not the last)
-//   [2bs]         how many bytes of the buffer are used, 0..bs (0 only
-//                 before any data, when the running block is zero)
+// The running state and its export format (2 * blocksize + 1 bytes) are
+// shared with xcbc: see cbcmac_state.hpp.
+#include "cbcmac_state.hpp"
+
 #include <blkcrypt/internal/template.hpp>
 #include <blkcrypt/secure_buffer.hpp>
 
-#include <algorithm>
-#include <cstring>
+#include <string>
 
 namespace blkcrypt {
 namespace {
 
-constexpr std::size_t kMaxBlock = 16;
+constexpr std::size_t kMaxBlock = CbcMacState::kMaxBlock;
 
 // Multiply by x in GF(2^b), blocks big-endian (SP 800-38B section 6.1).
 void gf_double(uint8_t* out, const uint8_t* in, std::size_t bs) noexcept {
@@ -33,10 +30,6 @@ void gf_double(uint8_t* out, const uint8_t* in, std::size_t bs) noexcept {
     const uint8_t carry = in[0] >> 7;
     for (std::size_t i = 0; i + 1 < bs; ++i) out[i] = static_cast<uint8_t>(in[i] << 1 | in[i + 1] >> 7);
     out[bs - 1] = static_cast<uint8_t>(in[bs - 1] << 1 ^ (carry ? rb : 0));
-}
-
-void xor_into(uint8_t* dst, const uint8_t* src, std::size_t n) noexcept {
-    for (std::size_t i = 0; i < n; ++i) dst[i] ^= src[i];
 }
 
 class CmacTfm final : public ShashTfm {
@@ -54,94 +47,16 @@ public:
         return Status::Ok;
     }
 
-    std::unique_ptr<ShashState> new_state() const override;
-
-    std::size_t bs() const noexcept { return bs_; }
-    void encipher(uint8_t* block) const { cipher_->encrypt(block, block, 1); }
-    const uint8_t* k1() const noexcept { return subkeys_.data(); }
-    const uint8_t* k2() const noexcept { return subkeys_.data() + bs_; }
+    // K1 finishes a complete last block, K2 a padded one.
+    std::unique_ptr<ShashState> new_state() const override {
+        return std::make_unique<CbcMacState>(*cipher_, bs_, subkeys_.data(), subkeys_.data() + bs_);
+    }
 
 private:
     std::unique_ptr<CipherTfm> cipher_;
     std::size_t bs_;
     SecureBuffer subkeys_;  // K1 || K2
 };
-
-class CmacState final : public ShashState {
-public:
-    explicit CmacState(const CmacTfm& tfm) : tfm_(tfm), bs_(tfm.bs()) {}
-    ~CmacState() override {
-        secure_wipe(x_, sizeof x_);
-        secure_wipe(buf_, sizeof buf_);
-    }
-
-    void init() override {
-        std::memset(x_, 0, sizeof x_);
-        count_ = 0;
-    }
-
-    void update(ConstBytes data) override {
-        if (data.empty()) return;
-        std::size_t n = std::min(bs_ - count_, data.size());
-        std::memcpy(buf_ + count_, data.data(), n);
-        count_ += n;
-        data = data.subspan(n);
-        if (data.empty()) return;  // the buffered block may be the last one
-        // More data follows: the buffered block is not the last.
-        absorb(buf_);
-        // Keep at least one byte back for final().
-        while (data.size() > bs_) {
-            absorb(data.data());
-            data = data.subspan(bs_);
-        }
-        std::memcpy(buf_, data.data(), data.size());
-        count_ = data.size();
-    }
-
-    void final(Bytes out) override {
-        if (count_ == bs_) {
-            xor_into(x_, tfm_.k1(), bs_);
-        } else {
-            buf_[count_] = 0x80;
-            std::memset(buf_ + count_ + 1, 0, bs_ - count_ - 1);
-            xor_into(x_, tfm_.k2(), bs_);
-        }
-        xor_into(x_, buf_, bs_);
-        tfm_.encipher(x_);
-        std::memcpy(out.data(), x_, bs_);
-    }
-
-    void export_state(Bytes out) const override {
-        std::memcpy(out.data(), x_, bs_);
-        std::memcpy(out.data() + bs_, buf_, bs_);
-        out[2 * bs_] = static_cast<uint8_t>(count_);
-    }
-
-    Status import_state(ConstBytes in) override {
-        if (in.size() != 2 * bs_ + 1 || in[2 * bs_] > bs_) return Status::Invalid;
-        // Nothing buffered happens only before any data, with a zero block.
-        if (in[2 * bs_] == 0 && std::any_of(in.begin(), in.begin() + bs_, [](uint8_t b) { return b; }))
-            return Status::Invalid;
-        std::memcpy(x_, in.data(), bs_);
-        std::memcpy(buf_, in.data() + bs_, bs_);
-        count_ = in[2 * bs_];
-        return Status::Ok;
-    }
-
-private:
-    void absorb(const uint8_t* block) {
-        xor_into(x_, block, bs_);
-        tfm_.encipher(x_);
-    }
-
-    const CmacTfm& tfm_;
-    std::size_t bs_;
-    uint8_t x_[kMaxBlock] = {};
-    uint8_t buf_[kMaxBlock] = {};
-    std::size_t count_ = 0;
-};
-
-std::unique_ptr<ShashState> CmacTfm::new_state() const { return std::make_unique<CmacState>(*this); }
 
 class CmacAlg final : public ShashAlg {
 public:
@@ -179,7 +94,7 @@ public:
         info.needs_key = true;
         info.blocksize = c.blocksize;
         info.digestsize = c.blocksize;
-        info.statesize = 2 * c.blocksize + 1;
+        info.statesize = CbcMacState::statesize(c.blocksize);
         info.min_keysize = c.min_keysize;
         info.max_keysize = c.max_keysize;
         auto alg = std::make_shared<CmacAlg>(info, *cipher);

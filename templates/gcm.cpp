@@ -11,17 +11,20 @@
 // GHASHes the ciphertext in src first and decrypts into dst only when the tag
 // matches, so a forgery never puts plaintext in dst. GHASH is a portable,
 // constant-time carry-less multiply (no secret-indexed tables).
+#include "aead_util.hpp"
+
 #include <blkcrypt/internal/template.hpp>
 #include <blkcrypt/internal/walk.hpp>
 #include <blkcrypt/secure_buffer.hpp>
 
 #include <algorithm>
 #include <cstring>
-#include <string>
 #include <vector>
 
 namespace blkcrypt {
 namespace {
+
+using namespace aead_util;  // for_each_piece, copy_assoc, tag_matches
 
 constexpr std::size_t kBlock = 16;
 constexpr std::size_t kIvSize = 12;
@@ -159,44 +162,9 @@ private:
     } st_;
 };
 
-// Calls fn(ptr, n) for each contiguous piece of bytes [off, off+len) of sg.
-template <class Fn>
-void for_each_piece(SgList sg, std::size_t off, std::size_t len, Fn fn) {
-    for (const auto& e : sg) {
-        if (!len) break;
-        if (off >= e.len) {
-            off -= e.len;
-            continue;
-        }
-        std::size_t n = std::min(e.len - off, len);
-        fn(e.data + off, n);
-        len -= n;
-        off = 0;
-    }
-}
-
-// Bytes [0, n) of src to dst; the kernel's templates copy the associated
-// data when a request is out of place.
-void copy_prefix(SgList dst, SgList src, std::size_t n) {
-    for (SgWalk w(src, dst, n, 1); w.next(); w.done()) std::memcpy(w.out(), w.in(), w.len());
-}
-
-bool equal_ct(const uint8_t* a, const uint8_t* b, std::size_t n) noexcept {
-    uint8_t d = 0;
-    for (std::size_t i = 0; i < n; ++i) d |= static_cast<uint8_t>(a[i] ^ b[i]);
-    return d == 0;
-}
-
 void inc32(uint8_t ctr[kBlock]) noexcept {
     for (int i = 15; i >= 12; --i)
         if (++ctr[i]) break;
-}
-
-// "a 16-byte", "an 8-byte": the article for a number said aloud.
-std::string a_bytes(std::size_t n) {
-    const std::string d = std::to_string(n);
-    const bool an = d[0] == '8' || n == 11 || n == 18;
-    return (an ? "an " : "a ") + d + "-byte";
 }
 
 class GcmTfm final : public AeadTfm {
@@ -230,7 +198,6 @@ private:
         const std::size_t alen = req.assoclen;
         const std::size_t tlen = enc ? req.cryptlen : req.cryptlen - authsize;
         if (tlen > kMaxText) return Status::Invalid;
-        const bool in_place = sg_same(req.src, req.dst);
 
         uint8_t ctr[kBlock], tag[kBlock];
         std::memcpy(ctr, req.iv.data(), kIvSize);
@@ -248,7 +215,7 @@ private:
         const auto dst = sg_slice(req.dst, alen, tlen, d);
         Status st = Status::Ok;
         if (enc) {
-            if (!in_place) copy_prefix(req.dst, req.src, alen);
+            copy_assoc(req);
             for (SgWalk w(src, dst, tlen, kBlock); w.next(); w.done()) {
                 ctr_xor(ctr, w.in(), w.out(), w.len());
                 gh.update(w.out(), w.len());
@@ -259,12 +226,10 @@ private:
             for_each_piece(req.src, alen, tlen,
                            [&](const uint8_t* p, std::size_t n) { gh.update(p, n); });
             finish_tag(gh, alen, tlen, tag);
-            uint8_t given[kMaxAuth];
-            sg_gather(req.src, alen + tlen, Bytes(given, authsize));
-            if (!equal_ct(tag, given, authsize)) {
+            if (!tag_matches(req.src, alen + tlen, tag, authsize)) {
                 st = Status::BadMsg;  // nothing written to dst
             } else {
-                if (!in_place) copy_prefix(req.dst, req.src, alen);
+                copy_assoc(req);
                 for (SgWalk w(src, dst, tlen, kBlock); w.next(); w.done())
                     ctr_xor(ctr, w.in(), w.out(), w.len());
             }
@@ -305,48 +270,10 @@ private:
     GhashKey ghkey_;
 };
 
-class GcmAlg final : public AeadAlg {
-public:
-    GcmAlg(AlgInfo info, std::shared_ptr<const Alg> cipher)
-        : AeadAlg(std::move(info)), cipher_(std::move(cipher)) {}
-    std::unique_ptr<AeadTfm> create_tfm() const override {
-        return std::make_unique<GcmTfm>(static_cast<const CipherAlg&>(*cipher_).create_tfm());
-    }
-
-private:
-    std::shared_ptr<const Alg> cipher_;
-};
-
-class GcmTemplate final : public Template {
-public:
-    std::string_view name() const override { return "gcm"; }
-
-    Result<std::shared_ptr<Alg>> create(Registry& reg, const AlgName& name) const override {
-        if (auto r = check_arg_count(name, 1); !r) return r.error();
-        auto cipher = grab_spawn(reg, "gcm", name.args()[0], AlgType::Cipher);
-        if (!cipher) return cipher.error();
-        const AlgInfo& c = (*cipher)->info();
-        if (c.blocksize != kBlock)
-            return make_error(Status::Invalid, "gcm: cipher '" + c.name + "' has " +
-                                                   a_bytes(c.blocksize) + " block; gcm needs 16");
-        AlgInfo info;
-        info.module = module;
-        set_instance_names(info, "gcm", {cipher->get()});
-        info.type = AlgType::Aead;
-        info.needs_key = true;
-        info.blocksize = 1;  // a stream mode: any length
-        info.ivsize = kIvSize;
-        info.maxauthsize = kMaxAuth;
-        info.min_keysize = c.min_keysize;
-        info.max_keysize = c.max_keysize;
-        auto alg = std::make_shared<GcmAlg>(info, *cipher);
-        alg->spawns = {*cipher};
-        return std::shared_ptr<Alg>(alg);
-    }
-};
-
 }  // namespace
 
-std::shared_ptr<Template> make_gcm_template() { return std::make_shared<GcmTemplate>(); }
+std::shared_ptr<Template> make_gcm_template() {
+    return std::make_shared<aead_util::CipherAeadTemplate<GcmTfm>>("gcm", kIvSize, kMaxAuth);
+}
 
 }  // namespace blkcrypt

@@ -7,147 +7,43 @@
 // salt || IV with a 4-byte length field (L = 4). As in the kernel the
 // associated data is 16 or 20 bytes followed by the 8 IV bytes, which are
 // passed over. Tags: 8, 12 or 16 bytes.
-#include <blkcrypt/internal/template.hpp>
-#include <blkcrypt/secure_buffer.hpp>
+#include "esp_wrap.hpp"
 
 #include <cstring>
-#include <span>
-#include <string>
-#include <vector>
 
 namespace blkcrypt {
 namespace {
 
 constexpr std::size_t kSalt = 3;
-constexpr std::size_t kIvSize = 8;
 constexpr std::size_t kInnerIv = 16;
 
-// crypto_ipsec_check_assoclen: ESP headers with 32- or 64-bit sequence
-// numbers, each followed by the IV.
-bool esp_assoclen(std::size_t n) noexcept { return n == 16 || n == 20; }
-
-// sg with bytes [hole, hole + kIvSize) cut out: what the inner ccm sees.
-std::vector<SgEntry> without_iv(SgList sg, std::size_t hole) {
-    std::vector<SgEntry> out(sg.size() + 1);
-    const std::size_t a = sg_slice(sg, 0, hole, out).size();
-    const std::size_t total = sg_total(sg);
-    const std::size_t rest = total > hole + kIvSize ? total - hole - kIvSize : 0;
-    const std::size_t b = sg_slice(sg, hole + kIvSize, rest, std::span(out).subspan(a)).size();
-    out.resize(a + b);
-    return out;
-}
-
-// "a 16-byte", "an 8-byte": the article for a number said aloud.
-std::string a_bytes(std::size_t n) {
-    const std::string d = std::to_string(n);
-    const bool an = d[0] == '8' || n == 11 || n == 18;
-    return (an ? "an " : "a ") + d + "-byte";
-}
-
-class Rfc4309Tfm final : public AeadTfm {
+class Rfc4309Tfm final : public esp::WrapTfm {
 public:
-    explicit Rfc4309Tfm(std::unique_ptr<AeadTfm> child) : child_(std::move(child)) {}
-    ~Rfc4309Tfm() override { secure_wipe(salt_, sizeof salt_); }
-
-    Status setkey(ConstBytes key) override {
-        if (key.size() < kSalt) return Status::Invalid;
-        std::memcpy(salt_, key.data() + key.size() - kSalt, kSalt);
-        return child_->setkey(key.first(key.size() - kSalt));
-    }
-
-    Status setauthsize(std::size_t n) override {
-        if (n != 8 && n != 12 && n != 16) return Status::Invalid;  // RFC 4309 section 3
-        return child_->setauthsize(n);
-    }
-
-    Status encrypt(AeadRequest& req, std::size_t authsize) const override {
-        return crypt(req, authsize, true);
-    }
-    Status decrypt(AeadRequest& req, std::size_t authsize) const override {
-        return crypt(req, authsize, false);
-    }
+    explicit Rfc4309Tfm(std::unique_ptr<AeadTfm> child) : WrapTfm(std::move(child), kSalt) {}
 
 private:
+    bool authsize_ok(std::size_t n) const noexcept override {
+        return n == 8 || n == 12 || n == 16;  // RFC 4309 section 3
+    }
+
     // crypto_rfc4309_crypt: counter block L'=3 || salt || IV || counter.
-    Status crypt(AeadRequest& req, std::size_t authsize, bool enc) const {
-        if (!esp_assoclen(req.assoclen)) return Status::Invalid;
-        const std::size_t hole = req.assoclen - kIvSize;
+    Status crypt(AeadRequest& req, std::size_t authsize, bool enc) const override {
+        if (!esp::assoclen_ok(req.assoclen)) return Status::Invalid;
         uint8_t iv[kInnerIv] = {};
         iv[0] = 3;  // L - 1, L = 4
-        std::memcpy(iv + 1, salt_, kSalt);
-        std::memcpy(iv + 1 + kSalt, req.iv.data(), kIvSize);
-
-        const bool in_place = sg_same(req.src, req.dst);
-        const auto src = without_iv(req.src, hole);
-        const auto dst = in_place ? std::vector<SgEntry>() : without_iv(req.dst, hole);
-        AeadRequest sub;
-        sub.src = src;
-        sub.dst = in_place ? SgList(src) : SgList(dst);
-        sub.assoclen = hole;
-        sub.cryptlen = req.cryptlen;
-        sub.iv = Bytes(iv, sizeof iv);
-        sub.flags = req.flags;
-        const Status s = enc ? child_->encrypt(sub, authsize) : child_->decrypt(sub, authsize);
-        if (s == Status::Ok && !in_place) {
-            // The inner aead copied the rest of the associated data.
-            uint8_t ivb[kIvSize];
-            sg_gather(req.src, hole, Bytes(ivb, kIvSize));
-            sg_scatter(req.dst, hole, ConstBytes(ivb, kIvSize));
-        }
-        return s;
-    }
-
-    std::unique_ptr<AeadTfm> child_;
-    uint8_t salt_[kSalt] = {};
-};
-
-class Rfc4309Alg final : public AeadAlg {
-public:
-    Rfc4309Alg(AlgInfo info, std::shared_ptr<const Alg> ccm)
-        : AeadAlg(std::move(info)), ccm_(std::move(ccm)) {}
-    std::unique_ptr<AeadTfm> create_tfm() const override {
-        return std::make_unique<Rfc4309Tfm>(static_cast<const AeadAlg&>(*ccm_).create_tfm());
-    }
-
-private:
-    std::shared_ptr<const Alg> ccm_;
-};
-
-class Rfc4309Template final : public Template {
-public:
-    std::string_view name() const override { return "rfc4309"; }
-
-    Result<std::shared_ptr<Alg>> create(Registry& reg, const AlgName& name) const override {
-        if (auto r = check_arg_count(name, 1); !r) return r.error();
-        auto ccm = grab_spawn(reg, "rfc4309", name.args()[0], AlgType::Aead);
-        if (!ccm) return ccm.error();
-        const AlgInfo& c = (*ccm)->info();
-        if (c.async)
-            return make_error(
-                Status::Invalid,
-                "rfc4309: '" + c.driver + "' is asynchronous; wrap rfc4309 in cryptd instead");
-        if (c.ivsize != kInnerIv || c.blocksize != 1 || c.maxauthsize < 16)
-            return make_error(Status::Invalid,
-                              "rfc4309: '" + c.name + "' has " + a_bytes(c.ivsize) +
-                                  " IV; rfc4309 needs ccm (16-byte IV, 16-byte tags)");
-        AlgInfo info;
-        info.module = module;
-        set_instance_names(info, "rfc4309", {ccm->get()});
-        info.type = AlgType::Aead;
-        info.needs_key = true;
-        info.blocksize = 1;
-        info.ivsize = kIvSize;
-        info.maxauthsize = 16;
-        info.min_keysize = c.min_keysize + kSalt;
-        info.max_keysize = c.max_keysize + kSalt;
-        auto alg = std::make_shared<Rfc4309Alg>(info, *ccm);
-        alg->spawns = {*ccm};
-        return std::shared_ptr<Alg>(alg);
+        std::memcpy(iv + 1, salt(), kSalt);
+        std::memcpy(iv + 1 + kSalt, req.iv.data(), esp::kIvSize);
+        return crypt_skipping_iv(req, authsize, enc, Bytes(iv, sizeof iv));
     }
 };
 
 }  // namespace
 
-std::shared_ptr<Template> make_rfc4309_template() { return std::make_shared<Rfc4309Template>(); }
+std::shared_ptr<Template> make_rfc4309_template() {
+    return esp::make_template({"rfc4309", kSalt, kInnerIv, 16, "ccm (16-byte IV, 16-byte tags)"},
+                              [](std::unique_ptr<AeadTfm> child) -> std::unique_ptr<AeadTfm> {
+                                  return std::make_unique<Rfc4309Tfm>(std::move(child));
+                              });
+}
 
 }  // namespace blkcrypt

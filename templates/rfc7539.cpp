@@ -12,6 +12,8 @@
 // encrypted from block 1; tag = Poly1305(assoc || pad16 || ciphertext ||
 // pad16 || le64 assoclen || le64 textlen). Decryption checks the tag over src
 // first and only then decrypts into dst.
+#include "aead_util.hpp"
+
 #include <blkcrypt/internal/template.hpp>
 #include <blkcrypt/internal/walk.hpp>
 #include <blkcrypt/secure_buffer.hpp>
@@ -24,6 +26,8 @@
 namespace blkcrypt {
 namespace {
 
+using namespace aead_util;  // for_each_piece, copy_assoc, tag_matches, a_bytes
+
 constexpr std::size_t kKey = 32;
 constexpr std::size_t kNonce = 12;
 constexpr std::size_t kChachaIv = 16;
@@ -32,43 +36,8 @@ constexpr std::size_t kTag = 16;
 // RFC 7539 section 2.8: blocks 1 .. 2^32 - 1 of the 32-bit counter.
 constexpr uint64_t kMaxText = ((uint64_t{1} << 32) - 1) * 64;
 
-// Calls fn(ptr, n) for each contiguous piece of bytes [off, off+len) of sg.
-template <class Fn>
-void for_each_piece(SgList sg, std::size_t off, std::size_t len, Fn fn) {
-    for (const auto& e : sg) {
-        if (!len) break;
-        if (off >= e.len) {
-            off -= e.len;
-            continue;
-        }
-        std::size_t n = std::min(e.len - off, len);
-        fn(e.data + off, n);
-        len -= n;
-        off = 0;
-    }
-}
-
-// Bytes [0, n) of src to dst; the kernel's templates copy the associated
-// data when a request is out of place.
-void copy_prefix(SgList dst, SgList src, std::size_t n) {
-    for (SgWalk w(src, dst, n, 1); w.next(); w.done()) std::memcpy(w.out(), w.in(), w.len());
-}
-
-bool equal_ct(const uint8_t* a, const uint8_t* b, std::size_t n) noexcept {
-    uint8_t d = 0;
-    for (std::size_t i = 0; i < n; ++i) d |= static_cast<uint8_t>(a[i] ^ b[i]);
-    return d == 0;
-}
-
 void store_le64(uint8_t* p, uint64_t v) noexcept {
     for (int i = 0; i < 8; ++i, v >>= 8) p[i] = static_cast<uint8_t>(v);
-}
-
-// "a 16-byte", "an 8-byte": the article for a number said aloud.
-std::string a_bytes(std::size_t n) {
-    const std::string d = std::to_string(n);
-    const bool an = d[0] == '8' || n == 11 || n == 18;
-    return (an ? "an " : "a ") + d + "-byte";
 }
 
 class Rfc7539Tfm final : public AeadTfm {
@@ -91,7 +60,7 @@ public:
         uint8_t pkey[kPolyKey], tag[kTag];
         Status s = poly_key(req, pkey);
         if (s == Status::Ok) {
-            if (!sg_same(req.src, req.dst)) copy_prefix(req.dst, req.src, alen);
+            copy_assoc(req);
             s = chacha(req, tlen, 1);
         }
         if (s == Status::Ok) {
@@ -105,16 +74,16 @@ public:
     Status decrypt(AeadRequest& req, std::size_t authsize) const override {
         const std::size_t alen = req.assoclen, tlen = req.cryptlen - authsize;
         if (tlen > kMaxText) return Status::Invalid;
-        uint8_t pkey[kPolyKey], tag[kTag], given[kTag];
+        uint8_t pkey[kPolyKey], tag[kTag];
         Status s = poly_key(req, pkey);
         if (s == Status::Ok) {
             mac(pkey, req.src, alen, tlen, tag);
-            sg_gather(req.src, alen + tlen, Bytes(given, authsize));
-            if (!equal_ct(tag, given, authsize)) s = Status::BadMsg;  // nothing written to dst
+            if (!tag_matches(req.src, alen + tlen, tag, authsize))
+                s = Status::BadMsg;  // nothing written to dst
         }
         secure_wipe(pkey, sizeof pkey);
         if (s != Status::Ok) return s;
-        if (!sg_same(req.src, req.dst)) copy_prefix(req.dst, req.src, alen);
+        copy_assoc(req);
         return chacha(req, tlen, 1);
     }
 

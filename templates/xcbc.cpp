@@ -10,27 +10,21 @@
 // last block is XORed with K2 when complete, or padded with 10..0 and XORed
 // with K3.
 //
-// Exported state (statesize = 33 bytes):
-//   [0, 16)    the running CBC-MAC block
-//   [16, 32)   buffered message bytes not yet enciphered (the last block is
-//              held back until more data shows it is not the last)
-//   [32]       how many bytes of the buffer are used, 0..16 (0 only before
-//              any data, when the running block is zero)
+// The running state and its export format (33 bytes) are shared with cmac:
+// see cbcmac_state.hpp.
+#include "cbcmac_state.hpp"
+
 #include <blkcrypt/internal/template.hpp>
 #include <blkcrypt/secure_buffer.hpp>
 
-#include <algorithm>
 #include <cstring>
+#include <string>
 
 namespace blkcrypt {
 namespace {
 
 constexpr std::size_t kBlock = 16;
-constexpr std::size_t kStateSize = 2 * kBlock + 1;
-
-void xor_into(uint8_t* dst, const uint8_t* src, std::size_t n) noexcept {
-    for (std::size_t i = 0; i < n; ++i) dst[i] ^= src[i];
-}
+constexpr std::size_t kStateSize = CbcMacState::statesize(kBlock);
 
 class XcbcTfm final : public ShashTfm {
 public:
@@ -50,88 +44,15 @@ public:
         return s == Status::Ok ? Status::Ok : Status::Invalid;
     }
 
-    std::unique_ptr<ShashState> new_state() const override;
-
-    void encipher(uint8_t* block) const { cipher_->encrypt(block, block, 1); }
-    const uint8_t* k2() const noexcept { return k23_.data(); }
-    const uint8_t* k3() const noexcept { return k23_.data() + kBlock; }
+    // K2 finishes a complete last block, K3 a padded one.
+    std::unique_ptr<ShashState> new_state() const override {
+        return std::make_unique<CbcMacState>(*cipher_, kBlock, k23_.data(), k23_.data() + kBlock);
+    }
 
 private:
     std::unique_ptr<CipherTfm> cipher_;  // keyed with K1
     SecureBuffer k23_;                   // K2 || K3
 };
-
-class XcbcState final : public ShashState {
-public:
-    explicit XcbcState(const XcbcTfm& tfm) : tfm_(tfm) {}
-    ~XcbcState() override {
-        secure_wipe(x_, sizeof x_);
-        secure_wipe(buf_, sizeof buf_);
-    }
-
-    void init() override {
-        std::memset(x_, 0, sizeof x_);
-        count_ = 0;
-    }
-
-    void update(ConstBytes data) override {
-        if (data.empty()) return;
-        std::size_t n = std::min(kBlock - count_, data.size());
-        std::memcpy(buf_ + count_, data.data(), n);
-        count_ += n;
-        data = data.subspan(n);
-        if (data.empty()) return;  // the buffered block may be the last one
-        absorb(buf_);
-        while (data.size() > kBlock) {  // keep at least one byte back for final()
-            absorb(data.data());
-            data = data.subspan(kBlock);
-        }
-        std::memcpy(buf_, data.data(), data.size());
-        count_ = data.size();
-    }
-
-    void final(Bytes out) override {
-        if (count_ == kBlock) {
-            xor_into(x_, tfm_.k2(), kBlock);
-        } else {
-            buf_[count_] = 0x80;
-            std::memset(buf_ + count_ + 1, 0, kBlock - count_ - 1);
-            xor_into(x_, tfm_.k3(), kBlock);
-        }
-        xor_into(x_, buf_, kBlock);
-        tfm_.encipher(x_);
-        std::memcpy(out.data(), x_, kBlock);
-    }
-
-    void export_state(Bytes out) const override {
-        std::memcpy(out.data(), x_, kBlock);
-        std::memcpy(out.data() + kBlock, buf_, kBlock);
-        out[2 * kBlock] = static_cast<uint8_t>(count_);
-    }
-
-    Status import_state(ConstBytes in) override {
-        if (in.size() != kStateSize || in[2 * kBlock] > kBlock) return Status::Invalid;
-        if (in[2 * kBlock] == 0 && std::any_of(in.begin(), in.begin() + kBlock, [](uint8_t b) { return b; }))
-            return Status::Invalid;
-        std::memcpy(x_, in.data(), kBlock);
-        std::memcpy(buf_, in.data() + kBlock, kBlock);
-        count_ = in[2 * kBlock];
-        return Status::Ok;
-    }
-
-private:
-    void absorb(const uint8_t* block) {
-        xor_into(x_, block, kBlock);
-        tfm_.encipher(x_);
-    }
-
-    const XcbcTfm& tfm_;
-    uint8_t x_[kBlock] = {};
-    uint8_t buf_[kBlock] = {};
-    std::size_t count_ = 0;
-};
-
-std::unique_ptr<ShashState> XcbcTfm::new_state() const { return std::make_unique<XcbcState>(*this); }
 
 class XcbcAlg final : public ShashAlg {
 public:

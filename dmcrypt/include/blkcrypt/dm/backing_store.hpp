@@ -1,5 +1,6 @@
 // BackingStore: where a target's ciphertext lives (a file, a block device,
 // memory in tests). Offsets are bytes; calls may come from many threads.
+// A transfer that fails or reaches past size() returns IoError.
 #pragma once
 
 #include <blkcrypt/bytes.hpp>
@@ -21,7 +22,8 @@ public:
     virtual Status flush() { return Status::Ok; }
 };
 
-// A file or block device opened for pread/pwrite (read-only unless writable).
+// A file or block device opened for pread/pwrite (read-only unless writable;
+// writes to a read-only store fail). Its size is fixed at open.
 Result<std::shared_ptr<BackingStore>> open_file_store(const std::string& path, bool writable);
 
 // Memory, for tests and examples.
