@@ -26,6 +26,7 @@ int run_aead(Args args) {
         ("decrypt,d", po::bool_switch(), "decrypt")
         ("in,i", po::value<std::string>()->default_value("-")->value_name("FILE"), "input file, '-' for stdin")
         ("out,o", po::value<std::string>()->default_value("-")->value_name("FILE"), "output file, '-' for stdout");
+    add_driver_option(cl.options);
     auto vm = parse_command_line(cl, args);
     if (!vm) return 0;
     const bool enc = encrypt_requested(*vm);
@@ -36,7 +37,7 @@ int run_aead(Args args) {
 
     blkcrypt::Registry reg;
     blkcrypt::register_defaults(reg);
-    const auto& name = (*vm)["alg"].as<std::string>();
+    const std::string name = name_to_alloc(reg, *vm);
     auto tfm = blkcrypt::Aead::alloc(reg, name);
     if (!tfm) throw_alloc_error(reg, name, tfm.error());
     const blkcrypt::AlgInfo& info = tfm->info();

@@ -125,7 +125,7 @@ std::string escaped_line(const std::string& hex, const std::string& file) {
 }  // namespace
 
 int run_hash(Args args) {
-    CommandLine cl{"blkcrypt hash --alg NAME [--key HEX] [FILE...]",
+    CommandLine cl{"blkcrypt hash --alg NAME [--driver NAME] [--key HEX] [FILE...]",
                    "Print the digest of each FILE (stdin when none, or for '-') as\n"
                    "'<hex>  <file>', like sha256sum."};
     cl.options.add_options()
@@ -133,6 +133,7 @@ int run_hash(Args args) {
         ("key", po::value<std::string>()->value_name("HEX"), "key in hex, for a keyed hash");
     cl.hidden.add_options()("file", po::value<std::vector<std::string>>(), "input files");
     cl.positional.add("file", -1);
+    add_driver_option(cl.options);
     auto vm = parse_command_line(cl, args);
     if (!vm) return 0;
     const auto files = vm->count("file") ? (*vm)["file"].as<std::vector<std::string>>()
@@ -140,7 +141,7 @@ int run_hash(Args args) {
 
     blkcrypt::Registry reg;
     blkcrypt::register_defaults(reg);
-    HashHandle h = open_hash(reg, (*vm)["alg"].as<std::string>());
+    HashHandle h = open_hash(reg, name_to_alloc(reg, *vm));
     if (vm->count("key")) {
         const auto key = decode_secret_hex((*vm)["key"].as<std::string>(), "--key");
         const blkcrypt::Status s = h.setkey(key);

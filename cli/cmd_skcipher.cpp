@@ -23,6 +23,7 @@ int run_skcipher(Args args) {
         ("decrypt,d", po::bool_switch(), "decrypt")
         ("in,i", po::value<std::string>()->default_value("-")->value_name("FILE"), "input file, '-' for stdin")
         ("out,o", po::value<std::string>()->default_value("-")->value_name("FILE"), "output file, '-' for stdout");
+    add_driver_option(cl.options);
     auto vm = parse_command_line(cl, args);
     if (!vm) return 0;
     const bool enc = encrypt_requested(*vm);
@@ -33,7 +34,7 @@ int run_skcipher(Args args) {
     // Every usage check happens before any input is read.
     blkcrypt::Registry reg;
     blkcrypt::register_defaults(reg);
-    const auto& name = (*vm)["alg"].as<std::string>();
+    const std::string name = name_to_alloc(reg, *vm);
     auto tfm = blkcrypt::Skcipher::alloc(reg, name);
     if (!tfm) throw_alloc_error(reg, name, tfm.error());
     const blkcrypt::AlgInfo& info = tfm->info();

@@ -1,5 +1,7 @@
 #include "common.hpp"
 
+#include <blkcrypt/alg_name.hpp>
+
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -133,6 +135,27 @@ std::string key_rejected(const blkcrypt::AlgInfo& info, std::size_t keylen) {
         msg += " (min " + std::to_string(info.min_keysize) + ", max " +
                std::to_string(info.max_keysize) + ")";
     return msg;
+}
+
+void add_driver_option(po::options_description& opts) {
+    opts.add_options()("driver", po::value<std::string>()->value_name("NAME"),
+                       "use this driver of --alg, e.g. xts(aes-cryptopp) or xts-aes-openssl");
+}
+
+std::string name_to_alloc(blkcrypt::Registry& reg, const po::variables_map& vm) {
+    const auto& alg = vm["alg"].as<std::string>();
+    if (!vm.count("driver")) return alg;
+    const auto& driver = vm["driver"].as<std::string>();
+    auto canon = blkcrypt::AlgName::parse(alg);
+    if (!canon) throw UsageError(canon.error().message);
+    auto found = reg.describe(driver);  // instantiates template drivers such as cbc(aes-cryptopp)
+    if (!found) throw_alloc_error(reg, driver, found.error());
+    const blkcrypt::AlgInfo& info = *found;
+    if (info.driver != driver)
+        throw UsageError("'" + driver + "' is not a driver name (it names " + info.driver + ")");
+    if (info.name != canon->str())
+        throw UsageError("driver '" + driver + "' implements " + info.name + ", not " + canon->str());
+    return driver;
 }
 
 void throw_alloc_error(blkcrypt::Registry& reg, std::string_view name, const blkcrypt::Error& err) {

@@ -64,6 +64,12 @@ std::vector<uint8_t> iv_option(const po::variables_map& vm, std::size_t ivsize,
 // The message for a key the transform's setkey refused.
 std::string key_rejected(const blkcrypt::AlgInfo& info, std::size_t keylen);
 
+// The option "--driver NAME" (forces one implementation of --alg).
+void add_driver_option(po::options_description& opts);
+// What to allocate: --driver when given (checked to be a registered driver
+// whose generic name is --alg), else --alg.
+std::string name_to_alloc(blkcrypt::Registry& reg, const po::variables_map& vm);
+
 // Turns a failed alloc into the right exception: Failure when the name exists
 // but its self-test failed, UsageError (unknown algorithm, wrong type) otherwise.
 [[noreturn]] void throw_alloc_error(blkcrypt::Registry& reg, std::string_view name,

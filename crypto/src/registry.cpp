@@ -324,6 +324,12 @@ Result<std::shared_ptr<const Alg>> Registry::lookup_any(std::string_view name) {
     return lookup_impl(*this, *impl_, name, nullptr);
 }
 
+Result<AlgInfo> Registry::describe(std::string_view name) {
+    auto r = lookup_any(name);
+    if (!r) return r.error();
+    return (*r)->info();
+}
+
 std::vector<AlgStatus> Registry::list() const {
     std::lock_guard lk(impl_->mu);
     std::vector<AlgStatus> out;

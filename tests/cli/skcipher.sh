@@ -61,4 +61,18 @@ expect_exit nonzero "$BLKCRYPT" skcipher --alg aes --key "$key" --encrypt --in "
 [[ $(cat "$TMP/existing") == old ]] || fail "a failed run changed an existing --out file"
 expect_exit 0 "$BLKCRYPT" skcipher --alg aes --key "$key" --encrypt --in "$TMP/pt" --out "$TMP/existing"
 [[ $(stat -c %s "$TMP/existing") == 32 ]] || fail "--out was not replaced"
+# --driver forces one implementation; every driver of xts(aes) agrees.
+xkey=$(head -c 64 /dev/urandom | od -An -v -tx1 | tr -d ' \n')
+xiv=$(head -c 16 /dev/urandom | od -An -v -tx1 | tr -d ' \n')
+random_file "$TMP/xpt" 4111
+for drv in 'xts(aes-cryptopp)' xts-aes-openssl; do
+  "$BLKCRYPT" skcipher --alg 'xts(aes)' --driver "$drv" --key "$xkey" --iv "$xiv" --encrypt \
+    --in "$TMP/xpt" --out "$TMP/x.$drv" || fail "xts(aes) with --driver $drv failed"
+done
+cmp -s "$TMP/x.xts(aes-cryptopp)" "$TMP/x.xts-aes-openssl" || fail "xts(aes) drivers disagree"
+"$BLKCRYPT" hash --alg sha256 --driver sha256-cryptopp "$TMP/xpt" | grep -q "^$(sha256sum "$TMP/xpt" | cut -d' ' -f1) " \
+  || fail "hash --driver sha256-cryptopp differs from sha256sum"
+expect_exit 2 "$BLKCRYPT" skcipher --alg 'cbc(aes)' --driver xts-aes-openssl --key "$xkey" --iv "$xiv" --encrypt --in "$TMP/xpt"
+expect_one_error_line
+expect_exit 2 "$BLKCRYPT" skcipher --alg 'xts(aes)' --driver no-such-driver --key "$xkey" --iv "$xiv" --encrypt --in "$TMP/xpt"
 echo "skcipher: ok"

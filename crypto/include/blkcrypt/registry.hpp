@@ -67,6 +67,9 @@ public:
     // Any type: what the name denotes.
     Result<std::shared_ptr<const Alg>> lookup_any(std::string_view name);
 
+    // What lookup_any(name) finds, described (instantiating templates).
+    Result<AlgInfo> describe(std::string_view name);
+
     std::vector<AlgStatus> list() const;
     std::vector<std::string> template_names() const;
 
