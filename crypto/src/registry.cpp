@@ -265,9 +265,12 @@ Result<std::shared_ptr<const Alg>> lookup_impl(Registry& reg, Registry::Impl& im
         std::unique_lock lk(im.mu);
         auto found = im.find(key, type);
         if (found.alg) return found.alg;
-        if (!found.why_not.empty()) return make_error(Status::NotFound, found.why_not);
+        // A template name whose registered drivers all failed (or have the
+        // wrong type) may still be built from its parts.
         if (!parsed->is_template())
-            return make_error(Status::NotFound, "unknown algorithm '" + key + "'");
+            return make_error(Status::NotFound, found.why_not.empty()
+                                                    ? "unknown algorithm '" + key + "'"
+                                                    : found.why_not);
         if (auto it = im.inflight.find(key); it != im.inflight.end()) {
             auto fut = it->second;
             lk.unlock();

@@ -176,3 +176,22 @@ TEST_CASE("template arrays register all or nothing; unregister removes instances
     REQUIRE(reg.unregister_alg("toy-a"));
     CHECK_FALSE(reg.lookup("toy", AlgType::Cipher));
 }
+
+TEST_CASE("a failed whole-mode driver does not hide the template composition", "[registry]") {
+    Registry reg(fake_selftest);
+    REQUIRE(reg.register_template(std::make_shared<toy::WrapTemplate>()));
+    REQUIRE(reg.register_alg(std::make_shared<toy::XorAlg>("toy-a", 100)));
+    // A "wrap(toy)" driver registered directly, at a high priority, that fails.
+    struct Broken final : SkcipherAlg {
+        using SkcipherAlg::SkcipherAlg;
+        std::unique_ptr<SkcipherTfm> create_tfm() const override { return nullptr; }
+    };
+    AlgInfo in = toy::xor_info("wrap-toy-broken", 900);
+    in.name = "wrap(toy)";
+    in.type = AlgType::Skcipher;
+    REQUIRE(reg.register_alg(std::make_shared<Broken>(in)));
+    auto r = reg.lookup("wrap(toy)", AlgType::Skcipher);
+    REQUIRE(r);
+    CHECK((*r)->info().driver == "wrap(toy-a)");
+    CHECK_FALSE(reg.lookup("wrap-toy-broken", AlgType::Skcipher));
+}
