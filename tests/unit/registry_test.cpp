@@ -153,7 +153,8 @@ TEST_CASE("a better inner algorithm supersedes existing instances", "[registry]"
     auto by_driver = reg.lookup("wrap(toy-a)", AlgType::Skcipher);
     REQUIRE(by_driver);
     CHECK(by_driver->get() == old_alg->get());
-    const AlgStatus* s = find_status(reg.list(), "wrap(toy-a)");
+    const auto list = reg.list();  // find_status points into it
+    const AlgStatus* s = find_status(list, "wrap(toy-a)");
     REQUIRE(s);
     CHECK(s->superseded);
     CHECK(s->refcnt == 2);  // registered + one live transform
