@@ -12,5 +12,7 @@ int run_hash(Args args);
 int run_skcipher(Args args);
 int run_aead(Args args);
 int run_crypt(Args args);
+int run_verity(Args args);
+int run_fsverity(Args args);
 
 }  // namespace cli

@@ -25,6 +25,8 @@ constexpr Command kCommands[] = {
     {"skcipher", "encrypt or decrypt with a symmetric cipher", cli::run_skcipher},
     {"aead", "encrypt or decrypt with authenticated encryption", cli::run_aead},
     {"crypt", "encrypt or decrypt an image as dm-crypt does", cli::run_crypt},
+    {"verity", "build, check and read dm-verity hash trees", cli::run_verity},
+    {"fsverity", "compute fs-verity file digests", cli::run_fsverity},
 };
 
 void print_help() {

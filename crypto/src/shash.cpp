@@ -1,6 +1,10 @@
 #include <blkcrypt/internal/alg.hpp>
 #include <blkcrypt/registry.hpp>
+#include <blkcrypt/secure_buffer.hpp>
 #include <blkcrypt/shash.hpp>
+
+#include <array>
+#include <vector>
 
 namespace blkcrypt {
 
@@ -85,5 +89,33 @@ Status ShashDesc::import_state(ConstBytes in) {
     if (in.size() != statesize()) return Status::Invalid;
     return st_->import_state(in);
 }
+
+Status ShashDesc::finup_mb(std::span<const ConstBytes> data, std::span<const Bytes> out) {
+    if (data.size() != out.size()) return Status::Invalid;
+    if (data.empty()) return Status::Ok;
+    if (statesize() == 0) return Status::Unsupported;
+    for (std::size_t i = 0; i < data.size(); ++i)
+        if (data[i].size() != data[0].size() || out[i].size() < digestsize())
+            return Status::Invalid;
+    if (st_->finup_mb(data.data(), out.data(), data.size())) return Status::Ok;
+    // The kernel's verity fast path: one export, then import + finup per message.
+    std::array<uint8_t, 512> small;
+    std::vector<uint8_t> large;
+    Bytes saved = statesize() <= small.size() ? Bytes(small).first(statesize())
+                                              : Bytes(large = std::vector<uint8_t>(statesize()));
+    st_->export_state(saved);
+    for (std::size_t i = 0; i < data.size(); ++i) {
+        if (i > 0) {
+            Status s = st_->import_state(saved);
+            if (s != Status::Ok) return s;
+        }
+        st_->finup(data[i], out[i].first(digestsize()));
+    }
+    Status s = st_->import_state(saved);
+    secure_wipe(saved.data(), saved.size());  // a keyed hash's state is key material
+    return s;
+}
+
+unsigned ShashDesc::mb_width() const noexcept { return st_->mb_width(); }
 
 }  // namespace blkcrypt

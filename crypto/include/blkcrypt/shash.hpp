@@ -8,6 +8,7 @@
 #include <blkcrypt/status.hpp>
 
 #include <memory>
+#include <span>
 #include <string_view>
 
 namespace blkcrypt {
@@ -59,6 +60,14 @@ public:
     // and sha2 the layout is the kernel's (struct md5_state, sha256_state...).
     Status export_state(Bytes out) const;
     Status import_state(ConstBytes in);
+
+    // Finishes data.size() messages of equal length, each continuing from
+    // the current state (a shared salted prefix, as verity uses): out[i] =
+    // finup(data[i]) from this state. The state itself is left unchanged.
+    // Drivers may interleave messages; needs an exportable state.
+    Status finup_mb(std::span<const ConstBytes> data, std::span<const Bytes> out);
+    // The number of messages the driver hashes at once (1: no interleaving).
+    unsigned mb_width() const noexcept;
 
     std::size_t digestsize() const noexcept;
     std::size_t statesize() const noexcept;

@@ -108,6 +108,13 @@ public:
     virtual void finup(ConstBytes data, Bytes out) { update(data); final(out); }
     virtual void export_state(Bytes out) const = 0;  // out.size() == statesize
     virtual Status import_state(ConstBytes in) = 0;  // Invalid on a malformed state
+    // finup of n equal-length messages, each from the current state, which is
+    // left unchanged. Drivers that interleave messages (multi-buffer SHA)
+    // override this; false means "not accelerated" and ShashDesc runs the
+    // messages one by one through export/import instead.
+    virtual bool finup_mb(const ConstBytes*, const Bytes*, std::size_t) { return false; }
+    // How many messages finup_mb processes at once (1 = no interleaving).
+    virtual unsigned mb_width() const noexcept { return 1; }
 };
 
 class ShashTfm {
