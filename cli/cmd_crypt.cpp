@@ -6,6 +6,8 @@
 // writes OUT. Data moves in 1 MiB bios, several in flight, so memory stays
 // bounded whatever the image size.
 #include "commands.hpp"
+#include "output_file.hpp"
+#include "progress.hpp"
 
 #include <blkcrypt/dm/backing_store.hpp>
 #include <blkcrypt/dm/bio.hpp>
@@ -41,84 +43,6 @@ constexpr uint64_t kSector = 512;
 constexpr std::size_t kChunk = 1 << 20;  // bytes per bio
 constexpr std::size_t kMaxKeyFile = 8192;  // more than any cipher needs
 
-// Set by SIGINT/SIGTERM; the copy loop polls it between bios.
-std::atomic<int> g_signal{0};
-static_assert(std::atomic<int>::is_always_lock_free, "used from a signal handler");
-
-extern "C" void on_signal(int sig) { g_signal.store(sig); }
-
-// Installs the handler for the duration of a run. No SA_RESTART: a blocked
-// read/write returns EINTR (the I/O loops retry) and the flag is seen soon.
-class SignalGuard {
-public:
-    SignalGuard() {
-        g_signal.store(0);
-        struct sigaction sa {};
-        sa.sa_handler = on_signal;
-        sigemptyset(&sa.sa_mask);
-        ::sigaction(SIGINT, &sa, &old_int_);
-        ::sigaction(SIGTERM, &sa, &old_term_);
-    }
-    ~SignalGuard() {
-        ::sigaction(SIGINT, &old_int_, nullptr);
-        ::sigaction(SIGTERM, &old_term_, nullptr);
-    }
-    SignalGuard(const SignalGuard&) = delete;
-    SignalGuard& operator=(const SignalGuard&) = delete;
-
-private:
-    struct sigaction old_int_ {}, old_term_ {};
-};
-
-std::string errno_message(const std::string& what) { return what + ": " + std::strerror(errno); }
-
-// A temporary file next to the final name: renamed into place by commit(),
-// removed otherwise (error, signal), so OUT is never half-written.
-class TempOutput {
-public:
-    explicit TempOutput(const std::string& final_path) : final_(final_path) {
-        namespace fs = std::filesystem;
-        const fs::path target(final_path);
-        if (!target.has_filename()) throw UsageError("'" + final_path + "' is not a file name");
-        const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-        path_ = (dir / ("." + target.filename().string() + ".XXXXXX")).string();
-        fd_ = ::mkstemp(path_.data());
-        if (fd_ < 0) throw Failure(errno_message(final_path + ": cannot create a temporary file"));
-        // mkstemp makes the file 0600; give it the mode a plain create would.
-        const mode_t m = ::umask(0);
-        ::umask(m);
-        if (::fchmod(fd_, 0666 & ~m) != 0) {
-            cleanup();
-            throw Failure(errno_message(path_));
-        }
-    }
-    ~TempOutput() { cleanup(); }
-    TempOutput(const TempOutput&) = delete;
-    TempOutput& operator=(const TempOutput&) = delete;
-
-    int fd() const noexcept { return fd_; }
-    const std::string& path() const noexcept { return path_; }
-
-    void commit() {
-        if (::fsync(fd_) != 0) throw Failure(errno_message(path_));
-        const int rc = ::close(fd_);
-        fd_ = -1;
-        if (rc != 0) throw Failure(errno_message(path_));
-        if (::rename(path_.c_str(), final_.c_str()) != 0) throw Failure(errno_message(final_));
-        path_.clear();
-    }
-
-private:
-    void cleanup() noexcept {
-        if (fd_ >= 0) ::close(fd_);
-        fd_ = -1;
-        if (!path_.empty()) ::unlink(path_.c_str());
-        path_.clear();
-    }
-    std::string final_, path_;
-    int fd_ = -1;
-};
-
 void pwrite_all(int fd, blkcrypt::ConstBytes data, uint64_t offset, const std::string& name) {
     while (!data.empty()) {
         const ssize_t n = ::pwrite(fd, data.data(), data.size(), static_cast<off_t>(offset));
@@ -130,37 +54,6 @@ void pwrite_all(int fd, blkcrypt::ConstBytes data, uint64_t offset, const std::s
         offset += static_cast<uint64_t>(n);
     }
 }
-
-// "[#####.....]  42%  123.4 MiB/s" on stderr, only when it is a terminal.
-class Progress {
-public:
-    Progress(bool wanted, uint64_t total) : on_(wanted && ::isatty(STDERR_FILENO)), total_(total) {}
-    void update(uint64_t done, bool force = false) {
-        if (!on_) return;
-        const auto now = Clock::now();
-        if (!force && now - last_ < std::chrono::milliseconds(200)) return;
-        last_ = now;
-        const double secs = std::chrono::duration<double>(now - start_).count();
-        const double mib_s = secs > 0 ? static_cast<double>(done) / secs / (1 << 20) : 0.0;
-        const int pct = total_ ? static_cast<int>(done * 100 / total_) : 100;
-        std::string bar(30, '.');
-        std::fill_n(bar.begin(), pct * 30 / 100, '#');
-        std::fprintf(stderr, "\r[%s] %3d%%  %8.1f MiB/s", bar.c_str(), pct, mib_s);
-        drawn_ = true;
-    }
-    ~Progress() {
-        if (drawn_) std::fputc('\n', stderr);
-    }
-    Progress(const Progress&) = delete;
-    Progress& operator=(const Progress&) = delete;
-
-private:
-    using Clock = std::chrono::steady_clock;
-    bool on_;
-    bool drawn_ = false;
-    uint64_t total_;
-    Clock::time_point start_ = Clock::now(), last_{};
-};
 
 // Reads the key file (or stdin for "-") into locked, wiped memory: all of
 // it, or the first bits/8 bytes when --key-size is given.
@@ -406,7 +299,7 @@ int run_copy(const po::variables_map& vm, bool enc, const std::vector<std::strin
     };
 
     try {
-        while (next < total && g_signal.load() == 0) {
+        while (next < total && pending_signal() == 0) {
             if (inflight == depth) retire();
             Slot& s = slots[(head + inflight) % depth];
             const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(kChunk, total - next));
@@ -433,13 +326,13 @@ int run_copy(const po::variables_map& vm, bool enc, const std::vector<std::strin
             ++inflight;
             next += n;
         }
-        if (g_signal.load() == 0)
+        if (pending_signal() == 0)
             while (inflight) retire();
     } catch (...) {
         target->drain();  // the bios still reference slots
         throw;
     }
-    if (const int sig = g_signal.load()) {
+    if (const int sig = pending_signal()) {
         target->drain();
         throw Failure(std::string("interrupted by ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") +
                       "; " + (tmp ? "no output written" : out_path + " is partly written"));

@@ -1,7 +1,218 @@
+// blkcrypt verity: build (format), check (verify) and show (dump) dm-verity
+// hash trees, with veritysetup's option names and output.
+//
+// format writes a separate HASH file under a temporary name (starting from
+// its old content, so regions outside the tree survive) and renames it when
+// done. When HASH is DATA, the tree goes into the data file past the data,
+// which is never touched.
 #include "commands.hpp"
+#include "json.hpp"
+#include "output_file.hpp"
+#include "progress.hpp"
+#include "verity_params.hpp"
+
+#include <blkcrypt/dm/backing_store.hpp>
+#include <blkcrypt/registry.hpp>
+#include <blkcrypt/verity/superblock.hpp>
+#include <blkcrypt/verity/tree.hpp>
+
+#include <iostream>
+#include <optional>
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace cli {
+namespace {
 
-int run_verity(Args) { throw UsageError("'verity' is not built yet"); }
+namespace vy = blkcrypt::verity;
+namespace dm = blkcrypt::dm;
+using Store = std::shared_ptr<dm::BackingStore>;
+
+Store open_store(const std::string& path, bool writable) {
+    auto s = dm::open_file_store(path, writable);
+    if (!s) throw Failure(s.error().message);
+    return *s;
+}
+
+bool same_file(const std::string& a, const std::string& b) {
+    struct stat sa {}, sb {};
+    return a == b || (::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 &&
+                      sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino);
+}
+
+vy::TreeOptions tree_options(const po::variables_map& vm, Progress& progress) {
+    vy::TreeOptions o;
+    o.threads = vm["threads"].as<unsigned>();
+    o.mode = vm["async"].as<bool>() ? vy::HashMode::Async : vy::HashMode::Auto;
+    o.progress = [&progress](uint64_t done, uint64_t) {
+        progress.update(done);
+        return pending_signal() == 0;
+    };
+    return o;
+}
+
+// Parameters from the superblock at --hash-offset, or the command line.
+vy::VerityParams load_params(const po::variables_map& vm, dm::BackingStore& hash, uint64_t data_size) {
+    if (vm["no-superblock"].as<bool>()) return params_from_options(vm, data_size, false);
+    const uint64_t off = vm["hash-offset"].as<uint64_t>();
+    std::array<uint8_t, vy::kSuperblockSize> sb{};
+    if (hash.size() < off + sb.size() || hash.read(off, sb) != blkcrypt::Status::Ok)
+        throw Failure("the hash device is too short to hold a superblock at offset " + std::to_string(off));
+    auto p = vy::decode_superblock(sb);
+    if (!p) throw Failure(p.error().message);
+    p->hash_offset = off;
+    return *p;
+}
+
+std::vector<uint8_t> root_hash_argument(const po::variables_map& vm, const std::vector<std::string>& files) {
+    std::string hex;
+    if (files.size() == 3) hex = files[2];
+    else if (vm.count("root-hash-file")) {
+        const auto bytes = read_all(vm["root-hash-file"].as<std::string>());
+        hex.assign(bytes.begin(), bytes.end());
+        while (!hex.empty() && (hex.back() == '\n' || hex.back() == ' ')) hex.pop_back();
+    } else {
+        throw UsageError("give the root hash as ROOT_HEX or with --root-hash-file");
+    }
+    return decode_hex(hex, "root hash");
+}
+
+int run_format(const po::variables_map& vm, const std::vector<std::string>& files) {
+    if (files.size() != 2) throw UsageError("format takes DATA and HASH");
+    const std::string& data_path = files[0];
+    const std::string& hash_path = files[1];
+    const bool in_place = same_file(data_path, hash_path);
+    Store data = open_store(data_path, in_place);
+    auto params = params_from_options(vm, data->size(), true);
+    blkcrypt::Registry reg;
+    blkcrypt::register_defaults(reg);
+    auto geometry = vy::plan_tree(reg, params);
+    if (!geometry) throw UsageError(geometry.error().message);
+    const uint64_t need = geometry->hash_device_size(params);
+
+    SignalGuard signals;
+    std::optional<TempOutput> tmp;
+    Store hash;
+    if (in_place) {
+        if (params.hash_offset < params.data_blocks * params.data_block_size)
+            throw UsageError("--hash-offset must be past the data when HASH is DATA");
+        if (data->size() < need && ::truncate(data_path.c_str(), static_cast<off_t>(need)) != 0)
+            throw Failure(errno_message(data_path));
+        data = hash = open_store(data_path, true);
+    } else {
+        tmp.emplace(hash_path, true);
+        struct stat st {};
+        if (::fstat(tmp->fd(), &st) != 0) throw Failure(errno_message(tmp->path()));
+        if (static_cast<uint64_t>(st.st_size) < need && ::ftruncate(tmp->fd(), static_cast<off_t>(need)) != 0)
+            throw Failure(errno_message(tmp->path()));
+        hash = open_store(tmp->path(), true);
+    }
+    const bool json = vm["json"].as<bool>();
+    Progress progress(!json, params.data_blocks * params.data_block_size);
+    auto result = vy::format_tree(reg, params, *data, *hash, tree_options(vm, progress));
+    if (!result) throw Failure(result.error().message);
+    progress.update(params.data_blocks * params.data_block_size, true);
+    hash.reset();
+    if (tmp) tmp->commit();
+    const std::string root_hex = encode_hex(result->root_hash);
+    if (vm.count("root-hash-file"))
+        write_output(vm["root-hash-file"].as<std::string>(),
+                     blkcrypt::ConstBytes(reinterpret_cast<const uint8_t*>(root_hex.data()), root_hex.size()));
+    print_verity_summary(hash_path, result->params, result->geometry, root_hex, json);
+    return 0;
+}
+
+std::string describe(const vy::Corruption& c) {
+    switch (c.kind) {
+    case vy::Corruption::DataBlock: return "data block " + std::to_string(c.block) + " is corrupted";
+    case vy::Corruption::HashBlock:
+        return "hash block " + std::to_string(c.block) + " (tree level " + std::to_string(c.level) +
+               ") is corrupted";
+    case vy::Corruption::RootHash: break;
+    }
+    return "the root hash does not match the top hash block (block " + std::to_string(c.block) + ")";
+}
+
+int run_verify(const po::variables_map& vm, const std::vector<std::string>& files) {
+    if (files.size() < 2 || files.size() > 3) throw UsageError("verify takes DATA HASH [ROOT_HEX]");
+    const auto root = root_hash_argument(vm, files);
+    Store data = open_store(files[0], false);
+    Store hash = same_file(files[0], files[1]) ? data : open_store(files[1], false);
+    const auto params = load_params(vm, *hash, data->size());
+    blkcrypt::Registry reg;
+    blkcrypt::register_defaults(reg);
+    auto geometry = vy::plan_tree(reg, params);
+    if (!geometry) throw UsageError(geometry.error().message);
+    if (root.size() != geometry->digest_size)
+        throw UsageError("the root hash has " + std::to_string(root.size()) + " bytes; " +
+                         params.hash_name + " needs " + std::to_string(geometry->digest_size));
+    SignalGuard signals;
+    const bool json = vm["json"].as<bool>();
+    Progress progress(!json, params.data_blocks * params.data_block_size);
+    auto report = vy::verify_tree(reg, params, root, *data, *hash, tree_options(vm, progress));
+    if (!report) throw Failure(report.error().message);
+    progress.update(params.data_blocks * params.data_block_size, true);
+    if (json) {
+        JsonWriter w(std::cout);
+        w.begin_object();
+        w.key("ok"), w.boolean(report->ok());
+        w.key("corrupted"), w.begin_array();
+        for (const auto& c : report->corruptions) {
+            w.begin_object();
+            w.key("kind"), w.string(c.kind == vy::Corruption::DataBlock   ? "data"
+                                    : c.kind == vy::Corruption::HashBlock ? "hash"
+                                                                          : "root");
+            w.key("block"), w.number(static_cast<int64_t>(c.block));
+            w.key("level"), w.number(c.level);
+            w.end_object();
+        }
+        w.end_array();
+        w.end_object();
+        std::cout << "\n";
+    }
+    if (report->ok()) return 0;
+    for (const auto& c : report->corruptions) std::cerr << "blkcrypt: " << describe(c) << "\n";
+    throw Failure("verification failed: " + std::to_string(report->corruptions.size()) +
+                  " corrupted block(s)");
+}
+
+int run_dump(const po::variables_map& vm, const std::vector<std::string>& files) {
+    if (files.size() != 1) throw UsageError("dump takes HASH");
+    if (vm["no-superblock"].as<bool>()) throw UsageError("dump needs a superblock");
+    Store hash = open_store(files[0], false);
+    const auto params = load_params(vm, *hash, 0);
+    blkcrypt::Registry reg;
+    blkcrypt::register_defaults(reg);
+    auto geometry = vy::plan_tree(reg, params);
+    if (!geometry) throw Failure(geometry.error().message);
+    print_verity_summary(files[0], params, *geometry, "", vm["json"].as<bool>());
+    return 0;
+}
+
+}  // namespace
+
+int run_verity(Args args) {
+    CommandLine cl{"blkcrypt verity format DATA HASH [options]\n"
+                   "       blkcrypt verity verify DATA HASH [ROOT_HEX] [options]\n"
+                   "       blkcrypt verity dump HASH [--hash-offset BYTES]",
+                   "Build, check or show a dm-verity hash tree as veritysetup does. HASH may be\n"
+                   "DATA itself (the tree then goes past the data, at --hash-offset). verify exits\n"
+                   "0 only when every block matches; it names each corrupted block."};
+    add_verity_options(cl.options);
+    cl.hidden.add_options()
+        ("action", po::value<std::string>()->required())
+        ("files", po::value<std::vector<std::string>>());
+    cl.positional.add("action", 1).add("files", -1);
+    auto vm = parse_command_line(cl, args);
+    if (!vm) return 0;
+    const auto& action = (*vm)["action"].as<std::string>();
+    const auto files = vm->count("files") ? (*vm)["files"].as<std::vector<std::string>>()
+                                          : std::vector<std::string>{};
+    if (action == "format") return run_format(*vm, files);
+    if (action == "verify") return run_verify(*vm, files);
+    if (action == "dump") return run_dump(*vm, files);
+    throw UsageError("unknown action '" + action + "': use format, verify or dump");
+}
 
 }  // namespace cli

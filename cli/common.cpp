@@ -1,4 +1,5 @@
 #include "common.hpp"
+#include "output_file.hpp"
 
 #include <blkcrypt/alg_name.hpp>
 
@@ -67,6 +68,8 @@ void decode_into(std::string_view hex, std::string_view what, uint8_t* out) {
     }
 }
 
+}  // namespace
+
 std::string errno_message(const std::string& what) {
     return what + ": " + std::strerror(errno);
 }
@@ -81,15 +84,6 @@ void write_all(int fd, blkcrypt::ConstBytes data, const std::string& name) {
         data = data.subspan(static_cast<std::size_t>(n));
     }
 }
-
-mode_t current_umask() {
-    // umask can only be read by setting it; nothing else creates files meanwhile.
-    const mode_t m = ::umask(0);
-    ::umask(m);
-    return m;
-}
-
-}  // namespace
 
 blkcrypt::SecureBuffer decode_secret_hex(std::string_view hex, std::string_view what) {
     blkcrypt::SecureBuffer out(hex.size() / 2);
@@ -210,27 +204,9 @@ void write_output(const std::string& path, blkcrypt::ConstBytes data) {
         write_all(STDOUT_FILENO, data, "stdout");
         return;
     }
-    namespace fs = std::filesystem;
-    const fs::path target(path);
-    if (!target.has_filename()) throw UsageError("--out: '" + path + "' is not a file name");
-    const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-    std::string tmp = (dir / ("." + target.filename().string() + ".XXXXXX")).string();
-    int fd = ::mkstemp(tmp.data());
-    if (fd < 0) throw Failure(errno_message(path + ": cannot create a temporary file"));
-    try {
-        // mkstemp makes the file 0600; give it the mode a plain create would.
-        if (::fchmod(fd, 0666 & ~current_umask()) != 0) throw Failure(errno_message(tmp));
-        write_all(fd, data, tmp);
-        if (::fsync(fd) != 0) throw Failure(errno_message(tmp));
-        const int rc = ::close(fd);
-        fd = -1;
-        if (rc != 0) throw Failure(errno_message(tmp));
-        if (::rename(tmp.c_str(), path.c_str()) != 0) throw Failure(errno_message(path));
-    } catch (...) {
-        if (fd >= 0) ::close(fd);
-        ::unlink(tmp.c_str());
-        throw;
-    }
+    TempOutput out(path);
+    write_all(out.fd(), data, out.path());
+    out.commit();
 }
 
 void refuse_same_file(const std::string& in, const std::string& out) {

@@ -95,6 +95,11 @@ private:
 
 std::vector<uint8_t> read_all(const std::string& path);
 
+// "what: <strerror(errno)>".
+std::string errno_message(const std::string& what);
+// Writes all of data to fd (retrying short writes); Failure naming `name`.
+void write_all(int fd, blkcrypt::ConstBytes data, const std::string& name);
+
 // Writes data to stdout ("-") or to path through a temporary file in the same
 // directory renamed into place, so a failure never leaves a partial file.
 void write_output(const std::string& path, blkcrypt::ConstBytes data);

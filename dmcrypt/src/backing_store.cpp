@@ -54,6 +54,10 @@ public:
 
     uint64_t size() const override { return size_; }
 
+    void hint_sequential() noexcept override {
+        (void)::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
+    }
+
     Status flush() override {
         if (!writable_) return Status::Ok;
         while (::fdatasync(fd_) != 0)

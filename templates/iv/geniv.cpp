@@ -8,20 +8,6 @@
 
 namespace blkcrypt {
 
-void put_le64(uint8_t* p, uint64_t v) noexcept {
-    for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-
-uint64_t get_le64(const uint8_t* p) noexcept {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; --i) v = v << 8 | p[i];
-    return v;
-}
-
-void put_be64(uint8_t* p, uint64_t v) noexcept {
-    for (int i = 0; i < 8; ++i) p[7 - i] = static_cast<uint8_t>(v >> (8 * i));
-}
-
 namespace {
 
 constexpr std::size_t kMaxIv = 64;

@@ -11,6 +11,7 @@
 // when the inner transform is asynchronous.
 #pragma once
 
+#include <blkcrypt/internal/endian.hpp>
 #include <blkcrypt/internal/template.hpp>
 
 #include <functional>
@@ -101,9 +102,5 @@ GenivTemplate::Prepare simple_geniv() {
             [](std::shared_ptr<const Alg> inner) { return std::make_unique<Tfm>(std::move(inner)); });
     };
 }
-
-void put_le64(uint8_t* p, uint64_t v) noexcept;
-uint64_t get_le64(const uint8_t* p) noexcept;
-void put_be64(uint8_t* p, uint64_t v) noexcept;
 
 }  // namespace blkcrypt

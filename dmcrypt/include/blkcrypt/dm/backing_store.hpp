@@ -20,6 +20,8 @@ public:
     virtual Status write(uint64_t offset, ConstBytes in) = 0;
     virtual uint64_t size() const = 0;
     virtual Status flush() { return Status::Ok; }
+    // The caller will read the whole store in order (enables OS readahead).
+    virtual void hint_sequential() noexcept {}
 };
 
 // A file or block device opened for pread/pwrite (read-only unless writable;

@@ -1,0 +1,147 @@
+#include "verity_params.hpp"
+
+#include "json.hpp"
+
+#include <cstdio>
+#include <iostream>
+
+#include <sys/random.h>
+
+namespace cli {
+
+namespace vy = blkcrypt::verity;
+
+namespace {
+
+void random_bytes(uint8_t* out, std::size_t n) {
+    while (n) {
+        const ssize_t got = ::getrandom(out, n, 0);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) throw Failure(errno_message("getrandom"));
+        out += got;
+        n -= static_cast<std::size_t>(got);
+    }
+}
+
+std::array<uint8_t, 16> parse_uuid(const std::string& s) {
+    std::string hex;
+    for (char c : s)
+        if (c != '-') hex += c;
+    const auto bytes = decode_hex(hex, "--uuid");
+    if (bytes.size() != 16 || s.size() != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-')
+        throw UsageError("--uuid: '" + s + "' is not of the form xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx");
+    std::array<uint8_t, 16> u{};
+    std::copy(bytes.begin(), bytes.end(), u.begin());
+    return u;
+}
+
+uint32_t block_size_option(const po::variables_map& vm, const char* name) {
+    return vm[name].as<uint32_t>();
+}
+
+}  // namespace
+
+void add_verity_options(po::options_description& opts) {
+    opts.add_options()
+        ("hash", po::value<std::string>()->default_value("sha256")->value_name("NAME"),
+         "hash algorithm: any registry name, e.g. sha1, sha512, sha256-openssl")
+        ("data-block-size", po::value<uint32_t>()->default_value(4096)->value_name("BYTES"), "data block size")
+        ("hash-block-size", po::value<uint32_t>()->default_value(4096)->value_name("BYTES"), "hash block size")
+        ("data-blocks", po::value<uint64_t>()->value_name("N"), "data blocks to protect (default: the whole data file)")
+        ("hash-offset", po::value<uint64_t>()->default_value(0)->value_name("BYTES"), "where the superblock/tree starts on the hash device")
+        ("salt", po::value<std::string>()->value_name("HEX"), "salt in hex, '-' for none (default: 32 random bytes)")
+        ("uuid", po::value<std::string>()->value_name("UUID"), "UUID for the superblock (default: random)")
+        ("format", po::value<uint32_t>()->default_value(1)->value_name("N"), "hash format: 1 normal, 0 Chrome OS")
+        ("no-superblock", po::bool_switch(), "no superblock: parameters come from the command line")
+        ("root-hash-file", po::value<std::string>()->value_name("FILE"), "write (format) or read (verify) the root hash in hex")
+        ("threads", po::value<unsigned>()->default_value(0)->value_name("N"), "hashing threads (0: one per core)")
+        ("async", po::bool_switch(), "hash through ahash requests (for async drivers such as cryptd(sha256))")
+        ("json", po::bool_switch(), "print the result as JSON");
+}
+
+vy::VerityParams params_from_options(const po::variables_map& vm, uint64_t data_size, bool generate) {
+    vy::VerityParams p;
+    p.hash_name = vm["hash"].as<std::string>();
+    p.hash_type = vm["format"].as<uint32_t>();
+    p.data_block_size = block_size_option(vm, "data-block-size");
+    p.hash_block_size = block_size_option(vm, "hash-block-size");
+    p.hash_offset = vm["hash-offset"].as<uint64_t>();
+    p.superblock = !vm["no-superblock"].as<bool>();
+    if (auto ok = vy::check_params({.data_block_size = p.data_block_size,
+                                    .hash_block_size = p.hash_block_size,
+                                    .data_blocks = 1,
+                                    .hash_offset = p.hash_offset});
+        !ok)
+        throw UsageError(ok.error().message);
+    if (p.hash_type > 1) throw UsageError("--format must be 0 or 1");
+    if (vm.count("data-blocks")) {
+        p.data_blocks = vm["data-blocks"].as<uint64_t>();
+        if (p.data_blocks == 0) throw UsageError("--data-blocks must be at least 1");
+    } else {
+        if (data_size % p.data_block_size)
+            throw UsageError("the data size " + std::to_string(data_size) +
+                             " is not a multiple of the data block size " +
+                             std::to_string(p.data_block_size) + " (give --data-blocks)");
+        p.data_blocks = data_size / p.data_block_size;
+        if (p.data_blocks == 0) throw UsageError("the data file is empty");
+    }
+    if (vm.count("salt")) {
+        const auto& s = vm["salt"].as<std::string>();
+        if (s != "-") p.salt = decode_hex(s, "--salt");
+        if (p.salt.size() > 256) throw UsageError("--salt: at most 256 bytes");
+    } else if (generate) {
+        p.salt.resize(32);
+        random_bytes(p.salt.data(), p.salt.size());
+    }
+    if (vm.count("uuid")) {
+        p.uuid = parse_uuid(vm["uuid"].as<std::string>());
+    } else if (generate) {
+        random_bytes(p.uuid.data(), p.uuid.size());
+        p.uuid[6] = static_cast<uint8_t>((p.uuid[6] & 0x0f) | 0x40);  // version 4
+        p.uuid[8] = static_cast<uint8_t>((p.uuid[8] & 0x3f) | 0x80);  // RFC 4122 variant
+    }
+    return p;
+}
+
+std::string format_uuid(const std::array<uint8_t, 16>& u) {
+    const std::string h = encode_hex(u);
+    return h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" + h.substr(16, 4) + "-" +
+           h.substr(20);
+}
+
+void print_verity_summary(const std::string& device, const vy::VerityParams& p,
+                          const vy::TreeGeometry& g, const std::string& root_hex, bool json) {
+    const std::string uuid = p.superblock ? format_uuid(p.uuid) : "";
+    const std::string salt = p.salt.empty() ? "-" : encode_hex(p.salt);
+    if (json) {
+        JsonWriter w(std::cout);
+        w.begin_object();
+        w.key("uuid"), w.string(uuid);
+        w.key("hash_type"), w.number(p.hash_type);
+        w.key("data_blocks"), w.number(static_cast<int64_t>(p.data_blocks));
+        w.key("data_block_size"), w.number(p.data_block_size);
+        w.key("hash_blocks"), w.number(static_cast<int64_t>(g.total_hash_blocks()));
+        w.key("hash_block_size"), w.number(p.hash_block_size);
+        w.key("hash_algorithm"), w.string(p.hash_name);
+        w.key("salt"), w.string(salt);
+        if (!root_hex.empty()) w.key("root_hash"), w.string(root_hex);
+        w.key("hash_device_size"), w.number(static_cast<int64_t>(g.hash_device_size(p)));
+        w.end_object();
+        std::cout << "\n";
+        return;
+    }
+    std::cout << "VERITY header information for " << device << "\n"
+              << "UUID:            \t" << uuid << "\n"
+              << "Hash type:       \t" << p.hash_type << "\n"
+              << "Data blocks:     \t" << p.data_blocks << "\n"
+              << "Data block size: \t" << p.data_block_size << "\n"
+              << "Hash blocks:     \t" << g.total_hash_blocks() << "\n"
+              << "Hash block size: \t" << p.hash_block_size << "\n"
+              << "Hash algorithm:  \t" << p.hash_name << "\n"
+              << "Salt:            \t" << salt << "\n";
+    if (!root_hex.empty()) std::cout << "Root hash:      \t" << root_hex << "\n";
+    // veritysetup prints the size only for a hash area at the device start.
+    if (p.hash_offset == 0) std::cout << "Hash device size: \t" << g.hash_device_size(p) << " [bytes]\n";
+}
+
+}  // namespace cli

@@ -1,0 +1,32 @@
+// The veritysetup-style options shared by `blkcrypt verity format|verify|dump`
+// and the text/JSON summaries they print.
+#pragma once
+
+#include "common.hpp"
+
+#include <blkcrypt/verity/params.hpp>
+
+#include <string>
+
+namespace cli {
+
+// --hash, --data-block-size, --hash-block-size, --data-blocks, --hash-offset,
+// --salt, --uuid, --format, --no-superblock, --root-hash-file, --threads,
+// --async, --json.
+void add_verity_options(po::options_description& opts);
+
+// Parameters from the command line. data_size fills --data-blocks when it is
+// not given (and must then be a whole number of blocks). A salt is generated
+// when `generate` is set and --salt is absent.
+blkcrypt::verity::VerityParams params_from_options(const po::variables_map& vm, uint64_t data_size,
+                                                   bool generate);
+
+std::string format_uuid(const std::array<uint8_t, 16>& uuid);
+
+// veritysetup's "VERITY header information for X" block; the root hash line
+// only when root is not empty.
+void print_verity_summary(const std::string& device, const blkcrypt::verity::VerityParams& p,
+                          const blkcrypt::verity::TreeGeometry& g, const std::string& root_hex,
+                          bool json);
+
+}  // namespace cli
