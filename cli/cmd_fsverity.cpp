@@ -3,18 +3,15 @@
 // descriptor can be saved; each output goes to a temporary file renamed into
 // place only when complete.
 #include "commands.hpp"
+#include "output_file.hpp"
 
 #include <blkcrypt/verity/fsverity.hpp>
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <csignal>
-#include <cstring>
-#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -25,80 +22,17 @@ namespace {
 
 namespace fsv = blkcrypt::verity;
 
-std::string sys_error(const std::string& what) { return what + ": " + std::strerror(errno); }
-
-// SIGINT/SIGTERM only set a flag, so an interrupted run still unwinds and
-// removes its temporary files.
-std::atomic<int> g_signal{0};
-extern "C" void fsverity_on_signal(int sig) { g_signal = sig; }
-
-class SignalGuard {
-public:
-    SignalGuard() {
-        struct sigaction sa {};
-        sa.sa_handler = fsverity_on_signal;
-        ::sigemptyset(&sa.sa_mask);
-        ::sigaction(SIGINT, &sa, &old_int_);
-        ::sigaction(SIGTERM, &sa, &old_term_);
+blkcrypt::Result<void> pwrite_all(const TempOutput& out, const std::string& name, uint64_t offset,
+                                  blkcrypt::ConstBytes data) {
+    for (std::size_t done = 0; done < data.size();) {
+        const ssize_t n = ::pwrite(out.fd(), data.data() + done, data.size() - done,
+                                   static_cast<off_t>(offset + done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return blkcrypt::make_error(blkcrypt::Status::IoError, errno_message(name));
+        done += static_cast<std::size_t>(n);
     }
-    ~SignalGuard() {
-        ::sigaction(SIGINT, &old_int_, nullptr);
-        ::sigaction(SIGTERM, &old_term_, nullptr);
-    }
-    SignalGuard(const SignalGuard&) = delete;
-    SignalGuard& operator=(const SignalGuard&) = delete;
-
-private:
-    struct sigaction old_int_ {}, old_term_ {};
-};
-
-// A file written at arbitrary offsets under a temporary name next to its
-// target; commit() renames it, the destructor otherwise removes it.
-class TempOutput {
-public:
-    explicit TempOutput(const std::string& path) : path_(path) {
-        namespace fs = std::filesystem;
-        const fs::path target(path);
-        if (!target.has_filename()) throw UsageError("'" + path + "' is not a file name");
-        const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-        tmp_ = (dir / ("." + target.filename().string() + ".XXXXXX")).string();
-        fd_ = ::mkstemp(tmp_.data());
-        if (fd_ < 0) throw Failure(sys_error(path + ": cannot create a temporary file"));
-        const mode_t mask = ::umask(0);
-        ::umask(mask);
-        ::fchmod(fd_, 0666 & ~mask);  // mkstemp's 0600 is not what a plain create gives
-    }
-    ~TempOutput() {
-        if (fd_ >= 0) ::close(fd_);
-        if (!committed_) ::unlink(tmp_.c_str());
-    }
-    TempOutput(const TempOutput&) = delete;
-    TempOutput& operator=(const TempOutput&) = delete;
-
-    blkcrypt::Result<void> pwrite_all(uint64_t offset, blkcrypt::ConstBytes data) {
-        for (std::size_t done = 0; done < data.size();) {
-            const ssize_t n = ::pwrite(fd_, data.data() + done, data.size() - done,
-                                       static_cast<off_t>(offset + done));
-            if (n < 0 && errno == EINTR) continue;
-            if (n <= 0) return blkcrypt::make_error(blkcrypt::Status::IoError, sys_error(path_));
-            done += static_cast<std::size_t>(n);
-        }
-        return {};
-    }
-    void commit() {
-        if (::fsync(fd_) != 0) throw Failure(sys_error(path_));
-        const int rc = ::close(fd_);
-        fd_ = -1;
-        if (rc != 0) throw Failure(sys_error(path_));
-        if (::rename(tmp_.c_str(), path_.c_str()) != 0) throw Failure(sys_error(path_));
-        committed_ = true;
-    }
-
-private:
-    std::string path_, tmp_;
-    int fd_ = -1;
-    bool committed_ = false;
-};
+    return {};
+}
 
 uint32_t parse_block_size(const std::string& s) {
     const bool digits = !s.empty() && s.size() <= 10 && s.find_first_not_of("0123456789") == std::string::npos;
@@ -172,23 +106,24 @@ int run_digest(Args args) {
 
     for (const auto& file : files) {
         const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd < 0) throw Failure(sys_error("cannot open '" + file + "'"));
+        if (fd < 0) throw Failure(errno_message("cannot open '" + file + "'"));
         std::optional<TempOutput> tree, desc;
         if (!tree_path.empty()) tree.emplace(tree_path);
         if (!desc_path.empty()) desc.emplace(desc_path);
         fsv::FsverityTreeSink sink;
         if (tree) {
             sink = [&](uint64_t off, blkcrypt::ConstBytes block) -> blkcrypt::Result<void> {
-                if (g_signal) return blkcrypt::make_error(blkcrypt::Status::IoError, "interrupted");
-                return tree->pwrite_all(off, block);
+                if (pending_signal()) return blkcrypt::make_error(blkcrypt::Status::IoError, "interrupted");
+                return pwrite_all(*tree, tree_path, off, block);
             };
         }
         auto d = fsv::fsverity_compute_fd(reg, p, fd, std::move(sink));
         ::close(fd);
-        if (g_signal) throw Failure(std::string("interrupted by ") + (g_signal == SIGINT ? "SIGINT" : "SIGTERM"));
+        if (const int sig = pending_signal())
+            throw Failure(std::string("interrupted by ") + (sig == SIGINT ? "SIGINT" : "SIGTERM"));
         if (!d) throw Failure(file + ": " + d.error().message);
         if (desc) {
-            if (auto r = desc->pwrite_all(0, d->descriptor); !r) throw Failure(r.error().message);
+            if (auto r = pwrite_all(*desc, desc_path, 0, d->descriptor); !r) throw Failure(r.error().message);
             desc->commit();
         }
         if (tree) tree->commit();

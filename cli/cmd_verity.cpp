@@ -9,6 +9,7 @@
 #include "json.hpp"
 #include "output_file.hpp"
 #include "progress.hpp"
+#include "verity_actions.hpp"
 #include "verity_params.hpp"
 
 #include <blkcrypt/dm/backing_store.hpp>
@@ -26,20 +27,7 @@ namespace cli {
 namespace {
 
 namespace vy = blkcrypt::verity;
-namespace dm = blkcrypt::dm;
-using Store = std::shared_ptr<dm::BackingStore>;
 
-Store open_store(const std::string& path, bool writable) {
-    auto s = dm::open_file_store(path, writable);
-    if (!s) throw Failure(s.error().message);
-    return *s;
-}
-
-bool same_file(const std::string& a, const std::string& b) {
-    struct stat sa {}, sb {};
-    return a == b || (::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 &&
-                      sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino);
-}
 
 vy::TreeOptions tree_options(const po::variables_map& vm, Progress& progress) {
     vy::TreeOptions o;
@@ -50,32 +38,6 @@ vy::TreeOptions tree_options(const po::variables_map& vm, Progress& progress) {
         return pending_signal() == 0;
     };
     return o;
-}
-
-// Parameters from the superblock at --hash-offset, or the command line.
-vy::VerityParams load_params(const po::variables_map& vm, dm::BackingStore& hash, uint64_t data_size) {
-    if (vm["no-superblock"].as<bool>()) return params_from_options(vm, data_size, false);
-    const uint64_t off = vm["hash-offset"].as<uint64_t>();
-    std::array<uint8_t, vy::kSuperblockSize> sb{};
-    if (hash.size() < off + sb.size() || hash.read(off, sb) != blkcrypt::Status::Ok)
-        throw Failure("the hash device is too short to hold a superblock at offset " + std::to_string(off));
-    auto p = vy::decode_superblock(sb);
-    if (!p) throw Failure(p.error().message);
-    p->hash_offset = off;
-    return *p;
-}
-
-std::vector<uint8_t> root_hash_argument(const po::variables_map& vm, const std::vector<std::string>& files) {
-    std::string hex;
-    if (files.size() == 3) hex = files[2];
-    else if (vm.count("root-hash-file")) {
-        const auto bytes = read_all(vm["root-hash-file"].as<std::string>());
-        hex.assign(bytes.begin(), bytes.end());
-        while (!hex.empty() && (hex.back() == '\n' || hex.back() == ' ')) hex.pop_back();
-    } else {
-        throw UsageError("give the root hash as ROOT_HEX or with --root-hash-file");
-    }
-    return decode_hex(hex, "root hash");
 }
 
 int run_format(const po::variables_map& vm, const std::vector<std::string>& files) {
@@ -121,17 +83,6 @@ int run_format(const po::variables_map& vm, const std::vector<std::string>& file
                      blkcrypt::ConstBytes(reinterpret_cast<const uint8_t*>(root_hex.data()), root_hex.size()));
     print_verity_summary(hash_path, result->params, result->geometry, root_hex, json);
     return 0;
-}
-
-std::string describe(const vy::Corruption& c) {
-    switch (c.kind) {
-    case vy::Corruption::DataBlock: return "data block " + std::to_string(c.block) + " is corrupted";
-    case vy::Corruption::HashBlock:
-        return "hash block " + std::to_string(c.block) + " (tree level " + std::to_string(c.level) +
-               ") is corrupted";
-    case vy::Corruption::RootHash: break;
-    }
-    return "the root hash does not match the top hash block (block " + std::to_string(c.block) + ")";
 }
 
 int run_verify(const po::variables_map& vm, const std::vector<std::string>& files) {
@@ -195,10 +146,14 @@ int run_dump(const po::variables_map& vm, const std::vector<std::string>& files)
 int run_verity(Args args) {
     CommandLine cl{"blkcrypt verity format DATA HASH [options]\n"
                    "       blkcrypt verity verify DATA HASH [ROOT_HEX] [options]\n"
-                   "       blkcrypt verity dump HASH [--hash-offset BYTES]",
+                   "       blkcrypt verity dump HASH [--hash-offset BYTES]\n"
+                   "       blkcrypt verity table DATA HASH ROOT_HEX [options]\n"
+                   "       blkcrypt verity read (--table LINE | DATA HASH ROOT_HEX) [--out FILE] [options]",
                    "Build, check or show a dm-verity hash tree as veritysetup does. HASH may be\n"
                    "DATA itself (the tree then goes past the data, at --hash-offset). verify exits\n"
-                   "0 only when every block matches; it names each corrupted block."};
+                   "0 only when every block matches; it names each corrupted block. table prints the\n"
+                   "dm-verity table line cryptsetup would load; read serves the data through the\n"
+                   "verity read path (per-block checks, kernel policies), like reading /dev/mapper."};
     add_verity_options(cl.options);
     cl.hidden.add_options()
         ("action", po::value<std::string>()->required())
@@ -212,7 +167,9 @@ int run_verity(Args args) {
     if (action == "format") return run_format(*vm, files);
     if (action == "verify") return run_verify(*vm, files);
     if (action == "dump") return run_dump(*vm, files);
-    throw UsageError("unknown action '" + action + "': use format, verify or dump");
+    if (action == "table") return run_verity_table(*vm, files);
+    if (action == "read") return run_verity_read(*vm, files);
+    throw UsageError("unknown action '" + action + "': use format, verify, dump, table or read");
 }
 
 }  // namespace cli

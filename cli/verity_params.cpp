@@ -56,7 +56,14 @@ void add_verity_options(po::options_description& opts) {
         ("root-hash-file", po::value<std::string>()->value_name("FILE"), "write (format) or read (verify) the root hash in hex")
         ("threads", po::value<unsigned>()->default_value(0)->value_name("N"), "hashing threads (0: one per core)")
         ("async", po::bool_switch(), "hash through ahash requests (for async drivers such as cryptd(sha256))")
-        ("json", po::bool_switch(), "print the result as JSON");
+        ("json", po::bool_switch(), "print the result as JSON")
+        ("ignore-corruption", po::bool_switch(), "read/table: log corrupted blocks, return their data")
+        ("restart-on-corruption", po::bool_switch(), "table: the kernel restarts (read here: fails the read)")
+        ("panic-on-corruption", po::bool_switch(), "table: the kernel panics (read here: fails the read)")
+        ("ignore-zero-blocks", po::bool_switch(), "read/table: blocks whose hash is that of zeros read as zeros")
+        ("check-at-most-once", po::bool_switch(), "read/table: verify each data block on its first read only")
+        ("table", po::value<std::string>()->value_name("LINE"), "read: a dm-verity table line (devices are file paths)")
+        ("out", po::value<std::string>()->value_name("FILE"), "read: write the verified data to FILE");
 }
 
 vy::VerityParams params_from_options(const po::variables_map& vm, uint64_t data_size, bool generate) {

@@ -1,0 +1,195 @@
+// blkcrypt verity table|read, and the helpers every verity action shares.
+// read serves the data through VerityTarget, as reading /dev/mapper/NAME of
+// a dm-verity device would: each block is checked when it is read.
+#include "output_file.hpp"
+#include "progress.hpp"
+#include "verity_actions.hpp"
+#include "verity_params.hpp"
+
+#include <blkcrypt/registry.hpp>
+#include <blkcrypt/verity/superblock.hpp>
+#include <blkcrypt/verity/table.hpp>
+#include <blkcrypt/verity/target.hpp>
+
+#include <atomic>
+#include <iostream>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace cli {
+
+namespace vy = blkcrypt::verity;
+namespace dm = blkcrypt::dm;
+
+Store open_store(const std::string& path, bool writable) {
+    auto s = dm::open_file_store(path, writable);
+    if (!s) throw Failure(s.error().message);
+    return *s;
+}
+
+bool same_file(const std::string& a, const std::string& b) {
+    struct stat sa {}, sb {};
+    return a == b || (::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 &&
+                      sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino);
+}
+
+vy::VerityParams load_params(const po::variables_map& vm, dm::BackingStore& hash, uint64_t data_size) {
+    if (vm["no-superblock"].as<bool>()) return params_from_options(vm, data_size, false);
+    const uint64_t off = vm["hash-offset"].as<uint64_t>();
+    std::array<uint8_t, vy::kSuperblockSize> sb{};
+    if (hash.size() < off + sb.size() || hash.read(off, sb) != blkcrypt::Status::Ok)
+        throw Failure("the hash device is too short to hold a superblock at offset " + std::to_string(off));
+    auto p = vy::decode_superblock(sb);
+    if (!p) throw Failure(p.error().message);
+    p->hash_offset = off;
+    return *p;
+}
+
+std::vector<uint8_t> root_hash_argument(const po::variables_map& vm, const std::vector<std::string>& files) {
+    std::string hex;
+    if (files.size() == 3) {
+        hex = files[2];
+    } else if (vm.count("root-hash-file")) {
+        const auto bytes = read_all(vm["root-hash-file"].as<std::string>());
+        hex.assign(bytes.begin(), bytes.end());
+        while (!hex.empty() && (hex.back() == '\n' || hex.back() == ' ')) hex.pop_back();
+    } else {
+        throw UsageError("give the root hash as ROOT_HEX or with --root-hash-file");
+    }
+    return decode_hex(hex, "root hash");
+}
+
+std::string describe(const vy::Corruption& c) {
+    switch (c.kind) {
+    case vy::Corruption::DataBlock: return "data block " + std::to_string(c.block) + " is corrupted";
+    case vy::Corruption::HashBlock:
+        return "hash block " + std::to_string(c.block) + " (tree level " + std::to_string(c.level) +
+               ") is corrupted";
+    case vy::Corruption::RootHash: break;
+    }
+    return "the root hash does not match the top hash block (block " + std::to_string(c.block) + ")";
+}
+
+namespace {
+
+void apply_policies(const po::variables_map& vm, vy::VerityTable& t) {
+    if (vm["ignore-corruption"].as<bool>()) t.on_corruption = vy::CorruptionMode::Ignore;
+    if (vm["restart-on-corruption"].as<bool>()) t.on_corruption = vy::CorruptionMode::Restart;
+    if (vm["panic-on-corruption"].as<bool>()) t.on_corruption = vy::CorruptionMode::Panic;
+    if (vm["ignore-zero-blocks"].as<bool>()) t.ignore_zero_blocks = true;
+    if (vm["check-at-most-once"].as<bool>()) t.check_at_most_once = true;
+}
+
+// The table for DATA HASH ROOT_HEX (parameters from the superblock or options).
+vy::VerityTable table_from_files(blkcrypt::Registry& reg, const po::variables_map& vm,
+                                 const std::vector<std::string>& files) {
+    if (files.size() < 2 || files.size() > 3) throw UsageError("give DATA HASH [ROOT_HEX]");
+    const auto root = root_hash_argument(vm, files);
+    Store data = open_store(files[0], false);
+    Store hash = open_store(files[1], false);
+    const auto params = load_params(vm, *hash, data->size());
+    auto g = vy::plan_tree(reg, params);
+    if (!g) throw UsageError(g.error().message);
+    auto t = vy::make_verity_table(params, *g, root, files[0], files[1]);
+    apply_policies(vm, t);
+    return t;
+}
+
+}  // namespace
+
+int run_verity_table(const po::variables_map& vm, const std::vector<std::string>& files) {
+    blkcrypt::Registry reg;
+    blkcrypt::register_defaults(reg);
+    std::cout << table_from_files(reg, vm, files).line() << "\n";
+    return 0;
+}
+
+int run_verity_read(const po::variables_map& vm, const std::vector<std::string>& files) {
+    blkcrypt::Registry reg;
+    blkcrypt::register_defaults(reg);
+    vy::VerityTable table;
+    if (vm.count("table")) {
+        if (!files.empty()) throw UsageError("give either --table or DATA HASH ROOT_HEX");
+        auto t = vy::parse_verity_line(vm["table"].as<std::string>());
+        if (!t) t = vy::parse_verity_args(vm["table"].as<std::string>());
+        if (!t) throw UsageError(t.error().message);
+        table = std::move(*t);
+        apply_policies(vm, table);
+    } else {
+        table = table_from_files(reg, vm, files);
+    }
+    Store data = open_store(table.data_dev, false);
+    Store hash = same_file(table.data_dev, table.hash_dev) ? data : open_store(table.hash_dev, false);
+
+    std::mutex log_mu;
+    vy::TargetOptions topts;
+    topts.mode = vm["async"].as<bool>() ? vy::HashMode::Async : vy::HashMode::Auto;
+    topts.log = [&log_mu](const vy::Corruption& c) {
+        std::lock_guard lk(log_mu);
+        std::cerr << "blkcrypt: " << describe(c) << "\n";
+    };
+    auto target = vy::VerityTarget::create(reg, table, data, hash, topts);
+    if (!target) throw Failure(target.error().message);
+
+    SignalGuard signals;
+    std::optional<TempOutput> out;
+    if (vm.count("out")) {
+        out.emplace(vm["out"].as<std::string>());
+        if (::ftruncate(out->fd(), static_cast<off_t>((*target)->size())) != 0)
+            throw Failure(errno_message(out->path()));
+    }
+    const uint64_t total = (*target)->size();
+    const uint64_t chunk = std::max<uint64_t>(1 << 20, (*target)->block_size());
+    std::atomic<uint64_t> next{0}, done{0};
+    std::atomic<bool> failed{false};
+    std::string error;
+    std::mutex err_mu;
+    Progress progress(!vm["json"].as<bool>(), total);
+    auto worker = [&] {
+        std::vector<uint8_t> buf(chunk);
+        for (;;) {
+            const uint64_t pos = next.fetch_add(chunk);
+            if (pos >= total || failed || pending_signal()) return;
+            const std::size_t n = static_cast<std::size_t>(std::min(chunk, total - pos));
+            const blkcrypt::Status s = (*target)->read(pos, blkcrypt::Bytes(buf).first(n));
+            bool ok = s == blkcrypt::Status::Ok;
+            if (ok && out) ok = ::pwrite(out->fd(), buf.data(), n, static_cast<off_t>(pos)) == static_cast<ssize_t>(n);
+            if (!ok) {
+                std::lock_guard lk(err_mu);
+                if (!failed.exchange(true))
+                    error = s == blkcrypt::Status::Ok ? errno_message(out->path())
+                                                      : "read at byte " + std::to_string(pos) +
+                                                            " failed: " + blkcrypt::to_string(s);
+                return;
+            }
+            done += n;
+        }
+    };
+    const unsigned threads = vm["threads"].as<unsigned>() ? vm["threads"].as<unsigned>()
+                                                          : std::max(1u, std::thread::hardware_concurrency());
+    std::vector<std::thread> pool;
+    for (unsigned i = 0; i < threads; ++i) pool.emplace_back(worker);
+    while (done < total && !failed && !pending_signal()) {
+        progress.update(done);
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    for (auto& t : pool) t.join();
+    if (failed) throw Failure(error);
+    if (pending_signal()) throw Failure("interrupted; no output written");
+    progress.update(done, true);
+    if (out) out->commit();
+    const auto st = (*target)->stats();
+    if (vm["json"].as<bool>()) {
+        std::cout << "{\"status\": \"" << (*target)->status_char() << "\", \"data_blocks_verified\": "
+                  << st.data_blocks_verified << ", \"hash_blocks_verified\": " << st.hash_blocks_verified
+                  << ", \"zero_blocks_skipped\": " << st.zero_blocks_skipped
+                  << ", \"corruptions\": " << st.corruptions << "}\n";
+    }
+    return 0;
+}
+
+}  // namespace cli

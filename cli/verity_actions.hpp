@@ -1,0 +1,35 @@
+// Pieces shared by the `blkcrypt verity` actions (cmd_verity.cpp and
+// cmd_verity_read.cpp).
+#pragma once
+
+#include "common.hpp"
+
+#include <blkcrypt/dm/backing_store.hpp>
+#include <blkcrypt/verity/params.hpp>
+#include <blkcrypt/verity/tree.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace cli {
+
+using Store = std::shared_ptr<blkcrypt::dm::BackingStore>;
+
+Store open_store(const std::string& path, bool writable);
+bool same_file(const std::string& a, const std::string& b);
+
+// Parameters from the superblock at --hash-offset, or (--no-superblock)
+// from the command line, with data_size giving the default block count.
+blkcrypt::verity::VerityParams load_params(const po::variables_map& vm,
+                                           blkcrypt::dm::BackingStore& hash, uint64_t data_size);
+
+// ROOT_HEX (files[2]) or the content of --root-hash-file.
+std::vector<uint8_t> root_hash_argument(const po::variables_map& vm, const std::vector<std::string>& files);
+
+std::string describe(const blkcrypt::verity::Corruption& c);
+
+int run_verity_table(const po::variables_map& vm, const std::vector<std::string>& files);
+int run_verity_read(const po::variables_map& vm, const std::vector<std::string>& files);
+
+}  // namespace cli
