@@ -7,7 +7,8 @@ PKGS=(
   build-essential cmake pkg-config
   libcrypto++-dev libssl-dev libboost-program-options-dev
   catch2 libbenchmark-dev
-  openssl python3 python3-cryptography coreutils xxd
+  openssl python3 python3-cryptography coreutils xxd cryptsetup-bin
+  fsverity
 )
 
 missing=()
