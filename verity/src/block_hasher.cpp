@@ -48,6 +48,7 @@ public:
     std::size_t digest_size() const noexcept override { return tfm_.digestsize(); }
     bool is_async() const noexcept override { return false; }
     const std::string& driver() const noexcept override { return tfm_.info().driver; }
+    const std::string& generic_name() const noexcept override { return tfm_.info().name; }
 
     Result<std::unique_ptr<HashContext>> new_context() const override {
         auto desc = tfm_.new_desc();
@@ -145,6 +146,7 @@ public:
     std::size_t digest_size() const noexcept override { return tfm_.digestsize(); }
     bool is_async() const noexcept override { return tfm_.is_async(); }
     const std::string& driver() const noexcept override { return tfm_.info().driver; }
+    const std::string& generic_name() const noexcept override { return tfm_.info().name; }
 
     Result<std::unique_ptr<HashContext>> new_context() const override {
         return std::unique_ptr<HashContext>(std::make_unique<AhashContext>(tfm_, salt_, place_));
@@ -161,6 +163,12 @@ Error not_a_hash(std::string_view name, const Error& e) {
 }
 
 }  // namespace
+
+std::string BlockHasher::algorithm() const {
+    std::string n = generic_name();
+    while (n.rfind("cryptd(", 0) == 0 && n.back() == ')') n = n.substr(7, n.size() - 8);
+    return n;
+}
 
 Result<std::shared_ptr<BlockHasher>> BlockHasher::create(Registry& reg, std::string_view name,
                                                          ConstBytes salt, SaltPlacement place,

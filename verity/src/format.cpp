@@ -14,6 +14,8 @@ Result<FormatResult> format_tree(Registry& reg, const VerityParams& params, Back
     auto setup = prepare_tree(reg, params, data, hash, opts.mode);
     if (!setup) return setup.error();
     auto& [hasher, geometry] = *setup;
+    VerityParams recorded = params;  // what the superblock and the summary name
+    recorded.hash_name = hasher->algorithm();
     auto ctx = hasher->new_context();
     if (!ctx) return ctx.error();
 
@@ -27,13 +29,13 @@ Result<FormatResult> format_tree(Registry& reg, const VerityParams& params, Back
     if (!root) return root.error();
 
     if (params.superblock) {
-        auto sb = encode_superblock(params);
+        auto sb = encode_superblock(recorded);
         if (!sb) return sb.error();
         if (hash.write(params.hash_offset, *sb) != Status::Ok)
             return make_error(Status::IoError, "cannot write the superblock");
     }
     if (hash.flush() != Status::Ok) return make_error(Status::IoError, "cannot flush the hash device");
-    return FormatResult{params, std::move(geometry), std::move(*root), hasher->driver()};
+    return FormatResult{recorded, std::move(geometry), std::move(*root), hasher->driver()};
 }
 
 }  // namespace blkcrypt::verity

@@ -13,6 +13,7 @@
 #include <blkcrypt/status.hpp>
 
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -49,7 +50,13 @@ public:
     virtual bool is_async() const noexcept = 0;
     // The driver that hashes, e.g. "sha256-openssl".
     virtual const std::string& driver() const noexcept = 0;
+    // The algorithm, as a superblock records it: the generic name, without
+    // a cryptd(...) wrapper (how it runs is not part of the format).
+    std::string algorithm() const;
     virtual Result<std::unique_ptr<HashContext>> new_context() const = 0;
+
+protected:
+    virtual const std::string& generic_name() const noexcept = 0;
 };
 
 }  // namespace blkcrypt::verity
