@@ -77,7 +77,13 @@ int run_digest(Args args) {
         ("threads", po::value<std::string>()->value_name("N"), "hashing threads (default: all cores)");
     cl.hidden.add_options()("file", po::value<std::vector<std::string>>(), "input files");
     cl.positional.add("file", -1);
-    auto vm = parse_command_line(cl, args);
+    // fsverity-utils takes "--salt=" as no salt; Boost refuses an empty "=".
+    std::vector<std::string> words;
+    for (const auto& a : args) {
+        if (a == "--salt=") words.insert(words.end(), {"--salt", ""});
+        else words.push_back(a);
+    }
+    auto vm = parse_command_line(cl, words);
     if (!vm) return 0;
     if (!vm->count("file")) throw UsageError("no FILE given");
     const auto files = (*vm)["file"].as<std::vector<std::string>>();
