@@ -8,13 +8,14 @@
 #include <blkcrypt/verity/tree.hpp>
 
 #include <functional>
+#include <memory>
 
 namespace blkcrypt::verity {
 
 // digests holds count * digest_size bytes for blocks [first, first+count).
 using DigestSink = std::function<Result<void>(uint64_t first, uint64_t count, ConstBytes digests)>;
 
-Result<void> hash_blocks(const BlockHasher& hasher, dm::BackingStore& store, uint64_t offset,
+Result<void> hash_blocks(const std::shared_ptr<BlockHasher>& hasher, dm::BackingStore& store, uint64_t offset,
                          uint32_t block_size, uint64_t nblocks, const TreeOptions& opts,
                          const DigestSink& sink);
 

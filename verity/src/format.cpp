@@ -20,7 +20,7 @@ Result<FormatResult> format_tree(Registry& reg, const VerityParams& params, Back
     if (!ctx) return ctx.error();
 
     TreeWriter writer(params, geometry, **ctx, hash);
-    auto streamed = hash_blocks(*hasher, data, 0, params.data_block_size, params.data_blocks, opts,
+    auto streamed = hash_blocks(hasher, data, 0, params.data_block_size, params.data_blocks, opts,
                                 [&](uint64_t, uint64_t, ConstBytes digests) {
                                     return writer.add_leaf_digests(digests);
                                 });

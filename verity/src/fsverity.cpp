@@ -4,7 +4,7 @@
 // final root-first offset as soon as it is full.
 #include <blkcrypt/verity/fsverity.hpp>
 
-#include "fsverity_hasher.hpp"
+#include "parallel_hasher.hpp"
 
 #include <blkcrypt/registry.hpp>
 #include <blkcrypt/shash.hpp>
@@ -99,7 +99,7 @@ struct FsverityBuilder::Impl {
 
     const FsverityHashAlg* alg;
     Shash shash;
-    detail::LeafHasher leaves;
+    std::unique_ptr<ParallelHasher> leaves;
     FsverityParams params;
     uint64_t file_size;
     FsverityTreeSink sink;
@@ -112,7 +112,7 @@ struct FsverityBuilder::Impl {
     std::vector<uint8_t> root;
     bool failed = false;
 
-    Impl(const FsverityHashAlg* a, Shash h, detail::LeafHasher l, const FsverityParams& p,
+    Impl(const FsverityHashAlg* a, Shash h, std::unique_ptr<ParallelHasher> l, const FsverityParams& p,
          uint64_t size, FsverityTreeSink s)
         : alg(a), shash(std::move(h)), leaves(std::move(l)), params(p), file_size(size),
           sink(std::move(s)), bs(p.block_size), ds(a->digest_size), root(ds, 0) {
@@ -147,7 +147,7 @@ struct FsverityBuilder::Impl {
         Level& l = levels[li];
         std::fill(l.buf.begin() + static_cast<std::ptrdiff_t>(l.fill), l.buf.end(), 0);
         uint8_t d[kFsverityMaxDigestSize];
-        const Status s = leaves.first().hash_blocks(l.buf, bs, {d, ds});
+        const Status s = leaves->own_context().hash_one(l.buf, {d, ds});
         if (s != Status::Ok) return make_error(s, std::string("fs-verity: hashing failed: ") + to_string(s));
         if (l.next >= l.blocks) return make_error(Status::Invalid, "fs-verity: tree level overflow");
         if (sink) {
@@ -161,7 +161,7 @@ struct FsverityBuilder::Impl {
     Result<void> hash_leaves(ConstBytes blocks) {
         const std::size_t n = blocks.size() / bs;
         digests.resize(n * ds);
-        const Status s = leaves.hash_blocks(blocks, bs, digests);
+        const Status s = leaves->hash(blocks, bs, digests);
         if (s != Status::Ok) return make_error(s, std::string("fs-verity: hashing failed: ") + to_string(s));
         for (std::size_t i = 0; i < n; ++i)
             if (auto r = push(0, &digests[i * ds]); !r) return r;
@@ -248,7 +248,9 @@ Result<FsverityBuilder> FsverityBuilder::create(Registry& reg, const FsverityPar
                       alg->input_block_size);
     unsigned threads = p.threads ? p.threads : std::max(1u, std::thread::hardware_concurrency());
     threads = std::min(threads, kMaxThreads);
-    auto leaves = detail::LeafHasher::create(*h, padded, threads);
+    auto hasher = BlockHasher::create(reg, alg->name, padded, SaltPlacement::Before, HashMode::Sync);
+    if (!hasher) return hasher.error();
+    auto leaves = ParallelHasher::create(*hasher, threads);
     if (!leaves) return leaves.error();
     return FsverityBuilder(std::make_unique<Impl>(alg, std::move(h).value(), std::move(leaves).value(),
                                                   p, file_size, std::move(sink)));

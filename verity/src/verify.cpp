@@ -81,7 +81,7 @@ Result<VerifyReport> verify_tree(Registry& reg, const VerityParams& params, Cons
                                                " bytes; " + params.hash_name + " digests have " +
                                                std::to_string(g.digest_size));
     Checker checker(params, g, hash, root_hash);
-    auto data_pass = hash_blocks(*hasher, data, 0, params.data_block_size, params.data_blocks, opts,
+    auto data_pass = hash_blocks(hasher, data, 0, params.data_block_size, params.data_blocks, opts,
                                  [&](uint64_t first, uint64_t n, ConstBytes d) {
                                      return checker.compare(0, first, n, d);
                                  });
@@ -89,7 +89,7 @@ Result<VerifyReport> verify_tree(Registry& reg, const VerityParams& params, Cons
     TreeOptions quiet = opts;
     quiet.progress = nullptr;
     for (unsigned lv = 0; lv < g.levels(); ++lv) {
-        auto pass = hash_blocks(*hasher, hash, g.level_start[lv] * params.hash_block_size,
+        auto pass = hash_blocks(hasher, hash, g.level_start[lv] * params.hash_block_size,
                                 params.hash_block_size, g.level_blocks[lv], quiet,
                                 [&](uint64_t first, uint64_t n, ConstBytes d) {
                                     return checker.compare(lv + 1, first, n, d);
