@@ -378,14 +378,10 @@ int run_crypt(Args args) {
         ("progress", po::bool_switch(), "show a progress bar when stderr is a terminal")
         ("device", po::value<std::string>()->value_name("PATH"), "crypt table: the device of the line")
         ("show-key", po::bool_switch(), "crypt table: print the key instead of zeros");
-    cl.hidden.add_options()
-        ("action", po::value<std::string>()->required())
-        ("files", po::value<std::vector<std::string>>());
-    cl.positional.add("action", 1).add("files", -1);
+    add_action_arguments(cl);
     auto vm = parse_command_line(cl, args);
     if (!vm) return 0;
-    const auto& action = (*vm)["action"].as<std::string>();
-    const auto files = vm->count("files") ? (*vm)["files"].as<std::vector<std::string>>() : std::vector<std::string>{};
+    const auto [action, files] = action_arguments(*vm);
     if (action == "table") return run_table(*vm, files);
     if (action == "encrypt" || action == "decrypt") return run_copy(*vm, action == "encrypt", files);
     throw UsageError("unknown action '" + action + "': use encrypt, decrypt or table");

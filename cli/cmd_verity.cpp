@@ -155,15 +155,10 @@ int run_verity(Args args) {
                    "dm-verity table line cryptsetup would load; read serves the data through the\n"
                    "verity read path (per-block checks, kernel policies), like reading /dev/mapper."};
     add_verity_options(cl.options);
-    cl.hidden.add_options()
-        ("action", po::value<std::string>()->required())
-        ("files", po::value<std::vector<std::string>>());
-    cl.positional.add("action", 1).add("files", -1);
+    add_action_arguments(cl);
     auto vm = parse_command_line(cl, args);
     if (!vm) return 0;
-    const auto& action = (*vm)["action"].as<std::string>();
-    const auto files = vm->count("files") ? (*vm)["files"].as<std::vector<std::string>>()
-                                          : std::vector<std::string>{};
+    const auto [action, files] = action_arguments(*vm);
     if (action == "format") return run_format(*vm, files);
     if (action == "verify") return run_verify(*vm, files);
     if (action == "dump") return run_dump(*vm, files);

@@ -39,6 +39,19 @@ std::optional<po::variables_map> parse_command_line(CommandLine& cl, Args args) 
     return vm;
 }
 
+void add_action_arguments(CommandLine& cl) {
+    cl.hidden.add_options()
+        ("action", po::value<std::string>()->required())
+        ("files", po::value<std::vector<std::string>>());
+    cl.positional.add("action", 1).add("files", -1);
+}
+
+ActionArgs action_arguments(const po::variables_map& vm) {
+    ActionArgs a{vm["action"].as<std::string>(), {}};
+    if (vm.count("files")) a.files = vm["files"].as<std::vector<std::string>>();
+    return a;
+}
+
 bool encrypt_requested(const po::variables_map& vm) {
     const bool enc = vm["encrypt"].as<bool>();
     if (enc == vm["decrypt"].as<bool>())

@@ -48,6 +48,15 @@ struct CommandLine {
 // (the command then exits 0); Boost's complaints become UsageError.
 std::optional<po::variables_map> parse_command_line(CommandLine& cl, Args args);
 
+// Commands of the form "blkcrypt CMD ACTION FILE...": declares the hidden
+// positional options, and reads them back after parsing.
+void add_action_arguments(CommandLine& cl);
+struct ActionArgs {
+    std::string action;
+    std::vector<std::string> files;
+};
+ActionArgs action_arguments(const po::variables_map& vm);
+
 // True for --encrypt, false for --decrypt; exactly one must be given.
 bool encrypt_requested(const po::variables_map& vm);
 
