@@ -35,8 +35,7 @@ int run_aead(Args args) {
     refuse_same_file(in_path, out_path);
     const auto aad = decode_hex((*vm)["aad"].as<std::string>(), "--aad");
 
-    blkcrypt::Registry reg;
-    blkcrypt::register_defaults(reg);
+    blkcrypt::Registry& reg = registry();
     const std::string name = name_to_alloc(reg, *vm);
     auto tfm = blkcrypt::Aead::alloc(reg, name);
     if (!tfm) throw_alloc_error(reg, name, tfm.error());

@@ -153,8 +153,7 @@ int run_table(const po::variables_map& vm, const std::vector<std::string>& files
         throw UsageError("--size must be a non-zero multiple of the sector size (" +
                          std::to_string(step) + " sectors)");
     // Check the cipher and key length on one sector of memory, as the kernel's crypt_ctr would.
-    blkcrypt::Registry reg;
-    blkcrypt::register_defaults(reg);
+    blkcrypt::Registry& reg = registry();
     dm::TargetOptions opts;
     opts.threads = 1;
     dm::CryptTable probe = t;  // one sector at the start of the memory store
@@ -272,8 +271,7 @@ int run_copy(const po::variables_map& vm, bool enc, const std::vector<std::strin
     std::condition_variable cv;
     std::vector<Slot> slots(depth);
     for (auto& s : slots) s.buf.resize(kChunk);
-    blkcrypt::Registry reg;
-    blkcrypt::register_defaults(reg);
+    blkcrypt::Registry& reg = registry();
     auto target = make_target(reg, table, store, length, opts);
 
     Progress progress(vm["progress"].as<bool>(), total);

@@ -105,8 +105,7 @@ int run_digest(Args args) {
     for (const auto* out : {&tree_path, &desc_path})
         if (!out->empty()) refuse_same_file(files[0], *out);
 
-    blkcrypt::Registry reg;
-    blkcrypt::register_defaults(reg);
+    blkcrypt::Registry& reg = registry();
     std::optional<SignalGuard> guard;
     if (!tree_path.empty() || !desc_path.empty()) guard.emplace();
 

@@ -139,8 +139,7 @@ int run_hash(Args args) {
     const auto files = vm->count("file") ? (*vm)["file"].as<std::vector<std::string>>()
                                          : std::vector<std::string>{"-"};
 
-    blkcrypt::Registry reg;
-    blkcrypt::register_defaults(reg);
+    blkcrypt::Registry& reg = registry();
     HashHandle h = open_hash(reg, name_to_alloc(reg, *vm));
     if (vm->count("key")) {
         const auto key = decode_secret_hex((*vm)["key"].as<std::string>(), "--key");

@@ -105,8 +105,7 @@ int run_list(Args args) {
     auto vm = parse_command_line(cl, args);
     if (!vm) return 0;
 
-    blkcrypt::Registry reg;
-    blkcrypt::register_defaults(reg);
+    blkcrypt::Registry& reg = registry();
     const auto algs = reg.list();
     if (vm->count("json")) print_json(algs);
     else print_text(algs);

@@ -23,8 +23,7 @@ int run_selftest(Args args) {
     const auto requested =
         vm->count("name") ? (*vm)["name"].as<std::vector<std::string>>() : std::vector<std::string>{};
 
-    blkcrypt::Registry reg;
-    blkcrypt::register_defaults(reg);
+    blkcrypt::Registry& reg = registry();
 
     // Look each name up first so that template instances get built; an
     // instance that failed while being built is still tested (and reported) below.

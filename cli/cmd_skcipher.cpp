@@ -32,8 +32,7 @@ int run_skcipher(Args args) {
     refuse_same_file(in_path, out_path);
 
     // Every usage check happens before any input is read.
-    blkcrypt::Registry reg;
-    blkcrypt::register_defaults(reg);
+    blkcrypt::Registry& reg = registry();
     const std::string name = name_to_alloc(reg, *vm);
     auto tfm = blkcrypt::Skcipher::alloc(reg, name);
     if (!tfm) throw_alloc_error(reg, name, tfm.error());

@@ -47,8 +47,7 @@ int run_format(const po::variables_map& vm, const std::vector<std::string>& file
     const bool in_place = same_file(data_path, hash_path);
     Store data = open_store(data_path, in_place);
     auto params = params_from_options(vm, data->size(), true);
-    blkcrypt::Registry reg;
-    blkcrypt::register_defaults(reg);
+    blkcrypt::Registry& reg = registry();
     auto geometry = vy::plan_tree(reg, params);
     if (!geometry) throw UsageError(geometry.error().message);
     const uint64_t need = geometry->hash_device_size(params);
@@ -91,8 +90,7 @@ int run_verify(const po::variables_map& vm, const std::vector<std::string>& file
     Store data = open_store(files[0], false);
     Store hash = same_file(files[0], files[1]) ? data : open_store(files[1], false);
     const auto params = load_params(vm, *hash, data->size());
-    blkcrypt::Registry reg;
-    blkcrypt::register_defaults(reg);
+    blkcrypt::Registry& reg = registry();
     auto geometry = vy::plan_tree(reg, params);
     if (!geometry) throw UsageError(geometry.error().message);
     if (root.size() != geometry->digest_size)
@@ -133,8 +131,7 @@ int run_dump(const po::variables_map& vm, const std::vector<std::string>& files)
     if (vm["no-superblock"].as<bool>()) throw UsageError("dump needs a superblock");
     Store hash = open_store(files[0], false);
     const auto params = load_params(vm, *hash, 0);
-    blkcrypt::Registry reg;
-    blkcrypt::register_defaults(reg);
+    blkcrypt::Registry& reg = registry();
     auto geometry = vy::plan_tree(reg, params);
     if (!geometry) throw Failure(geometry.error().message);
     print_verity_summary(files[0], params, *geometry, "", vm["json"].as<bool>());

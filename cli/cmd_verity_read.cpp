@@ -102,15 +102,13 @@ vy::VerityTable table_from_files(blkcrypt::Registry& reg, const po::variables_ma
 }  // namespace
 
 int run_verity_table(const po::variables_map& vm, const std::vector<std::string>& files) {
-    blkcrypt::Registry reg;
-    blkcrypt::register_defaults(reg);
+    blkcrypt::Registry& reg = registry();
     std::cout << table_from_files(reg, vm, files).line() << "\n";
     return 0;
 }
 
 int run_verity_read(const po::variables_map& vm, const std::vector<std::string>& files) {
-    blkcrypt::Registry reg;
-    blkcrypt::register_defaults(reg);
+    blkcrypt::Registry& reg = registry();
     vy::VerityTable table;
     if (vm.count("table")) {
         if (!files.empty()) throw UsageError("give either --table or DATA HASH ROOT_HEX");

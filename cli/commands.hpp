@@ -3,6 +3,7 @@
 #pragma once
 
 #include "common.hpp"
+#include "registry.hpp"
 
 namespace cli {
 

@@ -1,6 +1,7 @@
 // blkcrypt: dispatches the first word to a command and maps exceptions to exit
 // codes (2: usage error, 1: operational failure).
 #include "commands.hpp"
+#include "registry.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -30,8 +31,10 @@ constexpr Command kCommands[] = {
 };
 
 void print_help() {
-    std::cout << "Usage: blkcrypt COMMAND [OPTIONS...]\n"
+    std::cout << "Usage: blkcrypt [--plugin PATH]... COMMAND [OPTIONS...]\n"
                  "       blkcrypt --help | --version\n\n"
+                 "--plugin PATH loads a plugin (repeatable, any position); so do the *.so files\n"
+                 "in the directories of BLKCRYPT_PLUGIN_PATH (colon-separated).\n\n"
                  "Commands:\n";
     for (const auto& c : kCommands) {
         std::string name(c.name);
@@ -75,7 +78,7 @@ int dispatch(const std::vector<std::string>& words) {
 
 int main(int argc, char** argv) {
     try {
-        const std::vector<std::string> words(argv + 1, argv + argc);
+        const auto words = cli::take_plugin_options(std::vector<std::string>(argv + 1, argv + argc));
         const int rc = dispatch(words);
         if (!std::cout.flush()) throw cli::Failure("stdout: write error");
         return rc;

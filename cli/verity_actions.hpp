@@ -3,6 +3,7 @@
 #pragma once
 
 #include "common.hpp"
+#include "registry.hpp"
 
 #include <blkcrypt/dm/backing_store.hpp>
 #include <blkcrypt/verity/params.hpp>

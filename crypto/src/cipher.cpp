@@ -13,7 +13,16 @@ Result<Cipher> Cipher::alloc(Registry& reg, std::string_view name) {
 Cipher::Cipher(AlgRef ref, std::unique_ptr<CipherTfm> tfm)
     : ref_(std::move(ref)), tfm_(std::move(tfm)), keyed_(!ref_.info().needs_key) {}
 Cipher::Cipher(Cipher&&) noexcept = default;
-Cipher& Cipher::operator=(Cipher&&) noexcept = default;
+// The old transform goes before its algorithm: a plugin's code must stay
+// mapped while its transform is destroyed.
+Cipher& Cipher::operator=(Cipher&& o) noexcept {
+    if (this == &o) return *this;
+    tfm_.reset();
+    ref_ = std::move(o.ref_);
+    tfm_ = std::move(o.tfm_);
+    keyed_ = o.keyed_;
+    return *this;
+}
 Cipher::~Cipher() = default;
 
 Status Cipher::setkey(ConstBytes key) {

@@ -52,6 +52,7 @@ struct Registry::Impl {
     std::vector<Entry> algs;
     std::map<std::string, std::shared_ptr<Template>, std::less<>> templates;
     std::map<std::string, std::shared_future<Result<void>>, std::less<>> inflight;
+    std::map<std::string, std::shared_ptr<void>, std::less<>> attachments;
 
     // Under mu. type == nullptr: any type.
     struct Found {
@@ -198,6 +199,11 @@ static Result<void> register_entry(Registry::Impl& im, std::shared_ptr<Alg> alg,
     return {};
 }
 
+std::shared_ptr<void>& Registry::attachment(std::string_view key) {
+    std::lock_guard lk(impl_->mu);
+    return impl_->attachments[std::string(key)];
+}
+
 Result<void> Registry::register_alg(std::shared_ptr<Alg> alg) {
     return register_entry(*impl_, std::move(alg), nullptr);
 }
@@ -293,7 +299,10 @@ Result<std::shared_ptr<const Alg>> lookup_impl(Registry& reg, Registry::Impl& im
             outcome = inst.error();
         } else {
             std::shared_ptr<Alg> alg = std::move(inst.value());
-            if (!alg->module_handle) alg->module_handle = tmpl->module_handle;
+            if (tmpl->module_handle) {  // built by a plugin's code
+                alg->set_module(tmpl->module);
+                alg = bind_module(std::move(alg), tmpl->module_handle);
+            }
             auto r = register_entry(im, alg, tmpl.get());
             std::lock_guard lk2(im.mu);
             auto again = im.find(alg->info().driver, nullptr);

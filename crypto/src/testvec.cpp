@@ -1,7 +1,9 @@
 #include <blkcrypt/internal/testvec.hpp>
 
 #include <cctype>
+#include <memory>
 #include <mutex>
+#include <set>
 
 namespace blkcrypt {
 
@@ -148,11 +150,45 @@ std::vector<std::string> builtin_vector_names() {
     return names;
 }
 
+namespace {
+// Vectors added at run time (plugins). Sets are never changed once added, so
+// references handed out stay valid; a name gets vectors from one place only.
+struct Added {
+    std::mutex mu;
+    std::map<std::string, std::unique_ptr<const std::vector<TestVector>>, std::less<>> sets;
+    std::set<std::string> texts;  // source + text already added (a plugin loaded again)
+};
+Added& added() {
+    static Added a;
+    return a;
+}
+}  // namespace
+
 const std::vector<TestVector>& builtin_vectors(std::string_view generic_name) {
     static const std::vector<TestVector> none;
     const Index& idx = index();
-    auto it = idx.find(generic_name);
-    return it == idx.end() ? none : it->second;
+    if (auto it = idx.find(generic_name); it != idx.end()) return it->second;
+    Added& a = added();
+    std::lock_guard lk(a.mu);
+    auto it = a.sets.find(generic_name);
+    return it == a.sets.end() ? none : *it->second;
+}
+
+Result<void> add_vectors(std::string_view text, std::string_view source) {
+    auto sets = parse_vector_file(text, source);
+    if (!sets) return sets.error();
+    Added& a = added();
+    std::lock_guard lk(a.mu);
+    const std::string key = std::string(source) + '\n' + std::string(text);
+    if (a.texts.count(key)) return {};
+    for (const auto& s : *sets)
+        if (index().count(s.name) || a.sets.count(s.name))
+            return make_error(Status::Invalid, std::string(source) + ": vectors for '" + s.name +
+                                                   "' already exist");
+    for (auto& s : *sets)
+        a.sets.emplace(s.name, std::make_unique<const std::vector<TestVector>>(std::move(s.vectors)));
+    a.texts.insert(key);
+    return {};
 }
 
 }  // namespace blkcrypt

@@ -70,11 +70,11 @@ Result<void> name_alg(CryptTable& t) {
     } else if (m == "random") {
         return bad("IV mode 'random' needs per-sector integrity metadata (dm-integrity), "
                    "which blkcrypt does not provide");
-    } else if (m == "plain" || m == "plain64" || m == "plain64be" || m == "benbi" ||
-               m == "null" || m == "lmk" || m == "tcw" || m == "eboiv" || m == "elephant") {
-        t.alg_name = m + "(" + t.api + ")";
     } else {
-        return bad("Invalid IV mode '" + m + "'");
+        // plain, plain64, benbi, lmk, ... or an IV template a plugin
+        // registered: the crypt target's registry lookup decides. ivopts,
+        // when given, become the template's second argument.
+        t.alg_name = m + "(" + t.api + (t.ivopts.empty() ? "" : "," + t.ivopts) + ")";
     }
     if (auto n = AlgName::parse(t.alg_name); !n) return bad(n.error().message);
     return {};

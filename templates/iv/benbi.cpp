@@ -1,7 +1,7 @@
 // benbi(X): the last 8 bytes of the IV = BE64 of the 1-based count of
 // cipher-block-sized units ((sector << shift) + 1, shift = 9 - log2 blocksize),
 // dm-crypt's "benbi", for LRW's narrow-block tweak.
-#include "geniv.hpp"
+#include <blkcrypt/internal/geniv.hpp>
 
 #include <bit>
 

@@ -5,7 +5,7 @@
 // for cbc, AES_K(byte offset). As in the kernel it is computed with the
 // first transform (any_tfm(cc), key 0) whatever key the data unit uses, and
 // X's block size must equal its IV size.
-#include "geniv.hpp"
+#include <blkcrypt/internal/geniv.hpp>
 
 #include <cstring>
 

@@ -11,7 +11,7 @@
 // Write: copy the plaintext to dst, XOR ks into every 32 bytes, diffuser A
 // encrypt, diffuser B encrypt (on little-endian u32 words), then CBC in place.
 // Read: CBC-decrypt, then diffuser B decrypt, A decrypt, XOR ks.
-#include "geniv.hpp"
+#include <blkcrypt/internal/geniv.hpp>
 
 #include <blkcrypt/secure_buffer.hpp>
 

@@ -1,4 +1,4 @@
-#include "geniv.hpp"
+#include <blkcrypt/internal/geniv.hpp>
 
 #include <blkcrypt/secure_buffer.hpp>
 

@@ -14,7 +14,7 @@
 // Key: dm-crypt gives lmk 64 keys (key_count). Version 3 is recognised, as
 // the kernel does, by a key that does not split into key_count parts: then
 // key_count + 1 equal parts, the last being the seed (its first 16 bytes).
-#include "geniv.hpp"
+#include <blkcrypt/internal/geniv.hpp>
 
 #include <blkcrypt/secure_buffer.hpp>
 

@@ -1,6 +1,6 @@
 // null(X): an all-zero IV for every sector (dm-crypt's "null"; for
 // compatibility with old images, no security).
-#include "geniv.hpp"
+#include <blkcrypt/internal/geniv.hpp>
 
 namespace blkcrypt {
 namespace {

@@ -1,6 +1,6 @@
 // plain(X): IV = LE32 of the low 32 bits of the sector number, zero padded
 // (dm-crypt's "plain"; wraps at 2^32 sectors, kept for old volumes).
-#include "geniv.hpp"
+#include <blkcrypt/internal/geniv.hpp>
 
 namespace blkcrypt {
 namespace {

@@ -1,7 +1,7 @@
 // plain64(X): IV = LE64 of the sector number, zero padded (dm-crypt's
 // "plain64", the usual choice for xts). Also the base of "essiv": dm-crypt's
 // aes-cbc-essiv:sha256 is plain64(essiv(cbc(aes),sha256)).
-#include "geniv.hpp"
+#include <blkcrypt/internal/geniv.hpp>
 
 namespace blkcrypt {
 namespace {

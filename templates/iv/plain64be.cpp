@@ -1,6 +1,6 @@
 // plain64be(X): IV = BE64 of the sector number in the LAST 8 bytes of the IV,
 // the rest zero (dm-crypt's "plain64be").
-#include "geniv.hpp"
+#include <blkcrypt/internal/geniv.hpp>
 
 namespace blkcrypt {
 namespace {

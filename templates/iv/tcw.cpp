@@ -12,7 +12,7 @@
 // Write: CBC-encrypt, then whiten the ciphertext (post, on dst).
 // Read: remove the whitening from the ciphertext first — into dst, so an
 // out-of-place request leaves its source alone — then decrypt in place.
-#include "geniv.hpp"
+#include <blkcrypt/internal/geniv.hpp>
 
 #include <blkcrypt/secure_buffer.hpp>
 

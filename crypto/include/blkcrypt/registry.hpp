@@ -77,6 +77,10 @@ public:
     // driver name is in `names` (all when empty); returns their new status.
     std::vector<AlgStatus> run_selftests(std::span<const std::string> names);
 
+    // Storage for companion modules that keep per-registry state (the
+    // plugin loader); lives as long as the registry.
+    std::shared_ptr<void>& attachment(std::string_view key);
+
     struct Impl;  // opaque
 
 private:

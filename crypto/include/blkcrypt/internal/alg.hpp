@@ -39,8 +39,8 @@ public:
     // The generic name whose vectors test this algorithm, when it is not
     // info().name (cryptd(X) is tested with X's vectors).
     std::string test_name;
-    // Keeps the shared object of a plugin loaded while the algorithm lives.
-    std::shared_ptr<void> module_handle;
+    // Who registered it, as `blkcrypt list` shows (the plugin loader sets it).
+    void set_module(std::string module) { info_.module = std::move(module); }
 
     // Bookkeeping owned by the registry and AlgRef.
     mutable std::atomic<int> users{0};
@@ -162,6 +162,11 @@ public:
     using Alg::Alg;
     virtual std::unique_ptr<AhashTfm> create_tfm() const = 0;
 };
+
+// The same algorithm, in a shared_ptr that keeps `module` (a plugin's shared
+// object) loaded until the algorithm is destroyed. Its control block lives in
+// libblkcrypt, so the plugin's code is never unmapped while it still runs.
+std::shared_ptr<Alg> bind_module(std::shared_ptr<Alg> alg, std::shared_ptr<void> module);
 
 // ---- adapters the type layer applies (also useful to templates) ------------
 // A cipher as an ECB skcipher (ivsize 0, whole blocks only).

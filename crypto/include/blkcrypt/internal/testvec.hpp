@@ -43,8 +43,13 @@ struct VectorSet {
 // Parse one file's text. Errors name the file and line.
 Result<std::vector<VectorSet>> parse_vector_file(std::string_view text, std::string_view file);
 
-// All vectors compiled into the library for this generic name (empty if none).
+// The vectors for this generic name: compiled into the library, or added
+// with add_vectors (empty if none).
 const std::vector<TestVector>& builtin_vectors(std::string_view generic_name);
+
+// Adds vectors at run time (a plugin's own), in the format above. Refused
+// for a name that already has vectors. Process-wide; never removed.
+Result<void> add_vectors(std::string_view text, std::string_view source);
 
 // Parse errors in the compiled-in files (a file that does not parse is
 // skipped by builtin_vectors; the test suite asserts this list is empty).
