@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Install a built tree to a temporary prefix and consume it from outside:
+#   1. cmake --install BUILD --prefix TMP/prefix; the expected files are there
+#   2. no installed header or package file refers to Crypto++ or OpenSSL
+#   3. every installed header compiles on its own with only -I PREFIX/include
+#   4. examples/ configures against the prefix (find_package), builds, and
+#      all five programs run
+#   5. one example builds with $(pkg-config --cflags --libs blkcrypt) and runs
+#   6. PREFIX/bin/blkcrypt --version runs (RPATH $ORIGIN/../lib)
+# Usage: test_install.sh BUILD_DIR SOURCE_DIR. Leaves nothing behind.
+set -euo pipefail
+
+build=$(cd "${1:?usage: $0 BUILD_DIR SOURCE_DIR}" && pwd)
+src=$(cd "${2:?usage: $0 BUILD_DIR SOURCE_DIR}" && pwd)
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/blkcrypt-install.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+prefix=$tmp/prefix
+examples=(essiv_buffer dmcrypt_bio async_cryptd custom_template verity_verify)
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+step() { echo "== $*"; }
+cache() { sed -n "s/^$1:[A-Z]*=//p" "$build/CMakeCache.txt"; }
+
+# Consumers are built with the compiler (and sanitizers) the library was.
+cxx=$(cache CMAKE_CXX_COMPILER)
+cxx=${cxx:-c++}
+san=$(cache BLKCRYPT_SANITIZE)
+sanflags=()
+[[ -n $san ]] && sanflags=(-fsanitize="$san" -fno-omit-frame-pointer)
+# Without -j the consumer builds would be serial; 2 at most on shared machines.
+jobs=2
+
+step "cmake --install $build --prefix <tmp>/prefix"
+cmake --install "$build" --prefix "$prefix" > "$tmp/install.log" || { cat "$tmp/install.log"; fail "install"; }
+
+lib=$(find "$prefix" -name 'libblkcrypt.so' 2>/dev/null | head -n 1 || true)
+[[ -n $lib ]] || fail "libblkcrypt.so not installed"
+libdir=$(dirname "$lib")
+[[ -L $lib ]] || fail "libblkcrypt.so is not the development symlink"
+soname=$(readelf -d "$lib" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+[[ -n $soname && -e $libdir/$soname ]] || fail "SONAME link '$soname' missing in $libdir"
+for f in "$prefix/bin/blkcrypt" "$libdir/cmake/blkcrypt/blkcryptConfig.cmake" \
+         "$libdir/cmake/blkcrypt/blkcryptConfigVersion.cmake" \
+         "$libdir/cmake/blkcrypt/blkcryptTargets.cmake" "$libdir/pkgconfig/blkcrypt.pc" \
+         "$prefix/include/blkcrypt/registry.hpp" "$prefix/include/blkcrypt/internal/template.hpp" \
+         "$prefix/include/blkcrypt/dm/crypt_target.hpp" "$prefix/include/blkcrypt/verity/tree.hpp"; do
+    [[ -e $f ]] || fail "not installed: ${f#"$prefix"/}"
+done
+mapfile -t headers < <(cd "$prefix/include" && find . -type f \( -name '*.hpp' -o -name '*.h' \) | sed 's|^\./||' | sort)
+echo "   ${#headers[@]} headers, $(basename "$(readlink -f "$lib")") ($soname)"
+
+step "no Crypto++/OpenSSL in the installed interface"
+# Includes (or mentions, e.g. in comments) of their headers, and their types.
+if grep -rnE '(cryptopp|crypto\+\+|openssl)/[A-Za-z0-9_./]+\.h' "$prefix/include" ||
+   grep -rnE 'CryptoPP::|\b(EVP|OSSL|BIO|BN|EC)_[A-Z0-9_]*(CTX|CIPHER|MD|PKEY|KEY|METHOD)\b' "$prefix/include"; then
+    fail "an installed header refers to Crypto++/OpenSSL"
+fi
+# (comment lines aside: they may say that these are private)
+if grep -rniE 'cryptopp|crypto\+\+|openssl|libcrypto' "$libdir/cmake/blkcrypt" "$libdir/pkgconfig/blkcrypt.pc" |
+   grep -vE '^[^:]+:[0-9]+:[[:space:]]*#'; then
+    fail "the CMake package or blkcrypt.pc needs Crypto++/OpenSSL"
+fi
+
+step "every header compiles standalone (-I<prefix>/include only)"
+mkdir "$tmp/hdr"
+i=0
+for h in "${headers[@]}"; do
+    i=$((i + 1))
+    printf '#include <%s>\n' "$h" > "$tmp/hdr/h$i.cpp"
+    printf '%s\n' "$h" > "$tmp/hdr/h$i.name"
+done
+compile_header() {
+    if ! "$cxx" -std=c++20 -fsyntax-only -Wall -Wextra -I"$prefix/include" "$1.cpp" 2> "$1.err"; then
+        echo "header does not compile on its own: $(cat "$1.name")"
+        cat "$1.err"
+        return 1
+    fi
+    [[ -s $1.err ]] && { echo "warnings in $(cat "$1.name"):"; cat "$1.err"; }
+    return 0
+}
+export -f compile_header
+export cxx prefix
+printf '%s\n' "$tmp"/hdr/h*.cpp | sed 's/\.cpp$//' |
+    xargs -P "$jobs" -I{} bash -c 'compile_header "$@"' _ {} || fail "standalone header compilation"
+
+step "examples/ via find_package(blkcrypt) with CMAKE_PREFIX_PATH=<prefix>"
+cmake -S "$src/examples" -B "$tmp/examples" -DCMAKE_PREFIX_PATH="$prefix" \
+      -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_CXX_FLAGS="${sanflags[*]}" -DCMAKE_EXE_LINKER_FLAGS="${sanflags[*]}" \
+      -DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON > "$tmp/examples.log" 2>&1 ||
+    { cat "$tmp/examples.log"; fail "configuring examples/"; }
+found=$(sed -n 's/^blkcrypt_DIR:[A-Z]*=//p' "$tmp/examples/CMakeCache.txt")
+[[ $found == "$prefix"/* ]] || fail "find_package(blkcrypt) found '$found', not the test prefix"
+cmake --build "$tmp/examples" -j "$jobs" >> "$tmp/examples.log" 2>&1 ||
+    { cat "$tmp/examples.log"; fail "building examples/"; }
+for e in "${examples[@]}"; do
+    echo "-- $e"
+    "$tmp/examples/$e" || fail "example $e exited $?"
+done
+
+step "pkg-config: g++ essiv_buffer.cpp \$(pkg-config --cflags --libs blkcrypt)"
+export PKG_CONFIG_PATH=$libdir/pkgconfig
+pc=$(pkg-config --cflags --libs blkcrypt) || fail "pkg-config blkcrypt"
+echo "   $pc"
+[[ $(pkg-config --variable=prefix blkcrypt) == "$prefix" ]] || fail "blkcrypt.pc has the wrong prefix"
+# shellcheck disable=SC2086  # the flags are meant to split
+"$cxx" -std=c++20 "${sanflags[@]}" "$src/examples/essiv_buffer.cpp" $pc -o "$tmp/essiv_pc" ||
+    fail "building with pkg-config flags"
+LD_LIBRARY_PATH=$libdir "$tmp/essiv_pc" || fail "the pkg-config build exited $?"
+
+step "<prefix>/bin/blkcrypt --version"
+# shellcheck disable=SC2016  # a literal $ORIGIN
+readelf -d "$prefix/bin/blkcrypt" | grep -qE 'R(UN)?PATH.*\$ORIGIN' || fail "the CLI has no \$ORIGIN RPATH"
+version=$(env -u LD_LIBRARY_PATH "$prefix/bin/blkcrypt" --version) || fail "blkcrypt --version"
+echo "   $version"
+echo "install test passed"
