@@ -230,7 +230,8 @@ Result<std::unique_ptr<CryptTarget>> CryptTarget::create(Registry& reg, const Cr
     }
     s = tfm->setkey(table.key);
     if (s == Status::Invalid)
-        return table_error(table, "wrong key length " + std::to_string(table.key.size()));
+        return table_error(table, "key of " + std::to_string(table.key.size()) +
+                                      " bytes refused (wrong length, or equal XTS key halves)");
     if (s != Status::Ok) return table_error(table, std::string("Error setting key: ") + to_string(s));
 
     // Geometry: the target lies within the store and covers whole sectors.

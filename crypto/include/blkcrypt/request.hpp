@@ -30,6 +30,8 @@ class CryptoWait {
 public:
     Completion callback();
     // Give it what submit returned; returns the operation's final status.
+    // The request must carry kMayBacklog: without it, Busy means rejected
+    // and no completion will ever come.
     Status wait(Status submitted);
 
 private:
