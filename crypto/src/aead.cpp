@@ -17,13 +17,8 @@ Aead::Aead(AlgRef ref, std::unique_ptr<AeadTfm> tfm)
     : ref_(std::move(ref)), tfm_(std::move(tfm)), authsize_(ref_.info().maxauthsize),
       keyed_(!ref_.info().needs_key) {}
 Aead::Aead(Aead&&) noexcept = default;
-// The old transform goes before its algorithm: a plugin's code must stay
-// mapped while its transform is destroyed.
 Aead& Aead::operator=(Aead&& o) noexcept {
-    if (this == &o) return *this;
-    tfm_.reset();
-    ref_ = std::move(o.ref_);
-    tfm_ = std::move(o.tfm_);
+    if (this != &o) rebind(ref_, tfm_, std::move(o.ref_), std::move(o.tfm_));
     authsize_ = o.authsize_;
     keyed_ = o.keyed_;
     return *this;

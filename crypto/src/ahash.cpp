@@ -22,13 +22,8 @@ Result<Ahash> Ahash::alloc(Registry& reg, std::string_view name) {
 Ahash::Ahash(AlgRef ref, std::unique_ptr<AhashTfm> tfm)
     : ref_(std::move(ref)), tfm_(std::move(tfm)), keyed_(!ref_.info().needs_key) {}
 Ahash::Ahash(Ahash&&) noexcept = default;
-// The old transform goes before its algorithm: a plugin's code must stay
-// mapped while its transform is destroyed.
 Ahash& Ahash::operator=(Ahash&& o) noexcept {
-    if (this == &o) return *this;
-    tfm_.reset();
-    ref_ = std::move(o.ref_);
-    tfm_ = std::move(o.tfm_);
+    if (this != &o) rebind(ref_, tfm_, std::move(o.ref_), std::move(o.tfm_));
     keyed_ = o.keyed_;
     return *this;
 }

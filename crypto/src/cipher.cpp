@@ -13,13 +13,8 @@ Result<Cipher> Cipher::alloc(Registry& reg, std::string_view name) {
 Cipher::Cipher(AlgRef ref, std::unique_ptr<CipherTfm> tfm)
     : ref_(std::move(ref)), tfm_(std::move(tfm)), keyed_(!ref_.info().needs_key) {}
 Cipher::Cipher(Cipher&&) noexcept = default;
-// The old transform goes before its algorithm: a plugin's code must stay
-// mapped while its transform is destroyed.
 Cipher& Cipher::operator=(Cipher&& o) noexcept {
-    if (this == &o) return *this;
-    tfm_.reset();
-    ref_ = std::move(o.ref_);
-    tfm_ = std::move(o.tfm_);
+    if (this != &o) rebind(ref_, tfm_, std::move(o.ref_), std::move(o.tfm_));
     keyed_ = o.keyed_;
     return *this;
 }

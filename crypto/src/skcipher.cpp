@@ -18,13 +18,8 @@ Result<Skcipher> Skcipher::alloc(Registry& reg, std::string_view name) {
 Skcipher::Skcipher(AlgRef ref, std::unique_ptr<SkcipherTfm> tfm)
     : ref_(std::move(ref)), tfm_(std::move(tfm)), keyed_(!ref_.info().needs_key) {}
 Skcipher::Skcipher(Skcipher&&) noexcept = default;
-// The old transform goes before its algorithm: a plugin's code must stay
-// mapped while its transform is destroyed.
 Skcipher& Skcipher::operator=(Skcipher&& o) noexcept {
-    if (this == &o) return *this;
-    tfm_.reset();
-    ref_ = std::move(o.ref_);
-    tfm_ = std::move(o.tfm_);
+    if (this != &o) rebind(ref_, tfm_, std::move(o.ref_), std::move(o.tfm_));
     keyed_ = o.keyed_;
     return *this;
 }

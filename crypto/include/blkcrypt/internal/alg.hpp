@@ -163,6 +163,15 @@ public:
     virtual std::unique_ptr<AhashTfm> create_tfm() const = 0;
 };
 
+// A handle's move-assignment: the old transform goes before its algorithm,
+// so a plugin's code stays mapped while its transform is destroyed.
+template <class Tfm>
+void rebind(AlgRef& ref, std::unique_ptr<Tfm>& tfm, AlgRef&& new_ref, std::unique_ptr<Tfm>&& new_tfm) noexcept {
+    tfm.reset();
+    ref = std::move(new_ref);
+    tfm = std::move(new_tfm);
+}
+
 // The same algorithm, in a shared_ptr that keeps `module` (a plugin's shared
 // object) loaded until the algorithm is destroyed. Its control block lives in
 // libblkcrypt, so the plugin's code is never unmapped while it still runs.
