@@ -61,7 +61,7 @@ inline std::vector<Candidate> candidates(blkcrypt::AlgType type) {
     std::vector<std::string> names = {
         "xts-aes-openssl", "cbc-aes-openssl", "ctr-aes-openssl", "ecb-aes-openssl",
         "gcm-aes-openssl",
-        "sha1-cryptopp", "sha1-openssl", "sha256-cryptopp", "sha256-openssl",
+        "sha1-cryptopp", "sha1-openssl", "sha256-cryptopp", "sha256-openssl", "sha256-ni",
         "sha512-cryptopp", "sha512-openssl", "hmac-sha256-openssl", "hmac(sha256-openssl)",
         "essiv(cbc(aes-cryptopp),sha256-cryptopp)", "essiv(cbc-aes-openssl,sha256-openssl)",
         "essiv(xts(aes-cryptopp),sha256-cryptopp)", "essiv(xts-aes-openssl,sha256-openssl)",

@@ -43,7 +43,7 @@ void per_block(benchmark::State& st, std::size_t blocks) {
 }
 
 const bool registered = [] {
-    for (const char* driver : {"sha256-openssl", "sha256-cryptopp", "sha512-openssl", "sha1-openssl"}) {
+    for (const char* driver : {"sha256-ni", "sha256-openssl", "sha256-cryptopp", "sha512-openssl", "sha1-openssl"}) {
         auto f = fixture(driver);
         if (!f) continue;
         const std::string d = driver;

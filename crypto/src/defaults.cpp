@@ -7,11 +7,17 @@ void register_cryptopp_chacha_poly(Registry& reg);  // providers/cryptopp/chacha
 void register_openssl_provider(Registry& reg);  // providers/openssl
 void register_builtin_templates(Registry& reg);  // templates/
 void register_iv_templates(Registry& reg);       // templates/iv/
+#ifdef BLKCRYPT_HAVE_X86
+void register_x86_provider(Registry& reg);  // providers/x86 (CPU-detected)
+#endif
 
 void register_defaults(Registry& reg) {
     register_cryptopp_provider(reg);
     register_cryptopp_chacha_poly(reg);
     register_openssl_provider(reg);  // after Crypto++; priority 300 over its 100
+#ifdef BLKCRYPT_HAVE_X86
+    register_x86_provider(reg);  // sha256-ni, priority 400
+#endif
     register_builtin_templates(reg);
     register_iv_templates(reg);
 }

@@ -58,6 +58,7 @@ public:
         count_ = 0;
     }
     void update(ConstBytes data) override {
+        if (data.empty()) return;  // (its pointer may be null)
         std::size_t used = count_ % kBlock;
         count_ += data.size();
         const uint8_t* p = data.data();
@@ -70,7 +71,7 @@ public:
             compress(v_, buf_.data());
         }
         for (; n >= kBlock; p += kBlock, n -= kBlock) compress(v_, p);
-        std::memcpy(buf_.data(), p, n);
+        if (n) std::memcpy(buf_.data(), p, n);  // p may be null when n is 0
     }
     void final(Bytes out) override {
         const uint64_t bits = count_ * 8;
@@ -87,11 +88,16 @@ public:
     void export_state(Bytes out) const override {
         std::memcpy(out.data(), v_.data(), 32);
         std::memcpy(out.data() + 32, &count_, 8);
-        std::memcpy(out.data() + 40, buf_.data(), kBlock);
+        const std::size_t used = count_ % kBlock;  // the rest zero, like the kernel's
+        std::memcpy(out.data() + 40, buf_.data(), used);
+        std::memset(out.data() + 40 + used, 0, kBlock - used);
     }
     Status import_state(ConstBytes in) override {
+        uint64_t count;
+        std::memcpy(&count, in.data() + 32, 8);
+        if (count >> 61) return Status::Invalid;  // its bit length would not fit the padding
+        count_ = count;
         std::memcpy(v_.data(), in.data(), 32);
-        std::memcpy(&count_, in.data() + 32, 8);
         std::memcpy(buf_.data(), in.data() + 40, kBlock);
         return Status::Ok;
     }

@@ -1,0 +1,113 @@
+#include "sha256_ni.hpp"
+
+#include <cpuid.h>
+#include <immintrin.h>
+
+namespace blkcrypt::x86 {
+
+namespace {
+
+alignas(16) constexpr uint32_t kK[64] = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+
+#define SHA_TARGET __attribute__((target("sha,sse4.1,ssse3")))
+
+// The rounds keep the state as (ABEF, CDGH) pairs of vectors.
+struct Lane {
+    __m128i abef, cdgh;
+};
+
+SHA_TARGET inline Lane load_state(const uint32_t s[8]) {
+    const __m128i dcba = _mm_shuffle_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s)), 0xB1);
+    const __m128i efgh = _mm_shuffle_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 4)), 0x1B);
+    return {_mm_alignr_epi8(dcba, efgh, 8), _mm_blend_epi16(efgh, dcba, 0xF0)};
+}
+
+SHA_TARGET inline void store_state(uint32_t s[8], Lane l) {
+    const __m128i feba = _mm_shuffle_epi32(l.abef, 0x1B);
+    const __m128i dchg = _mm_shuffle_epi32(l.cdgh, 0xB1);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(s), _mm_blend_epi16(feba, dchg, 0xF0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(s + 4), _mm_alignr_epi8(dchg, feba, 8));
+}
+
+// Message words t..t+3 for t >= 16 from the previous sixteen (w holds them
+// as four vectors, oldest at index i).
+SHA_TARGET inline __m128i schedule(const __m128i w[4], unsigned i) {
+    const __m128i m1 = _mm_sha256msg1_epu32(w[i], w[(i + 1) & 3]);
+    const __m128i t = _mm_add_epi32(m1, _mm_alignr_epi8(w[(i + 3) & 3], w[(i + 2) & 3], 4));
+    return _mm_sha256msg2_epu32(t, w[(i + 3) & 3]);
+}
+
+SHA_TARGET inline void four_rounds(Lane& l, __m128i w, unsigned g) {
+    __m128i m = _mm_add_epi32(w, _mm_load_si128(reinterpret_cast<const __m128i*>(kK + 4 * g)));
+    l.cdgh = _mm_sha256rnds2_epu32(l.cdgh, l.abef, m);
+    m = _mm_shuffle_epi32(m, 0x0E);
+    l.abef = _mm_sha256rnds2_epu32(l.abef, l.cdgh, m);
+}
+
+SHA_TARGET inline __m128i load_words(const uint8_t* p) {
+    const __m128i bswap = _mm_set_epi64x(0x0c0d0e0f08090a0bLL, 0x0405060700010203LL);
+    return _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), bswap);
+}
+
+}  // namespace
+
+bool have_sha_ni() noexcept {
+    static const bool ok = [] {
+        unsigned a = 0, b = 0, c = 0, d = 0;
+        if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+        const bool sse41 = c & bit_SSE4_1, ssse3 = c & bit_SSSE3;
+        if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+        return sse41 && ssse3 && (b & bit_SHA);
+    }();
+    return ok;
+}
+
+SHA_TARGET void sha256_ni_blocks(uint32_t state[8], const uint8_t* data, std::size_t nblocks) noexcept {
+    Lane l = load_state(state);
+    for (; nblocks; --nblocks, data += 64) {
+        const Lane saved = l;
+        __m128i w[4];
+        for (unsigned g = 0; g < 16; ++g) {
+            const unsigned i = g & 3;
+            w[i] = g < 4 ? load_words(data + 16 * g) : schedule(w, i);
+            four_rounds(l, w[i], g);
+        }
+        l.abef = _mm_add_epi32(l.abef, saved.abef);
+        l.cdgh = _mm_add_epi32(l.cdgh, saved.cdgh);
+    }
+    store_state(state, l);
+}
+
+SHA_TARGET void sha256_ni_blocks2(uint32_t sa[8], uint32_t sb[8], const uint8_t* a, const uint8_t* b,
+                                  std::size_t nblocks) noexcept {
+    Lane la = load_state(sa), lb = load_state(sb);
+    for (; nblocks; --nblocks, a += 64, b += 64) {
+        const Lane saved_a = la, saved_b = lb;
+        __m128i wa[4], wb[4];
+        // Both chains in one loop body: independent instructions the CPU
+        // can issue together.
+        for (unsigned g = 0; g < 16; ++g) {
+            const unsigned i = g & 3;
+            wa[i] = g < 4 ? load_words(a + 16 * g) : schedule(wa, i);
+            wb[i] = g < 4 ? load_words(b + 16 * g) : schedule(wb, i);
+            four_rounds(la, wa[i], g);
+            four_rounds(lb, wb[i], g);
+        }
+        la.abef = _mm_add_epi32(la.abef, saved_a.abef);
+        la.cdgh = _mm_add_epi32(la.cdgh, saved_a.cdgh);
+        lb.abef = _mm_add_epi32(lb.abef, saved_b.abef);
+        lb.cdgh = _mm_add_epi32(lb.cdgh, saved_b.cdgh);
+    }
+    store_state(sa, la);
+    store_state(sb, lb);
+}
+
+}  // namespace blkcrypt::x86
