@@ -37,12 +37,11 @@ SHA_TARGET inline void store_state(uint32_t s[8], Lane l) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(s + 4), _mm_alignr_epi8(dchg, feba, 8));
 }
 
-// Message words t..t+3 for t >= 16 from the previous sixteen (w holds them
-// as four vectors, oldest at index i).
-SHA_TARGET inline __m128i schedule(const __m128i w[4], unsigned i) {
-    const __m128i m1 = _mm_sha256msg1_epu32(w[i], w[(i + 1) & 3]);
-    const __m128i t = _mm_add_epi32(m1, _mm_alignr_epi8(w[(i + 3) & 3], w[(i + 2) & 3], 4));
-    return _mm_sha256msg2_epu32(t, w[(i + 3) & 3]);
+// The next four message words from the previous sixteen: oldest o, then n1,
+// n2, newest n3 (W[t-16..t-13], ..., W[t-4..t-1]).
+SHA_TARGET inline __m128i schedule(__m128i o, __m128i n1, __m128i n2, __m128i n3) {
+    const __m128i t = _mm_add_epi32(_mm_sha256msg1_epu32(o, n1), _mm_alignr_epi8(n3, n2, 4));
+    return _mm_sha256msg2_epu32(t, n3);
 }
 
 SHA_TARGET inline void four_rounds(Lane& l, __m128i w, unsigned g) {
@@ -55,6 +54,47 @@ SHA_TARGET inline void four_rounds(Lane& l, __m128i w, unsigned g) {
 SHA_TARGET inline __m128i load_words(const uint8_t* p) {
     const __m128i bswap = _mm_set_epi64x(0x0c0d0e0f08090a0bLL, 0x0405060700010203LL);
     return _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), bswap);
+}
+
+// One block per lane. The message words live in four named vectors (not an
+// array indexed at run time) so they stay in registers.
+template <std::size_t N>
+SHA_TARGET inline void blocks(Lane (&l)[N], const uint8_t* const (&p)[N]) {
+    Lane saved[N];
+    __m128i w0[N], w1[N], w2[N], w3[N];
+    for (std::size_t k = 0; k < N; ++k) {
+        saved[k] = l[k];
+        w0[k] = load_words(p[k]);
+        four_rounds(l[k], w0[k], 0);
+        w1[k] = load_words(p[k] + 16);
+        four_rounds(l[k], w1[k], 1);
+        w2[k] = load_words(p[k] + 32);
+        four_rounds(l[k], w2[k], 2);
+        w3[k] = load_words(p[k] + 48);
+        four_rounds(l[k], w3[k], 3);
+    }
+    for (unsigned g = 4; g < 16; g += 4) {
+        for (std::size_t k = 0; k < N; ++k) {
+            w0[k] = schedule(w0[k], w1[k], w2[k], w3[k]);
+            four_rounds(l[k], w0[k], g);
+        }
+        for (std::size_t k = 0; k < N; ++k) {
+            w1[k] = schedule(w1[k], w2[k], w3[k], w0[k]);
+            four_rounds(l[k], w1[k], g + 1);
+        }
+        for (std::size_t k = 0; k < N; ++k) {
+            w2[k] = schedule(w2[k], w3[k], w0[k], w1[k]);
+            four_rounds(l[k], w2[k], g + 2);
+        }
+        for (std::size_t k = 0; k < N; ++k) {
+            w3[k] = schedule(w3[k], w0[k], w1[k], w2[k]);
+            four_rounds(l[k], w3[k], g + 3);
+        }
+    }
+    for (std::size_t k = 0; k < N; ++k) {
+        l[k].abef = _mm_add_epi32(l[k].abef, saved[k].abef);
+        l[k].cdgh = _mm_add_epi32(l[k].cdgh, saved[k].cdgh);
+    }
 }
 
 }  // namespace
@@ -71,43 +111,24 @@ bool have_sha_ni() noexcept {
 }
 
 SHA_TARGET void sha256_ni_blocks(uint32_t state[8], const uint8_t* data, std::size_t nblocks) noexcept {
-    Lane l = load_state(state);
+    Lane l[1] = {load_state(state)};
     for (; nblocks; --nblocks, data += 64) {
-        const Lane saved = l;
-        __m128i w[4];
-        for (unsigned g = 0; g < 16; ++g) {
-            const unsigned i = g & 3;
-            w[i] = g < 4 ? load_words(data + 16 * g) : schedule(w, i);
-            four_rounds(l, w[i], g);
-        }
-        l.abef = _mm_add_epi32(l.abef, saved.abef);
-        l.cdgh = _mm_add_epi32(l.cdgh, saved.cdgh);
+        const uint8_t* const p[1] = {data};
+        blocks<1>(l, p);
     }
-    store_state(state, l);
+    store_state(state, l[0]);
 }
 
 SHA_TARGET void sha256_ni_blocks2(uint32_t sa[8], uint32_t sb[8], const uint8_t* a, const uint8_t* b,
                                   std::size_t nblocks) noexcept {
-    Lane la = load_state(sa), lb = load_state(sb);
+    // Both chains in one body: independent instructions the CPU issues together.
+    Lane l[2] = {load_state(sa), load_state(sb)};
     for (; nblocks; --nblocks, a += 64, b += 64) {
-        const Lane saved_a = la, saved_b = lb;
-        __m128i wa[4], wb[4];
-        // Both chains in one loop body: independent instructions the CPU
-        // can issue together.
-        for (unsigned g = 0; g < 16; ++g) {
-            const unsigned i = g & 3;
-            wa[i] = g < 4 ? load_words(a + 16 * g) : schedule(wa, i);
-            wb[i] = g < 4 ? load_words(b + 16 * g) : schedule(wb, i);
-            four_rounds(la, wa[i], g);
-            four_rounds(lb, wb[i], g);
-        }
-        la.abef = _mm_add_epi32(la.abef, saved_a.abef);
-        la.cdgh = _mm_add_epi32(la.cdgh, saved_a.cdgh);
-        lb.abef = _mm_add_epi32(lb.abef, saved_b.abef);
-        lb.cdgh = _mm_add_epi32(lb.cdgh, saved_b.cdgh);
+        const uint8_t* const p[2] = {a, b};
+        blocks<2>(l, p);
     }
-    store_state(sa, la);
-    store_state(sb, lb);
+    store_state(sa, l[0]);
+    store_state(sb, l[1]);
 }
 
 }  // namespace blkcrypt::x86
