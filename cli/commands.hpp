@@ -15,5 +15,6 @@ int run_aead(Args args);
 int run_crypt(Args args);
 int run_verity(Args args);
 int run_fsverity(Args args);
+int run_bench(Args args);
 
 }  // namespace cli

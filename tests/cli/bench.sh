@@ -1,0 +1,32 @@
+#!/bin/bash
+# blkcrypt bench: the table and JSON are well formed, every figure is a
+# positive throughput, the drivers are the registry's choices, bad options fail.
+source "$(dirname "$0")/lib.sh"
+
+"$BLKCRYPT" bench --time 0.01 --request 4096 >"$TMP/out" || fail "bench: exit $?"
+grep -q '^# Tests are approximate using memory only' "$TMP/out" || fail "no header"
+[[ $(grep -cE '^ +[a-z0-9]+-(cbc|xts) +[0-9]+b +[0-9.]+ MiB/s +[0-9.]+ MiB/s +[^ ]+$' "$TMP/out") == 12 ]] ||
+    fail "not 12 cipher lines: $(cat "$TMP/out")"
+grep -qE '^ +aes-xts +512b .* xts-aes-openssl$' "$TMP/out" || fail "aes-xts is not on the OpenSSL driver"
+[[ $(grep -cE '^ +(sha1|sha256|sha512|blake2b-512) +[0-9.]+ MiB/s +[^ ]+$' "$TMP/out") == 4 ]] || fail "hash lines"
+grep -E ' 0\.0 MiB/s' "$TMP/out" && fail "a zero throughput"
+
+"$BLKCRYPT" bench --cipher serpent-xts --key-size 256 --hash sha256 --time 0.01 --json >"$TMP/json"
+python3 - "$TMP/json" <<'PY' || fail "bench --json: $(cat "$TMP/json")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["request_bytes"] == 65536
+[c] = d["ciphers"]
+assert c["cipher"] == "serpent-xts" and c["key_bits"] == 256 and c["driver"].startswith("xts(serpent")
+assert c["encrypt_mib_s"] > 0 and c["decrypt_mib_s"] > 0
+[h] = d["hashes"]
+assert h["hash"] == "sha256" and h["mib_s"] > 0
+PY
+
+expect_exit 2 "$BLKCRYPT" bench --cipher nosuch-xts --time 0.01
+expect_exit 2 "$BLKCRYPT" bench --cipher aes --time 0.01
+expect_exit 2 "$BLKCRYPT" bench --cipher aes-xts --key-size 100 --time 0.01
+expect_exit 2 "$BLKCRYPT" bench --key-size 256
+expect_exit 2 "$BLKCRYPT" bench --request 100
+expect_exit 2 "$BLKCRYPT" bench --hash 'hmac(sha256)' --time 0.01
+echo "bench CLI: ok"
