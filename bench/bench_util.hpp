@@ -30,9 +30,10 @@ inline blkcrypt::Registry& registry() {
     return *reg;
 }
 
-// 16 B (one block), 512 B (a sector), 4 KiB (a page), 64 KiB (a large I/O).
+// 16 B (one block), 256 B (a small message), 512 B (a sector), 4 KiB (a
+// page), 64 KiB (a large I/O).
 inline const std::vector<std::size_t>& sizes() {
-    static const std::vector<std::size_t> s = {16, 512, 4096, 65536};
+    static const std::vector<std::size_t> s = {16, 256, 512, 4096, 65536};
     return s;
 }
 

@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""Side-by-side comparison of blkcrypt with the peer tools, in one run, on the
+same generated data (page cache warm), printing the ratio for each target:
+
+  verity format (sha256, 4K, 32-byte salt)  vs veritysetup format   >= 3x (--threads 1: >= 1.6x)
+  verity verify                             vs veritysetup verify   (reported)
+  fsverity digest                           vs fsverity digest      >= 3x
+  crypt encrypt aes-xts-plain64             vs qemu-img convert -O luks (aes-256-xts)  >= 3x
+  dm-crypt engine, aes-xts-plain64, 4 KiB sectors, one core
+                                            vs openssl speed -evp aes-256-xts (4 KiB)  >= 0.8x
+  one-shot SHA-256 through the registry at 256 B, 4 KiB, 64 KiB
+                                            vs the same provider called directly       >= 0.9x
+  peak RSS of every blkcrypt command                                                    < 64 MiB
+
+Each command runs REPEAT times and the best wall time counts; both tools must
+produce the same root hash / digest. Environment: SIZE_MIB (default 1024),
+REPEAT (default 3), BUILD (default build: cli/blkcrypt and bench/blkcrypt_bench),
+WORKDIR (default a temporary directory). Installs missing peers with apt-get
+(cryptsetup-bin, fsverity, qemu-utils, time).
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SIZE_MIB = int(os.environ.get("SIZE_MIB", "1024"))
+REPEAT = int(os.environ.get("REPEAT", "3"))
+BUILD = os.environ.get("BUILD", os.path.join(ROOT, "build"))
+BLKCRYPT = os.path.join(BUILD, "cli/blkcrypt")
+BENCH = os.path.join(BUILD, "bench/blkcrypt_bench")
+SALT = "11" * 32
+UUID = "00000000-1111-4222-8333-444444444444"
+PEERS = {"veritysetup": "cryptsetup-bin", "fsverity": "fsverity", "qemu-img": "qemu-utils", "/usr/bin/time": "time"}
+
+
+def ensure_peers():
+    missing = [pkg for tool, pkg in PEERS.items() if not shutil.which(tool)]
+    if missing:
+        sudo = [] if os.geteuid() == 0 else ["sudo"]
+        print(f"# installing {' '.join(missing)}", file=sys.stderr)
+        subprocess.run(sudo + ["apt-get", "install", "-y", "-qq", "--no-install-recommends"] + missing,
+                       check=True, stdout=subprocess.DEVNULL, env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+
+
+def run(cmd):
+    """Best wall time over REPEAT runs, and the last stdout."""
+    best, out = None, ""
+    for _ in range(REPEAT):
+        start = time.perf_counter()
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        elapsed = time.perf_counter() - start
+        if proc.returncode != 0:
+            sys.exit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr.decode()}")
+        best = elapsed if best is None else min(best, elapsed)
+        out = proc.stdout.decode()
+    return best, out
+
+
+def peak_rss_mib(cmd):
+    # Through GNU time: a child of this Python process would inherit its peak RSS.
+    proc = subprocess.run(["/usr/bin/time", "-f", "%M"] + cmd, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, check=True)
+    return int(proc.stderr.decode().split()[-1]) / 1024
+
+
+def field(text, name):
+    for line in text.splitlines():
+        if line.startswith(name):
+            return line.split()[-1]
+    return None
+
+
+def google_bench(regex):
+    out = subprocess.run([BENCH, f"--benchmark_filter={regex}", "--benchmark_format=json",
+                          "--benchmark_min_time=0.5"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                         check=True).stdout
+    return {b["name"]: b for b in json.loads(out)["benchmarks"]}
+
+
+def openssl_speed_xts_4k():
+    out = subprocess.run(["openssl", "speed", "-evp", "aes-256-xts", "-bytes", "4096", "-seconds", "2"],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=True).stdout.decode()
+    # last line: "AES-256-XTS  <kB/s for 4096 bytes>k"
+    m = re.search(r"^aes-256-xts\s+([\d.]+)k\s*$", out, re.M | re.I)
+    if not m:
+        sys.exit("cannot parse openssl speed output:\n" + out)
+    return float(m.group(1)) * 1000 / (1 << 20)  # MiB/s
+
+
+def main():
+    ensure_peers()
+    for f in (BLKCRYPT, BENCH):
+        if not os.access(f, os.X_OK):
+            sys.exit(f"no {f}: build first (scripts/build.sh) or set BUILD")
+    work = os.environ.get("WORKDIR") or tempfile.mkdtemp(prefix="blkcrypt-cmp-")
+    data = os.path.join(work, "data.img")
+    rows, rss = [], {}
+    try:
+        with open(data, "wb") as f:
+            for _ in range(SIZE_MIB):
+                f.write(os.urandom(1 << 20))
+        with open(data, "rb") as f:
+            while f.read(1 << 24):
+                pass
+        cpu = open("/proc/cpuinfo").read().split("model name")[1].split(":")[1].splitlines()[0].strip()
+        print(f"# {SIZE_MIB} MiB random data, best of {REPEAT}; {os.cpu_count()} CPUs ({cpu}); "
+              f"load {open('/proc/loadavg').read().split()[0]}")
+
+        # --- dm-verity
+        h1, h2 = os.path.join(work, "h.vs"), os.path.join(work, "h.bc")
+        fmt = ["--salt", SALT, "--uuid", UUID]
+        t_vs, out_vs = run(["veritysetup", "format", data, h1] + fmt)
+        bc = [BLKCRYPT, "verity", "format", data, h2] + fmt
+        t_bc, out_bc = run(bc)
+        t_bc1, out_bc1 = run(bc + ["--threads", "1"])
+        root = field(out_vs, "Root hash")
+        if field(out_bc, "Root hash") != root or field(out_bc1, "Root hash") != root:
+            sys.exit("root hashes differ between veritysetup and blkcrypt")
+        rss["verity format"] = peak_rss_mib(bc)
+        rows.append(("verity format", t_vs, t_bc, 3.0))
+        rows.append(("verity format --threads 1", t_vs, t_bc1, 1.6))
+        t_vv, _ = run(["veritysetup", "verify", data, h1, root])
+        t_bv, _ = run([BLKCRYPT, "verity", "verify", data, h2, root])
+        rss["verity verify"] = peak_rss_mib([BLKCRYPT, "verity", "verify", data, h2, root])
+        rows.append(("verity verify", t_vv, t_bv, None))
+
+        # --- fs-verity
+        t_fs, out_fs = run(["fsverity", "digest", data])
+        t_bf, out_bf = run([BLKCRYPT, "fsverity", "digest", data])
+        if out_fs.split()[0] != out_bf.split()[0]:
+            sys.exit(f"fs-verity digests differ: {out_fs} vs {out_bf}")
+        rss["fsverity digest"] = peak_rss_mib([BLKCRYPT, "fsverity", "digest", data])
+        rows.append(("fsverity digest", t_fs, t_bf, 3.0))
+
+        # --- dm-crypt image encryption vs qemu-img's LUKS
+        key = os.path.join(work, "key")
+        with open(key, "wb") as f:
+            f.write(os.urandom(64))
+        enc = os.path.join(work, "enc.img")
+        crypt = [BLKCRYPT, "crypt", "encrypt", "--cipher", "aes-xts-plain64", "--key-file", key,
+                 "--key-size", "512", data, enc]
+        t_bcrypt, _ = run(crypt)
+        rss["crypt encrypt"] = peak_rss_mib(crypt)
+        luks = os.path.join(work, "q.luks")
+        t_q, _ = run(["qemu-img", "convert", "-f", "raw", "-O", "luks", "--object", "secret,id=s0,data=pass",
+                      "-o", "key-secret=s0,cipher-alg=aes-256,cipher-mode=xts,ivgen-alg=plain64,iter-time=10",
+                      data, luks])
+        rows.append(("crypt encrypt aes-xts-plain64", t_q, t_bcrypt, 3.0))
+        for f in (enc, luks, h1, h2):
+            os.remove(f)
+    finally:
+        if not os.environ.get("WORKDIR"):
+            shutil.rmtree(work, ignore_errors=True)
+
+    # --- in-memory: the engine against openssl speed, one core
+    gb = google_bench(r"BM_dmcrypt_request/whole/aes-xts-plain64/4096$|"
+                      r"BM_(shash/sha256-(openssl|cryptopp)|direct/(openssl-sha256-lowlevel|cryptopp-sha256))/(256|4096|65536)$")
+    engine = gb["BM_dmcrypt_request/whole/aes-xts-plain64/4096"]["bytes_per_second"] / (1 << 20)
+    ossl = openssl_speed_xts_4k()
+
+    print(f"\n{'operation':36} {'peer':>9} {'blkcrypt':>9} {'ratio':>7} {'target':>8}  met")
+    for name, peer, ours, target in rows:
+        ratio = peer / ours
+        tgt = f">={target}x" if target else "-"
+        ok = "-" if not target else ("yes" if ratio >= target else "NO")
+        print(f"{name:36} {SIZE_MIB / peer:6.0f} MiB/s {SIZE_MIB / ours:6.0f} MiB/s {ratio:6.2f}x {tgt:>8}  {ok}")
+    ratio = engine / ossl
+    print(f"{'engine aes-xts 4K, 1 core / openssl':36} {ossl:6.0f} MiB/s {engine:6.0f} MiB/s {ratio:6.2f}x {'>=0.8x':>8}  "
+          f"{'yes' if ratio >= 0.8 else 'NO'}")
+    for prov, direct in (("openssl", "openssl-sha256-lowlevel"), ("cryptopp", "cryptopp-sha256")):
+        for n in (256, 4096, 65536):
+            reg = gb[f"BM_shash/sha256-{prov}/{n}"]["cpu_time"]
+            dir_ = gb[f"BM_direct/{direct}/{n}"]["cpu_time"]
+            ratio = dir_ / reg
+            print(f"{'sha256-' + prov + ' one-shot ' + str(n) + ' B':36} {dir_:6.0f} ns   {reg:6.0f} ns   "
+                  f"{ratio:6.2f}x {'>=0.9x':>8}  {'yes' if ratio >= 0.9 else 'NO'}")
+    for name, mib in rss.items():
+        print(f"{'peak RSS ' + name:36} {'':>9} {mib:6.1f} MiB {'':>7} {'<64MiB':>8}  {'yes' if mib < 64 else 'NO'}")
+
+
+if __name__ == "__main__":
+    main()
