@@ -1,11 +1,15 @@
 // Backing stores: a file or block device through pread/pwrite, and memory.
 #include <blkcrypt/dm/backing_store.hpp>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
+#include <mutex>
 #include <cstring>
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,7 +24,10 @@ bool fits(uint64_t offset, std::size_t len, uint64_t size) noexcept {
 class FileStore final : public BackingStore {
 public:
     FileStore(int fd, uint64_t size, bool writable) : fd_(fd), size_(size), writable_(writable) {}
-    ~FileStore() override { ::close(fd_); }
+    ~FileStore() override {
+        if (map_) ::munmap(map_, size_);
+        ::close(fd_);
+    }
     FileStore(const FileStore&) = delete;
     FileStore& operator=(const FileStore&) = delete;
 
@@ -58,6 +65,25 @@ public:
         (void)::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
     }
 
+    ConstBytes mapped() override {
+        std::call_once(map_once_, [this] {
+            if (size_ == 0 || size_ > SIZE_MAX) return;
+            void* p = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd_, 0);
+            if (p == MAP_FAILED) return;  // e.g. a device that cannot be mapped: callers pread
+            (void)::madvise(p, size_, MADV_SEQUENTIAL);
+            map_ = p;
+        });
+        return map_ ? ConstBytes(static_cast<const uint8_t*>(map_), size_) : ConstBytes{};
+    }
+
+    void release_mapped(uint64_t offset, uint64_t len) noexcept override {
+        if (!map_) return;
+        const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+        const uint64_t begin = (offset + page - 1) / page * page;  // whole pages inside the range
+        const uint64_t end = std::min<uint64_t>(offset + len, size_) / page * page;
+        if (end > begin) (void)::madvise(static_cast<uint8_t*>(map_) + begin, end - begin, MADV_DONTNEED);
+    }
+
     Status flush() override {
         if (!writable_) return Status::Ok;
         while (::fdatasync(fd_) != 0)
@@ -69,6 +95,8 @@ private:
     int fd_;
     uint64_t size_;
     bool writable_;
+    std::once_flag map_once_;
+    void* map_ = nullptr;
 };
 
 Error sys_error(const std::string& what, const std::string& path, int err) {

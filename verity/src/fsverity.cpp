@@ -10,6 +10,7 @@
 #include <blkcrypt/shash.hpp>
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -300,6 +301,18 @@ Result<void> pread_exact(int fd, Bytes buf, uint64_t offset) {
 
 }  // namespace
 
+namespace {
+// The digest, unless the file grew while it was read (then it would be wrong).
+Result<FsverityDigest> finish_checked(FsverityBuilder& b, int fd, uint64_t size) {
+    auto d = b.finish();
+    if (!d) return d;
+    uint8_t extra;
+    if (::pread(fd, &extra, 1, static_cast<off_t>(size)) > 0)
+        return make_error(Status::IoError, "fs-verity: the file grew while being read");
+    return d;
+}
+}  // namespace
+
 Result<FsverityDigest> fsverity_compute_fd(Registry& reg, const FsverityParams& p, int fd,
                                            FsverityTreeSink sink) {
     struct stat st {};
@@ -312,9 +325,24 @@ Result<FsverityDigest> fsverity_compute_fd(Registry& reg, const FsverityParams& 
     if (!b) return b.error();
     ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);  // advice only; failure is harmless
 
-    // Two buffers: the next chunk is read on another thread while this one
-    // is hashed, so I/O and hashing overlap.
     const auto chunk = static_cast<std::size_t>(std::min<uint64_t>(b->preferred_chunk(), size));
+    // A mappable file is hashed in place, without copying it out of the page
+    // cache; each hashed chunk is dropped from our resident memory again.
+    if (void* m = size ? ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED; m != MAP_FAILED) {
+        const auto* base = static_cast<const uint8_t*>(m);
+        (void)::madvise(m, size, MADV_SEQUENTIAL);
+        Result<void> r;
+        for (uint64_t off = 0; off < size && r; off += chunk) {
+            const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(chunk, size - off));
+            r = b->update({base + off, n});
+            (void)::madvise(const_cast<uint8_t*>(base) + off, n / 4096 * 4096, MADV_DONTNEED);
+        }
+        ::munmap(m, size);
+        if (!r) return r.error();
+        return finish_checked(*b, fd, size);
+    }
+    // Otherwise two buffers: the next chunk is read on another thread while
+    // this one is hashed, so I/O and hashing overlap.
     std::vector<uint8_t> bufs[2] = {std::vector<uint8_t>(chunk), std::vector<uint8_t>(chunk)};
     auto len_at = [&](uint64_t off) { return static_cast<std::size_t>(std::min<uint64_t>(chunk, size - off)); };
     if (auto r = pread_exact(fd, {bufs[0].data(), len_at(0)}, 0); !r) return r.error();
@@ -337,12 +365,7 @@ Result<FsverityDigest> fsverity_compute_fd(Registry& reg, const FsverityParams& 
         if (!read_result) return read_result.error();
         off = next;
     }
-    auto d = b->finish();
-    if (!d) return d;
-    uint8_t extra;
-    if (::pread(fd, &extra, 1, static_cast<off_t>(size)) > 0)
-        return make_error(Status::IoError, "fs-verity: the file grew while being read");
-    return d;
+    return finish_checked(*b, fd, size);
 }
 
 }  // namespace blkcrypt::verity

@@ -22,6 +22,13 @@ public:
     virtual Status flush() { return Status::Ok; }
     // The caller will read the whole store in order (enables OS readahead).
     virtual void hint_sequential() noexcept {}
+    // The whole store as read-only memory, when it can be mapped (a regular
+    // file); empty otherwise. Readers that only look (hashing) avoid a copy.
+    // A file shrunk by someone else while mapped faults (SIGBUS) on access.
+    virtual ConstBytes mapped() { return {}; }
+    // Drops [offset, offset+len) of the mapping from this process's resident
+    // memory (the data stays in the page cache), to keep memory bounded.
+    virtual void release_mapped(uint64_t /*offset*/, uint64_t /*len*/) noexcept {}
 };
 
 // A file or block device opened for pread/pwrite (read-only unless writable;
