@@ -6,6 +6,7 @@
 // The templates are addressed by driver name where another provider also
 // offers the algorithm (OpenSSL registers gcm-aes-openssl above gcm(aes-
 // cryptopp)), so that these tests always exercise the template code.
+#include "test_util.hpp"
 #include <blkcrypt/aead.hpp>
 #include <blkcrypt/internal/testvec.hpp>
 #include <blkcrypt/registry.hpp>
@@ -32,36 +33,16 @@ using namespace blkcrypt;
 
 namespace {
 
+using testutil::unhex;
+using testutil::hex;
+using testutil::registry;
+
 using Buf = std::vector<uint8_t>;
-
-Buf unhex(std::string_view h) {
-    Buf out;
-    for (std::size_t i = 0; i + 1 < h.size(); i += 2)
-        out.push_back(static_cast<uint8_t>(std::stoi(std::string(h.substr(i, 2)), nullptr, 16)));
-    return out;
-}
-
-std::string hex(ConstBytes b) {
-    static const char* d = "0123456789abcdef";
-    std::string s;
-    for (uint8_t c : b) {
-        s += d[c >> 4];
-        s += d[c & 15];
-    }
-    return s;
-}
 
 Buf random_bytes(std::mt19937& rng, std::size_t n) {
     Buf v(n);
     for (auto& b : v) b = static_cast<uint8_t>(rng());
     return v;
-}
-
-Registry& registry() {
-    static Registry reg;
-    static bool init = (register_defaults(reg), true);
-    (void)init;
-    return reg;
 }
 
 Aead make(std::string_view name) {

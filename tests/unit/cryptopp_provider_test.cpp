@@ -2,6 +2,7 @@
 // sizes, known answers (checked independently with python3 hashlib/zlib and
 // openssl on the build machine), kernel export layouts, and export/import at
 // every split point.
+#include "test_util.hpp"
 #include <blkcrypt/cipher.hpp>
 #include <blkcrypt/registry.hpp>
 #include <blkcrypt/shash.hpp>
@@ -28,6 +29,9 @@ using blkcrypt::Status;
 
 namespace {
 
+using testutil::unhex;
+using testutil::hex;
+
 using Buf = std::vector<uint8_t>;
 
 blkcrypt::Registry& registry() {
@@ -35,23 +39,6 @@ blkcrypt::Registry& registry() {
     static const bool registered = (blkcrypt::register_cryptopp_provider(reg), true);
     (void)registered;
     return reg;
-}
-
-Buf unhex(std::string_view s) {
-    Buf out;
-    for (std::size_t i = 0; i + 1 < s.size(); i += 2)
-        out.push_back(static_cast<uint8_t>(std::stoul(std::string(s.substr(i, 2)), nullptr, 16)));
-    return out;
-}
-
-std::string hex(ConstBytes b) {
-    static const char* d = "0123456789abcdef";
-    std::string s;
-    for (uint8_t c : b) {
-        s += d[c >> 4];
-        s += d[c & 15];
-    }
-    return s;
 }
 
 Buf bytes(std::string_view s) { return Buf(s.begin(), s.end()); }

@@ -2,6 +2,7 @@
 // images written and read through bios of every shape, random bio sizes and
 // segmentations against the single-bio result, sync against cryptd,
 // concurrent submitters, refusals and I/O errors.
+#include "test_util.hpp"
 #include <blkcrypt/dm/crypt_target.hpp>
 #include <blkcrypt/registry.hpp>
 
@@ -26,18 +27,12 @@ using namespace blkcrypt::dm;
 
 namespace {
 
+using testutil::registry;
+using testutil::hex;
+
 using Buf = std::vector<uint8_t>;
 
 const std::string kGoldenDir = std::string(BLKCRYPT_SOURCE_DIR) + "/tests/dmcrypt/golden/";
-
-Registry& registry() {
-    static Registry* reg = [] {
-        auto* r = new Registry;
-        register_defaults(*r);
-        return r;
-    }();
-    return *reg;
-}
 
 bool read_file(const std::string& path, Buf* out) {
     std::ifstream f(path, std::ios::binary);
@@ -50,16 +45,6 @@ Buf random_bytes(std::mt19937& rng, std::size_t n) {
     Buf v(n);
     for (auto& b : v) b = static_cast<uint8_t>(rng());
     return v;
-}
-
-std::string hex(const Buf& b) {
-    static const char* d = "0123456789abcdef";
-    std::string s;
-    for (uint8_t x : b) {
-        s += d[x >> 4];
-        s += d[x & 15];
-    }
-    return s;
 }
 
 // "<cipher> <key> <iv_offset> [<n> sector_size:N opts...]"

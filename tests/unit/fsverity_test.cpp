@@ -2,6 +2,7 @@
 // then every case of tests/verity/fsverity-golden/manifest.tsv (made by the
 // real `fsverity digest`): digest, tree size, sha256 of the Merkle tree and of
 // the descriptor. Also threads, piece sizes, the fd reader and bad parameters.
+#include "test_util.hpp"
 #include <blkcrypt/registry.hpp>
 #include <blkcrypt/shash.hpp>
 #include <blkcrypt/verity/fsverity.hpp>
@@ -25,6 +26,9 @@ using namespace blkcrypt::verity;
 
 namespace {
 
+using testutil::hex;
+using testutil::registry;
+
 using Buf = std::vector<uint8_t>;
 
 // The file contents of test_compute_digest.c and make-golden.sh.
@@ -34,25 +38,11 @@ Buf pattern(std::size_t n) {
     return b;
 }
 
-std::string hex(ConstBytes b) {
-    static const char* d = "0123456789abcdef";
-    std::string s;
-    for (uint8_t c : b) s += {d[c >> 4], d[c & 15]};
-    return s;
-}
-
 Buf unhex(const std::string& s) {
     Buf b;
     if (s == "-") return b;
     for (std::size_t i = 0; i + 1 < s.size(); i += 2) b.push_back(static_cast<uint8_t>(std::stoi(s.substr(i, 2), nullptr, 16)));
     return b;
-}
-
-Registry& registry() {
-    static Registry reg;
-    static bool init = (register_defaults(reg), true);
-    (void)init;
-    return reg;
 }
 
 std::string sha256_hex(ConstBytes data) {

@@ -1,6 +1,7 @@
 // hmac, cmac, xcbc and essiv templates: vectors through the public handles,
 // export/import, key handling, create-time refusals, and essiv against an
 // independent computation (python3-cryptography).
+#include "test_util.hpp"
 #include <blkcrypt/cipher.hpp>
 #include <blkcrypt/internal/alg.hpp>
 #include <blkcrypt/internal/template.hpp>
@@ -31,23 +32,10 @@ void register_builtin_templates(Registry& reg);  // templates/register.cpp
 
 namespace {
 
+using testutil::unhex;
+using testutil::hex;
+
 using Buf = std::vector<uint8_t>;
-
-Buf unhex(std::string_view s) {
-    Buf out;
-    for (std::size_t i = 0; i + 1 < s.size(); i += 2) out.push_back(static_cast<uint8_t>(std::stoi(std::string(s.substr(i, 2)), nullptr, 16)));
-    return out;
-}
-
-std::string hex(ConstBytes b) {
-    static const char* d = "0123456789abcdef";
-    std::string s;
-    for (uint8_t c : b) {
-        s += d[c >> 4];
-        s += d[c & 15];
-    }
-    return s;
-}
 
 Buf bytes_of(std::string_view s) { return Buf(s.begin(), s.end()); }
 

@@ -4,6 +4,7 @@
 // scatter-gather layouts; errors must leave the destination untouched; and
 // random messages are cross-checked against OpenSSL's EVP implementation of
 // the same modes (an independent implementation, linked by the tests only).
+#include "test_util.hpp"
 #include <blkcrypt/internal/testvec.hpp>
 #include <blkcrypt/registry.hpp>
 #include <blkcrypt/skcipher.hpp>
@@ -22,16 +23,9 @@ using namespace blkcrypt;
 
 namespace {
 
-using Buf = std::vector<uint8_t>;
+using testutil::registry;
 
-Registry& registry() {
-    static Registry* reg = [] {
-        auto* r = new Registry;
-        register_defaults(*r);
-        return r;
-    }();
-    return *reg;
-}
+using Buf = std::vector<uint8_t>;
 
 Skcipher alloc(const char* name) {
     auto s = Skcipher::alloc(registry(), name);

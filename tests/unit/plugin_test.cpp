@@ -1,6 +1,7 @@
 // Plugins: the two shipped ones (sm3 hash driver, offset64 IV template) used
 // through the dm-crypt engine and checked against OpenSSL, unloading while a
 // transform is in use, and every refusal of a broken plugin.
+#include "test_util.hpp"
 #include <blkcrypt/dm/backing_store.hpp>
 #include <blkcrypt/dm/bio.hpp>
 #include <blkcrypt/dm/crypt_target.hpp>
@@ -24,15 +25,10 @@ using Buf = std::vector<uint8_t>;
 
 namespace {
 
+using testutil::hex;
+
 const std::string kPlugins = BLKCRYPT_PLUGIN_DIR;
 const std::string kBroken = BLKCRYPT_TEST_PLUGIN_DIR;
-
-std::string hex(const Buf& b) {
-    static const char* d = "0123456789abcdef";
-    std::string s;
-    for (uint8_t x : b) s += {d[x >> 4], d[x & 15]};
-    return s;
-}
 
 Buf openssl_digest(const EVP_MD* md, const Buf& m) {
     Buf out(EVP_MD_get_size(md));

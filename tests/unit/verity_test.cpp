@@ -1,5 +1,6 @@
 // dm-verity: geometry, superblock, table lines, tree format/verify against
 // veritysetup's golden trees, tamper detection, and the read path policies.
+#include "test_util.hpp"
 #include "verity_util.hpp"
 
 #include <blkcrypt/verity/superblock.hpp>
@@ -19,12 +20,7 @@ using dm::MemoryStore;
 
 namespace {
 
-Registry& registry() {
-    static Registry reg;
-    static bool init = (register_defaults(reg), true);
-    (void)init;
-    return reg;
-}
+using testutil::registry;
 
 struct Image {
     VerityParams p;

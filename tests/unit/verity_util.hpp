@@ -4,6 +4,8 @@
 // case tables.
 #pragma once
 
+#include "test_util.hpp"
+
 #include <blkcrypt/dm/backing_store.hpp>
 #include <blkcrypt/registry.hpp>
 #include <blkcrypt/skcipher.hpp>
@@ -20,18 +22,8 @@
 
 namespace verity_test {
 
-inline std::vector<uint8_t> unhex(const std::string& h) {
-    std::vector<uint8_t> out;
-    for (std::size_t i = 0; i + 1 < h.size(); i += 2) out.push_back(static_cast<uint8_t>(std::stoi(h.substr(i, 2), nullptr, 16)));
-    return out;
-}
-
-inline std::string hex(blkcrypt::ConstBytes b) {
-    static const char* d = "0123456789abcdef";
-    std::string s;
-    for (uint8_t x : b) s += {d[x >> 4], d[x & 15]};
-    return s;
-}
+using testutil::hex;
+using testutil::unhex;
 
 inline std::string sha256_hex(blkcrypt::ConstBytes b) {
     uint8_t md[32];

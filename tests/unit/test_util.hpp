@@ -1,0 +1,39 @@
+// Helpers every test file wants: hex in both directions and one registry
+// with the built-in algorithms, shared by the tests of a file (and process).
+#pragma once
+
+#include <blkcrypt/bytes.hpp>
+#include <blkcrypt/registry.hpp>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace testutil {
+
+inline std::vector<uint8_t> unhex(std::string_view h) {
+    std::vector<uint8_t> out;
+    for (std::size_t i = 0; i + 1 < h.size(); i += 2)
+        out.push_back(static_cast<uint8_t>(std::stoul(std::string(h.substr(i, 2)), nullptr, 16)));
+    return out;
+}
+
+inline std::string hex(blkcrypt::ConstBytes b) {
+    static constexpr char kDigits[] = "0123456789abcdef";
+    std::string s;
+    for (uint8_t c : b) s += {kDigits[c >> 4], kDigits[c & 15]};
+    return s;
+}
+
+// Never destroyed: tests may leave transforms alive until exit.
+inline blkcrypt::Registry& registry() {
+    static blkcrypt::Registry* reg = [] {
+        auto* r = new blkcrypt::Registry;
+        blkcrypt::register_defaults(*r);
+        return r;
+    }();
+    return *reg;
+}
+
+}  // namespace testutil
