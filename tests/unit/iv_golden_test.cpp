@@ -2,6 +2,7 @@
 // every case of manifest.tsv through the IV-generation templates, as one
 // request and in scatter-gather pieces split inside sectors, in place and out
 // of place, both directions.
+#include "test_util.hpp"
 #include <blkcrypt/dm/table.hpp>
 #include <blkcrypt/registry.hpp>
 #include <blkcrypt/request.hpp>
@@ -103,15 +104,8 @@ std::vector<SgEntry> three(Buf& buf, std::size_t a, std::size_t b) {
 
 Status run(const Skcipher& tfm, bool enc, const std::vector<SgEntry>& src, const std::vector<SgEntry>& dst,
            std::size_t len, Buf iv) {
-    SkcipherRequest req;
-    req.src = SgList(src.data(), src.size());
-    req.dst = SgList(dst.data(), dst.size());
-    req.len = len;
-    req.iv = Bytes(iv.data(), iv.size());
-    req.flags = kMayBacklog;
-    CryptoWait wait;
-    if (tfm.is_async()) req.complete = wait.callback();
-    return wait.wait(enc ? tfm.encrypt(req) : tfm.decrypt(req));
+    return testutil::crypt_sg(tfm, enc, SgList(src.data(), src.size()), SgList(dst.data(), dst.size()), len,
+                              Bytes(iv.data(), iv.size()));
 }
 
 // Algorithms blkcrypt does not provide (yet): their cases are reported, not

@@ -2,6 +2,7 @@
 // length, key count, partial sectors), sources left alone by the modes that
 // transform data around the cipher, eboiv's first-key rule with several keys,
 // and the asynchronous path. Kernel byte-exactness is iv_golden_test.cpp.
+#include "test_util.hpp"
 #include <blkcrypt/registry.hpp>
 #include <blkcrypt/request.hpp>
 #include <blkcrypt/sg.hpp>
@@ -64,15 +65,8 @@ Status run(const Skcipher& tfm, bool enc, const Buf& in, Buf& out, std::size_t l
         return v;
     };
     auto s = cut(in), d = cut(out);
-    SkcipherRequest req;
-    req.src = SgList(s.data(), s.size());
-    req.dst = SgList(d.data(), d.size());
-    req.len = len;
-    req.iv = Bytes(iv.data(), iv.size());
-    req.flags = kMayBacklog;
-    CryptoWait wait;
-    if (tfm.is_async()) req.complete = wait.callback();
-    return wait.wait(enc ? tfm.encrypt(req) : tfm.decrypt(req));
+    return testutil::crypt_sg(tfm, enc, SgList(s.data(), s.size()), SgList(d.data(), d.size()), len,
+                              Bytes(iv.data(), iv.size()));
 }
 
 struct ModeCase {

@@ -4,6 +4,9 @@
 
 #include <blkcrypt/bytes.hpp>
 #include <blkcrypt/registry.hpp>
+#include <blkcrypt/request.hpp>
+#include <blkcrypt/sg.hpp>
+#include <blkcrypt/skcipher.hpp>
 
 #include <cstdint>
 #include <string>
@@ -34,6 +37,20 @@ inline blkcrypt::Registry& registry() {
         return r;
     }();
     return *reg;
+}
+
+// One skcipher request over scatter-gather lists, waited for (sync or async).
+inline blkcrypt::Status crypt_sg(const blkcrypt::Skcipher& tfm, bool enc, blkcrypt::SgList src,
+                                 blkcrypt::SgList dst, std::size_t len, blkcrypt::Bytes iv) {
+    blkcrypt::SkcipherRequest req;
+    req.src = src;
+    req.dst = dst;
+    req.len = len;
+    req.iv = iv;
+    req.flags = blkcrypt::kMayBacklog;
+    blkcrypt::CryptoWait wait;
+    if (tfm.is_async()) req.complete = wait.callback();
+    return wait.wait(enc ? tfm.encrypt(req) : tfm.decrypt(req));
 }
 
 }  // namespace testutil
