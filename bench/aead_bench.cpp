@@ -19,33 +19,35 @@ std::vector<uint8_t> bench_iv(const AlgInfo& info) {
     return iv;
 }
 
+// One in-place request over buf (associated data, text, room for the tag).
+struct InPlace {
+    InPlace(const Aead& tfm, std::size_t n)
+        : buf(kAssoc + n + tfm.authsize(), 0x5a), iv(bench_iv(tfm.info())), seg{buf.data(), buf.size()} {
+        req.src = SgList(&seg, 1);
+        req.dst = SgList(&seg, 1);
+        req.assoclen = kAssoc;
+        req.cryptlen = n;
+        req.iv = iv;
+    }
+    InPlace(const InPlace&) = delete;  // req points into this object
+    std::vector<uint8_t> buf, iv;
+    SgEntry seg;
+    AeadRequest req;
+};
+
 void register_one(const bench::Candidate& c) {
     auto t = Aead::alloc(bench::registry(), c.driver);
     if (!t) return;
     auto tfm = std::make_shared<Aead>(std::move(t).value());
     if (tfm->setkey(bench::bench_key(tfm->info())) != Status::Ok) return;
     for (std::size_t n : bench::sizes()) {
-        std::vector<uint8_t> buf(kAssoc + n + tfm->authsize(), 0x5a), iv = bench_iv(tfm->info());
-        SgEntry e{buf.data(), buf.size()};
-        AeadRequest req;
-        req.src = SgList(&e, 1);
-        req.dst = SgList(&e, 1);
-        req.assoclen = kAssoc;
-        req.cryptlen = n;
-        req.iv = iv;
-        if (tfm->encrypt(req) != Status::Ok) continue;  // probe: refused shapes are skipped
+        InPlace probe(*tfm, n);
+        if (tfm->encrypt(probe.req) != Status::Ok) continue;  // refused shapes are skipped
         benchmark::RegisterBenchmark(bench::bm_name("aead", c.driver, n).c_str(),
                                      [tfm, n](benchmark::State& st) {
-            std::vector<uint8_t> data(kAssoc + n + tfm->authsize(), 0x5a), ivb = bench_iv(tfm->info());
-            SgEntry seg{data.data(), data.size()};
-            AeadRequest r;
-            r.src = SgList(&seg, 1);
-            r.dst = SgList(&seg, 1);
-            r.assoclen = kAssoc;
-            r.cryptlen = n;
-            r.iv = ivb;
+            InPlace r(*tfm, n);
             for (auto _ : st) {
-                if (tfm->encrypt(r) != Status::Ok) {
+                if (tfm->encrypt(r.req) != Status::Ok) {
                     st.SkipWithError("encrypt failed");
                     break;
                 }

@@ -41,7 +41,8 @@ public:
     }
 
 protected:
-    virtual bool authsize_ok(std::size_t n) const noexcept = 0;
+    // ESP's ICV lengths (RFC 4106 section 5, RFC 4309 section 3).
+    virtual bool authsize_ok(std::size_t n) const noexcept { return n == 8 || n == 12 || n == 16; }
     virtual Status crypt(AeadRequest& req, std::size_t authsize, bool enc) const = 0;
 
     const uint8_t* salt() const noexcept { return salt_; }

@@ -23,10 +23,6 @@ public:
     explicit Rfc4106Tfm(std::unique_ptr<AeadTfm> child) : WrapTfm(std::move(child), kSalt) {}
 
 private:
-    bool authsize_ok(std::size_t n) const noexcept override {
-        return n == 8 || n == 12 || n == 16;  // RFC 4106 section 5
-    }
-
     // crypto_rfc4106_crypt: the inner request skips the IV at the end of the
     // associated data and takes salt || IV as its nonce.
     Status crypt(AeadRequest& req, std::size_t authsize, bool enc) const override {

@@ -22,10 +22,6 @@ public:
     explicit Rfc4309Tfm(std::unique_ptr<AeadTfm> child) : WrapTfm(std::move(child), kSalt) {}
 
 private:
-    bool authsize_ok(std::size_t n) const noexcept override {
-        return n == 8 || n == 12 || n == 16;  // RFC 4309 section 3
-    }
-
     // crypto_rfc4309_crypt: counter block L'=3 || salt || IV || counter.
     Status crypt(AeadRequest& req, std::size_t authsize, bool enc) const override {
         if (!esp::assoclen_ok(req.assoclen)) return Status::Invalid;
