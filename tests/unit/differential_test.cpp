@@ -329,6 +329,31 @@ std::string reference_of(const std::vector<std::string>& drivers) {
     return drivers.front();
 }
 
+// Every driver of one generic name, allocated, and which one is the reference.
+template <class H>
+struct DriverGroup {
+    std::vector<std::string> names;
+    std::vector<H> tfms;
+    std::size_t ref_i = 0;
+    const std::string& ref_name() const { return names[ref_i]; }
+};
+
+template <class H>
+DriverGroup<H> alloc_group(const std::map<std::string, std::vector<std::string>>& groups,
+                           const std::string& name) {
+    auto g = groups.find(name);
+    REQUIRE(g != groups.end());
+    DriverGroup<H> out{g->second, {}, 0};
+    const std::string ref = reference_of(g->second);
+    for (const auto& d : g->second) {
+        auto t = H::alloc(diff_registry(), d);
+        REQUIRE(t);
+        if (d == ref) out.ref_i = out.tfms.size();
+        out.tfms.push_back(std::move(t).value());
+    }
+    return out;
+}
+
 }  // namespace
 
 TEST_CASE("diff: generic names reach the OpenSSL drivers, driver names the compositions", "[diff]") {
@@ -406,17 +431,10 @@ TEST_CASE("diff: skciphers agree with the compositions", "[diff]") {
     std::mt19937_64 rng(sd ^ 0x5c);
     const auto groups = multi_driver_names();
     for (const SkSpec& spec : kSkSpecs) {
-        auto g = groups.find(spec.name);
-        REQUIRE(g != groups.end());
-        const std::string ref_name = reference_of(g->second);
-        std::vector<Skcipher> ts;
-        for (const auto& d : g->second) {
-            auto t = Skcipher::alloc(diff_registry(), d);
-            REQUIRE(t);
-            ts.push_back(std::move(t).value());
-        }
-        const std::size_t ref_i = static_cast<std::size_t>(
-            std::find(g->second.begin(), g->second.end(), ref_name) - g->second.begin());
+        auto group = alloc_group<Skcipher>(groups, spec.name);
+        auto& ts = group.tfms;
+        const std::size_t ref_i = group.ref_i;
+        const std::string& ref_name = group.ref_name();
         const bool xts = std::string(spec.name).starts_with("xts");
         const bool ctr = std::string(spec.name).starts_with("ctr");
         const std::size_t ivsize = ts[ref_i].ivsize();
@@ -443,7 +461,7 @@ TEST_CASE("diff: skciphers agree with the compositions", "[diff]") {
             const SkResult ref_enc = sk_run(rng, ts[ref_i], true, pt, iv);
             REQUIRE(ref_enc.status == (valid ? Status::Ok : Status::Invalid));
             for (std::size_t i = 0; i < ts.size(); ++i) {
-                INFO(g->second[i] << " vs " << ref_name);
+                INFO(group.names[i] << " vs " << ref_name);
                 const SkResult e = sk_run(rng, ts[i], true, pt, iv);
                 REQUIRE(e.status == ref_enc.status);
                 if (!valid) continue;
@@ -494,17 +512,10 @@ TEST_CASE("diff: gcm(aes) agrees with the composition", "[diff]") {
     const uint64_t sd = seed();
     std::mt19937_64 rng(sd ^ 0x9cb);
     const auto groups = multi_driver_names();
-    auto g = groups.find("gcm(aes)");
-    REQUIRE(g != groups.end());
-    const std::string ref_name = reference_of(g->second);
-    std::vector<Aead> ts;
-    std::size_t ref_i = 0;
-    for (const auto& d : g->second) {
-        auto t = Aead::alloc(diff_registry(), d);
-        REQUIRE(t);
-        if (d == ref_name) ref_i = ts.size();
-        ts.push_back(std::move(t).value());
-    }
+    auto group = alloc_group<Aead>(groups, "gcm(aes)");
+    auto& ts = group.tfms;
+    const std::size_t ref_i = group.ref_i;
+    const std::string& ref_name = group.ref_name();
     static const std::size_t kAuth[] = {4, 8, 12, 13, 14, 15, 16};
     const std::size_t n = cases(120);
     for (std::size_t c = 0; c < n; ++c) {
@@ -525,7 +536,7 @@ TEST_CASE("diff: gcm(aes) agrees with the composition", "[diff]") {
         Buf want_pt = assoc;
         want_pt.insert(want_pt.end(), pt.begin(), pt.end());
         for (std::size_t i = 0; i < ts.size(); ++i) {
-            INFO(g->second[i] << " vs " << ref_name);
+            INFO(group.names[i] << " vs " << ref_name);
             const AeadResult e = aead_run(rng, ts[i], true, assoc, pt, iv);
             REQUIRE(e.status == Status::Ok);
             REQUIRE(first_diff(e.out, ref.out) == "");
@@ -552,17 +563,10 @@ TEST_CASE("diff: hash drivers agree and their states are interchangeable", "[dif
     std::mt19937_64 rng(sd ^ 0x4a5);
     const auto groups = multi_driver_names();
     for (const HashSpec& spec : kHashSpecs) {
-        auto g = groups.find(spec.name);
-        REQUIRE(g != groups.end());
-        const std::string ref_name = reference_of(g->second);
-        std::vector<Shash> hs;
-        std::size_t ref_i = 0;
-        for (const auto& d : g->second) {
-            auto h = Shash::alloc(diff_registry(), d);
-            REQUIRE(h);
-            if (d == ref_name) ref_i = hs.size();
-            hs.push_back(std::move(h).value());
-        }
+        auto group = alloc_group<Shash>(groups, spec.name);
+        auto& hs = group.tfms;
+        const std::size_t ref_i = group.ref_i;
+        const std::string& ref_name = group.ref_name();
         REQUIRE(hs[ref_i].statesize() > 0);
         const std::size_t n = cases(spec.n_cases);
         for (std::size_t c = 0; c < n; ++c) {
@@ -576,7 +580,7 @@ TEST_CASE("diff: hash drivers agree and their states are interchangeable", "[dif
             const Buf want = hash_digest(hs[ref_i], msg);
             const Buf ref_state = hash_export_at(rng, hs[ref_i], msg, at);
             for (std::size_t i = 0; i < hs.size(); ++i) {
-                INFO(g->second[i] << " vs " << ref_name);
+                INFO(group.names[i] << " vs " << ref_name);
                 REQUIRE(first_diff(hash_digest(hs[i], msg), want) == "");
                 // The same state, byte for byte (the kernel's struct).
                 const Buf st = hash_export_at(rng, hs[i], msg, at);
