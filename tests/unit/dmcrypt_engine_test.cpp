@@ -2,6 +2,7 @@
 // images written and read through bios of every shape, random bio sizes and
 // segmentations against the single-bio result, sync against cryptd,
 // concurrent submitters, refusals and I/O errors.
+#include "dmcrypt_golden.hpp"
 #include "test_util.hpp"
 #include <blkcrypt/dm/crypt_target.hpp>
 #include <blkcrypt/registry.hpp>
@@ -27,19 +28,11 @@ using namespace blkcrypt::dm;
 
 namespace {
 
+using testutil::read_file;
 using testutil::registry;
 using testutil::hex;
 
 using Buf = std::vector<uint8_t>;
-
-const std::string kGoldenDir = std::string(BLKCRYPT_SOURCE_DIR) + "/tests/dmcrypt/golden/";
-
-bool read_file(const std::string& path, Buf* out) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) return false;
-    out->assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-    return true;
-}
 
 Buf random_bytes(std::mt19937& rng, std::size_t n) {
     Buf v(n);
@@ -148,36 +141,6 @@ Buf read_image(const CryptTable& t, const Buf& image, std::mt19937* rng, TargetO
     return mem;
 }
 
-struct GoldenCase {
-    std::string name, cipher, key_hex, opts, ct_file;
-    uint64_t iv_offset = 0;
-    std::size_t sector_size = 512, size = 0;
-};
-
-std::vector<GoldenCase> read_manifest() {
-    std::vector<GoldenCase> out;
-    std::ifstream f(kGoldenDir + "manifest.tsv");
-    std::string line;
-    std::getline(f, line);  // case cipher key_hex iv_offset sector_size opts size ct_file ct_sha256 command
-    while (std::getline(f, line)) {
-        std::vector<std::string> w;
-        std::istringstream in(line);
-        for (std::string x; std::getline(in, x, '\t');) w.push_back(x);
-        if (w.size() < 8) continue;
-        GoldenCase c;
-        c.name = w[0];
-        c.cipher = w[1];
-        c.key_hex = w[2];
-        c.iv_offset = std::stoull(w[3]);
-        c.sector_size = std::stoul(w[4]);
-        c.opts = w[5] == "-" ? "" : w[5];
-        c.size = std::stoul(w[6]);
-        c.ct_file = w[7];
-        out.push_back(c);
-    }
-    return out;
-}
-
 // A store whose reads (or writes) fail.
 class FailingStore final : public BackingStore {
 public:
@@ -210,20 +173,20 @@ std::vector<CryptTable> shape_tables(std::mt19937& rng) {
 TEST_CASE("dm engine: the kernel's golden images through bios", "[dmcrypt]") {
     // The manifest comes from a kernel run; the engine tests below cover the
     // same tables against the single-bio result if it is not there.
-    auto cases = read_manifest();
+    auto cases = golden::read_manifest();
     if (cases.empty()) {
-        WARN("no " << kGoldenDir << "manifest.tsv: golden comparison skipped");
+        WARN("no " << golden::kDir << "manifest.tsv: golden comparison skipped");
         return;
     }
     Buf plaintext;
-    REQUIRE(read_file(kGoldenDir + "plaintext.bin", &plaintext));
+    REQUIRE(read_file(golden::kDir + "plaintext.bin", &plaintext));
     std::mt19937 rng(1);
     std::vector<std::string> unavailable;
     std::size_t checked = 0;
     for (const auto& c : cases) {
         INFO("case " << c.name << " (" << c.cipher << ")");
         Buf ct;
-        REQUIRE(read_file(kGoldenDir + c.ct_file, &ct));
+        REQUIRE(read_file(golden::kDir + c.ct_file, &ct));
         REQUIRE(ct.size() == c.size);
         const Buf pt(plaintext.begin(), plaintext.begin() + static_cast<std::ptrdiff_t>(c.size));
         CryptTable t = table(c.cipher, c.key_hex, c.iv_offset, c.sector_size, c.opts);

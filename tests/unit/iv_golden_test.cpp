@@ -2,7 +2,10 @@
 // every case of manifest.tsv through the IV-generation templates, as one
 // request and in scatter-gather pieces split inside sectors, in place and out
 // of place, both directions.
+#include "dmcrypt_golden.hpp"
 #include "test_util.hpp"
+
+#include <blkcrypt/internal/endian.hpp>
 #include <blkcrypt/dm/table.hpp>
 #include <blkcrypt/registry.hpp>
 #include <blkcrypt/request.hpp>
@@ -21,81 +24,9 @@ using namespace blkcrypt;
 
 namespace {
 
+using testutil::read_file;
+
 using Buf = std::vector<uint8_t>;
-
-const std::string kGoldenDir = std::string(BLKCRYPT_SOURCE_DIR) + "/tests/dmcrypt/golden/";
-
-bool read_file(const std::string& path, Buf* out) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) return false;
-    out->assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-    return true;
-}
-
-std::vector<std::string> split_tabs(const std::string& line) {
-    std::vector<std::string> out;
-    std::string cur;
-    for (char c : line) {
-        if (c == '\t') {
-            out.push_back(cur);
-            cur.clear();
-        } else if (c != '\r') {
-            cur += c;
-        }
-    }
-    out.push_back(cur);
-    return out;
-}
-
-struct GoldenCase {
-    std::string name, cipher, key_hex, iv_offset, opts, ct_file;
-    std::size_t sector_size = 512, size = 0;
-};
-
-std::vector<GoldenCase> read_manifest() {
-    std::vector<GoldenCase> cases;
-    std::ifstream f(kGoldenDir + "manifest.tsv");
-    std::string line;
-    bool header = true;
-    while (std::getline(f, line)) {
-        if (header) {  // case cipher key_hex iv_offset sector_size opts size ct_file ct_sha256 command
-            header = false;
-            continue;
-        }
-        if (line.empty()) continue;
-        auto w = split_tabs(line);
-        if (w.size() < 8) continue;
-        GoldenCase c;
-        c.name = w[0];
-        c.cipher = w[1];
-        c.key_hex = w[2];
-        c.iv_offset = w[3];
-        c.sector_size = std::stoul(w[4]);
-        c.opts = w[5] == "-" ? "" : w[5];
-        c.size = std::stoul(w[6]);
-        c.ct_file = w[7];
-        cases.push_back(c);
-    }
-    return cases;
-}
-
-// "<cipher> <key> <iv_offset> [<n> sector_size:N opts...]", as the table had it.
-std::string crypt_args(const GoldenCase& c) {
-    std::vector<std::string> opts;
-    if (c.sector_size != 512) opts.push_back("sector_size:" + std::to_string(c.sector_size));
-    std::istringstream in(c.opts);
-    for (std::string o; in >> o;) opts.push_back(o);
-    std::string args = c.cipher + " " + c.key_hex + " " + c.iv_offset;
-    if (!opts.empty()) {
-        args += " " + std::to_string(opts.size());
-        for (const auto& o : opts) args += " " + o;
-    }
-    return args;
-}
-
-void put_le64(uint8_t* p, uint64_t v) {
-    for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
 
 // Three pieces of buf, cut at a and b.
 std::vector<SgEntry> three(Buf& buf, std::size_t a, std::size_t b) {
@@ -120,8 +51,8 @@ bool not_provided(const std::string& alg_name) {
 
 // Checks one case; returns "" or what went wrong ("skip: ..." when the
 // registry lacks one of kNotProvided).
-std::string check_case(Registry& reg, const GoldenCase& c, const Buf& plaintext) {
-    auto t = dm::parse_crypt_args(crypt_args(c));
+std::string check_case(Registry& reg, const golden::Case& c, const Buf& plaintext) {
+    auto t = dm::parse_crypt_args(golden::crypt_args(c));
     if (!t) return "table: " + t.error().message;
     auto tfm = Skcipher::alloc(reg, t->alg_name);
     if (!tfm && tfm.error().status == Status::NotFound && not_provided(t->alg_name))
@@ -140,7 +71,7 @@ std::string check_case(Registry& reg, const GoldenCase& c, const Buf& plaintext)
     if (Status s = tfm->setkey(t->key); s != Status::Ok) return std::string("setkey: ") + to_string(s);
 
     Buf ct;
-    if (!read_file(kGoldenDir + c.ct_file, &ct)) return "missing " + c.ct_file;
+    if (!read_file(golden::kDir + c.ct_file, &ct)) return "missing " + c.ct_file;
     if (ct.size() != c.size || plaintext.size() < c.size) return "size mismatch";
     const Buf pt(plaintext.begin(), plaintext.begin() + static_cast<std::ptrdiff_t>(c.size));
     const std::size_t n = c.size;
@@ -203,10 +134,10 @@ std::string check_case(Registry& reg, const GoldenCase& c, const Buf& plaintext)
 }  // namespace
 
 TEST_CASE("every kernel golden case matches byte for byte", "[ivgolden]") {
-    auto cases = read_manifest();
+    auto cases = golden::read_manifest();
     REQUIRE(!cases.empty());
     Buf plaintext;
-    REQUIRE(read_file(kGoldenDir + "plaintext.bin", &plaintext));
+    REQUIRE(read_file(golden::kDir + "plaintext.bin", &plaintext));
 
     Registry reg;
     register_defaults(reg);

@@ -9,6 +9,8 @@
 #include <blkcrypt/skcipher.hpp>
 
 #include <cstdint>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,6 +29,14 @@ inline std::string hex(blkcrypt::ConstBytes b) {
     std::string s;
     for (uint8_t c : b) s += {kDigits[c >> 4], kDigits[c & 15]};
     return s;
+}
+
+// The whole file, or false.
+inline bool read_file(const std::string& path, std::vector<uint8_t>* out) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) return false;
+    out->assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    return true;
 }
 
 // Never destroyed: tests may leave transforms alive until exit.
