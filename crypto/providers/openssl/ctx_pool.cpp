@@ -33,26 +33,34 @@ void CtxPool::destroy(Slot* slot) noexcept {
 }
 
 void CtxPool::clear() noexcept {
-    for (Slot* s : free_) destroy(s);
-    free_.clear();
+    for (Cell& c : free_) destroy(c.slot.exchange(nullptr));
     EVP_CIPHER_CTX_free(master_);
     master_ = nullptr;
 }
 
 void CtxPool::reset(EVP_CIPHER_CTX* master) noexcept {
-    std::lock_guard lk(mu_);
     clear();
     master_ = master;
 }
 
+namespace {
+// Where this thread starts looking: threads spread over the cells, so in the
+// common case each finds its own context where it left it.
+std::size_t home_cell(std::size_t cells) noexcept {
+    static std::atomic<std::size_t> next{0};
+    thread_local const std::size_t home = next.fetch_add(1, std::memory_order_relaxed);
+    return home % cells;
+}
+}  // namespace
+
 CtxPool::Lease CtxPool::acquire() const {
-    {
-        std::lock_guard lk(mu_);
-        if (!free_.empty()) {
-            Slot* s = free_.back();
-            free_.pop_back();
-            return Lease(*this, s);
-        }
+    const std::size_t home = home_cell(free_.size());
+    for (std::size_t i = 0; i < free_.size(); ++i) {
+        std::atomic<Slot*>& cell = free_[(home + i) % free_.size()].slot;
+        // Look before taking: an exchange on an empty cell would still pull
+        // its cache line away from the thread that owns it.
+        if (!cell.load(std::memory_order_relaxed)) continue;
+        if (Slot* s = cell.exchange(nullptr, std::memory_order_acquire)) return Lease(*this, s);
     }
     // Copying only reads the master, which no request uses: no lock needed.
     // A copy's chain is zero, like the master's IV.
@@ -67,17 +75,15 @@ CtxPool::Lease CtxPool::acquire() const {
 
 void CtxPool::put(Slot* slot) const noexcept {
     if (!slot) return;
-    {
-        std::lock_guard lk(mu_);
-        if (free_.size() < kMaxFree) {
-            try {
-                free_.push_back(slot);
-                return;
-            } catch (...) {  // out of memory: free it instead
-            }
-        }
+    const std::size_t home = home_cell(free_.size());
+    for (std::size_t i = 0; i < free_.size(); ++i) {
+        std::atomic<Slot*>& cell = free_[(home + i) % free_.size()].slot;
+        Slot* empty = nullptr;
+        if (!cell.load(std::memory_order_relaxed) &&
+            cell.compare_exchange_strong(empty, slot, std::memory_order_release, std::memory_order_relaxed))
+            return;
     }
-    destroy(slot);
+    destroy(slot);  // every cell full
 }
 
 }  // namespace blkcrypt::ossl

@@ -12,8 +12,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <array>
+#include <atomic>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -47,9 +48,11 @@ EVP_CIPHER_CTX* keyed_ctx(const char* cipher, ConstBytes key, int enc, bool bloc
 
 // EVP_CIPHER_CTX holds per-operation state (IV, counter, GHASH) and cannot be
 // shared between threads, while our transforms must be. So each transform
-// keeps one keyed master that is never used for data, and a free list of
-// copies: acquire() pops one (or copies the master when the list is empty),
-// the Lease puts it back. Each copy carries `chain`, the chaining value its
+// keeps one keyed master that is never used for data, and free copies in a
+// row of cells: acquire() takes one (or copies the master when all are
+// empty), the Lease puts it back. Lock-free, each thread starting at its own
+// cell: the dm-crypt workers take a context per sector, and a shared mutex
+// there made them wait on each other. Each copy carries `chain`, the chaining value its
 // context holds (cbc: the last ciphertext block it processed; zero when
 // fresh), so cbc can steer it to a new IV without a costly re-init.
 class CtxPool {
@@ -102,10 +105,13 @@ private:
     // Enough for every core of a busy machine; more are freed on return
     // rather than kept (each holds a key schedule).
     static constexpr std::size_t kMaxFree = 64;
+    // One cache line per cell: threads at different cells never share one.
+    struct alignas(64) Cell {
+        std::atomic<Slot*> slot{nullptr};
+    };
 
     EVP_CIPHER_CTX* master_ = nullptr;
-    mutable std::mutex mu_;
-    mutable std::vector<Slot*> free_;
+    mutable std::array<Cell, kMaxFree> free_;
 };
 
 }  // namespace blkcrypt::ossl
