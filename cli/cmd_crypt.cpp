@@ -269,8 +269,13 @@ int run_copy(const po::variables_map& vm, bool enc, const std::vector<std::strin
     // flight, whose completions touch these.
     std::mutex mu;
     std::condition_variable cv;
+    // Encryption reads a mappable IN in place: the engine never writes a
+    // write bio's memory, so its pages go from the page cache straight to
+    // the cipher, without a copy into a buffer of ours.
+    const blkcrypt::ConstBytes in_map = enc ? (*in_store)->mapped() : blkcrypt::ConstBytes{};
     std::vector<Slot> slots(depth);
-    for (auto& s : slots) s.buf.resize(kChunk);
+    if (in_map.empty())
+        for (auto& s : slots) s.buf.resize(kChunk);
     blkcrypt::Registry& reg = registry();
     auto target = make_target(reg, table, store, length, opts);
 
@@ -291,7 +296,12 @@ int run_copy(const po::variables_map& vm, bool enc, const std::vector<std::strin
             throw Failure(std::string(enc ? "writing " : "reading ") + (enc ? out_path : in_path) +
                           " at sector " + std::to_string(s.bio.sector) + ": " + blkcrypt::to_string(s.status));
         const std::size_t n = s.bio.vecs[0].len;
-        if (!enc) pwrite_all(wfd, blkcrypt::ConstBytes(s.buf.data(), n), s.pos, wname);
+        if (enc) {
+            (*in_store)->release_mapped(s.pos, n);  // bounded memory
+            store->start_writeback(offset_bytes + s.pos, n);
+        } else {
+            pwrite_all(wfd, blkcrypt::ConstBytes(s.buf.data(), n), s.pos, wname);
+        }
         done += n;
         progress.update(done);
     };
@@ -301,15 +311,17 @@ int run_copy(const po::variables_map& vm, bool enc, const std::vector<std::strin
             if (inflight == depth) retire();
             Slot& s = slots[(head + inflight) % depth];
             const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(kChunk, total - next));
-            if (enc) {
-                if ((*in_store)->read(next, blkcrypt::Bytes(s.buf.data(), n)) != blkcrypt::Status::Ok)
-                    throw Failure(in_path + ": read error at byte " + std::to_string(next));
+            uint8_t* data = s.buf.data();
+            if (!in_map.empty()) {
+                data = const_cast<uint8_t*>(in_map.data() + next);  // read-only mapping, never written
+            } else if (enc && (*in_store)->read(next, blkcrypt::Bytes(data, n)) != blkcrypt::Status::Ok) {
+                throw Failure(in_path + ": read error at byte " + std::to_string(next));
             }
             s.pos = next;
             s.busy = true;
             s.bio.sector = next / kSector;
             s.bio.dir = enc ? dm::BioDir::Write : dm::BioDir::Read;
-            s.bio.vecs = {blkcrypt::SgEntry{s.buf.data(), n}};
+            s.bio.vecs = {blkcrypt::SgEntry{data, n}};
             s.bio.on_complete = [&mu, &cv, &s](blkcrypt::Status st) {
                 std::lock_guard lk(mu);
                 s.status = st;

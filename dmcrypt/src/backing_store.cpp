@@ -84,6 +84,12 @@ public:
         if (end > begin) (void)::madvise(static_cast<uint8_t*>(map_) + begin, end - begin, MADV_DONTNEED);
     }
 
+    void start_writeback(uint64_t offset, uint64_t len) noexcept override {
+        if (writable_)  // advice: an error here resurfaces at flush()
+            (void)::sync_file_range(fd_, static_cast<off64_t>(offset), static_cast<off64_t>(len),
+                                    SYNC_FILE_RANGE_WRITE);
+    }
+
     Status flush() override {
         if (!writable_) return Status::Ok;
         while (::fdatasync(fd_) != 0)

@@ -28,7 +28,7 @@ struct CryptIo {
     std::size_t size = 0;            // bio->size(), counted once
     uint64_t done = 0;               // bytes converted (and, for writes, stored)
     std::size_t chunk = 0;           // bytes in the request being converted
-    std::size_t bounce_used = 0;     // high-water mark, wiped when the bio ends
+    std::size_t bounce_used = 0;     // high-water mark, wiped when the bio fails
     Status crypt_status = Status::Ok;  // set by an async completion
     SkcipherRequest req;
     uint8_t iv[8] = {};
@@ -177,10 +177,11 @@ private:
         CryptIo& io = ios_[slot];
         Bio* bio = io.bio;
         io.bio = nullptr;
-        if (io.bounce_used) {
-            secure_wipe(io.bounce.get(), io.bounce_used);
-            io.bounce_used = 0;
-        }
+        // A converted bounce holds only ciphertext, already stored; a failed
+        // request may have left plaintext there (templates that copy, then
+        // transform in place), so only then is it wiped.
+        if (io.bounce_used && s != Status::Ok) secure_wipe(io.bounce.get(), io.bounce_used);
+        io.bounce_used = 0;
         // Free the slot before the callback, so a callback submitting a
         // follow-up bio finds room.
         pool_.release(slot);

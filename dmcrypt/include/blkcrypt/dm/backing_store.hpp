@@ -29,6 +29,9 @@ public:
     // Drops [offset, offset+len) of the mapping from this process's resident
     // memory (the data stays in the page cache), to keep memory bounded.
     virtual void release_mapped(uint64_t /*offset*/, uint64_t /*len*/) noexcept {}
+    // Starts writing [offset, offset+len) out without waiting, so a streaming
+    // writer's final flush() waits for the tail only, not the whole image.
+    virtual void start_writeback(uint64_t /*offset*/, uint64_t /*len*/) noexcept {}
 };
 
 // A file or block device opened for pread/pwrite (read-only unless writable;
