@@ -322,6 +322,20 @@ std::map<std::string, std::vector<std::string>> multi_driver_names() {
     return by_name;
 }
 
+// Whether xts-aes-vaes should be registered: VAES, VPCLMULQDQ, AVX-512 F/BW/VL
+// with the OS saving the ZMM state (libgcc checks XCR0 for the AVX-512 bits).
+bool cpu_has_vaes_avx512() {
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("aes") && __builtin_cpu_supports("pclmul") &&
+           __builtin_cpu_supports("vaes") && __builtin_cpu_supports("vpclmulqdq") &&
+           __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl");
+#else
+    return false;
+#endif
+}
+
 // The composition (or Crypto++ driver) that every other driver is compared with.
 std::string reference_of(const std::vector<std::string>& drivers) {
     for (const auto& d : drivers)
@@ -366,15 +380,21 @@ TEST_CASE("diff: generic names reach the OpenSSL drivers, driver names the compo
         {"hmac(sha256)", "hmac-sha256-openssl"},
     };
     (void)multi_driver_names();  // instantiate the compositions first
-    const bool sha_ni = reg.lookup_any("sha256-ni").ok();  // priority 400 where the CPU has it
+    // The x86 drivers (priority 400) win where the CPU has their instructions.
+    const bool sha_ni = reg.lookup_any("sha256-ni").ok();
+    const bool vaes = cpu_has_vaes_avx512();
+    CHECK(reg.lookup_any("xts-aes-vaes").ok() == vaes);  // registered exactly when the CPU allows it
     for (const auto& [name, driver_] : generic_to_driver) {
         INFO(name);
-        const std::string driver = sha_ni && name == std::string("sha256") ? "sha256-ni" : driver_;
+        std::string driver = driver_;
+        if (sha_ni && name == std::string("sha256")) driver = "sha256-ni";
+        if (vaes && name == std::string("xts(aes)")) driver = "xts-aes-vaes";
+        const bool x86 = driver == "sha256-ni" || driver == "xts-aes-vaes";
         auto a = reg.lookup_any(name);
         REQUIRE(a);
         CHECK((*a)->info().driver == driver);
-        CHECK((*a)->info().module == (driver == "sha256-ni" ? "x86" : "openssl"));
-        CHECK((*a)->info().priority == (driver == "sha256-ni" ? 400 : 300));
+        CHECK((*a)->info().module == (x86 ? "x86" : "openssl"));
+        CHECK((*a)->info().priority == (x86 ? 400 : 300));
         auto b = reg.lookup_any(driver);
         REQUIRE(b);
         CHECK(b->get() == a->get());
@@ -506,6 +526,12 @@ TEST_CASE("diff: wrong key sizes are refused by every driver", "[diff]") {
     CHECK(c->setkey(k) == Status::Ok);
     // No AES-192-XTS in OpenSSL.
     CHECK(o->setkey(Buf(48, 7)) == Status::Invalid);
+    // xts-aes-vaes follows the composition: equal halves and 48-byte keys.
+    if (auto v = Skcipher::alloc(diff_registry(), "xts-aes-vaes")) {
+        CHECK(v->setkey(k) == Status::Ok);
+        CHECK(v->setkey(Buf(48, 7)) == Status::Ok);
+        CHECK(c->setkey(Buf(48, 7)) == Status::Ok);
+    }
 }
 
 TEST_CASE("diff: gcm(aes) agrees with the composition", "[diff]") {
@@ -627,9 +653,11 @@ TEST_CASE("diff: one keyed OpenSSL transform serves many threads", "[diff]") {
     };
     const Pair pairs[] = {{"xts-aes-openssl", "xts(aes-cryptopp)", 64},
                           {"cbc-aes-openssl", "cbc(aes-cryptopp)", 32},
-                          {"ctr-aes-openssl", "ctr(aes-cryptopp)", 16}};
+                          {"ctr-aes-openssl", "ctr(aes-cryptopp)", 16},
+                          {"xts-aes-vaes", "xts(aes-cryptopp)", 64}};  // where the CPU has VAES
     std::vector<Skcipher> ours, refs;
     for (const auto& p : pairs) {
+        if (std::string(p.ours) == "xts-aes-vaes" && !reg.lookup_any(p.ours)) continue;
         auto a = Skcipher::alloc(reg, p.ours);
         auto b = Skcipher::alloc(reg, p.ref);
         REQUIRE((a && b));

@@ -1,0 +1,16 @@
+// The x86 provider: drivers on CPU-specific instructions, each registered
+// only when CPUID (and, for AVX-512, XGETBV) says the CPU and OS support it.
+#include "aes_xts_driver.hpp"
+
+#include <blkcrypt/registry.hpp>
+
+namespace blkcrypt {
+
+void register_sha256_ni(Registry& reg);  // sha256_ni_driver.cpp
+
+void register_x86_provider(Registry& reg) {
+    register_sha256_ni(reg);     // sha256-ni, priority 400
+    register_aes_xts_vaes(reg);  // xts-aes-vaes, priority 400
+}
+
+}  // namespace blkcrypt

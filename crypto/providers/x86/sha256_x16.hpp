@@ -1,0 +1,21 @@
+// SHA-256 compression of 16 independent messages at once, one message per
+// 32-bit lane of the AVX-512 registers (the multi-buffer "x16" technique of
+// isa-l_crypto's sha256_mb). SHA-NI runs one message's round chain at a
+// time; here every instruction advances sixteen chains, so hashing many
+// equal-length blocks (dm-verity, fs-verity) gets more bytes per cycle.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace blkcrypt::x86 {
+
+// True when the CPU has AVX-512 F/BW/VL and the OS saves the ZMM and mask
+// registers (CPUID + XGETBV, checked once).
+bool have_avx512_sha_mb() noexcept;
+
+// states[k]: message k's a, b, ..., h. nblocks 64-byte blocks from each of
+// data[0..16). Call only when have_avx512_sha_mb().
+void sha256_x16_blocks(uint32_t states[16][8], const uint8_t* const data[16], std::size_t nblocks) noexcept;
+
+}  // namespace blkcrypt::x86
