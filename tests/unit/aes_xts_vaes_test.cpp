@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 using namespace blkcrypt;
+using testutil::cpu_has_vaes_avx512;
 using testutil::crypt_sg;
 using testutil::hex;
 using testutil::registry;
@@ -37,20 +38,6 @@ Buf random_bytes(std::mt19937_64& rng, std::size_t n) {
     Buf v(n);
     for (auto& b : v) b = static_cast<uint8_t>(rng());
     return v;
-}
-
-// What register_x86_provider checks: VAES, VPCLMULQDQ, AVX-512 F/BW/VL, and
-// the OS saving the ZMM state (libgcc checks XCR0 for the AVX-512 bits).
-bool cpu_has_vaes_avx512() {
-#if defined(__x86_64__) && defined(__GNUC__)
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("aes") && __builtin_cpu_supports("pclmul") &&
-           __builtin_cpu_supports("vaes") && __builtin_cpu_supports("vpclmulqdq") &&
-           __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl");
-#else
-    return false;
-#endif
 }
 
 // The driver, or nothing (with a warning) on a CPU without the instructions.

@@ -10,6 +10,8 @@
 // seed. Set BLKCRYPT_DIFF_LONG=1 for a long run (about 25 times as many
 // cases, a random seed). BLKCRYPT_DIFF_SEED=<n> fixes the seed of either run;
 // a failure prints the seed and the case.
+#include "test_util.hpp"
+
 #include <blkcrypt/aead.hpp>
 #include <blkcrypt/internal/alg.hpp>
 #include <blkcrypt/registry.hpp>
@@ -322,20 +324,6 @@ std::map<std::string, std::vector<std::string>> multi_driver_names() {
     return by_name;
 }
 
-// Whether xts-aes-vaes should be registered: VAES, VPCLMULQDQ, AVX-512 F/BW/VL
-// with the OS saving the ZMM state (libgcc checks XCR0 for the AVX-512 bits).
-bool cpu_has_vaes_avx512() {
-#if defined(__x86_64__) && defined(__GNUC__)
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("aes") && __builtin_cpu_supports("pclmul") &&
-           __builtin_cpu_supports("vaes") && __builtin_cpu_supports("vpclmulqdq") &&
-           __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl");
-#else
-    return false;
-#endif
-}
-
 // The composition (or Crypto++ driver) that every other driver is compared with.
 std::string reference_of(const std::vector<std::string>& drivers) {
     for (const auto& d : drivers)
@@ -382,7 +370,7 @@ TEST_CASE("diff: generic names reach the OpenSSL drivers, driver names the compo
     (void)multi_driver_names();  // instantiate the compositions first
     // The x86 drivers (priority 400) win where the CPU has their instructions.
     const bool sha_ni = reg.lookup_any("sha256-ni").ok();
-    const bool vaes = cpu_has_vaes_avx512();
+    const bool vaes = testutil::cpu_has_vaes_avx512();
     CHECK(reg.lookup_any("xts-aes-vaes").ok() == vaes);  // registered exactly when the CPU allows it
     for (const auto& [name, driver_] : generic_to_driver) {
         INFO(name);

@@ -6,6 +6,7 @@
 #include "test_util.hpp"
 
 #if defined(__x86_64__)
+#include "../../crypto/providers/x86/cpu.hpp"
 #include "../../crypto/providers/x86/sha256_ni.hpp"
 #include "../../crypto/providers/x86/sha256_x16.hpp"
 #endif
@@ -62,7 +63,7 @@ constexpr std::size_t kLens[] = {0, 1, 55, 56, 63, 64, 65, 119, 120, 4096, 4096 
 
 TEST_CASE("sha256 x16: compression equals SHA-NI lane by lane", "[sha256x16]") {
 #if defined(__x86_64__)
-    if (!x86::have_avx512_sha_mb() || !x86::have_sha_ni()) {
+    if (!x86::have_avx512() || !x86::have_sha_ni()) {
         SUCCEED("no AVX-512 or SHA-NI on this CPU: x16 compression not tested");
         return;
     }
@@ -104,8 +105,8 @@ TEST_CASE("sha256-ni finup_mb equals sha256-openssl on every batch shape", "[sha
     REQUIRE(nd.ok());
     REQUIRE(rd.ok());
 #if defined(__x86_64__)
-    if (!x86::have_avx512_sha_mb()) WARN("no AVX-512 on this CPU: only the 2-way finup_mb is tested");
-    CHECK(nd->mb_width() == (x86::have_avx512_sha_mb() ? 16u : 2u));
+    if (!x86::have_avx512()) WARN("no AVX-512 on this CPU: only the 2-way finup_mb is tested");
+    CHECK(nd->mb_width() == (x86::have_avx512() ? 16u : 2u));
 #endif
     std::mt19937 rng(40);
     // Every batch size to 40 (and 100): whole groups of 16, then the 2-way

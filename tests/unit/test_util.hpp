@@ -9,6 +9,7 @@
 #include <blkcrypt/skcipher.hpp>
 
 #include <cstdint>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -29,6 +30,27 @@ inline std::string hex(blkcrypt::ConstBytes b) {
     std::string s;
     for (uint8_t c : b) s += {kDigits[c >> 4], kDigits[c & 15]};
     return s;
+}
+
+// Whether xts-aes-vaes should be registered, judged independently of the
+// library (libgcc's CPUID reading, which checks XCR0 for AVX-512): VAES,
+// VPCLMULQDQ, AES-NI, PCLMULQDQ, AVX-512 F/BW/VL, and BLKCRYPT_X86_DISABLE
+// not hiding vaes or avx512.
+inline bool cpu_has_vaes_avx512() {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (const char* off = std::getenv("BLKCRYPT_X86_DISABLE")) {
+        const std::string list = std::string(",") + off + ",";
+        for (const char* f : {",vaes,", ",avx512,", ",all,"})
+            if (list.find(f) != std::string::npos) return false;
+    }
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("aes") && __builtin_cpu_supports("pclmul") &&
+           __builtin_cpu_supports("vaes") && __builtin_cpu_supports("vpclmulqdq") &&
+           __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl");
+#else
+    return false;
+#endif
 }
 
 // The whole file, or false.

@@ -8,6 +8,7 @@
 #include "aes_xts_driver.hpp"
 
 #include "aes_xts_vaes.hpp"
+#include "cpu.hpp"
 
 #include <blkcrypt/internal/alg.hpp>
 #include <blkcrypt/internal/walk.hpp>

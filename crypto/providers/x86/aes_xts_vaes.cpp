@@ -10,7 +10,6 @@
 
 #include <blkcrypt/secure_buffer.hpp>
 
-#include <cpuid.h>
 
 #include <cstring>
 
@@ -279,22 +278,6 @@ struct Impl {
     }
 
 }  // namespace
-
-bool have_vaes_avx512() noexcept {
-    static const bool ok = [] {
-        unsigned a = 0, b = 0, c = 0, d = 0;
-        if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
-        if (!(c & bit_AES) || !(c & bit_PCLMUL) || !(c & bit_SSE4_1) || !(c & bit_OSXSAVE)) return false;
-        // XCR0: SSE, AVX, opmask, ZMM0-15 upper halves, ZMM16-31 saved by the OS.
-        unsigned lo = 0, hi = 0;
-        __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-        if ((lo & 0xe6) != 0xe6) return false;
-        if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-        return (b & bit_AVX2) && (b & bit_AVX512F) && (b & bit_AVX512BW) && (b & bit_AVX512VL) &&
-               (c & bit_VAES) && (c & bit_VPCLMULQDQ);
-    }();
-    return ok;
-}
 
 bool aes_xts_setkey(AesXtsKey& k, const uint8_t* key, std::size_t keylen) noexcept {
     if (keylen != 32 && keylen != 48 && keylen != 64) return false;

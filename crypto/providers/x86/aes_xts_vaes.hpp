@@ -15,10 +15,6 @@
 
 namespace blkcrypt::x86 {
 
-// True when the CPU has AES-NI, VAES, VPCLMULQDQ, AVX-512 F/BW/VL and the OS
-// saves the ZMM state (checked once with CPUID and XGETBV).
-bool have_vaes_avx512() noexcept;
-
 // The expanded keys of one XTS key (K1 || K2). Secret: the owner wipes it.
 struct AesXtsKey {
     alignas(64) uint8_t enc[15][16];  // K1, encryption rounds

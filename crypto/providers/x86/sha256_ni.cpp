@@ -2,7 +2,6 @@
 
 #include "sha256_k.hpp"
 
-#include <cpuid.h>
 #include <immintrin.h>
 
 namespace blkcrypt::x86 {
@@ -90,17 +89,6 @@ SHA_TARGET inline void blocks(Lane (&l)[N], const uint8_t* const (&p)[N]) {
 }
 
 }  // namespace
-
-bool have_sha_ni() noexcept {
-    static const bool ok = [] {
-        unsigned a = 0, b = 0, c = 0, d = 0;
-        if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
-        const bool sse41 = c & bit_SSE4_1, ssse3 = c & bit_SSSE3;
-        if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-        return sse41 && ssse3 && (b & bit_SHA);
-    }();
-    return ok;
-}
 
 SHA_TARGET void sha256_ni_blocks(uint32_t state[8], const uint8_t* data, std::size_t nblocks) noexcept {
     Lane l[1] = {load_state(state)};

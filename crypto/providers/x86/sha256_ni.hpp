@@ -8,9 +8,6 @@
 
 namespace blkcrypt::x86 {
 
-// True when the CPU has SHA-NI and SSE4.1 (checked once with CPUID).
-bool have_sha_ni() noexcept;
-
 // state: a, b, ..., h. nblocks 64-byte blocks from data.
 void sha256_ni_blocks(uint32_t state[8], const uint8_t* data, std::size_t nblocks) noexcept;
 // Two states, one block each from a and b, interleaved.

@@ -7,6 +7,7 @@
 // dm-verity, 2025). Exported state: the kernel's struct sha256_state
 // (u32 state[8], u64 count, u8 buf[64]), interchangeable with the other
 // sha256 drivers.
+#include "cpu.hpp"
 #include "sha256_ni.hpp"
 #include "sha256_x16.hpp"
 
@@ -116,13 +117,13 @@ public:
 
     bool finup_mb(const ConstBytes* data, const Bytes* out, std::size_t n) override {
         std::size_t i = 0;
-        if (x86::have_avx512_sha_mb())
+        if (x86::have_avx512())
             for (; n - i >= 16; i += 16) finup_n<16>(data + i, out + i);
         for (; n - i >= 2; i += 2) finup_n<2>(data + i, out + i);
         if (i < n) finup_n<1>(data + i, out + i);
         return true;
     }
-    unsigned mb_width() const noexcept override { return x86::have_avx512_sha_mb() ? 16 : 2; }
+    unsigned mb_width() const noexcept override { return x86::have_avx512() ? 16 : 2; }
 
 private:
     // N equal-length messages msg[0..N) from this state, which is left as it

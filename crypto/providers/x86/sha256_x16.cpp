@@ -10,7 +10,6 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
-#include <cpuid.h>
 #include <immintrin.h>
 
 #include <utility>
@@ -20,7 +19,7 @@ namespace blkcrypt::x86 {
 namespace {
 
 // The library is built for baseline x86-64; only these functions use
-// AVX-512, and only after have_avx512_sha_mb().
+// AVX-512, and only after have_avx512().
 #define X16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline
 
 template <int N>
@@ -112,21 +111,7 @@ X16_TARGET void load_words(__m512i (&w)[16], const uint8_t* const data[16], std:
     }
 }
 
-__attribute__((target("xsave"))) unsigned long long xcr0() { return _xgetbv(0); }
-
 }  // namespace
-
-bool have_avx512_sha_mb() noexcept {
-    static const bool ok = [] {
-        unsigned a = 0, b = 0, c = 0, d = 0;
-        if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE)) return false;
-        // XCR0: SSE, AVX, opmask, ZMM0-15 upper halves, ZMM16-31 all enabled by the OS.
-        if ((xcr0() & 0xE6) != 0xE6) return false;
-        if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-        return (b & bit_AVX512F) && (b & bit_AVX512BW) && (b & bit_AVX512VL);
-    }();
-    return ok;
-}
 
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void sha256_x16_blocks(
     uint32_t states[16][8], const uint8_t* const data[16], std::size_t nblocks) noexcept {

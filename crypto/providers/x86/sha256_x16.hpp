@@ -10,12 +10,8 @@
 
 namespace blkcrypt::x86 {
 
-// True when the CPU has AVX-512 F/BW/VL and the OS saves the ZMM and mask
-// registers (CPUID + XGETBV, checked once).
-bool have_avx512_sha_mb() noexcept;
-
 // states[k]: message k's a, b, ..., h. nblocks 64-byte blocks from each of
-// data[0..16). Call only when have_avx512_sha_mb().
+// data[0..16). Call only when have_avx512() (cpu.hpp).
 void sha256_x16_blocks(uint32_t states[16][8], const uint8_t* const data[16], std::size_t nblocks) noexcept;
 
 }  // namespace blkcrypt::x86
