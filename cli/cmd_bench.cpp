@@ -102,7 +102,7 @@ int run_bench(Args args) {
     cl.options.add_options()
         ("cipher,c", po::value<std::string>()->value_name("SPEC"), "one cipher, e.g. aes-xts, serpent-cbc")
         ("key-size,s", po::value<unsigned>()->value_name("BITS"), "its key size (default: 256, 512 for xts)")
-        ("hash,h", po::value<std::string>()->value_name("NAME"), "one hash, e.g. sha256")
+        ("hash", po::value<std::string>()->value_name("NAME"), "one hash, e.g. sha256")
         ("request", po::value<std::size_t>()->default_value(65536)->value_name("BYTES"), "bytes per request")
         ("time", po::value<double>()->default_value(0.5)->value_name("SECONDS"), "time per measurement")
         ("json", po::bool_switch(), "print JSON");

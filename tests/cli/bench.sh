@@ -23,6 +23,7 @@ assert c["encrypt_mib_s"] > 0 and c["decrypt_mib_s"] > 0
 assert h["hash"] == "sha256" and h["mib_s"] > 0
 PY
 
+"$BLKCRYPT" bench -h | grep -q "^Usage: blkcrypt bench" || fail "bench -h is not the help"
 expect_exit 2 "$BLKCRYPT" bench --cipher nosuch-xts --time 0.01
 expect_exit 2 "$BLKCRYPT" bench --cipher aes --time 0.01
 expect_exit 2 "$BLKCRYPT" bench --cipher aes-xts --key-size 100 --time 0.01
