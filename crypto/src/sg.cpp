@@ -28,6 +28,14 @@ std::size_t for_each_piece(SgList sg, std::size_t offset, std::size_t len, Fn fn
 }
 }  // namespace
 
+uint8_t* sg_contiguous(SgList sg, std::size_t len) noexcept {
+    for (const auto& e : sg) {
+        if (e.len == 0) continue;
+        return e.len >= len ? e.data : nullptr;
+    }
+    return nullptr;
+}
+
 std::size_t sg_gather(SgList sg, std::size_t offset, Bytes out) noexcept {
     return for_each_piece(sg, offset, out.size(), [&](uint8_t* p, std::size_t n, std::size_t at) {
         std::memcpy(out.data() + at, p, n);

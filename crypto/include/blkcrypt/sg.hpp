@@ -29,6 +29,10 @@ std::size_t sg_scatter(SgList sg, std::size_t offset, ConstBytes in) noexcept;
 std::span<SgEntry> sg_slice(SgList sg, std::size_t offset, std::size_t len,
                             std::span<SgEntry> out) noexcept;
 
+// The first non-empty entry's memory when it holds all len bytes, else
+// nullptr: drivers take their fast flat path on it.
+uint8_t* sg_contiguous(SgList sg, std::size_t len) noexcept;
+
 // True when both lists describe exactly the same memory (an in-place request).
 bool sg_same(SgList a, SgList b) noexcept;
 

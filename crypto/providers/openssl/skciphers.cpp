@@ -47,15 +47,6 @@ bool update(EVP_CIPHER_CTX* ctx, uint8_t* out, const uint8_t* in, std::size_t n)
     return true;
 }
 
-// The first non-empty segment when it holds all len bytes, else nullptr.
-uint8_t* contiguous(SgList sg, std::size_t len) noexcept {
-    for (const auto& e : sg) {
-        if (e.len == 0) continue;
-        return e.len >= len ? e.data : nullptr;
-    }
-    return nullptr;
-}
-
 const char* cipher_name(Mode m, std::size_t keylen) {
     switch (m) {
     case Mode::Xts:
@@ -202,8 +193,8 @@ private:
     // xts: the whole data unit in one call (ciphertext stealing and the
     // tweak chain do not continue across calls), gathered when split.
     static bool xts(EVP_CIPHER_CTX* ctx, SkcipherRequest& req) {
-        const uint8_t* in = contiguous(req.src, req.len);
-        uint8_t* out = contiguous(req.dst, req.len);
+        const uint8_t* in = sg_contiguous(req.src, req.len);
+        uint8_t* out = sg_contiguous(req.dst, req.len);
         if (in && out) return update(ctx, out, in, req.len);
         uint8_t small[4096];  // a 4 KiB sector without allocating
         std::vector<uint8_t> big;

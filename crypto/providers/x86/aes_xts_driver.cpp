@@ -20,15 +20,6 @@ namespace {
 
 constexpr std::size_t kBlock = 16;
 
-// The first non-empty segment when it holds all len bytes, else nullptr.
-uint8_t* contiguous(SgList sg, std::size_t len) noexcept {
-    for (const auto& e : sg) {
-        if (e.len == 0) continue;
-        return e.len >= len ? e.data : nullptr;
-    }
-    return nullptr;
-}
-
 class VaesXtsTfm final : public SkcipherTfm {
 public:
     VaesXtsTfm() = default;
@@ -45,8 +36,8 @@ public:
 private:
     Status crypt(SkcipherRequest& req, bool enc) const {
         if (req.len < kBlock) return Status::Invalid;  // before any output
-        const uint8_t* in = contiguous(req.src, req.len);
-        uint8_t* out = contiguous(req.dst, req.len);
+        const uint8_t* in = sg_contiguous(req.src, req.len);
+        uint8_t* out = sg_contiguous(req.dst, req.len);
         if (in && out) {
             x86::aes_xts_crypt(key_, enc, in, out, req.len, req.iv.data());
             return Status::Ok;
