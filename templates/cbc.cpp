@@ -10,6 +10,7 @@
 #include <blkcrypt/internal/walk.hpp>
 #include <blkcrypt/secure_buffer.hpp>
 
+#include <algorithm>
 #include <cstring>
 
 namespace blkcrypt {
@@ -64,13 +65,15 @@ private:
     // Serial by nature: each block needs the previous ciphertext.
     void encrypt_run(const uint8_t* in, uint8_t* out, std::size_t n, uint8_t* iv) const {
         uint8_t blk[kMaxBlock];
+        // bs_ <= kMaxBlock by construction; the bound tells the compiler so.
+        const std::size_t bs = std::min(bs_, sizeof blk);
         const uint8_t* prev = iv;
-        for (std::size_t i = 0; i < n; ++i, in += bs_, out += bs_) {
-            xor_into(blk, in, prev, bs_);  // read in before out is written (in place)
+        for (std::size_t i = 0; i < n; ++i, in += bs, out += bs) {
+            xor_into(blk, in, prev, bs);  // read in before out is written (in place)
             cipher_->encrypt(blk, out, 1);
             prev = out;
         }
-        std::memcpy(iv, prev, bs_);
+        std::memcpy(iv, prev, bs);
         secure_wipe(blk, sizeof blk);
     }
 
