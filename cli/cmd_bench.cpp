@@ -1,7 +1,8 @@
 // blkcrypt bench: in-memory throughput of ciphers and hashes through the
 // registry, like `cryptsetup benchmark`: each cipher/mode/key size encrypting
 // and decrypting REQUEST-byte requests, each hash digesting them, with the
-// driver the registry picks (the best that passed its self-test). One thread.
+// driver the registry picks (the best that passed its self-test), or the one
+// --driver names. One thread.
 #include "commands.hpp"
 #include "json.hpp"
 
@@ -19,6 +20,7 @@ namespace {
 struct CipherCase {
     std::string cipher;  // "aes-xts"
     unsigned key_bits;
+    std::string driver = {};  // forced with --driver; empty: the registry's choice
 };
 
 // cryptsetup benchmark's list.
@@ -60,7 +62,7 @@ struct CipherResult {
 
 CipherResult bench_cipher(blkcrypt::Registry& reg, const CipherCase& c, std::size_t size, double secs,
                           std::mt19937& rng) {
-    auto tfm = blkcrypt::Skcipher::alloc(reg, api_name(c.cipher));
+    auto tfm = blkcrypt::Skcipher::alloc(reg, c.driver.empty() ? api_name(c.cipher) : c.driver);
     if (!tfm) throw UsageError(c.cipher + ": " + tfm.error().message);
     blkcrypt::SecureBuffer key(c.key_bits / 8);
     for (auto& b : key.span()) b = static_cast<uint8_t>(rng());
@@ -79,9 +81,9 @@ CipherResult bench_cipher(blkcrypt::Registry& reg, const CipherCase& c, std::siz
     return r;
 }
 
-std::pair<std::string, double> bench_hash(blkcrypt::Registry& reg, const std::string& name, std::size_t size,
-                                          double secs) {
-    auto h = blkcrypt::Shash::alloc(reg, name);
+std::pair<std::string, double> bench_hash(blkcrypt::Registry& reg, const std::string& name,
+                                          const std::string& driver, std::size_t size, double secs) {
+    auto h = blkcrypt::Shash::alloc(reg, driver.empty() ? name : driver);
     if (!h) throw UsageError(name + ": " + h.error().message);
     if (h->info().needs_key) throw UsageError(name + " needs a key; bench takes unkeyed hashes");
     std::vector<uint8_t> buf(size, 0x5a), out(h->digestsize());
@@ -94,8 +96,8 @@ std::pair<std::string, double> bench_hash(blkcrypt::Registry& reg, const std::st
 }  // namespace
 
 int run_bench(Args args) {
-    CommandLine cl{"blkcrypt bench [--cipher CIPHER-MODE [--key-size BITS]] [--hash NAME] [--request BYTES]\n"
-                   "                [--time SECONDS] [--json]",
+    CommandLine cl{"blkcrypt bench [--cipher CIPHER-MODE [--key-size BITS]] [--hash NAME] [--driver NAME]\n"
+                   "                [--request BYTES] [--time SECONDS] [--json]",
                    "Measure in-memory encryption, decryption and hashing throughput through the\n"
                    "registry (no storage I/O), like cryptsetup benchmark. Without --cipher or --hash,\n"
                    "runs cryptsetup's cipher list and common hashes."};
@@ -103,6 +105,8 @@ int run_bench(Args args) {
         ("cipher,c", po::value<std::string>()->value_name("SPEC"), "one cipher, e.g. aes-xts, serpent-cbc")
         ("key-size,s", po::value<unsigned>()->value_name("BITS"), "its key size (default: 256, 512 for xts)")
         ("hash", po::value<std::string>()->value_name("NAME"), "one hash, e.g. sha256")
+        ("driver", po::value<std::string>()->value_name("NAME"),
+         "measure this driver of the one --cipher or --hash, e.g. xts-aes-openssl")
         ("request", po::value<std::size_t>()->default_value(65536)->value_name("BYTES"), "bytes per request")
         ("time", po::value<double>()->default_value(0.5)->value_name("SECONDS"), "time per measurement")
         ("json", po::bool_switch(), "print JSON");
@@ -125,15 +129,23 @@ int run_bench(Args args) {
         throw UsageError("--key-size needs --cipher");
     }
     if (vm->count("hash")) hashes.push_back((*vm)["hash"].as<std::string>());
+    if (vm->count("driver") && ciphers.size() + hashes.size() != 1)
+        throw UsageError("--driver needs exactly one --cipher or --hash");
     if (ciphers.empty() && hashes.empty()) ciphers = kCiphers, hashes = kHashes;
 
     blkcrypt::Registry& reg = registry();
+    std::string driver;
+    if (vm->count("driver")) {
+        const std::string alg = ciphers.empty() ? hashes[0] : api_name(ciphers[0].cipher);
+        driver = checked_driver(reg, alg, (*vm)["driver"].as<std::string>());
+        if (!ciphers.empty()) ciphers[0].driver = driver;
+    }
     std::mt19937 rng(std::random_device{}());
     const bool json = (*vm)["json"].as<bool>();
     std::vector<CipherResult> cr;
     std::vector<std::pair<std::string, std::pair<std::string, double>>> hr;
     for (const auto& c : ciphers) cr.push_back(bench_cipher(reg, c, size, secs, rng));
-    for (const auto& h : hashes) hr.push_back({h, bench_hash(reg, h, size, secs)});
+    for (const auto& h : hashes) hr.push_back({h, bench_hash(reg, h, driver, size, secs)});
 
     if (json) {
         JsonWriter w(std::cout);

@@ -152,7 +152,10 @@ void add_driver_option(po::options_description& opts) {
 std::string name_to_alloc(blkcrypt::Registry& reg, const po::variables_map& vm) {
     const auto& alg = vm["alg"].as<std::string>();
     if (!vm.count("driver")) return alg;
-    const auto& driver = vm["driver"].as<std::string>();
+    return checked_driver(reg, alg, vm["driver"].as<std::string>());
+}
+
+std::string checked_driver(blkcrypt::Registry& reg, const std::string& alg, const std::string& driver) {
     auto canon = blkcrypt::AlgName::parse(alg);
     if (!canon) throw UsageError(canon.error().message);
     auto found = reg.describe(driver);  // instantiates template drivers such as cbc(aes-cryptopp)

@@ -78,6 +78,8 @@ void add_driver_option(po::options_description& opts);
 // What to allocate: --driver when given (checked to be a registered driver
 // whose generic name is --alg), else --alg.
 std::string name_to_alloc(blkcrypt::Registry& reg, const po::variables_map& vm);
+// driver, after checking it is a driver name implementing alg (UsageError if not).
+std::string checked_driver(blkcrypt::Registry& reg, const std::string& alg, const std::string& driver);
 
 // Turns a failed alloc into the right exception: Failure when the name exists
 // but its self-test failed, UsageError (unknown algorithm, wrong type) otherwise.

@@ -24,6 +24,14 @@ assert h["hash"] == "sha256" and h["mib_s"] > 0
 PY
 
 "$BLKCRYPT" bench -h | grep -q "^Usage: blkcrypt bench" || fail "bench -h is not the help"
+# --driver measures the named driver of the one cipher or hash.
+"$BLKCRYPT" bench --cipher aes-xts --driver xts-aes-openssl --time 0.01 --json | grep -q '"driver": *"xts-aes-openssl"' ||
+    fail "bench --driver xts-aes-openssl"
+"$BLKCRYPT" bench --hash sha256 --driver sha256-cryptopp --time 0.01 | grep -qE '^ +sha256 .* sha256-cryptopp$' ||
+    fail "bench --driver sha256-cryptopp"
+expect_exit 2 "$BLKCRYPT" bench --hash sha256 --driver xts-aes-openssl --time 0.01
+expect_exit 2 "$BLKCRYPT" bench --driver xts-aes-openssl --time 0.01
+expect_exit 2 "$BLKCRYPT" bench --cipher aes-xts --hash sha256 --driver xts-aes-openssl --time 0.01
 expect_exit 2 "$BLKCRYPT" bench --cipher nosuch-xts --time 0.01
 expect_exit 2 "$BLKCRYPT" bench --cipher aes --time 0.01
 expect_exit 2 "$BLKCRYPT" bench --cipher aes-xts --key-size 100 --time 0.01
