@@ -50,7 +50,7 @@ inline std::string bm_name(const char* type, const std::string& driver, std::siz
 
 // Every name worth measuring: each template over Crypto++'s AES or SHA-256
 // (whatever templates exist: each is tried, those that resolve are kept),
-// the OpenSSL drivers, and the multi-argument compositions on either
+// the OpenSSL and x86 drivers (where the CPU has them), and the multi-argument compositions on either
 // provider. Sorted by generic name, then driver, so rivals run side by side.
 // Async transforms (cryptd) are left out: they measure the queue.
 struct Candidate {
@@ -60,7 +60,7 @@ struct Candidate {
 
 inline std::vector<Candidate> candidates(blkcrypt::AlgType type) {
     std::vector<std::string> names = {
-        "xts-aes-openssl", "cbc-aes-openssl", "ctr-aes-openssl", "ecb-aes-openssl",
+        "xts-aes-openssl", "xts-aes-vaes", "xts-aes-vaes-avx2", "cbc-aes-openssl", "ctr-aes-openssl", "ecb-aes-openssl",
         "gcm-aes-openssl",
         "sha1-cryptopp", "sha1-openssl", "sha256-cryptopp", "sha256-openssl", "sha256-ni",
         "sha512-cryptopp", "sha512-openssl", "hmac-sha256-openssl", "hmac(sha256-openssl)",

@@ -66,7 +66,9 @@ xkey=$(head -c 64 /dev/urandom | od -An -v -tx1 | tr -d ' \n')
 xiv=$(head -c 16 /dev/urandom | od -An -v -tx1 | tr -d ' \n')
 random_file "$TMP/xpt" 4111
 xts_drivers=('xts(aes-cryptopp)' xts-aes-openssl)
-"$BLKCRYPT" list | grep -q 'xts-aes-vaes' && xts_drivers+=(xts-aes-vaes)  # CPUs with VAES + AVX-512
+for d in xts-aes-vaes xts-aes-vaes-avx2; do  # CPUs with VAES (+ AVX-512)
+  "$BLKCRYPT" list | grep -q "^driver *: $d\$" && xts_drivers+=("$d")
+done
 for drv in "${xts_drivers[@]}"; do
   "$BLKCRYPT" skcipher --alg 'xts(aes)' --driver "$drv" --key "$xkey" --iv "$xiv" --encrypt \
     --in "$TMP/xpt" --out "$TMP/x.$drv" || fail "xts(aes) with --driver $drv failed"

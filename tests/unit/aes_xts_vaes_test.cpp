@@ -1,10 +1,12 @@
-// xts-aes-vaes (VAES + AVX-512, 16 blocks in flight) against the composition
-// xts(aes-cryptopp): every length 16..600 byte by byte for each key size, in
-// place and out of place, contiguous and scattered, decryption back; long
-// data units; data units against unmapped pages (the masked tail loads and
-// stores must stay inside); equal key halves; and the dm-crypt engine writing
-// and reading an image through it. Skipped (with a warning) where the CPU
-// lacks the instructions.
+// The VAES drivers, xts-aes-vaes (AVX-512, 16 blocks in flight) and
+// xts-aes-vaes-avx2 (ymm registers, 8 blocks in flight), each test case once
+// per driver, against the composition xts(aes-cryptopp): every length
+// 16..600 byte by byte for each key size, in place and out of place,
+// contiguous and scattered, decryption back; long data units; data units
+// against unmapped pages (the tail loads and stores must stay inside); equal
+// key halves; and the dm-crypt engine writing and reading an image through
+// it. Each driver is skipped (with a warning) where the CPU lacks its
+// instructions, and must be registered where it has them.
 #include "test_util.hpp"
 
 #include <blkcrypt/dm/crypt_target.hpp>
@@ -15,6 +17,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <random>
@@ -25,6 +28,7 @@
 #include <unistd.h>
 
 using namespace blkcrypt;
+using testutil::cpu_has_vaes_avx2;
 using testutil::cpu_has_vaes_avx512;
 using testutil::crypt_sg;
 using testutil::hex;
@@ -40,12 +44,30 @@ Buf random_bytes(std::mt19937_64& rng, std::size_t n) {
     return v;
 }
 
+struct Driver {
+    const char* name;
+    bool (*cpu_has)();   // the test's own judgement of the CPU
+    const char* needs;   // for the messages
+    int priority;
+};
+const Driver kDrivers[] = {
+    {"xts-aes-vaes", cpu_has_vaes_avx512, "VAES/AVX-512", 400},
+    {"xts-aes-vaes-avx2", cpu_has_vaes_avx2, "VAES/AVX2", 350},
+};
+
+// Each driver in turn (one run of the test case each).
+const Driver& each_driver() {
+    const Driver& d = kDrivers[GENERATE(as<std::size_t>{}, 0, 1)];
+    static_assert(std::size(kDrivers) == 2);
+    return d;
+}
+
 // The driver, or nothing (with a warning) on a CPU without the instructions.
-std::optional<Skcipher> vaes_driver() {
-    auto t = Skcipher::alloc(registry(), "xts-aes-vaes");
+std::optional<Skcipher> vaes_driver(const Driver& d) {
+    auto t = Skcipher::alloc(registry(), d.name);
     if (t) return std::move(t).value();
-    if (cpu_has_vaes_avx512()) FAIL("the CPU has VAES and AVX-512 but xts-aes-vaes is not registered");
-    WARN("no VAES/AVX-512 on this CPU: xts-aes-vaes is not registered, test skipped");
+    if (d.cpu_has()) FAIL("the CPU has " << d.needs << " but " << d.name << " is not registered");
+    WARN("no " << d.needs << " on this CPU (or hidden): " << d.name << " is not registered, test skipped");
     return std::nullopt;
 }
 
@@ -109,20 +131,27 @@ void check_unit(std::mt19937_64& rng, const Skcipher& v, const Skcipher& ref, co
 }  // namespace
 
 TEST_CASE("xts-aes-vaes: is the xts(aes) driver where the CPU allows", "[xtsvaes]") {
-    auto v = vaes_driver();
+    const Driver& d = each_driver();
+    INFO(d.name);
+    auto v = vaes_driver(d);
     if (!v) return;
+    CHECK(v->info().driver == d.name);
+    CHECK(v->info().module == "x86");
+    CHECK(v->info().priority == d.priority);
+    CHECK(v->ivsize() == 16);
+    // The zmm driver wins where the CPU has both, the ymm one where it has
+    // no AVX-512 (or it is hidden).
     auto a = Skcipher::alloc(registry(), "xts(aes)");
     REQUIRE(a);
-    CHECK(a->info().driver == "xts-aes-vaes");
-    CHECK(a->info().module == "x86");
-    CHECK(a->info().priority == 400);
-    CHECK(v->ivsize() == 16);
+    CHECK(a->info().driver == (cpu_has_vaes_avx512() ? "xts-aes-vaes" : "xts-aes-vaes-avx2"));
 }
 
 // Each length with each key size (AES-128, -192, -256), against the
 // reference; edge_ivs adds IVs of all zeros, all ones and 0x80 bytes.
 void check_lengths(uint64_t seed, const std::vector<std::size_t>& lengths, bool edge_ivs = false) {
-    auto v = vaes_driver();
+    const Driver& d = each_driver();
+    INFO(d.name);
+    auto v = vaes_driver(d);
     if (!v) return;
     Skcipher ref = reference();
     std::mt19937_64 rng(seed);
@@ -153,7 +182,9 @@ TEST_CASE("xts-aes-vaes: long data units and tweak edge values", "[xtsvaes]") {
 }
 
 TEST_CASE("xts-aes-vaes: keys as the xts template takes them", "[xtsvaes]") {
-    auto v = vaes_driver();
+    const Driver& d = each_driver();
+    INFO(d.name);
+    auto v = vaes_driver(d);
     if (!v) return;
     Skcipher ref = reference();
     for (std::size_t n : {0u, 1u, 16u, 24u, 31u, 33u, 40u, 47u, 49u, 63u, 65u, 96u, 128u}) {
@@ -177,7 +208,9 @@ TEST_CASE("xts-aes-vaes: keys as the xts template takes them", "[xtsvaes]") {
 }
 
 TEST_CASE("xts-aes-vaes: data units against unmapped pages", "[xtsvaes]") {
-    auto v = vaes_driver();
+    const Driver& d = each_driver();
+    INFO(d.name);
+    auto v = vaes_driver(d);
     if (!v) return;
     Skcipher ref = reference();
     const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
@@ -211,7 +244,9 @@ TEST_CASE("xts-aes-vaes: data units against unmapped pages", "[xtsvaes]") {
 }
 
 TEST_CASE("xts-aes-vaes: the dm-crypt engine, many sectors", "[xtsvaes][dmcrypt]") {
-    auto v = vaes_driver();
+    const Driver& d = each_driver();
+    INFO(d.name);
+    auto v = vaes_driver(d);
     if (!v) return;
     Skcipher ref = reference();
     std::mt19937_64 rng(0xd3);

@@ -368,21 +368,25 @@ TEST_CASE("diff: generic names reach the OpenSSL drivers, driver names the compo
         {"hmac(sha256)", "hmac-sha256-openssl"},
     };
     (void)multi_driver_names();  // instantiate the compositions first
-    // The x86 drivers (priority 400) win where the CPU has their instructions.
+    // The x86 drivers (priority 400; xts-aes-vaes-avx2 350) win where the CPU
+    // has their instructions, the zmm xts-aes-vaes over the ymm one (so with
+    // BLKCRYPT_X86_DISABLE=avx512 on a CPU with both, the ymm one wins).
     const bool sha_ni = reg.lookup_any("sha256-ni").ok();
     const bool vaes = testutil::cpu_has_vaes_avx512();
+    const bool vaes_avx2 = testutil::cpu_has_vaes_avx2();
     CHECK(reg.lookup_any("xts-aes-vaes").ok() == vaes);  // registered exactly when the CPU allows it
+    CHECK(reg.lookup_any("xts-aes-vaes-avx2").ok() == vaes_avx2);
     for (const auto& [name, driver_] : generic_to_driver) {
         INFO(name);
         std::string driver = driver_;
         if (sha_ni && name == std::string("sha256")) driver = "sha256-ni";
-        if (vaes && name == std::string("xts(aes)")) driver = "xts-aes-vaes";
-        const bool x86 = driver == "sha256-ni" || driver == "xts-aes-vaes";
+        if (name == std::string("xts(aes)")) driver = vaes ? "xts-aes-vaes" : vaes_avx2 ? "xts-aes-vaes-avx2" : driver_;
+        const bool x86 = driver == "sha256-ni" || driver == "xts-aes-vaes" || driver == "xts-aes-vaes-avx2";
         auto a = reg.lookup_any(name);
         REQUIRE(a);
         CHECK((*a)->info().driver == driver);
         CHECK((*a)->info().module == (x86 ? "x86" : "openssl"));
-        CHECK((*a)->info().priority == (x86 ? 400 : 300));
+        CHECK((*a)->info().priority == (driver == "xts-aes-vaes-avx2" ? 350 : x86 ? 400 : 300));
         auto b = reg.lookup_any(driver);
         REQUIRE(b);
         CHECK(b->get() == a->get());
@@ -514,11 +518,14 @@ TEST_CASE("diff: wrong key sizes are refused by every driver", "[diff]") {
     CHECK(c->setkey(k) == Status::Ok);
     // No AES-192-XTS in OpenSSL.
     CHECK(o->setkey(Buf(48, 7)) == Status::Invalid);
-    // xts-aes-vaes follows the composition: equal halves and 48-byte keys.
-    if (auto v = Skcipher::alloc(diff_registry(), "xts-aes-vaes")) {
-        CHECK(v->setkey(k) == Status::Ok);
-        CHECK(v->setkey(Buf(48, 7)) == Status::Ok);
-        CHECK(c->setkey(Buf(48, 7)) == Status::Ok);
+    // The VAES drivers follow the composition: equal halves and 48-byte keys.
+    for (const char* name : {"xts-aes-vaes", "xts-aes-vaes-avx2"}) {
+        INFO(name);
+        if (auto v = Skcipher::alloc(diff_registry(), name)) {
+            CHECK(v->setkey(k) == Status::Ok);
+            CHECK(v->setkey(Buf(48, 7)) == Status::Ok);
+            CHECK(c->setkey(Buf(48, 7)) == Status::Ok);
+        }
     }
 }
 
@@ -642,10 +649,11 @@ TEST_CASE("diff: one keyed OpenSSL transform serves many threads", "[diff]") {
     const Pair pairs[] = {{"xts-aes-openssl", "xts(aes-cryptopp)", 64},
                           {"cbc-aes-openssl", "cbc(aes-cryptopp)", 32},
                           {"ctr-aes-openssl", "ctr(aes-cryptopp)", 16},
-                          {"xts-aes-vaes", "xts(aes-cryptopp)", 64}};  // where the CPU has VAES
+                          {"xts-aes-vaes", "xts(aes-cryptopp)", 64},  // where the CPU has VAES
+                          {"xts-aes-vaes-avx2", "xts(aes-cryptopp)", 64}};
     std::vector<Skcipher> ours, refs;
     for (const auto& p : pairs) {
-        if (std::string(p.ours) == "xts-aes-vaes" && !reg.lookup_any(p.ours)) continue;
+        if (std::string(p.ours).starts_with("xts-aes-vaes") && !reg.lookup_any(p.ours)) continue;
         auto a = Skcipher::alloc(reg, p.ours);
         auto b = Skcipher::alloc(reg, p.ref);
         REQUIRE((a && b));

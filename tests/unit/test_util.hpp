@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
+#include <initializer_list>
 #include <iterator>
 #include <string>
 #include <string_view>
@@ -32,21 +33,38 @@ inline std::string hex(blkcrypt::ConstBytes b) {
     return s;
 }
 
-// Whether xts-aes-vaes should be registered, judged independently of the
-// library (libgcc's CPUID reading, which checks XCR0 for AVX-512): VAES,
-// VPCLMULQDQ, AES-NI, PCLMULQDQ, AVX-512 F/BW/VL, and BLKCRYPT_X86_DISABLE
-// not hiding vaes or avx512.
+// Whether BLKCRYPT_X86_DISABLE (a comma-separated list) names one of names.
+inline bool x86_disabled(std::initializer_list<const char*> names) {
+    const char* off = std::getenv("BLKCRYPT_X86_DISABLE");
+    if (!off) return false;
+    const std::string list = std::string(",") + off + ",";
+    for (const char* f : names)
+        if (list.find(std::string(",") + f + ",") != std::string::npos) return true;
+    return false;
+}
+
+// Whether xts-aes-vaes-avx2 should be registered, judged independently of
+// the library (libgcc's CPUID reading, which checks XCR0 for the AVX state):
+// VAES, VPCLMULQDQ, AES-NI, PCLMULQDQ, AVX2, and BLKCRYPT_X86_DISABLE not
+// hiding vaes.
+inline bool cpu_has_vaes_avx2() {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (x86_disabled({"vaes", "all"})) return false;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("aes") && __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("avx2") &&
+           __builtin_cpu_supports("vaes") && __builtin_cpu_supports("vpclmulqdq");
+#else
+    return false;
+#endif
+}
+
+// Whether xts-aes-vaes should be registered: cpu_has_vaes_avx2() plus
+// AVX-512 F/BW/VL (XCR0 checked for the ZMM state), and BLKCRYPT_X86_DISABLE
+// not hiding avx512 either.
 inline bool cpu_has_vaes_avx512() {
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (const char* off = std::getenv("BLKCRYPT_X86_DISABLE")) {
-        const std::string list = std::string(",") + off + ",";
-        for (const char* f : {",vaes,", ",avx512,", ",all,"})
-            if (list.find(f) != std::string::npos) return false;
-    }
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("aes") && __builtin_cpu_supports("pclmul") &&
-           __builtin_cpu_supports("vaes") && __builtin_cpu_supports("vpclmulqdq") &&
-           __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+    if (!cpu_has_vaes_avx2() || x86_disabled({"avx512"})) return false;
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl");
 #else
     return false;

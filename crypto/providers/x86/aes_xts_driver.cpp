@@ -1,5 +1,7 @@
-// "xts-aes-vaes": xts(aes) on VAES + AVX-512, 16 blocks in flight (see
-// aes_xts_vaes.hpp), registered only when the CPU and the OS support it.
+// "xts-aes-vaes": xts(aes) on VAES + AVX-512, 16 blocks in flight, and
+// "xts-aes-vaes-avx2": VAES + AVX2 on ymm registers, 8 blocks in flight, for
+// CPUs without AVX-512 (see aes_xts_vaes.hpp); each registered only when the
+// CPU and the OS support it, the zmm one preferred.
 // Semantics of the generic xts template (templates/xts.cpp), which the
 // differential tests compare it with: one request = one data unit of 16
 // bytes or more, ciphertext stealing for a partial last block, the IV is the
@@ -22,7 +24,7 @@ constexpr std::size_t kBlock = 16;
 
 class VaesXtsTfm final : public SkcipherTfm {
 public:
-    VaesXtsTfm() = default;
+    explicit VaesXtsTfm(x86::XtsWidth width) : width_(width) {}
     VaesXtsTfm(const VaesXtsTfm&) = delete;
     VaesXtsTfm& operator=(const VaesXtsTfm&) = delete;
     ~VaesXtsTfm() override { secure_wipe(&key_, sizeof key_); }
@@ -39,7 +41,7 @@ private:
         const uint8_t* in = sg_contiguous(req.src, req.len);
         uint8_t* out = sg_contiguous(req.dst, req.len);
         if (in && out) {
-            x86::aes_xts_crypt(key_, enc, in, out, req.len, req.iv.data());
+            x86::aes_xts_crypt(key_, width_, enc, in, out, req.len, req.iv.data());
             return Status::Ok;
         }
         // Scattered: the whole blocks span by span, the tweak carried across
@@ -49,7 +51,7 @@ private:
         uint8_t tweak[kBlock];
         x86::aes_xts_start(key_, req.iv.data(), tweak);
         for (SgWalk w(req.src, req.dst, bulk, kBlock); w.next(); w.done())
-            x86::aes_xts_blocks(key_, enc, w.in(), w.out(), w.len() / kBlock, tweak);
+            x86::aes_xts_blocks(key_, width_, enc, w.in(), w.out(), w.len() / kBlock, tweak);
         if (tail) {
             uint8_t buf[2 * kBlock];
             sg_gather(req.src, bulk, Bytes(buf, kBlock + tail));
@@ -61,21 +63,25 @@ private:
         return Status::Ok;
     }
 
+    const x86::XtsWidth width_;
     x86::AesXtsKey key_{};
 };
 
 class VaesXtsAlg final : public SkcipherAlg {
 public:
-    VaesXtsAlg() : SkcipherAlg(make_info()) {}
-    std::unique_ptr<SkcipherTfm> create_tfm() const override { return std::make_unique<VaesXtsTfm>(); }
+    explicit VaesXtsAlg(x86::XtsWidth width) : SkcipherAlg(make_info(width)), width_(width) {}
+    std::unique_ptr<SkcipherTfm> create_tfm() const override { return std::make_unique<VaesXtsTfm>(width_); }
 
 private:
-    static AlgInfo make_info() {
+    static AlgInfo make_info(x86::XtsWidth width) {
+        const bool zmm = width == x86::XtsWidth::Zmm;
         AlgInfo i;
         i.name = "xts(aes)";
-        i.driver = "xts-aes-vaes";
+        i.driver = zmm ? "xts-aes-vaes" : "xts-aes-vaes-avx2";
         i.module = "x86";
-        i.priority = 400;  // above OpenSSL's 300 (AES-NI, one block per register)
+        // Both above OpenSSL's 300 (AES-NI, one block per register), the zmm
+        // driver above the ymm one where the CPU has both.
+        i.priority = zmm ? 400 : 350;
         i.type = AlgType::Skcipher;
         i.needs_key = true;
         i.blocksize = kBlock;
@@ -85,12 +91,15 @@ private:
         i.max_keysize = 64;  // two AES-256 keys
         return i;
     }
+
+    const x86::XtsWidth width_;
 };
 
 }  // namespace
 
 void register_aes_xts_vaes(Registry& reg) {
-    if (x86::have_vaes_avx512()) (void)reg.register_alg(std::make_shared<VaesXtsAlg>());
+    if (x86::have_vaes_avx512()) (void)reg.register_alg(std::make_shared<VaesXtsAlg>(x86::XtsWidth::Zmm));
+    if (x86::have_vaes_avx2()) (void)reg.register_alg(std::make_shared<VaesXtsAlg>(x86::XtsWidth::Ymm));
 }
 
 }  // namespace blkcrypt

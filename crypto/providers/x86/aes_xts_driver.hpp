@@ -1,11 +1,13 @@
-// "xts-aes-vaes": registered by register_x86_provider (provider.cpp).
+// "xts-aes-vaes" and "xts-aes-vaes-avx2": registered by register_x86_provider
+// (provider.cpp).
 #pragma once
 
 namespace blkcrypt {
 
 class Registry;
 
-// Registers xts-aes-vaes when the CPU has VAES and AVX-512 (else nothing).
+// Registers xts-aes-vaes (priority 400) when the CPU has VAES and AVX-512,
+// xts-aes-vaes-avx2 (priority 350) when it has VAES and AVX2.
 void register_aes_xts_vaes(Registry& reg);
 
 }  // namespace blkcrypt

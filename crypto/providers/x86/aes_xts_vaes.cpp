@@ -12,25 +12,33 @@
 
 
 #include <cstring>
+#include <utility>
 
 namespace blkcrypt::x86 {
 
 namespace {
 
-#define XTS_TARGET \
+// Three targets: the one- and two-block code (key expansion, the first
+// tweak, ciphertext stealing) needs only AES-NI and SSE4.1 and is inlined
+// into both widths' functions; the ymm code must not use any AVX-512
+// instruction (it runs where there is none); the zmm code uses AVX-512 BW
+// masks for its last 1..3 blocks.
+#define XTS_TARGET_BASE __attribute__((target("aes,pclmul,sse4.1")))
+#define XTS_TARGET_YMM __attribute__((target("aes,pclmul,sse4.1,avx2,vaes,vpclmulqdq")))
+#define XTS_TARGET_ZMM \
     __attribute__((target("aes,pclmul,sse4.1,avx2,avx512f,avx512bw,avx512vl,vaes,vpclmulqdq")))
 
 // ---- key expansion --------------------------------------------------------
 // FIPS-197 word by word, words as little-endian uint32 (byte 0 lowest), so
 // RotWord is a rotation right by 8. SubWord comes from aeskeygenassist,
 // whose dword 0 is SubWord of the input's dword 1: no tables.
-XTS_TARGET uint32_t sub_word(uint32_t w) noexcept {
+XTS_TARGET_BASE uint32_t sub_word(uint32_t w) noexcept {
     const __m128i r = _mm_aeskeygenassist_si128(_mm_set_epi32(0, 0, static_cast<int>(w), 0), 0);
     return static_cast<uint32_t>(_mm_cvtsi128_si32(r));
 }
 
 // nk = 4, 6 or 8 key words; rounds = nk + 6; rk gets rounds + 1 round keys.
-XTS_TARGET void expand_key(const uint8_t* key, unsigned nk, uint8_t rk[15][16]) noexcept {
+XTS_TARGET_BASE void expand_key(const uint8_t* key, unsigned nk, uint8_t rk[15][16]) noexcept {
     const unsigned total = 4 * (nk + 7);
     uint32_t w[60];
     std::memcpy(w, key, 4 * nk);
@@ -50,7 +58,7 @@ XTS_TARGET void expand_key(const uint8_t* key, unsigned nk, uint8_t rk[15][16]) 
 }
 
 // The equivalent inverse cipher's keys: reversed, InvMixColumns on the inner ones.
-XTS_TARGET void inverse_keys(const uint8_t enc[15][16], uint8_t dec[15][16], unsigned rounds) noexcept {
+XTS_TARGET_BASE void inverse_keys(const uint8_t enc[15][16], uint8_t dec[15][16], unsigned rounds) noexcept {
     std::memcpy(dec[0], enc[rounds], 16);
     for (unsigned i = 1; i < rounds; ++i) {
         const __m128i k = _mm_loadu_si128(reinterpret_cast<const __m128i*>(enc[rounds - i]));
@@ -59,214 +67,220 @@ XTS_TARGET void inverse_keys(const uint8_t enc[15][16], uint8_t dec[15][16], uns
     std::memcpy(dec[rounds], enc[0], 16);
 }
 
-// ---- tweaks: GF(2^128) mod x^128 + x^7 + x^2 + x + 1, little-endian --------
-// A 128-bit lane holds one tweak as a little-endian integer (bit i = x^i).
+// ---- one and two blocks (AES-NI, SSE4.1) ------------------------------------
+// Tweaks live in GF(2^128) mod x^128 + x^7 + x^2 + x + 1, little-endian: a
+// 128-bit lane holds one tweak as a little-endian integer (bit i = x^i).
 
-XTS_TARGET inline __m128i load128(const uint8_t* p) noexcept {
+XTS_TARGET_BASE inline __m128i load128(const uint8_t* p) noexcept {
     return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
 }
-XTS_TARGET inline void store128(uint8_t* p, __m128i v) noexcept {
+XTS_TARGET_BASE inline void store128(uint8_t* p, __m128i v) noexcept {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p), v);
 }
 
 // t * x: each qword shifted left by one; the low qword's top bit carries into
 // the high qword, the high qword's top bit comes back as 0x87 (the 0/1 carries
 // times {0x87, 1} with one 32x32 multiply per qword).
-XTS_TARGET inline __m128i mul_x(__m128i t) noexcept {
+XTS_TARGET_BASE inline __m128i mul_x(__m128i t) noexcept {
     const __m128i carries = _mm_shuffle_epi32(_mm_srli_epi64(t, 63), 0x4E);
     return _mm_xor_si128(_mm_slli_epi64(t, 1), _mm_mul_epu32(carries, _mm_set_epi64x(1, 0x87)));
 }
 
-XTS_TARGET inline __m512i poly512() noexcept { return _mm512_set1_epi64(0x87); }
-
-// Every lane times x^K (K <= 57): the bits shifted out of the high qword,
-// times x^128 = x^7 + x^2 + x + 1 (a carry-less multiply, at most K + 7 bits),
-// go back into the low qword; those of the low qword into the high one.
-template <int K>
-XTS_TARGET inline __m512i mul_xk(__m512i t) noexcept {
-    static_assert(K >= 1 && K <= 57);
-    const __m512i out = _mm512_shuffle_epi32(_mm512_srli_epi64(t, 64 - K), _MM_PERM_BADC);  // swapped
-    __m512i r = _mm512_slli_epi64(t, K);
-    r = _mm512_mask_xor_epi64(r, 0xAA, r, out);  // high qwords: the low qword's top bits
-    return _mm512_xor_si512(r, _mm512_clmulepi64_epi128(out, poly512(), 0x00));
-}
-
-// Every lane times x^16: a two-byte shift of the lane, plus its top 16 bits
-// times x^128.
-XTS_TARGET inline __m512i mul_x16(__m512i t) noexcept {
-    const __m512i top = _mm512_bsrli_epi128(t, 14);
-    return _mm512_xor_si512(_mm512_bslli_epi128(t, 2), _mm512_clmulepi64_epi128(top, poly512(), 0x00));
-}
-
-// [t*x^F, t*x^(F+1), t*x^(F+2), t*x^(F+3)] from t broadcast to every lane:
-// lane i shifted by F + i bits (a variable shift by 64 gives zero, so a lane
-// shifted by 0 carries nothing). Independent of each other for every F, so
-// the first four vectors of a data unit need no chain of multiplications.
-template <int F>
-XTS_TARGET inline __m512i four_tweaks(__m512i b) noexcept {
-    static_assert(F >= 0 && F + 3 <= 57);
-    const __m512i n = _mm512_set_epi64(F + 3, F + 3, F + 2, F + 2, F + 1, F + 1, F, F);
-    const __m512i inv = _mm512_sub_epi64(_mm512_set1_epi64(64), n);
-    const __m512i out = _mm512_shuffle_epi32(_mm512_srlv_epi64(b, inv), _MM_PERM_BADC);
-    __m512i r = _mm512_sllv_epi64(b, n);
-    r = _mm512_mask_xor_epi64(r, 0xAA, r, out);
-    return _mm512_xor_si512(r, _mm512_clmulepi64_epi128(out, poly512(), 0x00));
-}
-
-// Lane i (0..3) of v.
-XTS_TARGET inline __m128i lane(__m512i v, unsigned i) noexcept {
-    const long long q = 2 * static_cast<long long>(i);
-    return _mm512_castsi512_si128(_mm512_permutexvar_epi64(_mm512_set_epi64(0, 0, 0, 0, 0, 0, q + 1, q), v));
-}
-
-// ---- AES ------------------------------------------------------------------
-XTS_TARGET inline __m512i xor3(__m512i a, __m512i b, __m512i c) noexcept {
-    return _mm512_ternarylogic_epi64(a, b, c, 0x96);
-}
-
 template <bool Enc>
-XTS_TARGET inline __m512i round512(__m512i x, __m512i k) noexcept {
-    return Enc ? _mm512_aesenc_epi128(x, k) : _mm512_aesdec_epi128(x, k);
-}
-template <bool Enc>
-XTS_TARGET inline __m512i last512(__m512i x, __m512i k) noexcept {
-    return Enc ? _mm512_aesenclast_epi128(x, k) : _mm512_aesdeclast_epi128(x, k);
-}
-template <bool Enc>
-XTS_TARGET inline __m128i round128(__m128i x, __m128i k) noexcept {
+XTS_TARGET_BASE inline __m128i round128(__m128i x, __m128i k) noexcept {
     return Enc ? _mm_aesenc_si128(x, k) : _mm_aesdec_si128(x, k);
 }
 template <bool Enc>
-XTS_TARGET inline __m128i last128(__m128i x, __m128i k) noexcept {
+XTS_TARGET_BASE inline __m128i last128(__m128i x, __m128i k) noexcept {
     return Enc ? _mm_aesenclast_si128(x, k) : _mm_aesdeclast_si128(x, k);
 }
 
 // One block: AES(p ^ t) ^ t (t = 0: plain AES).
 template <unsigned R, bool Enc>
-XTS_TARGET inline __m128i xts_one(const uint8_t (*rk)[16], __m128i p, __m128i t) noexcept {
+XTS_TARGET_BASE inline __m128i xts_one(const uint8_t (*rk)[16], __m128i p, __m128i t) noexcept {
     __m128i x = _mm_xor_si128(_mm_xor_si128(p, t), load128(rk[0]));
 #pragma GCC unroll 16
     for (unsigned r = 1; r < R; ++r) x = round128<Enc>(x, load128(rk[r]));
     return last128<Enc>(x, _mm_xor_si128(load128(rk[R]), t));
 }
 
-// N registers of four blocks each, x[j] = P ^ T ^ k[0] on entry. The tweak is
-// folded into the last round key: aes*last(x, k ^ T) = aes*last(x, k) ^ T.
-template <unsigned R, bool Enc, unsigned N>
-XTS_TARGET inline void rounds512(__m512i (&x)[N], const __m512i (&k)[R + 1], const __m512i (&t)[N]) noexcept {
-#pragma GCC unroll 16
-    for (unsigned r = 1; r < R; ++r) {
-#pragma GCC unroll 4
-        for (unsigned j = 0; j < N; ++j) x[j] = round512<Enc>(x[j], k[r]);
-    }
-#pragma GCC unroll 4
-    for (unsigned j = 0; j < N; ++j) x[j] = last512<Enc>(x[j], _mm512_xor_si512(k[R], t[j]));
-}
-
-// n whole blocks from tweak t; returns the tweak of the block after them.
-template <unsigned R, bool Enc>
-XTS_TARGET inline __m128i blocks_core(const uint8_t (*rk)[16], const uint8_t* in, uint8_t* out, std::size_t n,
-                                      __m128i t0) noexcept {
-    __m512i k[R + 1];
-#pragma GCC unroll 16
-    for (unsigned i = 0; i <= R; ++i) k[i] = _mm512_broadcast_i32x4(load128(rk[i]));
-    const __m512i b = _mm512_broadcast_i32x4(t0);
-    __m512i t[4];
-    t[0] = four_tweaks<0>(b);
-    if (n >= 16) {
-        t[1] = four_tweaks<4>(b);
-        t[2] = four_tweaks<8>(b);
-        t[3] = four_tweaks<12>(b);
-        do {
-            __m512i x[4];
-#pragma GCC unroll 4
-            for (unsigned j = 0; j < 4; ++j) x[j] = xor3(_mm512_loadu_si512(in + 64 * j), t[j], k[0]);
-            rounds512<R, Enc, 4>(x, k, t);
-#pragma GCC unroll 4
-            for (unsigned j = 0; j < 4; ++j) {
-                _mm512_storeu_si512(out + 64 * j, x[j]);
-                t[j] = mul_x16(t[j]);
-            }
-            in += 256;
-            out += 256;
-            n -= 16;
-        } while (n >= 16);
-    }
-    while (n >= 4) {
-        __m512i x[1] = {xor3(_mm512_loadu_si512(in), t[0], k[0])};
-        const __m512i tt[1] = {t[0]};
-        rounds512<R, Enc, 1>(x, k, tt);
-        _mm512_storeu_si512(out, x[0]);
-        t[0] = mul_xk<4>(t[0]);
-        in += 64;
-        out += 64;
-        n -= 4;
-    }
-    if (n == 0) return _mm512_castsi512_si128(t[0]);
-    // 1..3 blocks: byte-masked loads and stores.
-    const __mmask64 m = (__mmask64{1} << (16 * n)) - 1;
-    __m512i x[1] = {xor3(_mm512_maskz_loadu_epi8(m, in), t[0], k[0])};
-    const __m512i tt[1] = {t[0]};
-    rounds512<R, Enc, 1>(x, k, tt);
-    _mm512_mask_storeu_epi8(out, m, x[0]);
-    return lane(t[0], static_cast<unsigned>(n));
-}
+// pshufb controls for moving the partial block's bytes: 16 bytes loaded at
+// kShuffle + i select byte j of the source for j = i - 16 + (0..15), zero
+// where that falls outside 0..15.
+alignas(16) constexpr uint8_t kShuffle[48] = {
+    0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
+    0,    1,    2,    3,    4,    5,    6,    7,    8,    9,    10,   11,   12,   13,   14,   15,
+    0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80};
 
 // The last 16..31 bytes. With a partial block of r bytes (IEEE 1619 5.3.2):
 //   encrypt  X = E(P[m-1], T[m-1]);  C[m] = X[..r);  C[m-1] = E(P[m] || X[r..), T[m])
 //   decrypt  X = D(C[m-1], T[m]);    P[m] = X[..r);  P[m-1] = D(C[m] || X[r..), T[m-1])
-// Both input blocks are read before anything is written (in place).
+// No masked loads (the ymm code has none): the partial block is read as the
+// last 16 bytes of the data unit and shifted down, and C[m] is written the
+// same way, before C[m-1] overwrites the bytes that do not belong to it.
+// Both input blocks are read before anything is written (in place), and
+// nothing outside [in, in + len) or [out, out + len) is touched.
 template <unsigned R, bool Enc>
-XTS_TARGET inline void finish_core(const uint8_t (*rk)[16], const uint8_t* in, uint8_t* out, std::size_t len,
-                                   __m128i t) noexcept {
+XTS_TARGET_BASE inline void finish_core(const uint8_t (*rk)[16], const uint8_t* in, uint8_t* out, std::size_t len,
+                                        __m128i t) noexcept {
     const __m128i full = load128(in);
     const std::size_t r = len - 16;
     if (r == 0) {
         store128(out, xts_one<R, Enc>(rk, full, t));
         return;
     }
+    const __m128i last = load128(in + r);                  // in[r .. 16 + r)
+    const __m128i down = load128(kShuffle + 32 - r);       // byte j <- j + 16 - r for j < r, else 0
     const __m128i t_next = mul_x(t);
-    const __mmask16 m = static_cast<__mmask16>((1u << r) - 1);
-    const __m128i part = _mm_maskz_loadu_epi8(m, in + 16);
     const __m128i x = xts_one<R, Enc>(rk, full, Enc ? t : t_next);
-    const __m128i y = xts_one<R, Enc>(rk, _mm_mask_blend_epi8(m, x, part), Enc ? t_next : t);
-    _mm_mask_storeu_epi8(out + 16, m, x);
+    // P[m] || X[r..): the shifted partial block, X where down's top bit is set.
+    const __m128i y = xts_one<R, Enc>(rk, _mm_blendv_epi8(_mm_shuffle_epi8(last, down), x, down),
+                                      Enc ? t_next : t);
+    // out[r .. 16 + r) = Y[r..) || X[..r), then out[0 .. 16) = Y.
+    store128(out + r, _mm_or_si128(_mm_shuffle_epi8(y, load128(kShuffle + 16 + r)),
+                                   _mm_shuffle_epi8(x, load128(kShuffle + r))));
     store128(out, y);
 }
 
 template <unsigned R>
-XTS_TARGET inline __m128i first_tweak(const AesXtsKey& k, const uint8_t iv[16]) noexcept {
+XTS_TARGET_BASE inline __m128i first_tweak(const AesXtsKey& k, const uint8_t iv[16]) noexcept {
     return xts_one<R, true>(k.tweak, load128(iv), _mm_setzero_si128());
 }
 
-// The entry points, one instantiation per key size and direction: the
-// pieces, and a whole contiguous data unit with the tweak kept in a register.
+// start() and finish(), one instantiation per key size and direction.
 template <unsigned R, bool Enc>
-struct Impl {
-    XTS_TARGET static void start(const AesXtsKey& k, const uint8_t* iv, uint8_t* tweak) noexcept {
+struct Narrow {
+    XTS_TARGET_BASE static void start(const AesXtsKey& k, const uint8_t* iv, uint8_t* tweak) noexcept {
         store128(tweak, first_tweak<R>(k, iv));
     }
-    XTS_TARGET static void blocks(const AesXtsKey& k, const uint8_t* in, uint8_t* out, std::size_t n,
-                                  uint8_t* tweak) noexcept {
-        store128(tweak, blocks_core<R, Enc>(Enc ? k.enc : k.dec, in, out, n, load128(tweak)));
-    }
-    XTS_TARGET static void finish(const AesXtsKey& k, const uint8_t* in, uint8_t* out, std::size_t len,
-                                  const uint8_t* tweak) noexcept {
+    XTS_TARGET_BASE static void finish(const AesXtsKey& k, const uint8_t* in, uint8_t* out, std::size_t len,
+                                       const uint8_t* tweak) noexcept {
         finish_core<R, Enc>(Enc ? k.enc : k.dec, in, out, len, load128(tweak));
-    }
-    XTS_TARGET static void crypt(const AesXtsKey& k, const uint8_t* in, uint8_t* out, std::size_t len,
-                                 const uint8_t* iv) noexcept {
-        const uint8_t (*rk)[16] = Enc ? k.enc : k.dec;
-        const std::size_t tail = len % 16;
-        const std::size_t bulk = len / 16 - (tail ? 1 : 0);  // a partial block steals from the last full one
-        __m128i t = first_tweak<R>(k, iv);
-        if (bulk) t = blocks_core<R, Enc>(rk, in, out, bulk, t);
-        if (tail) finish_core<R, Enc>(rk, in + 16 * bulk, out + 16 * bulk, 16 + tail, t);
     }
 };
 
+// ---- the two widths ----------------------------------------------------------
+// Traits: the vector type, how many AES blocks (128-bit lanes) it holds, how
+// many registers the bulk loop keeps in flight, and the operations the
+// generic code (aes_xts_vaes_wide.inc) is written in. Shifts and clmul work
+// per 128-bit lane (per qword for the *64 ones).
+
+struct V512 {
+    using vec = __m512i;
+    static constexpr unsigned kBlocks = 4;
+    static constexpr unsigned kInFlight = 4;  // 16 blocks; 32 registers hold all round keys too
+    static constexpr bool kMaskedTail = true;  // the last 1..3 blocks in one masked register
+
+    XTS_TARGET_ZMM static vec load(const uint8_t* p) noexcept { return _mm512_loadu_si512(p); }
+    XTS_TARGET_ZMM static void store(uint8_t* p, vec v) noexcept { _mm512_storeu_si512(p, v); }
+    XTS_TARGET_ZMM static vec broadcast(__m128i x) noexcept { return _mm512_broadcast_i32x4(x); }
+    XTS_TARGET_ZMM static vec set1_64(long long q) noexcept { return _mm512_set1_epi64(q); }
+    // Each qword: f plus the index of its lane.
+    XTS_TARGET_ZMM static vec lane_counts(long long f) noexcept {
+        return _mm512_set_epi64(f + 3, f + 3, f + 2, f + 2, f + 1, f + 1, f, f);
+    }
+    XTS_TARGET_ZMM static vec sub64(vec a, vec b) noexcept { return _mm512_sub_epi64(a, b); }
+    template <int K>
+    XTS_TARGET_ZMM static vec sll64(vec a) noexcept { return _mm512_slli_epi64(a, K); }
+    template <int K>
+    XTS_TARGET_ZMM static vec srl64(vec a) noexcept { return _mm512_srli_epi64(a, K); }
+    XTS_TARGET_ZMM static vec sllv64(vec a, vec n) noexcept { return _mm512_sllv_epi64(a, n); }
+    XTS_TARGET_ZMM static vec srlv64(vec a, vec n) noexcept { return _mm512_srlv_epi64(a, n); }
+    template <int N>
+    XTS_TARGET_ZMM static vec bsll(vec a) noexcept { return _mm512_bslli_epi128(a, N); }
+    template <int N>
+    XTS_TARGET_ZMM static vec bsrl(vec a) noexcept { return _mm512_bsrli_epi128(a, N); }
+    XTS_TARGET_ZMM static vec swap64(vec a) noexcept { return _mm512_shuffle_epi32(a, _MM_PERM_BADC); }
+    // r with h xored into the high qword of each lane.
+    XTS_TARGET_ZMM static vec xor_high(vec r, vec h) noexcept { return _mm512_mask_xor_epi64(r, 0xAA, r, h); }
+    XTS_TARGET_ZMM static vec clmul_lo(vec a, vec b) noexcept { return _mm512_clmulepi64_epi128(a, b, 0x00); }
+    XTS_TARGET_ZMM static vec xor2(vec a, vec b) noexcept { return _mm512_xor_si512(a, b); }
+    XTS_TARGET_ZMM static vec xor3(vec a, vec b, vec c) noexcept { return _mm512_ternarylogic_epi64(a, b, c, 0x96); }
+    XTS_TARGET_ZMM static vec aesenc(vec x, vec k) noexcept { return _mm512_aesenc_epi128(x, k); }
+    XTS_TARGET_ZMM static vec aesenclast(vec x, vec k) noexcept { return _mm512_aesenclast_epi128(x, k); }
+    XTS_TARGET_ZMM static vec aesdec(vec x, vec k) noexcept { return _mm512_aesdec_epi128(x, k); }
+    XTS_TARGET_ZMM static vec aesdeclast(vec x, vec k) noexcept { return _mm512_aesdeclast_epi128(x, k); }
+    XTS_TARGET_ZMM static __m128i low(vec v) noexcept { return _mm512_castsi512_si128(v); }
+    // Lane i (0..3) of v.
+    XTS_TARGET_ZMM static __m128i lane(vec v, std::size_t i) noexcept {
+        const long long q = 2 * static_cast<long long>(i);
+        return _mm512_castsi512_si128(_mm512_permutexvar_epi64(_mm512_set_epi64(0, 0, 0, 0, 0, 0, q + 1, q), v));
+    }
+    // The first n (1..3) blocks at p, the rest zero; stored back likewise.
+    XTS_TARGET_ZMM static vec maskz_load(std::size_t n, const uint8_t* p) noexcept {
+        return _mm512_maskz_loadu_epi8((__mmask64{1} << (16 * n)) - 1, p);
+    }
+    XTS_TARGET_ZMM static void mask_store(uint8_t* p, std::size_t n, vec v) noexcept {
+        _mm512_mask_storeu_epi8(p, (__mmask64{1} << (16 * n)) - 1, v);
+    }
+};
+
+// AVX2 + VAES + VPCLMULQDQ, nothing of AVX-512: VEX encodings and ymm0-15
+// only, no masks (the last block goes through xts_one).
+struct V256 {
+    using vec = __m256i;
+    static constexpr unsigned kBlocks = 2;
+    static constexpr unsigned kInFlight = 4;  // 8 blocks: with 16 registers, round keys come from memory
+    static constexpr bool kMaskedTail = false;
+
+    XTS_TARGET_YMM static vec load(const uint8_t* p) noexcept {
+        return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    }
+    XTS_TARGET_YMM static void store(uint8_t* p, vec v) noexcept {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v);
+    }
+    XTS_TARGET_YMM static vec broadcast(__m128i x) noexcept { return _mm256_broadcastsi128_si256(x); }
+    XTS_TARGET_YMM static vec set1_64(long long q) noexcept { return _mm256_set1_epi64x(q); }
+    XTS_TARGET_YMM static vec lane_counts(long long f) noexcept { return _mm256_set_epi64x(f + 1, f + 1, f, f); }
+    XTS_TARGET_YMM static vec sub64(vec a, vec b) noexcept { return _mm256_sub_epi64(a, b); }
+    template <int K>
+    XTS_TARGET_YMM static vec sll64(vec a) noexcept { return _mm256_slli_epi64(a, K); }
+    template <int K>
+    XTS_TARGET_YMM static vec srl64(vec a) noexcept { return _mm256_srli_epi64(a, K); }
+    XTS_TARGET_YMM static vec sllv64(vec a, vec n) noexcept { return _mm256_sllv_epi64(a, n); }
+    XTS_TARGET_YMM static vec srlv64(vec a, vec n) noexcept { return _mm256_srlv_epi64(a, n); }
+    template <int N>
+    XTS_TARGET_YMM static vec bsll(vec a) noexcept { return _mm256_bslli_epi128(a, N); }
+    template <int N>
+    XTS_TARGET_YMM static vec bsrl(vec a) noexcept { return _mm256_bsrli_epi128(a, N); }
+    XTS_TARGET_YMM static vec swap64(vec a) noexcept { return _mm256_shuffle_epi32(a, 0x4E); }
+    XTS_TARGET_YMM static vec xor_high(vec r, vec h) noexcept {
+        return _mm256_xor_si256(r, _mm256_blend_epi32(_mm256_setzero_si256(), h, 0xCC));
+    }
+    XTS_TARGET_YMM static vec clmul_lo(vec a, vec b) noexcept { return _mm256_clmulepi64_epi128(a, b, 0x00); }
+    XTS_TARGET_YMM static vec xor2(vec a, vec b) noexcept { return _mm256_xor_si256(a, b); }
+    XTS_TARGET_YMM static vec xor3(vec a, vec b, vec c) noexcept { return _mm256_xor_si256(_mm256_xor_si256(a, b), c); }
+    XTS_TARGET_YMM static vec aesenc(vec x, vec k) noexcept { return _mm256_aesenc_epi128(x, k); }
+    XTS_TARGET_YMM static vec aesenclast(vec x, vec k) noexcept { return _mm256_aesenclast_epi128(x, k); }
+    XTS_TARGET_YMM static vec aesdec(vec x, vec k) noexcept { return _mm256_aesdec_epi128(x, k); }
+    XTS_TARGET_YMM static vec aesdeclast(vec x, vec k) noexcept { return _mm256_aesdeclast_epi128(x, k); }
+    XTS_TARGET_YMM static __m128i low(vec v) noexcept { return _mm256_castsi256_si128(v); }
+    XTS_TARGET_YMM static __m128i lane(vec v, std::size_t i) noexcept {
+        return i ? _mm256_extracti128_si256(v, 1) : _mm256_castsi256_si128(v);
+    }
+};
+
+// The generic code once per width, each copy compiled for its target (GCC
+// needs the target attribute on every function holding the intrinsics, and
+// an attribute cannot depend on a template parameter).
+namespace zmm {
+#define XTS_TARGET XTS_TARGET_ZMM
+#include "aes_xts_vaes_wide.inc"
+#undef XTS_TARGET
+template <unsigned R, bool Enc>
+using Impl = Wide<V512, R, Enc>;
+}  // namespace zmm
+
+namespace ymm {
+#define XTS_TARGET XTS_TARGET_YMM
+#include "aes_xts_vaes_wide.inc"
+#undef XTS_TARGET
+template <unsigned R, bool Enc>
+using Impl = Wide<V256, R, Enc>;
+}  // namespace ymm
+
 // Impl<rounds, enc>::fn(args...) for the key's size and the direction.
-#define XTS_DISPATCH(fn, rounds, enc, ...)                          \
+#define XTS_DISPATCH(Impl, fn, rounds, enc, ...)                    \
     switch ((rounds) * 2 + ((enc) ? 1 : 0)) {                       \
     case 20: Impl<10, false>::fn(__VA_ARGS__); break;               \
     case 21: Impl<10, true>::fn(__VA_ARGS__); break;                \
@@ -291,22 +305,31 @@ bool aes_xts_setkey(AesXtsKey& k, const uint8_t* key, std::size_t keylen) noexce
 }
 
 void aes_xts_start(const AesXtsKey& k, const uint8_t iv[16], uint8_t tweak[16]) noexcept {
-    XTS_DISPATCH(start, k.rounds, true, k, iv, tweak)
+    XTS_DISPATCH(Narrow, start, k.rounds, true, k, iv, tweak)
 }
 
-void aes_xts_blocks(const AesXtsKey& k, bool enc, const uint8_t* in, uint8_t* out, std::size_t nblocks,
+void aes_xts_blocks(const AesXtsKey& k, XtsWidth w, bool enc, const uint8_t* in, uint8_t* out, std::size_t nblocks,
                     uint8_t tweak[16]) noexcept {
-    if (nblocks) XTS_DISPATCH(blocks, k.rounds, enc, k, in, out, nblocks, tweak)
+    if (!nblocks) return;
+    if (w == XtsWidth::Zmm) {
+        XTS_DISPATCH(zmm::Impl, blocks, k.rounds, enc, k, in, out, nblocks, tweak)
+    } else {
+        XTS_DISPATCH(ymm::Impl, blocks, k.rounds, enc, k, in, out, nblocks, tweak)
+    }
 }
 
 void aes_xts_finish(const AesXtsKey& k, bool enc, const uint8_t* in, uint8_t* out, std::size_t len,
                     const uint8_t tweak[16]) noexcept {
-    XTS_DISPATCH(finish, k.rounds, enc, k, in, out, len, tweak)
+    XTS_DISPATCH(Narrow, finish, k.rounds, enc, k, in, out, len, tweak)
 }
 
-void aes_xts_crypt(const AesXtsKey& k, bool enc, const uint8_t* in, uint8_t* out, std::size_t len,
+void aes_xts_crypt(const AesXtsKey& k, XtsWidth w, bool enc, const uint8_t* in, uint8_t* out, std::size_t len,
                    const uint8_t iv[16]) noexcept {
-    XTS_DISPATCH(crypt, k.rounds, enc, k, in, out, len, iv)
+    if (w == XtsWidth::Zmm) {
+        XTS_DISPATCH(zmm::Impl, crypt, k.rounds, enc, k, in, out, len, iv)
+    } else {
+        XTS_DISPATCH(ymm::Impl, crypt, k.rounds, enc, k, in, out, len, iv)
+    }
 }
 
 }  // namespace blkcrypt::x86

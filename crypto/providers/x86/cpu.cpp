@@ -9,7 +9,7 @@ namespace blkcrypt::x86 {
 namespace {
 
 struct Features {
-    bool sha_ni = false, avx512 = false, vaes = false;
+    bool sha_ni = false, avx512 = false, vaes_avx2 = false;
 };
 
 bool listed(const std::string& list, const std::string& name) {
@@ -31,18 +31,21 @@ Features detect() noexcept {
     if (c1 & bit_OSXSAVE) {
         unsigned lo = 0, hi = 0;
         __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-        // XCR0: SSE, AVX, opmask, upper halves of ZMM0-15, ZMM16-31.
+        // XCR0: SSE and AVX (XMM, upper halves of YMM); for AVX-512 also
+        // opmask, upper halves of ZMM0-15, ZMM16-31.
+        const bool ymm_saved = (lo & 0x06) == 0x06;
         const bool zmm_saved = (lo & 0xe6) == 0xe6;
         f.avx512 = zmm_saved && (b7 & bit_AVX2) && (b7 & bit_AVX512F) && (b7 & bit_AVX512BW) &&
                    (b7 & bit_AVX512VL);
+        f.vaes_avx2 = ymm_saved && (c1 & bit_AVX) && (b7 & bit_AVX2) && (c1 & bit_AES) && (c1 & bit_PCLMUL) &&
+                      (c7 & bit_VAES) && (c7 & bit_VPCLMULQDQ);
     }
-    f.vaes = f.avx512 && (c1 & bit_AES) && (c1 & bit_PCLMUL) && (c7 & bit_VAES) && (c7 & bit_VPCLMULQDQ);
     try {
         if (const char* off = std::getenv("BLKCRYPT_X86_DISABLE")) {
             const std::string list = off;
             if (listed(list, "sha_ni")) f.sha_ni = false;
-            if (listed(list, "avx512")) f.avx512 = f.vaes = false;
-            if (listed(list, "vaes")) f.vaes = false;
+            if (listed(list, "avx512")) f.avx512 = false;
+            if (listed(list, "vaes")) f.vaes_avx2 = false;
         }
     } catch (...) {  // out of memory reading the variable: keep what the CPU has
     }
@@ -58,6 +61,7 @@ const Features& features() noexcept {
 
 bool have_sha_ni() noexcept { return features().sha_ni; }
 bool have_avx512() noexcept { return features().avx512; }
-bool have_vaes_avx512() noexcept { return features().vaes; }
+bool have_vaes_avx2() noexcept { return features().vaes_avx2; }
+bool have_vaes_avx512() noexcept { return features().vaes_avx2 && features().avx512; }
 
 }  // namespace blkcrypt::x86
