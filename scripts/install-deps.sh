@@ -8,7 +8,7 @@ PKGS=(
   libcrypto++-dev libssl-dev libboost-program-options-dev
   catch2 libbenchmark-dev
   openssl python3 python3-cryptography coreutils xxd cryptsetup-bin
-  fsverity
+  fsverity ccache
 )
 
 missing=()
