@@ -137,6 +137,8 @@ int run_verity_read(const po::variables_map& vm, const std::vector<std::string>&
     // --out: a file (chunks written where they belong, from any worker) or a
     // stream ("-", FIFO, character device), where chunks go out in order.
     std::optional<Output> out;
+    if (vm.count("out") && vm["out"].as<std::string>() == "-" && vm["json"].as<bool>())
+        throw UsageError("--out - and --json both write to stdout; give --out a file");
     if (vm.count("out")) {
         std::vector<NamedPath> inputs = {{"DATA", table.data_dev}, {"HASH", table.hash_dev}};
         if (vm.count("root-hash-file")) inputs.push_back({"--root-hash-file", vm["root-hash-file"].as<std::string>()});
