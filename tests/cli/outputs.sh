@@ -101,6 +101,12 @@ grep -q "key file" "$T/stderr" || fail "OUT = key file: $(cat "$T/stderr")"
 cmp -s "$T/key" "$T/key.orig" || fail "OUT = key file destroyed the key"
 ln -s img "$T/img-link"
 expect_exit 2 enc "$T/img" "$T/img-link"
+ln "$T/img" "$T/img-hard"  # another name of the same inode
+expect_exit 2 dec --in-place "$T/img" "$T/img-hard"
+grep -q "is IN" "$T/stderr" || fail "OUT = IN by inode: $(cat "$T/stderr")"
+rm "$T/img-hard"
+expect_exit 2 "$BLKCRYPT" crypt encrypt -c aes-xts-plain64 --key-file - - "$T/x" <"$T/key"
+grep -q "both be stdin" "$T/stderr" || fail "IN and key file both stdin: $(cat "$T/stderr")"
 cp "$T/hash" "$T/hash.orig"
 cp "$T/img" "$T/img.orig"
 expect_exit 2 vformat "$T/img" "$T/hash" --root-hash-file "$T/img"
@@ -157,6 +163,12 @@ grep -q "partial sector" "$T/stderr" || fail "partial final sector: $(cat "$T/st
 [[ ! -e $T/odd-out ]] || fail "a failed stream encryption left OUT"
 expect_exit 1 enc --size 16384 - - <"$T/img"
 grep -q "ended after" "$T/stderr" || fail "short stream for --size: $(cat "$T/stderr")"
+# A character device as IN is a stream too (here: zeros, with --size).
+mknod "$T/zero" c 1 5
+enc --size 2048 "$T/zero" "$T/ct-zero" || fail "IN = char device: exit $?"
+head -c $((1 << 20)) /dev/zero >"$T/zeros"
+enc "$T/zeros" "$T/ct-zeros"
+cmp -s "$T/ct-zero" "$T/ct-zeros" || fail "char device IN differs from the file result"
 
 # --- signals: every terminating signal removes the temporary file, exits 128+sig
 mkdir "$T/sig"
@@ -190,6 +202,11 @@ rc=${PIPESTATUS[0]}
 set -e -o pipefail
 [[ $rc == 141 ]] || fail "closed stdout pipe: exit $rc, want 141"
 grep -qx "blkcrypt: interrupted by SIGPIPE" "$T/sig.err" || fail "closed pipe: stderr $(cat "$T/sig.err")"
+set +e +o pipefail
+"$BLKCRYPT" verity read "$T/img" "$T/hash" "$root" --out - 2>"$T/sig.err" | head -c 10 >/dev/null
+rc=${PIPESTATUS[0]}
+set -e -o pipefail
+[[ $rc == 141 ]] || fail "verity read into a closed pipe: exit $rc, want 141 ($(cat "$T/sig.err"))"
 
 # --- a full file system: the error names the final path and the real errno
 mkdir "$T/full"
@@ -203,6 +220,10 @@ if mount -t tmpfs -o size=1m tmpfs "$T/full" 2>/dev/null; then
     expect_exit 1 "$BLKCRYPT" verity read "$T/img" "$T/hash" "$root" --out "$T/full/copy"
     grep -q "$T/full/copy: No space left on device" "$T/stderr" || fail "verity read ENOSPC: $(cat "$T/stderr")"
     no_temp_files "$T/full"
+    umount "$T/full"
+    mount -t tmpfs -o ro,size=1m tmpfs "$T/full"
+    expect_exit 1 enc "$T/img" "$T/full/ct"
+    grep -q "$T/full/ct: .*Read-only file system" "$T/stderr" || fail "EROFS: $(cat "$T/stderr")"
     umount "$T/full"
 else
     echo "SKIP: cannot mount a tmpfs: ENOSPC cases not run"
@@ -223,6 +244,12 @@ if [[ -c /dev/loop-control ]] && truncate -s 8M "$T/backing" && LOOP=$(losetup -
     random_file "$T/img16" $((16 << 20))
     expect_exit 1 enc "$T/img16" "$T/blk"
     grep -q "the device holds 8388608 bytes" "$T/stderr" || fail "too small a device: $(cat "$T/stderr")"
+    # Of unknown size (a stream), the end of the device is ENOSPC, named.
+    expect_exit 1 enc - "$T/blk" <"$T/img16"
+    grep -q "$T/blk: No space left on device" "$T/stderr" || fail "stream past the device end: $(cat "$T/stderr")"
+    [[ -b $T/blk ]] || fail "the block device was replaced"
+    expect_exit 1 vformat "$T/img" "$T/blk" --hash-offset 8388608
+    grep -q "the device holds" "$T/stderr" || fail "format into too small a device: $(cat "$T/stderr")"
 else
     echo "SKIP: no loop device: block-device output cases not run"
 fi
