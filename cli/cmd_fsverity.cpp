@@ -88,6 +88,7 @@ int run_digest(Args args) {
         throw UsageError("--out-merkle-tree and --out-descriptor take a single FILE");
     if (!tree_path.empty() && tree_path == desc_path)
         throw UsageError("--out-merkle-tree and --out-descriptor name the same file");
+    if (desc_path == "-") throw UsageError("--out-descriptor cannot be stdout: the digest is printed there");
     blkcrypt::Registry& reg = registry();
     for (const auto& file : files) {
         const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);

@@ -63,6 +63,8 @@ int run_format(const po::variables_map& vm, const std::vector<std::string>& file
         hash_out.emplace(hash_path, OutputOptions{.role = "HASH", .keep_content = true,
                                                   .inputs = {{"DATA", data_path}}});
     }
+    if (vm.count("root-hash-file") && vm["root-hash-file"].as<std::string>() == "-")
+        throw UsageError("--root-hash-file cannot be stdout: the summary is printed there");
     if (vm.count("root-hash-file"))
         root_out.emplace(vm["root-hash-file"].as<std::string>(),
                          OutputOptions{.role = "--root-hash-file", .can_stream = true,

@@ -46,6 +46,10 @@ grep -q "character device" "$T/stderr" || fail "format to a char device: $(cat "
 expect_exit 2 "$BLKCRYPT" fsverity digest "$T/img" --out-merkle-tree "$T/null"
 [[ -c $T/null ]] || fail "fsverity --out-merkle-tree replaced the char device"
 expect_exit 2 "$BLKCRYPT" verity format "$T/img" -
+expect_exit 2 vformat "$T/img" "$T/hash-x" --root-hash-file -
+expect_exit 2 "$BLKCRYPT" fsverity digest "$T/img" --out-descriptor -
+expect_exit 2 "$BLKCRYPT" verity read "$T/img" "$T/hash" "$root" --out - --json
+[[ ! -e $T/hash-x ]] || fail "a refused --root-hash-file left HASH"
 [[ ! -e $T/- ]] || fail "verity format created a file named '-'"
 mkdir "$T/dir"
 expect_exit 2 enc "$T/img" "$T/dir"
