@@ -70,6 +70,11 @@ int run_format(const po::variables_map& vm, const std::vector<std::string>& file
                          OutputOptions{.role = "--root-hash-file", .can_stream = true,
                                        .inputs = {{"DATA", data_path}, {"HASH", hash_path}}});
     if (in_place) {
+        // DATA grows to hold the tree; a device cannot.
+        struct stat st {};
+        if (data->size() < need && ::stat(data_path.c_str(), &st) == 0 && S_ISBLK(st.st_mode))
+            throw Failure(data_path + ": the device holds " + std::to_string(data->size()) + " bytes; " +
+                          std::to_string(need) + " are needed");
         if (data->size() < need && ::truncate(data_path.c_str(), static_cast<off_t>(need)) != 0)
             throw Failure(errno_message(data_path));
         data = hash = open_store(data_path, true);

@@ -254,6 +254,15 @@ if [[ -c /dev/loop-control ]] && truncate -s 8M "$T/backing" && LOOP=$(losetup -
     [[ -b $T/blk ]] || fail "the block device was replaced"
     expect_exit 1 vformat "$T/img" "$T/blk" --hash-offset 8388608
     grep -q "the device holds" "$T/stderr" || fail "format into too small a device: $(cat "$T/stderr")"
+    # HASH = DATA on a device: the tree goes past the data, inside the device.
+    dd if="$T/img" of="$T/blk" bs=1M conv=notrunc status=none
+    vformat "$T/blk" "$T/blk" --data-blocks 1024 --hash-offset $((4 << 20)) >/dev/null ||
+        fail "format with HASH = DATA on a device: exit $?"
+    [[ -b $T/blk ]] || fail "HASH = DATA replaced the device"
+    "$BLKCRYPT" verity verify "$T/blk" "$T/blk" "$root" --hash-offset $((4 << 20)) ||
+        fail "the in-device tree does not verify"
+    expect_exit 1 vformat "$T/blk" "$T/blk" --data-blocks 1024 --hash-offset $((8 << 20))
+    grep -q "the device holds" "$T/stderr" || fail "HASH = DATA past the device: $(cat "$T/stderr")"
 else
     echo "SKIP: no loop device: block-device output cases not run"
 fi
