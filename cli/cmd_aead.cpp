@@ -2,6 +2,7 @@
 // followed by the tag, as the kernel lays it out; decryption writes nothing
 // at all unless the tag verifies.
 #include "commands.hpp"
+#include "output_file.hpp"
 
 #include <blkcrypt/aead.hpp>
 #include <blkcrypt/registry.hpp>
@@ -32,7 +33,6 @@ int run_aead(Args args) {
     const bool enc = encrypt_requested(*vm);
     const auto& in_path = (*vm)["in"].as<std::string>();
     const auto& out_path = (*vm)["out"].as<std::string>();
-    refuse_same_file(in_path, out_path);
     const auto aad = decode_hex((*vm)["aad"].as<std::string>(), "--aad");
 
     blkcrypt::Registry& reg = registry();
@@ -50,6 +50,10 @@ int run_aead(Args args) {
                          " (max " + std::to_string(info.maxauthsize) + ")");
     auto iv = iv_option(*vm, tfm->ivsize(), info.driver);
 
+    // Opened before reading, so a refused output fails before any work; the
+    // plaintext of a decryption goes to a new file only as 0600.
+    Output out(out_path, {.role = "--out", .secret = !enc, .can_stream = true,
+                          .inputs = {{"--in", in_path}}});
     const auto input = read_all(in_path);
     if (!enc && input.size() < authsize)
         throw Failure("input of " + std::to_string(input.size()) + " bytes is shorter than the " +
@@ -62,7 +66,8 @@ int run_aead(Args args) {
         throw Failure(info.driver + " cannot " + (enc ? "encrypt " : "decrypt ") +
                       std::to_string(input.size()) + " bytes");
     if (s != blkcrypt::Status::Ok) throw Failure(info.driver + ": " + blkcrypt::to_string(s));
-    write_output(out_path, output);
+    out.write(output);
+    out.commit();
     return 0;
 }
 

@@ -20,10 +20,8 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
-#include <csignal>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -42,18 +40,6 @@ namespace dm = blkcrypt::dm;
 constexpr uint64_t kSector = 512;
 constexpr std::size_t kChunk = 1 << 20;  // bytes per bio
 constexpr std::size_t kMaxKeyFile = 8192;  // more than any cipher needs
-
-void pwrite_all(int fd, blkcrypt::ConstBytes data, uint64_t offset, const std::string& name) {
-    while (!data.empty()) {
-        const ssize_t n = ::pwrite(fd, data.data(), data.size(), static_cast<off_t>(offset));
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            throw Failure(errno_message(name));
-        }
-        data = data.subspan(static_cast<std::size_t>(n));
-        offset += static_cast<uint64_t>(n);
-    }
-}
 
 // Reads the key file (or stdin for "-") into locked, wiped memory: all of
 // it, or the first bits/8 bytes when --key-size is given.
@@ -130,10 +116,47 @@ uint64_t store_size(const std::string& path) {
     return (*s)->size();
 }
 
-bool is_block_device(const std::string& path) {
+// stdin, a FIFO or a character device: read in order, no size known.
+bool is_stream_input(const std::string& path) {
     struct stat st {};
-    return ::stat(path.c_str(), &st) == 0 && S_ISBLK(st.st_mode);
+    return path == "-" || (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode));
 }
+
+// The target's store when IN or OUT is a stream: one chunk buffer per bio in
+// flight, found from the offset (bios start at multiples of kChunk and never
+// cross one). Encryption leaves the ciphertext there for the writer; a
+// decryption's reader fills it before the bio is submitted.
+class RingStore final : public dm::BackingStore {
+public:
+    RingStore(uint64_t base, uint64_t size, std::size_t depth)
+        : base_(base), size_(size), bufs_(depth, std::vector<uint8_t>(kChunk)) {}
+    blkcrypt::Bytes chunk(uint64_t pos) { return bufs_[(pos / kChunk) % bufs_.size()]; }
+    blkcrypt::Status read(uint64_t offset, blkcrypt::Bytes out) override {
+        const auto src = locate(offset, out.size());
+        if (src.size() != out.size()) return blkcrypt::Status::IoError;
+        if (!out.empty()) std::memcpy(out.data(), src.data(), out.size());
+        return blkcrypt::Status::Ok;
+    }
+    blkcrypt::Status write(uint64_t offset, blkcrypt::ConstBytes in) override {
+        const auto dst = locate(offset, in.size());
+        if (dst.size() != in.size()) return blkcrypt::Status::IoError;
+        if (!in.empty()) std::memcpy(dst.data(), in.data(), in.size());
+        return blkcrypt::Status::Ok;
+    }
+    uint64_t size() const override { return size_; }
+
+private:
+    // The bytes [offset, offset+len) of the store, or an empty span.
+    blkcrypt::Bytes locate(uint64_t offset, std::size_t len) {
+        if (offset < base_) return {};
+        const uint64_t rel = offset - base_;
+        const std::size_t within = static_cast<std::size_t>(rel % kChunk);
+        if (len > kChunk - within) return {};
+        return chunk(rel).subspan(within, len);
+    }
+    const uint64_t base_, size_;
+    std::vector<std::vector<uint8_t>> bufs_;
+};
 
 int run_table(const po::variables_map& vm, const std::vector<std::string>& files) {
     if (files.size() > 1) throw UsageError("crypt table takes at most one DEVICE");
@@ -173,27 +196,21 @@ struct Slot {
 };
 
 int run_copy(const po::variables_map& vm, bool enc, const std::vector<std::string>& files) {
-    if (files.size() != 2) throw UsageError(std::string("crypt ") + (enc ? "encrypt" : "decrypt") + " needs IN and OUT");
+    const std::string verb = enc ? "encrypt" : "decrypt";
+    if (files.size() != 2) throw UsageError("crypt " + verb + " needs IN and OUT");
     const std::string& in_path = files[0];
     const std::string& out_path = files[1];
-    if (in_path == "-" || out_path == "-")
-        throw UsageError("IN and OUT must be files or block devices, not stdin/stdout");
     if (vm.count("device")) throw UsageError("--device is for crypt table");
     if (vm["show-key"].as<bool>()) throw UsageError("--show-key is for crypt table");
-    // The target would read ciphertext it has just overwritten.
-    struct stat in_st {}, out_st {};
-    const bool out_exists = ::stat(out_path.c_str(), &out_st) == 0;
-    if (in_path == out_path || (out_exists && ::stat(in_path.c_str(), &in_st) == 0 &&
-                                in_st.st_dev == out_st.st_dev && in_st.st_ino == out_st.st_ino))
-        throw UsageError("OUT is the input file; refusing to overwrite the input");
-    // Installed before OUT exists and removed after its temporary file is
-    // gone, so a signal never leaves the temporary file behind.
-    SignalGuard signals;
-    const bool in_place = vm["in-place"].as<bool>();
-    if (in_place && !out_exists) throw Failure(errno_message(out_path));
-    if (out_exists && S_ISDIR(out_st.st_mode)) throw UsageError(out_path + " is a directory");
-    if (!in_place && out_exists && S_ISBLK(out_st.st_mode))
-        throw UsageError(out_path + " is a block device; writing to it needs --in-place");
+    const std::string key_path = vm.count("key-file") ? vm["key-file"].as<std::string>() : "";
+    if (in_path == "-" && key_path == "-") throw UsageError("IN and --key-file cannot both be stdin");
+    const bool in_stream = is_stream_input(in_path);
+
+    // OUT, through the output policy; IN and the key file may not be it (the
+    // target would read ciphertext it has just overwritten).
+    Output out(out_path, OutputOptions{.role = "OUT", .secret = !enc, .can_stream = true,
+                                       .in_place = vm["in-place"].as<bool>(),
+                                       .inputs = {{"IN", in_path}, {"the key file", key_path}}});
 
     dm::CryptTable table = build_table(vm);
     table.offset = vm["offset"].as<uint64_t>();
@@ -201,69 +218,81 @@ int run_copy(const po::variables_map& vm, bool enc, const std::vector<std::strin
     const uint64_t offset_bytes = table.offset * kSector;
     if (table.offset % step)
         throw UsageError("--offset must be a multiple of the sector size (" + std::to_string(step) + " sectors)");
+    if (vm.count("size") && (vm["size"].as<uint64_t>() == 0 || vm["size"].as<uint64_t>() % step))
+        throw UsageError("--size must be a non-zero multiple of the sector size (" + std::to_string(step) + " sectors)");
 
-    // Plaintext size: all of IN (encrypt) or IN after --offset (decrypt), unless --size.
-    auto in_store = dm::open_file_store(in_path, false);
-    if (!in_store) throw Failure(in_store.error().message);
-    const uint64_t in_size = (*in_store)->size();
-    uint64_t avail = in_size;
-    if (!enc) {
-        if (in_size < offset_bytes) throw UsageError("--offset is past the end of " + in_path);
-        avail = in_size - offset_bytes;
-    }
-    if (!vm.count("size") && avail % table.sector_size)
-        throw UsageError(in_path + ": " + std::to_string(avail) + " bytes" + (enc ? "" : " after --offset") +
-                         " is not a multiple of the sector size " + std::to_string(table.sector_size));
-    uint64_t length = avail / kSector;  // 512-byte sectors
-    if (vm.count("size")) {
-        length = vm["size"].as<uint64_t>();
-        if (length > avail / kSector)
-            throw UsageError("--size " + std::to_string(length) + " is more than the " +
-                             std::to_string(avail / kSector) + " sectors of " + in_path);
-        if (length % step)
-            throw UsageError("--size must be a multiple of the sector size (" + std::to_string(step) + " sectors)");
-    }
-    if (length == 0) throw UsageError(in_path + ": nothing to " + (enc ? "encrypt" : "decrypt"));
-    const uint64_t total = length * kSector;
-
-    // OUT: a temporary file renamed at the end, or the existing file/device with --in-place.
-    std::optional<TempOutput> tmp;
-    int out_fd = -1;
-    struct FdCloser {
-        int& fd;
-        ~FdCloser() { if (fd >= 0) ::close(fd); }
-    } closer{out_fd};
-    if (!in_place) {
-        tmp.emplace(out_path);
-    } else {
-        out_fd = ::open(out_path.c_str(), O_WRONLY | O_CLOEXEC);
-        if (out_fd < 0) throw Failure(errno_message(out_path));
-    }
-    const int wfd = tmp ? tmp->fd() : out_fd;
-    const std::string& wname = tmp ? tmp->path() : out_path;
-
-    std::shared_ptr<dm::BackingStore> store;
-    if (enc) {
-        // The file store's size is fixed when opened: size OUT first (never shrink in place).
-        const uint64_t need = offset_bytes + total;
-        if (!is_block_device(wname)) {
-            struct stat st {};
-            if (::fstat(wfd, &st) != 0) throw Failure(errno_message(wname));
-            if (static_cast<uint64_t>(st.st_size) < need && ::ftruncate(wfd, static_cast<off_t>(need)) != 0)
-                throw Failure(errno_message(wname));
+    // Plaintext size: all of IN (encrypt) or IN after --offset (decrypt), unless
+    // --size; unknown for a stream without --size, which is read to its end.
+    std::shared_ptr<dm::BackingStore> in_store;
+    std::optional<InputFile> in;
+    std::optional<uint64_t> total;
+    if (in_stream) {
+        in.emplace(in_path);
+        if (vm.count("size")) total = vm["size"].as<uint64_t>() * kSector;
+        if (!enc) {  // the ciphertext starts at --offset: skip what comes before
+            std::vector<uint8_t> skip(kChunk);
+            for (uint64_t left = offset_bytes; left;) {
+                const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(left, kChunk));
+                if (in->read(blkcrypt::Bytes(skip).first(n)) != n)
+                    throw UsageError("--offset is past the end of " + in->display_name());
+                left -= n;
+            }
         }
-        auto s = dm::open_file_store(wname, true);
-        if (!s) throw Failure(s.error().message);
-        store = *s;
     } else {
-        store = *in_store;
+        auto s = dm::open_file_store(in_path, false);
+        if (!s) throw Failure(s.error().message);
+        in_store = *s;
+        const uint64_t in_size = in_store->size();
+        uint64_t avail = in_size;
+        if (!enc) {
+            if (in_size < offset_bytes) throw UsageError("--offset is past the end of " + in_path);
+            avail = in_size - offset_bytes;
+        }
+        if (!vm.count("size") && avail % table.sector_size)
+            throw UsageError(in_path + ": " + std::to_string(avail) + " bytes" + (enc ? "" : " after --offset") +
+                             " is not a multiple of the sector size " + std::to_string(table.sector_size));
+        uint64_t length = avail / kSector;  // 512-byte sectors
+        if (vm.count("size")) {
+            length = vm["size"].as<uint64_t>();
+            if (length > avail / kSector)
+                throw UsageError("--size " + std::to_string(length) + " is more than the " +
+                                 std::to_string(avail / kSector) + " sectors of " + in_path);
+        }
+        if (length == 0) throw UsageError(in_path + ": nothing to " + verb);
+        total = length * kSector;
     }
+    const std::string in_name = in ? in->display_name() : in_path;
+    // A stream of unknown size: the target spans far more than any input.
+    const uint64_t length = total ? *total / kSector : (uint64_t{1} << 50) / step * step;
 
+    if (total) out.reserve((enc ? offset_bytes : 0) + *total);  // the device must be large enough
+    // Encryption into a seekable OUT of known size writes through a file store
+    // on it; any other case goes through the ring of chunk buffers.
+    std::shared_ptr<dm::BackingStore> store;
+    std::shared_ptr<RingStore> ring;
     dm::TargetOptions opts;
     if (vm.count("threads")) opts.threads = vm["threads"].as<unsigned>();
     const std::size_t depth = std::max<std::size_t>(8, 2 * std::size_t{opts.threads});
     opts.queue_depth = depth;
     opts.max_request = kChunk;
+    if (enc && out.seekable() && total) {
+        auto s = dm::open_file_store(out.write_path(), true);
+        if (!s) throw Failure(s.error().message);
+        store = *s;
+    } else if (!enc && !in_stream) {
+        store = in_store;
+    } else {
+        ring = std::make_shared<RingStore>(offset_bytes, offset_bytes + length * kSector, depth);
+        store = ring;
+    }
+    if (enc && !out.seekable()) {  // a stream's ciphertext also starts at --offset
+        const std::vector<uint8_t> zeros(kChunk);
+        for (uint64_t left = offset_bytes; left;) {
+            const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(left, kChunk));
+            out.write(blkcrypt::ConstBytes(zeros).first(n));
+            left -= n;
+        }
+    }
 
     // Declared before the target: its destructor waits for the bios in
     // flight, whose completions touch these.
@@ -272,18 +301,18 @@ int run_copy(const po::variables_map& vm, bool enc, const std::vector<std::strin
     // Encryption reads a mappable IN in place: the engine never writes a
     // write bio's memory, so its pages go from the page cache straight to
     // the cipher, without a copy into a buffer of ours.
-    const blkcrypt::ConstBytes in_map = enc ? (*in_store)->mapped() : blkcrypt::ConstBytes{};
+    const blkcrypt::ConstBytes in_map = enc && in_store ? in_store->mapped() : blkcrypt::ConstBytes{};
     std::vector<Slot> slots(depth);
     if (in_map.empty())
         for (auto& s : slots) s.buf.resize(kChunk);
     blkcrypt::Registry& reg = registry();
     auto target = make_target(reg, table, store, length, opts);
 
-    Progress progress(vm["progress"].as<bool>(), total);
+    Progress progress(vm["progress"].as<bool>(), total.value_or(0));
     std::size_t head = 0, inflight = 0;
     uint64_t next = 0, done = 0;
 
-    // Waits for the oldest bio; a decrypted one is written out in order.
+    // Waits for the oldest bio and writes out what it produced, in order.
     auto retire = [&] {
         Slot& s = slots[head];
         {
@@ -293,31 +322,50 @@ int run_copy(const po::variables_map& vm, bool enc, const std::vector<std::strin
         head = (head + 1) % depth;
         --inflight;
         if (s.status != blkcrypt::Status::Ok)
-            throw Failure(std::string(enc ? "writing " : "reading ") + (enc ? out_path : in_path) +
+            throw Failure(std::string(enc ? "writing " : "reading ") + (enc ? out.name() : in_name) +
                           " at sector " + std::to_string(s.bio.sector) + ": " + blkcrypt::to_string(s.status));
         const std::size_t n = s.bio.vecs[0].len;
-        if (enc) {
-            (*in_store)->release_mapped(s.pos, n);  // bounded memory
+        if (enc && ring) {
+            out.pwrite(ring->chunk(s.pos).first(n), offset_bytes + s.pos);
+        } else if (enc) {
+            if (!in_map.empty()) in_store->release_mapped(s.pos, n);  // bounded memory
             store->start_writeback(offset_bytes + s.pos, n);
         } else {
-            pwrite_all(wfd, blkcrypt::ConstBytes(s.buf.data(), n), s.pos, wname);
+            out.pwrite(blkcrypt::ConstBytes(s.buf.data(), n), s.pos);
             // Start writeback now, so the final fsync waits for the tail only
             // (advice: an error here resurfaces at that fsync).
-            (void)::sync_file_range(wfd, static_cast<off64_t>(s.pos), static_cast<off64_t>(n), SYNC_FILE_RANGE_WRITE);
+            if (out.seekable())
+                (void)::sync_file_range(out.fd(), static_cast<off64_t>(s.pos), static_cast<off64_t>(n),
+                                        SYNC_FILE_RANGE_WRITE);
         }
         done += n;
         progress.update(done);
     };
 
     try {
-        while (next < total && pending_signal() == 0) {
+        for (bool eof = false; !eof && (!total || next < *total);) {
             if (inflight == depth) retire();
             Slot& s = slots[(head + inflight) % depth];
-            const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(kChunk, total - next));
+            std::size_t n = static_cast<std::size_t>(total ? std::min<uint64_t>(kChunk, *total - next) : kChunk);
             uint8_t* data = s.buf.data();
             if (!in_map.empty()) {
                 data = const_cast<uint8_t*>(in_map.data() + next);  // read-only mapping, never written
-            } else if (enc && (*in_store)->read(next, blkcrypt::Bytes(data, n)) != blkcrypt::Status::Ok) {
+            } else if (in) {
+                // Sequential reads: plaintext into the bio, ciphertext into the ring.
+                const std::size_t got = in->read(enc ? blkcrypt::Bytes(data, n) : ring->chunk(next).first(n));
+                if (got < n) {
+                    if (total)
+                        throw Failure(in_name + " ended after " + std::to_string(next + got) +
+                                      " bytes; --size asks for " + std::to_string(*total));
+                    if (got % table.sector_size)
+                        throw Failure(in_name + " ends with a partial sector: " + std::to_string(next + got) +
+                                      " bytes is not a multiple of the sector size " +
+                                      std::to_string(table.sector_size));
+                    eof = true;
+                    n = got;
+                    if (n == 0) break;
+                }
+            } else if (enc && in_store->read(next, blkcrypt::Bytes(data, n)) != blkcrypt::Status::Ok) {
                 throw Failure(in_path + ": read error at byte " + std::to_string(next));
             }
             s.pos = next;
@@ -339,30 +387,17 @@ int run_copy(const po::variables_map& vm, bool enc, const std::vector<std::strin
             ++inflight;
             next += n;
         }
-        if (pending_signal() == 0)
-            while (inflight) retire();
+        while (inflight) retire();
     } catch (...) {
         target->drain();  // the bios still reference slots
         throw;
     }
-    if (const int sig = pending_signal()) {
-        target->drain();
-        throw Failure(std::string("interrupted by ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") +
-                      "; " + (tmp ? "no output written" : out_path + " is partly written"));
-    }
+    if (next == 0) throw UsageError(in_name + ": nothing to " + verb);
     progress.update(done, true);
 
-    if (enc && store->flush() != blkcrypt::Status::Ok) throw Failure(out_path + ": flush failed");
     target.reset();
     store.reset();
-    if (tmp) {
-        tmp->commit();
-    } else {
-        if (::fsync(out_fd) != 0 && errno != EINVAL) throw Failure(errno_message(out_path));
-        const int rc = ::close(out_fd);
-        out_fd = -1;
-        if (rc != 0) throw Failure(errno_message(out_path));
-    }
+    out.commit();  // its fsync also covers what the file store wrote
     return 0;
 }
 
@@ -374,8 +409,9 @@ int run_crypt(Args args) {
                    "                            [--device PATH] [--size SECTORS] [--show-key]",
                    "Encrypt a plain image IN into OUT as dm-crypt stores it, or decrypt such an\n"
                    "image, or print the dm table line. ARGS is '<cipher> <key> <iv_offset> [<#opts>\n"
-                   "<opts>...]'. OUT is written under a temporary name and renamed when done;\n"
-                   "an interrupted run leaves no OUT. Sizes and offsets are 512-byte sectors."};
+                   "<opts>...]'. IN and OUT may be '-' (stdin/stdout), FIFOs or devices; a stream\n"
+                   "without --size is read to its end. OUT follows the output policy\n"
+                   "(docs/outputs.md). Sizes and offsets are 512-byte sectors."};
     cl.options.add_options()
         ("table", po::value<std::string>()->value_name("ARGS"), "dm-crypt target arguments (key in hex)")
         ("cipher,c", po::value<std::string>()->value_name("SPEC"), "cipher, e.g. aes-xts-plain64, aes-cbc-essiv:sha256")
@@ -387,7 +423,7 @@ int run_crypt(Args args) {
         ("offset,o", po::value<uint64_t>()->default_value(0)->value_name("SECTORS"), "where the ciphertext starts in the encrypted file")
         ("size,b", po::value<uint64_t>()->value_name("SECTORS"), "sectors to process (default: all)")
         ("threads,t", po::value<unsigned>()->value_name("N"), "crypt worker threads (default: one per core)")
-        ("in-place", po::bool_switch(), "write into the existing OUT (file or device) directly")
+        ("in-place", po::bool_switch(), "write into the existing regular file OUT directly (devices always are)")
         ("progress", po::bool_switch(), "show a progress bar when stderr is a terminal")
         ("device", po::value<std::string>()->value_name("PATH"), "crypt table: the device of the line")
         ("show-key", po::bool_switch(), "crypt table: print the key instead of zeros");

@@ -1,7 +1,7 @@
 // blkcrypt fsverity digest: fs-verity file digests, printed exactly as
 // `fsverity digest` (fsverity-utils) prints them. The Merkle tree and the
-// descriptor can be saved; each output goes to a temporary file renamed into
-// place only when complete.
+// descriptor can be saved, through the output policy (output_file.hpp); both
+// appear together or not at all.
 #include "commands.hpp"
 #include "output_file.hpp"
 
@@ -10,8 +10,6 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <csignal>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -21,18 +19,6 @@ namespace cli {
 namespace {
 
 namespace fsv = blkcrypt::verity;
-
-blkcrypt::Result<void> pwrite_all(const TempOutput& out, const std::string& name, uint64_t offset,
-                                  blkcrypt::ConstBytes data) {
-    for (std::size_t done = 0; done < data.size();) {
-        const ssize_t n = ::pwrite(out.fd(), data.data() + done, data.size() - done,
-                                   static_cast<off_t>(offset + done));
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return blkcrypt::make_error(blkcrypt::Status::IoError, errno_message(name));
-        done += static_cast<std::size_t>(n);
-    }
-    return {};
-}
 
 uint32_t parse_block_size(const std::string& s) {
     const bool digits = !s.empty() && s.size() <= 10 && s.find_first_not_of("0123456789") == std::string::npos;
@@ -102,36 +88,43 @@ int run_digest(Args args) {
         throw UsageError("--out-merkle-tree and --out-descriptor take a single FILE");
     if (!tree_path.empty() && tree_path == desc_path)
         throw UsageError("--out-merkle-tree and --out-descriptor name the same file");
-    for (const auto* out : {&tree_path, &desc_path})
-        if (!out->empty()) refuse_same_file(files[0], *out);
-
+    if (desc_path == "-") throw UsageError("--out-descriptor cannot be stdout: the digest is printed there");
     blkcrypt::Registry& reg = registry();
-    std::optional<SignalGuard> guard;
-    if (!tree_path.empty() || !desc_path.empty()) guard.emplace();
-
     for (const auto& file : files) {
         const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
         if (fd < 0) throw Failure(errno_message("cannot open '" + file + "'"));
-        std::optional<TempOutput> tree, desc;
-        if (!tree_path.empty()) tree.emplace(tree_path);
-        if (!desc_path.empty()) desc.emplace(desc_path);
+        struct FdCloser {
+            int fd;
+            ~FdCloser() { ::close(fd); }
+        } closer{fd};
+        // The tree is written out of order (each level as it completes);
+        // the descriptor in one go at the end, so it may be a stream.
+        std::optional<Output> tree, desc;
+        if (!tree_path.empty())
+            tree.emplace(tree_path, OutputOptions{.role = "--out-merkle-tree", .inputs = {{"FILE", file}}});
+        if (!desc_path.empty())
+            desc.emplace(desc_path, OutputOptions{.role = "--out-descriptor", .can_stream = true,
+                                                  .inputs = {{"FILE", file}, {"--out-merkle-tree", tree_path}}});
         fsv::FsverityTreeSink sink;
+        std::string sink_error;  // the output's own message (final name, errno)
         if (tree) {
             sink = [&](uint64_t off, blkcrypt::ConstBytes block) -> blkcrypt::Result<void> {
-                if (pending_signal()) return blkcrypt::make_error(blkcrypt::Status::IoError, "interrupted");
-                return pwrite_all(*tree, tree_path, off, block);
+                try {
+                    tree->pwrite(block, off);
+                } catch (const Failure& e) {
+                    sink_error = e.what();
+                    return blkcrypt::make_error(blkcrypt::Status::IoError, sink_error);
+                }
+                return {};
             };
         }
         auto d = fsv::fsverity_compute_fd(reg, p, fd, std::move(sink));
-        ::close(fd);
-        if (const int sig = pending_signal())
-            throw Failure(std::string("interrupted by ") + (sig == SIGINT ? "SIGINT" : "SIGTERM"));
+        if (!sink_error.empty()) throw Failure(sink_error);
         if (!d) throw Failure(file + ": " + d.error().message);
-        if (desc) {
-            if (auto r = pwrite_all(*desc, desc_path, 0, d->descriptor); !r) throw Failure(r.error().message);
-            desc->commit();
-        }
-        if (tree) tree->commit();
+        // Both outputs appear together: the descriptor is written (a stream
+        // at once) before either temporary file is renamed.
+        if (desc) desc->write(d->descriptor);
+        Output::commit_all({tree ? &*tree : nullptr, desc ? &*desc : nullptr});
 
         const std::string hex = encode_hex(builtin ? fsv::fsverity_formatted_digest(*d) : d->digest);
         if (compact) std::cout << hex << '\n';

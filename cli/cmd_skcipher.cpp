@@ -1,6 +1,7 @@
 // blkcrypt skcipher: one-shot encryption or decryption of a whole input with
 // a symmetric cipher ("aes" as ECB, "cbc(aes)", "xts(aes)", ...).
 #include "commands.hpp"
+#include "output_file.hpp"
 
 #include <blkcrypt/registry.hpp>
 #include <blkcrypt/skcipher.hpp>
@@ -14,7 +15,7 @@ int run_skcipher(Args args) {
     CommandLine cl{"blkcrypt skcipher --alg NAME --key HEX [--iv HEX] (--encrypt|--decrypt)\n"
                    "                         [--in FILE] [--out FILE]",
                    "Encrypt or decrypt the whole input (stdin by default) to --out (stdout by\n"
-                   "default). --out is written under a temporary name and renamed when done."};
+                   "default). --out follows the output policy (docs/outputs.md)."};
     cl.options.add_options()
         ("alg", po::value<std::string>()->required()->value_name("NAME"), "cipher name, e.g. aes, cbc(aes), xts(aes)")
         ("key", po::value<std::string>()->required()->value_name("HEX"), "key in hex")
@@ -29,7 +30,6 @@ int run_skcipher(Args args) {
     const bool enc = encrypt_requested(*vm);
     const auto& in_path = (*vm)["in"].as<std::string>();
     const auto& out_path = (*vm)["out"].as<std::string>();
-    refuse_same_file(in_path, out_path);
 
     // Every usage check happens before any input is read.
     blkcrypt::Registry& reg = registry();
@@ -43,6 +43,10 @@ int run_skcipher(Args args) {
     }
     auto iv = iv_option(*vm, tfm->ivsize(), info.driver);
 
+    // Opened before reading, so a refused output fails before any work; the
+    // plaintext of a decryption goes to a new file only as 0600.
+    Output out(out_path, {.role = "--out", .secret = !enc, .can_stream = true,
+                          .inputs = {{"--in", in_path}}});
     const auto input = read_all(in_path);
     std::vector<uint8_t> output(input.size());
     const blkcrypt::Status s = enc ? tfm->encrypt(input, output, iv) : tfm->decrypt(input, output, iv);
@@ -51,7 +55,8 @@ int run_skcipher(Args args) {
                       std::to_string(input.size()) + " bytes (blocksize " +
                       std::to_string(info.blocksize) + ")");
     if (s != blkcrypt::Status::Ok) throw Failure(info.driver + ": " + blkcrypt::to_string(s));
-    write_output(out_path, output);
+    out.write(output);
+    out.commit();
     return 0;
 }
 

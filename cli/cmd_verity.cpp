@@ -1,10 +1,10 @@
 // blkcrypt verity: build (format), check (verify) and show (dump) dm-verity
 // hash trees, with veritysetup's option names and output.
 //
-// format writes a separate HASH file under a temporary name (starting from
-// its old content, so regions outside the tree survive) and renames it when
-// done. When HASH is DATA, the tree goes into the data file past the data,
-// which is never touched.
+// format writes a separate HASH through the output policy (output_file.hpp):
+// a regular file under a temporary name, starting from its old content so
+// regions outside the tree survive; a block device in place. When HASH is
+// DATA, the tree goes into the data file past the data, which is never touched.
 #include "commands.hpp"
 #include "json.hpp"
 #include "output_file.hpp"
@@ -35,7 +35,7 @@ vy::TreeOptions tree_options(const po::variables_map& vm, Progress& progress) {
     o.mode = vm["async"].as<bool>() ? vy::HashMode::Async : vy::HashMode::Auto;
     o.progress = [&progress](uint64_t done, uint64_t) {
         progress.update(done);
-        return pending_signal() == 0;
+        return true;  // a signal ends the process from its handler
     };
     return o;
 }
@@ -52,22 +52,35 @@ int run_format(const po::variables_map& vm, const std::vector<std::string>& file
     if (!geometry) throw UsageError(geometry.error().message);
     const uint64_t need = geometry->hash_device_size(params);
 
-    SignalGuard signals;
-    std::optional<TempOutput> tmp;
+    // Both outputs are opened (and checked) before the work, and appear together.
+    std::optional<Output> hash_out, root_out;
     Store hash;
     if (in_place) {
         if (params.hash_offset < params.data_blocks * params.data_block_size)
             throw UsageError("--hash-offset must be past the data when HASH is DATA");
+    } else {
+        // Starting from the old content: regions outside the tree survive.
+        hash_out.emplace(hash_path, OutputOptions{.role = "HASH", .keep_content = true,
+                                                  .inputs = {{"DATA", data_path}}});
+    }
+    if (vm.count("root-hash-file") && vm["root-hash-file"].as<std::string>() == "-")
+        throw UsageError("--root-hash-file cannot be stdout: the summary is printed there");
+    if (vm.count("root-hash-file"))
+        root_out.emplace(vm["root-hash-file"].as<std::string>(),
+                         OutputOptions{.role = "--root-hash-file", .can_stream = true,
+                                       .inputs = {{"DATA", data_path}, {"HASH", hash_path}}});
+    if (in_place) {
+        // DATA grows to hold the tree; a device cannot.
+        struct stat st {};
+        if (data->size() < need && ::stat(data_path.c_str(), &st) == 0 && S_ISBLK(st.st_mode))
+            throw Failure(data_path + ": the device holds " + std::to_string(data->size()) + " bytes; " +
+                          std::to_string(need) + " are needed");
         if (data->size() < need && ::truncate(data_path.c_str(), static_cast<off_t>(need)) != 0)
             throw Failure(errno_message(data_path));
         data = hash = open_store(data_path, true);
     } else {
-        tmp.emplace(hash_path, true);
-        struct stat st {};
-        if (::fstat(tmp->fd(), &st) != 0) throw Failure(errno_message(tmp->path()));
-        if (static_cast<uint64_t>(st.st_size) < need && ::ftruncate(tmp->fd(), static_cast<off_t>(need)) != 0)
-            throw Failure(errno_message(tmp->path()));
-        hash = open_store(tmp->path(), true);
+        hash_out->reserve(need);
+        hash = open_store(hash_out->write_path(), true);
     }
     const bool json = vm["json"].as<bool>();
     Progress progress(!json, params.data_blocks * params.data_block_size);
@@ -75,11 +88,16 @@ int run_format(const po::variables_map& vm, const std::vector<std::string>& file
     if (!result) throw Failure(result.error().message);
     progress.update(params.data_blocks * params.data_block_size, true);
     hash.reset();
-    if (tmp) tmp->commit();
     const std::string root_hex = encode_hex(result->root_hash);
-    if (vm.count("root-hash-file"))
-        write_output(vm["root-hash-file"].as<std::string>(),
-                     blkcrypt::ConstBytes(reinterpret_cast<const uint8_t*>(root_hex.data()), root_hex.size()));
+    try {
+        if (root_out)
+            root_out->write(blkcrypt::ConstBytes(reinterpret_cast<const uint8_t*>(root_hex.data()), root_hex.size()));
+        Output::commit_all({hash_out ? &*hash_out : nullptr, root_out ? &*root_out : nullptr});
+    } catch (const Failure&) {
+        // HASH is not replaced, but the computed root is not lost either.
+        std::cerr << "blkcrypt: root hash: " << root_hex << "\n";
+        throw;
+    }
     print_verity_summary(hash_path, result->params, result->geometry, root_hex, json);
     return 0;
 }
@@ -96,7 +114,6 @@ int run_verify(const po::variables_map& vm, const std::vector<std::string>& file
     if (root.size() != geometry->digest_size)
         throw UsageError("the root hash has " + std::to_string(root.size()) + " bytes; " +
                          params.hash_name + " needs " + std::to_string(geometry->digest_size));
-    SignalGuard signals;
     const bool json = vm["json"].as<bool>();
     Progress progress(!json, params.data_blocks * params.data_block_size);
     auto report = vy::verify_tree(reg, params, root, *data, *hash, tree_options(vm, progress));

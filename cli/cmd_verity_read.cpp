@@ -12,6 +12,7 @@
 #include <blkcrypt/verity/target.hpp>
 
 #include <atomic>
+#include <condition_variable>
 #include <iostream>
 #include <mutex>
 #include <optional>
@@ -133,12 +134,17 @@ int run_verity_read(const po::variables_map& vm, const std::vector<std::string>&
     auto target = vy::VerityTarget::create(reg, table, data, hash, topts);
     if (!target) throw Failure(target.error().message);
 
-    SignalGuard signals;
-    std::optional<TempOutput> out;
+    // --out: a file (chunks written where they belong, from any worker) or a
+    // stream ("-", FIFO, character device), where chunks go out in order.
+    std::optional<Output> out;
+    if (vm.count("out") && vm["out"].as<std::string>() == "-" && vm["json"].as<bool>())
+        throw UsageError("--out - and --json both write to stdout; give --out a file");
     if (vm.count("out")) {
-        out.emplace(vm["out"].as<std::string>());
-        if (::ftruncate(out->fd(), static_cast<off_t>((*target)->size())) != 0)
-            throw Failure(errno_message(out->path()));
+        std::vector<NamedPath> inputs = {{"DATA", table.data_dev}, {"HASH", table.hash_dev}};
+        if (vm.count("root-hash-file")) inputs.push_back({"--root-hash-file", vm["root-hash-file"].as<std::string>()});
+        out.emplace(vm["out"].as<std::string>(),
+                    OutputOptions{.role = "--out", .can_stream = true, .inputs = std::move(inputs)});
+        out->reserve((*target)->size());
     }
     const uint64_t total = (*target)->size();
     const uint64_t chunk = std::max<uint64_t>(1 << 20, (*target)->block_size());
@@ -146,22 +152,44 @@ int run_verity_read(const po::variables_map& vm, const std::vector<std::string>&
     std::atomic<bool> failed{false};
     std::string error;
     std::mutex err_mu;
+    std::mutex order_mu;
+    std::condition_variable order_cv;
+    uint64_t written = 0;  // stream: bytes out so far (under order_mu)
+    auto fail = [&](std::string msg) {
+        {
+            std::lock_guard lk(err_mu);
+            if (!failed.exchange(true)) error = std::move(msg);
+        }
+        std::lock_guard lk(order_mu);  // wakes the workers waiting for their turn
+        order_cv.notify_all();
+    };
     Progress progress(!vm["json"].as<bool>(), total);
     auto worker = [&] {
         std::vector<uint8_t> buf(chunk);
         for (;;) {
+            // Chunks are handed out in order, so the one a stream waits for
+            // is always held by a worker that will write it.
             const uint64_t pos = next.fetch_add(chunk);
-            if (pos >= total || failed || pending_signal()) return;
+            if (pos >= total || failed) return;
             const std::size_t n = static_cast<std::size_t>(std::min(chunk, total - pos));
             const blkcrypt::Status s = (*target)->read(pos, blkcrypt::Bytes(buf).first(n));
-            bool ok = s == blkcrypt::Status::Ok;
-            if (ok && out) ok = ::pwrite(out->fd(), buf.data(), n, static_cast<off_t>(pos)) == static_cast<ssize_t>(n);
-            if (!ok) {
-                std::lock_guard lk(err_mu);
-                if (!failed.exchange(true))
-                    error = s == blkcrypt::Status::Ok ? errno_message(out->path())
-                                                      : "read at byte " + std::to_string(pos) +
-                                                            " failed: " + blkcrypt::to_string(s);
+            if (s != blkcrypt::Status::Ok) {
+                fail("read at byte " + std::to_string(pos) + " failed: " + blkcrypt::to_string(s));
+                return;
+            }
+            try {
+                if (out && out->seekable()) {
+                    out->pwrite(blkcrypt::ConstBytes(buf).first(n), pos);
+                } else if (out) {
+                    std::unique_lock lk(order_mu);
+                    order_cv.wait(lk, [&] { return written == pos || failed; });
+                    if (failed) return;
+                    out->write(blkcrypt::ConstBytes(buf).first(n));
+                    written += n;
+                    order_cv.notify_all();
+                }
+            } catch (const Failure& e) {
+                fail(e.what());
                 return;
             }
             done += n;
@@ -171,13 +199,12 @@ int run_verity_read(const po::variables_map& vm, const std::vector<std::string>&
                                                           : std::max(1u, std::thread::hardware_concurrency());
     std::vector<std::thread> pool;
     for (unsigned i = 0; i < threads; ++i) pool.emplace_back(worker);
-    while (done < total && !failed && !pending_signal()) {
+    while (done < total && !failed) {
         progress.update(done);
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     for (auto& t : pool) t.join();
     if (failed) throw Failure(error);
-    if (pending_signal()) throw Failure("interrupted; no output written");
     progress.update(done, true);
     if (out) out->commit();
     const auto st = (*target)->stats();

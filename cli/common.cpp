@@ -1,5 +1,4 @@
 #include "common.hpp"
-#include "output_file.hpp"
 
 #include <blkcrypt/alg_name.hpp>
 
@@ -213,24 +212,6 @@ std::vector<uint8_t> read_all(const std::string& path) {
         data.resize(old + n);
         if (n < kChunk) return data;
     }
-}
-
-void write_output(const std::string& path, blkcrypt::ConstBytes data) {
-    if (path == "-") {
-        write_all(STDOUT_FILENO, data, "stdout");
-        return;
-    }
-    TempOutput out(path);
-    write_all(out.fd(), data, out.path());
-    out.commit();
-}
-
-void refuse_same_file(const std::string& in, const std::string& out) {
-    if (in == "-" || out == "-") return;
-    struct stat a {}, b {};
-    const bool same = in == out || (::stat(in.c_str(), &a) == 0 && ::stat(out.c_str(), &b) == 0 &&
-                                    a.st_dev == b.st_dev && a.st_ino == b.st_ino);
-    if (same) throw UsageError("--out is the input file; refusing to overwrite the input");
 }
 
 }  // namespace cli

@@ -111,11 +111,4 @@ std::string errno_message(const std::string& what);
 // Writes all of data to fd (retrying short writes); Failure naming `name`.
 void write_all(int fd, blkcrypt::ConstBytes data, const std::string& name);
 
-// Writes data to stdout ("-") or to path through a temporary file in the same
-// directory renamed into place, so a failure never leaves a partial file.
-void write_output(const std::string& path, blkcrypt::ConstBytes data);
-
-// UsageError when writing `out` would overwrite `in`.
-void refuse_same_file(const std::string& in, const std::string& out);
-
 }  // namespace cli

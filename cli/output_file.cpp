@@ -2,11 +2,20 @@
 
 #include "common.hpp"
 
+#include <atomic>
 #include <cerrno>
-#include <filesystem>
+#include <climits>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <random>
 #include <vector>
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,87 +23,367 @@ namespace cli {
 
 namespace {
 
-std::atomic<int> g_signal{0};
-static_assert(std::atomic<int>::is_always_lock_free, "used from a signal handler");
+constexpr char kTempTag[] = ".blkcrypt-tmp.";
+constexpr std::size_t kSuffix = 6;
 
-extern "C" void on_signal(int sig) { g_signal.store(sig); }
+// The temporary files a signal handler must remove. A slot is "armed" only
+// while its file exists and is ours, so the handler never unlinks a file it
+// did not create; fixed storage, since the handler cannot allocate.
+struct TempSlot {
+    std::atomic<bool> used{false};
+    std::atomic<bool> armed{false};
+    char path[PATH_MAX] = {};
+};
+constexpr int kSlots = 16;
+TempSlot g_slots[kSlots];
+static_assert(std::atomic<bool>::is_always_lock_free, "used from a signal handler");
 
-void copy_contents(const std::string& from, int to_fd, const std::string& to_name) {
-    const int fd = ::open(from.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw Failure(errno_message(from));
-    std::vector<uint8_t> buf(1 << 20);
-    for (;;) {
-        const ssize_t n = ::read(fd, buf.data(), buf.size());
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) {
-            const std::string msg = errno_message(from);
-            ::close(fd);
-            throw Failure(msg);
-        }
-        if (n == 0) break;
-        write_all(to_fd, blkcrypt::ConstBytes(buf).first(static_cast<std::size_t>(n)), to_name);
+const char* signal_name(int sig) noexcept {
+    switch (sig) {
+    case SIGINT: return "SIGINT";
+    case SIGTERM: return "SIGTERM";
+    case SIGHUP: return "SIGHUP";
+    case SIGPIPE: return "SIGPIPE";
+    case SIGQUIT: return "SIGQUIT";
+    default: return "a signal";
     }
-    ::close(fd);
+}
+
+// Async-signal-safe only: unlink, write, _exit.
+extern "C" void on_terminating_signal(int sig) {
+    for (auto& s : g_slots)
+        if (s.armed.load()) ::unlink(s.path);
+    char msg[64] = "blkcrypt: interrupted by ";
+    std::size_t n = std::strlen(msg);
+    for (const char* p = signal_name(sig); *p && n + 2 < sizeof msg; ++p) msg[n++] = *p;
+    msg[n++] = '\n';
+    // A progress line on a terminal is left open; end it first.
+    if (::isatty(STDERR_FILENO)) (void)!::write(STDERR_FILENO, "\n", 1);
+    (void)!::write(STDERR_FILENO, msg, n);
+    ::_exit(128 + sig);
+}
+
+int acquire_slot(const std::string& path) {
+    if (path.size() >= PATH_MAX) return -1;
+    for (int i = 0; i < kSlots; ++i) {
+        bool expected = false;
+        if (g_slots[i].used.compare_exchange_strong(expected, true)) {
+            std::memcpy(g_slots[i].path, path.c_str(), path.size() + 1);
+            return i;
+        }
+    }
+    return -1;
+}
+
+void release_slot(int& slot) noexcept {
+    if (slot < 0) return;
+    g_slots[slot].armed.store(false);
+    g_slots[slot].used.store(false);
+    slot = -1;
+}
+
+std::string dir_of(const std::string& path) {
+    const auto slash = path.rfind('/');
+    if (slash == std::string::npos) return ".";
+    if (slash == 0) return "/";
+    return path.substr(0, slash);
+}
+
+std::string base_of(const std::string& path) {
+    const auto slash = path.rfind('/');
+    return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::string join(const std::string& dir, const std::string& name) {
+    return dir == "/" ? "/" + name : dir + "/" + name;
+}
+
+// The prefix of our temporary names for a file: ".NAME.blkcrypt-tmp.",
+// with NAME cut so the whole name fits in NAME_MAX.
+std::string temp_prefix(const std::string& base) {
+    std::string name = base;
+    const std::size_t room = NAME_MAX - 1 - (sizeof kTempTag - 1) - kSuffix;
+    if (name.size() > room) name.resize(room);
+    return "." + name + kTempTag;
+}
+
+// One stderr line when an earlier run left temporary files next to the output.
+void warn_stale(const std::string& dir, const std::string& prefix) {
+    DIR* d = ::opendir(dir.c_str());
+    if (!d) return;
+    std::string first;
+    std::size_t count = 0;
+    while (const dirent* e = ::readdir(d)) {
+        const std::string n = e->d_name;
+        if (n.size() == prefix.size() + kSuffix && n.compare(0, prefix.size(), prefix) == 0) {
+            if (first.empty()) first = join(dir, n);
+            ++count;
+        }
+    }
+    ::closedir(d);
+    if (!count) return;
+    std::string more = count > 1 ? " (and " + std::to_string(count - 1) + " more)" : "";
+    std::fprintf(stderr, "blkcrypt: warning: %s%s is left from an interrupted run; remove it\n",
+                 first.c_str(), more.c_str());
+}
+
+std::string random_suffix() {
+    static constexpr char chars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    static std::mt19937_64 rng{std::random_device{}()};
+    std::string s(kSuffix, 'x');
+    for (auto& c : s) c = chars[rng() % (sizeof chars - 1)];
+    return s;
+}
+
+const char* kind_of(mode_t m) {
+    if (S_ISFIFO(m)) return "a FIFO";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISSOCK(m)) return "a socket";
+    return "a special file";
 }
 
 }  // namespace
 
-int pending_signal() noexcept { return g_signal.load(); }
-
-// No SA_RESTART: a blocked read/write returns EINTR (the I/O loops retry)
-// and the flag is seen soon.
-SignalGuard::SignalGuard() {
-    g_signal.store(0);
-    struct sigaction sa {};
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    ::sigaction(SIGINT, &sa, &old_int_);
-    ::sigaction(SIGTERM, &sa, &old_term_);
+void install_signal_cleanup() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        struct sigaction sa {};
+        sa.sa_handler = on_terminating_signal;
+        sigfillset(&sa.sa_mask);  // one handler at a time: it exits
+        for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGQUIT}) {
+            struct sigaction old {};
+            ::sigaction(sig, nullptr, &old);
+            // A signal the caller ignores (nohup, `trap '' PIPE`) stays ignored.
+            if (old.sa_handler == SIG_IGN) continue;
+            ::sigaction(sig, &sa, nullptr);
+        }
+    });
 }
 
-SignalGuard::~SignalGuard() {
-    ::sigaction(SIGINT, &old_int_, nullptr);
-    ::sigaction(SIGTERM, &old_term_, nullptr);
-}
-
-TempOutput::TempOutput(const std::string& final_path, bool copy_existing) : final_(final_path) {
-    namespace fs = std::filesystem;
-    const fs::path target(final_path);
-    if (!target.has_filename()) throw UsageError("'" + final_path + "' is not a file name");
-    const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-    path_ = (dir / ("." + target.filename().string() + ".XXXXXX")).string();
-    fd_ = ::mkstemp(path_.data());
-    if (fd_ < 0) throw Failure(errno_message(final_path + ": cannot create a temporary file"));
-    try {
-        // mkstemp makes the file 0600; give it the mode a plain create would.
-        const mode_t m = ::umask(0);
-        ::umask(m);
-        if (::fchmod(fd_, 0666 & ~m) != 0) throw Failure(errno_message(path_));
+std::string resolve_links(const std::string& path) {
+    std::string p = path;
+    for (int depth = 0; depth < 40; ++depth) {  // the kernel's MAXSYMLINKS
         struct stat st {};
-        if (copy_existing && ::stat(final_path.c_str(), &st) == 0 && S_ISREG(st.st_mode))
-            copy_contents(final_path, fd_, path_);
+        if (::lstat(p.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return p;
+        std::vector<char> buf(PATH_MAX);
+        const ssize_t n = ::readlink(p.c_str(), buf.data(), buf.size() - 1);
+        if (n < 0) return p;
+        const std::string link(buf.data(), static_cast<std::size_t>(n));
+        p = !link.empty() && link[0] == '/' ? link : join(dir_of(p), link);
+    }
+    return p;  // a loop: the open reports ELOOP
+}
+
+Output::Output(const std::string& path, OutputOptions opts) : opts_(std::move(opts)), name_(path) {
+    install_signal_cleanup();
+    if (path.empty()) throw UsageError(opts_.role + ": empty file name");
+    if (path == "-") {
+        if (!opts_.can_stream)
+            throw UsageError(opts_.role + " cannot be stdout: it is not written in order");
+        name_ = "stdout";
+        kind_ = Kind::Stream;
+        fd_ = STDOUT_FILENO;
+        owns_fd_ = false;
+        return;
+    }
+    target_ = resolve_links(path);
+    // Same resolved name: caught even when neither exists yet.
+    for (const auto& in : opts_.inputs)
+        if (in.path != "-" && !in.path.empty() && resolve_links(in.path) == target_)
+            throw UsageError(opts_.role + " '" + path + "' is " + in.role +
+                             "; refusing to write an output over an input");
+    struct stat st {};
+    const bool exists = ::stat(target_.c_str(), &st) == 0;
+    if (!exists && errno != ENOENT) throw Failure(error_text(errno));
+    if (exists) {
+        for (const auto& in : opts_.inputs) {
+            struct stat is {};
+            if (in.path == "-" || in.path.empty() || ::stat(in.path.c_str(), &is) != 0) continue;
+            if (is.st_dev == st.st_dev && is.st_ino == st.st_ino)
+                throw UsageError(opts_.role + " '" + path + "' is " + in.role +
+                                 "; refusing to write an output over an input");
+        }
+        if (S_ISDIR(st.st_mode)) throw UsageError(opts_.role + " '" + path + "' is a directory");
+        if (S_ISBLK(st.st_mode)) {
+            // O_EXCL on a block device: refused while mounted or held by dm.
+            fd_ = ::open(target_.c_str(), O_WRONLY | O_EXCL | O_CLOEXEC);
+            if (fd_ < 0) throw Failure(error_text(errno));
+            kind_ = Kind::Device;
+            write_path_ = target_;
+            return;
+        }
+        if (!S_ISREG(st.st_mode)) {
+            if (!opts_.can_stream || S_ISSOCK(st.st_mode))
+                throw UsageError(opts_.role + " '" + path + "' is " + kind_of(st.st_mode) +
+                                 "; this output needs a regular file or a block device");
+            fd_ = ::open(target_.c_str(), O_WRONLY | O_CLOEXEC);
+            if (fd_ < 0) throw Failure(error_text(errno));
+            kind_ = Kind::Stream;
+            return;
+        }
+        if (opts_.in_place) {
+            fd_ = ::open(target_.c_str(), O_WRONLY | O_CLOEXEC);
+            if (fd_ < 0) throw Failure(error_text(errno));
+            kind_ = Kind::InPlace;
+            write_path_ = target_;
+            return;
+        }
+    } else if (opts_.in_place) {
+        throw Failure(error_text(ENOENT));
+    }
+
+    kind_ = Kind::Temp;
+    const std::string dir = dir_of(target_);
+    const std::string prefix = temp_prefix(base_of(target_));
+    warn_stale(dir, prefix);
+    for (int attempt = 0; fd_ < 0; ++attempt) {
+        write_path_ = join(dir, prefix + random_suffix());
+        slot_ = acquire_slot(write_path_);
+        if (slot_ < 0) throw Failure(name_ + ": too many outputs or too long a path");
+        // 0600 from the start: plaintext is never readable by others, even briefly.
+        fd_ = ::open(write_path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd_ >= 0) break;
+        const int err = errno;
+        release_slot(slot_);
+        if (err != EEXIST || attempt > 100)
+            throw Failure(name_ + ": cannot create a file in " + dir + ": " + std::strerror(err));
+    }
+    g_slots[slot_].armed.store(true);
+    try {
+        if (exists) {
+            // Keep what the replaced file had; chown first, as it clears set-id bits.
+            // Not being allowed to chown (not root) keeps our own owner, as cp does.
+            (void)::fchown(fd_, st.st_uid, st.st_gid);
+            if (::fchmod(fd_, st.st_mode & 07777) != 0) throw Failure(error_text(errno));
+            if (opts_.keep_content) {
+                const int in = ::open(target_.c_str(), O_RDONLY | O_CLOEXEC);
+                if (in < 0) throw Failure(errno_message(path));
+                std::vector<uint8_t> buf(1 << 20);
+                for (;;) {
+                    const ssize_t n = ::read(in, buf.data(), buf.size());
+                    if (n < 0 && errno == EINTR) continue;
+                    if (n < 0) {
+                        const int err = errno;
+                        ::close(in);
+                        throw Failure(error_text(err));
+                    }
+                    if (n == 0) break;
+                    try {
+                        write(blkcrypt::ConstBytes(buf).first(static_cast<std::size_t>(n)));
+                    } catch (...) {
+                        ::close(in);
+                        throw;
+                    }
+                }
+                ::close(in);
+            }
+        } else if (!opts_.secret) {
+            const mode_t m = ::umask(0);
+            ::umask(m);
+            if (::fchmod(fd_, 0666 & ~m) != 0) throw Failure(error_text(errno));
+        }
     } catch (...) {
-        cleanup();
+        discard();
         throw;
     }
 }
 
-TempOutput::~TempOutput() { cleanup(); }
+Output::~Output() { discard(); }
 
-void TempOutput::commit() {
-    if (::fsync(fd_) != 0) throw Failure(errno_message(path_));
-    const int rc = ::close(fd_);
-    fd_ = -1;
-    if (rc != 0) throw Failure(errno_message(path_));
-    if (::rename(path_.c_str(), final_.c_str()) != 0) throw Failure(errno_message(final_));
-    path_.clear();
+std::string Output::error_text(int err) const { return name_ + ": " + std::strerror(err); }
+
+void Output::reserve(uint64_t bytes) {
+    if (kind_ == Kind::Stream) return;
+    if (kind_ == Kind::Device) {
+        uint64_t size = 0;
+        if (::ioctl(fd_, BLKGETSIZE64, &size) != 0) throw Failure(error_text(errno));
+        if (size < bytes)
+            throw Failure(name_ + ": the device holds " + std::to_string(size) + " bytes; " +
+                          std::to_string(bytes) + " are needed");
+        return;
+    }
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0) throw Failure(error_text(errno));
+    if (static_cast<uint64_t>(st.st_size) >= bytes) return;
+    // Allocating now reports a full disk or quota here, with its errno.
+    if (::fallocate(fd_, 0, 0, static_cast<off_t>(bytes)) == 0) return;
+    if (errno != EOPNOTSUPP && errno != ENOSYS && errno != EINVAL) throw Failure(error_text(errno));
+    if (::ftruncate(fd_, static_cast<off_t>(bytes)) != 0) throw Failure(error_text(errno));
 }
 
-void TempOutput::cleanup() noexcept {
-    if (fd_ >= 0) ::close(fd_);
+void Output::write(blkcrypt::ConstBytes data) {
+    while (!data.empty()) {
+        const ssize_t n = ::write(fd_, data.data(), data.size());
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) throw Failure(error_text(errno));
+        if (n == 0) throw Failure(error_text(ENOSPC));  // the end of a device
+        data = data.subspan(static_cast<std::size_t>(n));
+        pos_ += static_cast<uint64_t>(n);
+    }
+}
+
+void Output::pwrite(blkcrypt::ConstBytes data, uint64_t offset) {
+    if (kind_ == Kind::Stream) {
+        // Streams take data in order only; callers keep to it.
+        if (offset != pos_) throw Failure(name_ + ": out-of-order write to a stream");
+        write(data);
+        return;
+    }
+    while (!data.empty()) {
+        const ssize_t n = ::pwrite(fd_, data.data(), data.size(), static_cast<off_t>(offset));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) throw Failure(error_text(errno));
+        if (n == 0) throw Failure(error_text(ENOSPC));
+        data = data.subspan(static_cast<std::size_t>(n));
+        offset += static_cast<uint64_t>(n);
+    }
+}
+
+void Output::finish() {
+    if (finished_) return;
+    finished_ = true;
+    if (fd_ < 0) return;
+    int err = 0;
+    // fsync is meaningless (EINVAL) on pipes and character devices.
+    if (::fsync(fd_) != 0 && !(kind_ == Kind::Stream && (errno == EINVAL || errno == EROFS))) err = errno;
+    if (owns_fd_ && ::close(fd_) != 0 && !err) err = errno;
     fd_ = -1;
-    if (!path_.empty()) ::unlink(path_.c_str());
-    path_.clear();
+    if (err) throw Failure(error_text(err));
+}
+
+void Output::rename_into_place() {
+    if (kind_ != Kind::Temp || slot_ < 0) return;
+    if (::rename(write_path_.c_str(), target_.c_str()) != 0) throw Failure(error_text(errno));
+    release_slot(slot_);
+    // The rename itself is durable only once the directory is synced.
+    const int dfd = ::open(dir_of(target_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        (void)::fsync(dfd);
+        ::close(dfd);
+    }
+}
+
+void Output::commit_all(std::initializer_list<Output*> outputs) {
+    for (Output* o : outputs)
+        if (o) o->finish();
+    for (Output* o : outputs)
+        if (o) o->rename_into_place();
+}
+
+void Output::discard() noexcept {
+    if (fd_ >= 0 && owns_fd_) ::close(fd_);
+    fd_ = -1;
+    if (slot_ >= 0) {
+        ::unlink(write_path_.c_str());
+        release_slot(slot_);
+    }
+}
+
+void write_output(const std::string& path, blkcrypt::ConstBytes data, OutputOptions opts) {
+    opts.can_stream = true;  // written in one go, in order
+    Output out(path, std::move(opts));
+    out.write(data);
+    out.commit();
 }
 
 }  // namespace cli

@@ -1,46 +1,111 @@
-// Output files that never appear half-written: TempOutput writes under a
-// temporary name next to the final one and renames it when done; SignalGuard
-// turns SIGINT/SIGTERM into a flag the long-running commands poll, so the
-// temporary file is removed on the way out.
+// The one output policy of the CLI (docs/outputs.md). Every command opens its
+// outputs through Output, which decides by what the path names:
+//  - a regular file (new or replaced) is written under a temporary name in the
+//    same directory, fsynced and renamed, keeping the mode and owner of the
+//    file it replaces; a new file that can hold plaintext or keys is 0600;
+//  - a block device is written in place (no rename, no truncate);
+//  - "-", a FIFO or a character device is a stream where the command can
+//    write sequentially, and refused otherwise; a directory is refused;
+//  - symlinks are resolved first, and no output may be an input.
+// Temporary files are removed by a signal handler on INT, TERM, HUP, PIPE and
+// QUIT, which then exits 128+signal.
 #pragma once
 
-#include <atomic>
-#include <csignal>
+#include <blkcrypt/bytes.hpp>
+
+#include <cstdint>
+#include <initializer_list>
 #include <string>
+#include <vector>
 
 namespace cli {
 
-// The signal received while a SignalGuard was active, or 0.
-int pending_signal() noexcept;
-
-class SignalGuard {
-public:
-    SignalGuard();
-    ~SignalGuard();
-    SignalGuard(const SignalGuard&) = delete;
-    SignalGuard& operator=(const SignalGuard&) = delete;
-
-private:
-    struct sigaction old_int_ {}, old_term_ {};
+// A file a command reads, named for messages ("IN", "the key file").
+struct NamedPath {
+    std::string role;
+    std::string path;
 };
 
-class TempOutput {
-public:
-    // copy_existing: start from the final file's current content (a hash
-    // device whose other regions must survive).
-    explicit TempOutput(const std::string& final_path, bool copy_existing = false);
-    ~TempOutput();
-    TempOutput(const TempOutput&) = delete;
-    TempOutput& operator=(const TempOutput&) = delete;
+struct OutputOptions {
+    std::string role = "the output";  // how messages name it: "OUT", "--root-hash-file"
+    bool secret = false;        // may hold plaintext or keys: a new file is created 0600
+    bool can_stream = false;    // the command writes it in order: "-", FIFOs, char devices
+    bool keep_content = false;  // a replaced file's temporary copy starts with its content
+    bool in_place = false;      // write an existing regular file directly (crypt --in-place)
+    std::vector<NamedPath> inputs;  // refused as this output (same st_dev/st_ino)
+};
 
+class Output {
+public:
+    enum class Kind {
+        Temp,     // regular file through a temporary name
+        InPlace,  // existing regular file written directly (--in-place)
+        Device,   // block device written in place
+        Stream,   // stdout, a FIFO or a character device
+    };
+
+    // Checks the path against the policy and opens it (a FIFO waits for its
+    // reader). UsageError for what the policy refuses, Failure for I/O errors.
+    Output(const std::string& path, OutputOptions opts);
+    ~Output();  // removes an uncommitted temporary file
+    Output(const Output&) = delete;
+    Output& operator=(const Output&) = delete;
+
+    Kind kind() const noexcept { return kind_; }
+    bool seekable() const noexcept { return kind_ != Kind::Stream; }
     int fd() const noexcept { return fd_; }
-    const std::string& path() const noexcept { return path_; }
-    void commit();  // fsync, close, rename into place
+    // The path as given; messages use it (never the temporary name).
+    const std::string& name() const noexcept { return name_; }
+    // What a store may open by path: the temporary file, or the resolved
+    // file or device. Empty for a stream.
+    const std::string& write_path() const noexcept { return write_path_; }
+
+    // Makes room for `bytes`: a regular file is allocated to at least that
+    // size (ENOSPC/EDQUOT show here, with the real reason, not in a worker);
+    // a block device is checked to be large enough; a stream is left alone.
+    void reserve(uint64_t bytes);
+
+    // Sequential (streams and files) and positioned (seekable only) writes.
+    // Errors name the final path and the errno text.
+    void write(blkcrypt::ConstBytes data);
+    void pwrite(blkcrypt::ConstBytes data, uint64_t offset);
+
+    // Forces the data to storage and closes. Part one of commit.
+    void finish();
+    // finish(), then the rename into place (temporary files).
+    void commit() { commit_all({this}); }
+    // Commits several outputs together: every one is finished (fsynced)
+    // before any is renamed, so a failure before the renames replaces none.
+    static void commit_all(std::initializer_list<Output*> outputs);
+
+    // "NAME: <strerror(err)>" with the final name.
+    std::string error_text(int err) const;
 
 private:
-    void cleanup() noexcept;
-    std::string final_, path_;
+    void rename_into_place();
+    void discard() noexcept;
+
+    OutputOptions opts_;
+    std::string name_;        // as given
+    std::string target_;      // symlinks resolved
+    std::string write_path_;  // temporary, or target_
+    Kind kind_ = Kind::Temp;
     int fd_ = -1;
+    bool owns_fd_ = true;
+    bool finished_ = false;
+    int slot_ = -1;          // in the signal handler's table of temporary files
+    uint64_t pos_ = 0;       // sequential write position
 };
+
+// Writes data to path ("-" is stdout) through the policy above: the whole
+// output appears at once or not at all.
+void write_output(const std::string& path, blkcrypt::ConstBytes data, OutputOptions opts);
+
+// Installs the cleanup handlers for INT, TERM, HUP, PIPE and QUIT (done by
+// the first Output; idempotent).
+void install_signal_cleanup();
+
+// The path with every symlink resolved (the final target may not exist).
+std::string resolve_links(const std::string& path);
 
 }  // namespace cli

@@ -63,7 +63,7 @@ void add_verity_options(po::options_description& opts) {
         ("ignore-zero-blocks", po::bool_switch(), "read/table: blocks whose hash is that of zeros read as zeros")
         ("check-at-most-once", po::bool_switch(), "read/table: verify each data block on its first read only")
         ("table", po::value<std::string>()->value_name("LINE"), "read: a dm-verity table line (devices are file paths)")
-        ("out", po::value<std::string>()->value_name("FILE"), "read: write the verified data to FILE");
+        ("out", po::value<std::string>()->value_name("FILE"), "read: write the verified data to FILE ('-': stdout)");
 }
 
 vy::VerityParams params_from_options(const po::variables_map& vm, uint64_t data_size, bool generate) {
