@@ -40,6 +40,8 @@ bool same_file(const std::string& a, const std::string& b) {
 
 vy::VerityParams load_params(const po::variables_map& vm, dm::BackingStore& hash, uint64_t data_size) {
     if (vm["no-superblock"].as<bool>()) return params_from_options(vm, data_size, false);
+    refuse_given(vm, {"hash", "data-block-size", "hash-block-size", "data-blocks", "salt", "uuid", "format"},
+                 "the superblock gives the parameters (set them with --no-superblock)");
     const uint64_t off = vm["hash-offset"].as<uint64_t>();
     std::array<uint8_t, vy::kSuperblockSize> sb{};
     if (hash.size() < off + sb.size() || hash.read(off, sb) != blkcrypt::Status::Ok)
@@ -127,6 +129,10 @@ int run_verity_table(const po::variables_map& vm, const std::vector<std::string>
 int run_verity_read(const po::variables_map& vm, const std::vector<std::string>& files) {
     if (vm.count("out") && vm["out"].as<std::string>() == "-" && vm["progress-json"].as<bool>())
         throw UsageError("--progress-json prints to stdout, which --out - already uses");
+    if (vm.count("table"))
+        refuse_given(vm, {"hash", "data-block-size", "hash-block-size", "data-blocks", "salt", "uuid", "format",
+                          "no-superblock", "hash-offset", "root-hash-file"},
+                     "the --table line gives the parameters");
     blkcrypt::Registry& reg = registry();
     vy::VerityTable table;
     if (vm.count("table")) {

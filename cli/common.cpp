@@ -55,6 +55,11 @@ bool given(const po::variables_map& vm, const char* name) {
     return vm.count(name) && !vm[name].defaulted();
 }
 
+void refuse_given(const po::variables_map& vm, const std::vector<std::string>& options, const std::string& why) {
+    for (const auto& o : options)
+        if (given(vm, o.c_str())) throw UsageError("--" + o + ": " + why);
+}
+
 void only_for(CommandLine& cl, const std::vector<std::string>& actions,
               const std::vector<std::string>& options) {
     for (const auto& o : options) {

@@ -73,6 +73,8 @@ void check_action_options(const CommandLine& cl, const po::variables_map& vm, co
 
 // True when the option was given on the command line (not just defaulted).
 bool given(const po::variables_map& vm, const char* name);
+// UsageError "--X: <why>" for the first of options that was given.
+void refuse_given(const po::variables_map& vm, const std::vector<std::string>& options, const std::string& why);
 
 // Commands of the form "blkcrypt CMD ACTION FILE...": declares the hidden
 // positional options (and the actions, for help, man pages and completion),
