@@ -172,7 +172,6 @@ int run_bench(Args args) {
         }
         w.end_array();
         w.end_object();
-        std::cout << "\n";
         return 0;
     }
     std::printf("# Tests are approximate using memory only (no storage IO); %zu-byte requests, one thread.\n", size);

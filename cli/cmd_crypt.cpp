@@ -6,6 +6,7 @@
 // writes OUT. Data moves in 1 MiB bios, several in flight, so memory stays
 // bounded whatever the image size.
 #include "commands.hpp"
+#include "json.hpp"
 #include "output_file.hpp"
 #include "progress.hpp"
 
@@ -182,7 +183,22 @@ int run_table(const po::variables_map& vm, const std::vector<std::string>& files
     dm::CryptTable probe = t;  // one sector at the start of the memory store
     probe.offset = probe.length = 0;
     make_target(reg, probe, std::make_shared<dm::MemoryStore>(t.sector_size), step, opts);
-    std::cout << t.table_line(vm["show-key"].as<bool>()) << "\n";
+    const std::string line = t.table_line(vm["show-key"].as<bool>());
+    if (vm["json"].as<bool>()) {
+        JsonWriter w(std::cout);
+        w.begin_object();
+        w.key("table"), w.string(line);
+        w.key("cipher"), w.string(t.cipher);
+        w.key("key_bits"), w.number(static_cast<int64_t>(t.key.size() * 8));
+        w.key("iv_offset"), w.number(static_cast<int64_t>(t.iv_offset));
+        w.key("sector_size"), w.number(static_cast<int64_t>(t.sector_size));
+        w.key("device"), w.string(t.device);
+        w.key("offset"), w.number(static_cast<int64_t>(t.offset));
+        w.key("length"), w.number(static_cast<int64_t>(t.length));
+        w.end_object();
+    } else {
+        std::cout << line << "\n";
+    }
     return 0;
 }
 
@@ -308,7 +324,12 @@ int run_copy(const po::variables_map& vm, bool enc, const std::vector<std::strin
     blkcrypt::Registry& reg = registry();
     auto target = make_target(reg, table, store, length, opts);
 
-    Progress progress(vm["progress"].as<bool>(), total.value_or(0));
+    if (out_path == "-" && vm["progress-json"].as<bool>())
+        throw UsageError("--progress-json prints to stdout, which OUT '-' already uses");
+    if (out_path == "-" && vm["json"].as<bool>())
+        throw UsageError("--json prints to stdout, which OUT '-' already uses");
+    const auto started = std::chrono::steady_clock::now();
+    Progress progress(progress_settings(vm), enc ? out_path : in_path, total.value_or(0));
     std::size_t head = 0, inflight = 0;
     uint64_t next = 0, done = 0;
 
@@ -393,11 +414,27 @@ int run_copy(const po::variables_map& vm, bool enc, const std::vector<std::strin
         throw;
     }
     if (next == 0) throw UsageError(in_name + ": nothing to " + verb);
-    progress.update(done, true);
+    progress.finish(done);
 
     target.reset();
     store.reset();
     out.commit();  // its fsync also covers what the file store wrote
+    if (vm["json"].as<bool>()) {
+        JsonWriter w(std::cout);
+        w.begin_object();
+        w.key("action"), w.string(enc ? "encrypt" : "decrypt");
+        w.key("input"), w.string(in_path);
+        w.key("output"), w.string(out_path);
+        w.key("cipher"), w.string(table.cipher);  // never the key
+        w.key("key_bits"), w.number(static_cast<int64_t>(table.key.size() * 8));
+        w.key("iv_offset"), w.number(static_cast<int64_t>(table.iv_offset));
+        w.key("sector_size"), w.number(static_cast<int64_t>(table.sector_size));
+        w.key("offset"), w.number(static_cast<int64_t>(table.offset));
+        w.key("sectors"), w.number(static_cast<int64_t>(done / kSector));
+        w.key("bytes"), w.number(static_cast<int64_t>(done));
+        w.key("seconds"), w.decimal(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+        w.end_object();
+    }
     return 0;
 }
 
@@ -424,10 +461,16 @@ int run_crypt(Args args) {
         ("size,b", po::value<uint64_t>()->value_name("SECTORS"), "sectors to process (default: all)")
         ("threads,t", po::value<unsigned>()->value_name("N"), "crypt worker threads (default: one per core)")
         ("in-place", po::bool_switch(), "write into the existing regular file OUT directly (devices always are)")
-        ("progress", po::bool_switch(), "show a progress bar when stderr is a terminal")
+        ("json", po::bool_switch(), "print the result as one JSON object (docs/json.md)")
         ("device", po::value<std::string>()->value_name("PATH"), "crypt table: the device of the line")
         ("show-key", po::bool_switch(), "crypt table: print the key instead of zeros");
-    add_action_arguments(cl);
+    add_progress_options(cl.options);
+    add_action_arguments(cl, {{"encrypt", "encrypt the plain image IN into OUT"},
+                              {"decrypt", "decrypt the image IN into the plain image OUT"},
+                              {"table", "print the dm-crypt table line for dmsetup"}});
+    only_for(cl, {"encrypt", "decrypt"}, {"threads", "in-place"});
+    only_for(cl, {"encrypt", "decrypt"}, progress_option_names());
+    only_for(cl, {"table"}, {"device", "show-key"});
     auto vm = parse_command_line(cl, args);
     if (!vm) return 0;
     const auto [action, files] = action_arguments(*vm);

@@ -3,11 +3,14 @@
 // descriptor can be saved, through the output policy (output_file.hpp); both
 // appear together or not at all.
 #include "commands.hpp"
+#include "json.hpp"
 #include "output_file.hpp"
+#include "progress.hpp"
 
 #include <blkcrypt/verity/fsverity.hpp>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <iostream>
@@ -60,7 +63,10 @@ int run_digest(Args args) {
         ("for-builtin-sig", po::bool_switch(), "print the formatted digest a built-in signature signs")
         ("out-merkle-tree", po::value<std::string>()->value_name("F"), "write the Merkle tree (root level first) to F")
         ("out-descriptor", po::value<std::string>()->value_name("F"), "write the 256-byte descriptor to F")
-        ("threads", po::value<std::string>()->value_name("N"), "hashing threads (default: all cores)");
+        ("threads", po::value<std::string>()->value_name("N"), "hashing threads (default: all cores)")
+        ("json", po::bool_switch(), "print one JSON object per FILE (docs/json.md)");
+    add_progress_options(cl.options);
+    cl.actions = {{"digest", "print the fs-verity digest of files"}};
     cl.hidden.add_options()("file", po::value<std::vector<std::string>>(), "input files");
     cl.positional.add("file", -1);
     // fsverity-utils takes "--salt=" as no salt; Boost refuses an empty "=".
@@ -81,6 +87,9 @@ int run_digest(Args args) {
     if (vm->count("threads")) p.threads = parse_threads((*vm)["threads"].as<std::string>());
     if (auto r = fsv::fsverity_check_params(p); !r) throw UsageError(r.error().message);
     const bool compact = (*vm)["compact"].as<bool>(), builtin = (*vm)["for-builtin-sig"].as<bool>();
+    const bool json = (*vm)["json"].as<bool>();
+    if (json && compact) throw UsageError("--json and --compact exclude each other");
+    const ProgressSettings progress_opts = progress_settings(*vm);
     const std::string tree_path = vm->count("out-merkle-tree") ? (*vm)["out-merkle-tree"].as<std::string>() : "";
     const std::string desc_path = vm->count("out-descriptor") ? (*vm)["out-descriptor"].as<std::string>() : "";
     // fsverity-utils would write every file's tree over the previous one.
@@ -118,6 +127,13 @@ int run_digest(Args args) {
                 return {};
             };
         }
+        struct stat st {};
+        const uint64_t size = ::fstat(fd, &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+        Progress progress(progress_opts, file, size);
+        p.progress = [&progress](uint64_t done, uint64_t) {
+            progress.update(done);
+            return true;  // signals end the process (output_file.cpp)
+        };
         auto d = fsv::fsverity_compute_fd(reg, p, fd, std::move(sink));
         if (!sink_error.empty()) throw Failure(sink_error);
         if (!d) throw Failure(file + ": " + d.error().message);
@@ -125,7 +141,22 @@ int run_digest(Args args) {
         // at once) before either temporary file is renamed.
         if (desc) desc->write(d->descriptor);
         Output::commit_all({tree ? &*tree : nullptr, desc ? &*desc : nullptr});
+        progress.finish();
 
+        if (json) {
+            JsonWriter w(std::cout);
+            w.begin_object();
+            w.key("file"), w.string(file);
+            w.key("algorithm"), w.string(d->alg->name);
+            w.key("block_size"), w.number(p.block_size);
+            w.key("salt"), w.string(encode_hex(p.salt));
+            w.key("size"), w.number(static_cast<int64_t>(size));
+            w.key("digest"), w.string(encode_hex(d->digest));
+            if (builtin) w.key("formatted_digest"), w.string(encode_hex(fsv::fsverity_formatted_digest(*d)));
+            w.key("tree_size"), w.number(static_cast<int64_t>(d->tree_size));
+            w.end_object();
+            continue;
+        }
         const std::string hex = encode_hex(builtin ? fsv::fsverity_formatted_digest(*d) : d->digest);
         if (compact) std::cout << hex << '\n';
         else if (builtin) std::cout << hex << ' ' << file << '\n';

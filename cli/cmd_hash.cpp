@@ -1,6 +1,7 @@
 // blkcrypt hash: digests of files, printed like sha256sum. Input is streamed
 // in 1 MiB chunks, so files of any size work in constant memory.
 #include "commands.hpp"
+#include "json.hpp"
 
 #include <blkcrypt/ahash.hpp>
 #include <blkcrypt/registry.hpp>
@@ -130,7 +131,8 @@ int run_hash(Args args) {
                    "'<hex>  <file>', like sha256sum."};
     cl.options.add_options()
         ("alg", po::value<std::string>()->required()->value_name("NAME"), "hash or MAC name, e.g. sha256, hmac(sha256)")
-        ("key", po::value<std::string>()->value_name("HEX"), "key in hex, for a keyed hash");
+        ("key", po::value<std::string>()->value_name("HEX"), "key in hex, for a keyed hash")
+        ("json", po::bool_switch(), "print one JSON object per FILE (docs/json.md)");
     cl.hidden.add_options()("file", po::value<std::vector<std::string>>(), "input files");
     cl.positional.add("file", -1);
     add_driver_option(cl.options);
@@ -162,6 +164,16 @@ int run_hash(Args args) {
             std::cout.flush();
             std::cerr << "blkcrypt: " << e.what() << '\n';
             rc = 1;
+            continue;
+        }
+        if ((*vm)["json"].as<bool>()) {
+            JsonWriter w(std::cout);
+            w.begin_object();
+            w.key("file"), w.string(file);
+            w.key("algorithm"), w.string(h.info().name);
+            w.key("driver"), w.string(h.info().driver);
+            w.key("digest"), w.string(encode_hex(digest));
+            w.end_object();
             continue;
         }
         std::cout << escaped_line(encode_hex(digest), file) << '\n';

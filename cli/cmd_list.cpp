@@ -78,7 +78,7 @@ void print_text(const std::vector<blkcrypt::AlgStatus>& algs) {
 }
 
 void print_json(const std::vector<blkcrypt::AlgStatus>& algs) {
-    JsonWriter json(std::cout);
+    JsonWriter json(std::cout, JsonWriter::Indented);
     json.begin_array();
     for (const auto& st : algs) {
         json.begin_object();

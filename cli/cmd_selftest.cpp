@@ -1,6 +1,7 @@
 // blkcrypt selftest: re-runs the full known-answer tests of the named
 // algorithms (every registered one when none are named).
 #include "commands.hpp"
+#include "json.hpp"
 
 #include <blkcrypt/registry.hpp>
 
@@ -16,6 +17,7 @@ int run_selftest(Args args) {
                    "Run the full self-tests of the named algorithms (generic or driver names;\n"
                    "template instances such as cbc(aes) are built first), or of every\n"
                    "registered algorithm. Exits 1 if any test fails or a name is unknown."};
+    cl.options.add_options()("json", po::bool_switch(), "print one JSON object per line (docs/json.md)");
     cl.hidden.add_options()("name", po::value<std::vector<std::string>>(), "algorithm names");
     cl.positional.add("name", -1);
     auto vm = parse_command_line(cl, args);
@@ -24,6 +26,22 @@ int run_selftest(Args args) {
         vm->count("name") ? (*vm)["name"].as<std::vector<std::string>>() : std::vector<std::string>{};
 
     blkcrypt::Registry& reg = registry();
+    const bool json = (*vm)["json"].as<bool>();
+    // One line per result: the text line, or {"result", "name", "driver", "message"}.
+    auto print = [json](const char* result, const std::string& name, const std::string& driver,
+                        const std::string& message, const std::string& text) {
+        if (!json) {
+            std::cout << text << '\n';
+            return;
+        }
+        JsonWriter w(std::cout);
+        w.begin_object();
+        w.key("result"), w.string(result);
+        w.key("name"), w.string(name);
+        if (!driver.empty()) w.key("driver"), w.string(driver);
+        w.key("message"), w.string(message);
+        w.end_object();
+    };
 
     // Look each name up first so that template instances get built; an
     // instance that failed while being built is still tested (and reported) below.
@@ -31,7 +49,7 @@ int run_selftest(Args args) {
     for (const auto& name : requested) {
         names.push_back(name);
         if (auto alg = reg.lookup_any(name); !alg) {
-            std::cout << "FAIL  " << name << ": " << alg.error().message << '\n';
+            print("fail", name, "", alg.error().message, "FAIL  " + name + ": " + alg.error().message);
             missing.push_back(name);
         }
     }
@@ -43,17 +61,19 @@ int run_selftest(Args args) {
         switch (st.selftest) {
         case blkcrypt::SelftestState::Passed:
             ++passed;
-            std::cout << "PASS  " << who << ": " << st.selftest_message << '\n';
+            print("pass", st.info.name, st.info.driver, st.selftest_message,
+                  "PASS  " + who + ": " + st.selftest_message);
             break;
         case blkcrypt::SelftestState::Failed:
             ++failed;
-            std::cout << "FAIL  " << who << ": " << st.selftest_message << '\n';
+            print("fail", st.info.name, st.info.driver, st.selftest_message,
+                  "FAIL  " + who + ": " + st.selftest_message);
             break;
         default:
             ++untested;
-            std::cout << "SKIP  " << who << ": untested";
-            if (!st.selftest_message.empty()) std::cout << " (" << st.selftest_message << ")";
-            std::cout << '\n';
+            print("skip", st.info.name, st.info.driver, st.selftest_message,
+                  "SKIP  " + who + ": untested" +
+                      (st.selftest_message.empty() ? "" : " (" + st.selftest_message + ")"));
         }
     }
     // A name counts as a failure unless the run above already reported it.
@@ -63,7 +83,16 @@ int run_selftest(Args args) {
         });
         if (!reported) ++failed;
     }
-    std::cout << passed << " passed, " << failed << " failed, " << untested << " untested\n";
+    if (json) {
+        JsonWriter w(std::cout);
+        w.begin_object();
+        w.key("passed"), w.number(passed);
+        w.key("failed"), w.number(failed);
+        w.key("untested"), w.number(untested);
+        w.end_object();
+    } else {
+        std::cout << passed << " passed, " << failed << " failed, " << untested << " untested\n";
+    }
     return failed || !missing.empty() ? 1 : 0;
 }
 

@@ -83,10 +83,10 @@ int run_format(const po::variables_map& vm, const std::vector<std::string>& file
         hash = open_store(hash_out->write_path(), true);
     }
     const bool json = vm["json"].as<bool>();
-    Progress progress(!json, params.data_blocks * params.data_block_size);
+    Progress progress(progress_settings(vm), data_path, params.data_blocks * params.data_block_size);
     auto result = vy::format_tree(reg, params, *data, *hash, tree_options(vm, progress));
     if (!result) throw Failure(result.error().message);
-    progress.update(params.data_blocks * params.data_block_size, true);
+    progress.finish();
     hash.reset();
     const std::string root_hex = encode_hex(result->root_hash);
     try {
@@ -115,10 +115,10 @@ int run_verify(const po::variables_map& vm, const std::vector<std::string>& file
         throw UsageError("the root hash has " + std::to_string(root.size()) + " bytes; " +
                          params.hash_name + " needs " + std::to_string(geometry->digest_size));
     const bool json = vm["json"].as<bool>();
-    Progress progress(!json, params.data_blocks * params.data_block_size);
+    Progress progress(progress_settings(vm), files[0], params.data_blocks * params.data_block_size);
     auto report = vy::verify_tree(reg, params, root, *data, *hash, tree_options(vm, progress));
     if (!report) throw Failure(report.error().message);
-    progress.update(params.data_blocks * params.data_block_size, true);
+    progress.finish();
     if (json) {
         JsonWriter w(std::cout);
         w.begin_object();
@@ -135,7 +135,6 @@ int run_verify(const po::variables_map& vm, const std::vector<std::string>& file
         }
         w.end_array();
         w.end_object();
-        std::cout << "\n";
     }
     if (report->ok()) return 0;
     for (const auto& c : report->corruptions) std::cerr << "blkcrypt: " << describe(c) << "\n";
@@ -169,7 +168,22 @@ int run_verity(Args args) {
                    "dm-verity table line cryptsetup would load; read serves the data through the\n"
                    "verity read path (per-block checks, kernel policies), like reading /dev/mapper."};
     add_verity_options(cl.options);
-    add_action_arguments(cl);
+    add_progress_options(cl.options);
+    add_action_arguments(cl, {{"format", "build the hash tree of DATA into HASH and print the root hash"},
+                              {"verify", "check DATA against HASH and the root hash"},
+                              {"dump", "print the superblock of HASH"},
+                              {"table", "print the dm-verity table line for dmsetup"},
+                              {"read", "read DATA through the verity target, checking every block"}});
+    // Which action honours what (the rest go with every action).
+    const std::vector<std::string> params = {"hash", "data-block-size", "hash-block-size", "data-blocks",
+                                             "salt", "uuid", "format"};
+    only_for(cl, {"format", "verify", "table", "read"}, params);
+    only_for(cl, {"format", "verify", "table", "read"}, {"no-superblock", "root-hash-file"});
+    only_for(cl, {"format", "verify", "read"}, {"threads", "async"});
+    only_for(cl, {"format", "verify", "read"}, progress_option_names());
+    only_for(cl, {"table", "read"}, {"ignore-corruption", "restart-on-corruption", "panic-on-corruption",
+                                     "ignore-zero-blocks", "check-at-most-once"});
+    only_for(cl, {"read"}, {"table", "out"});
     auto vm = parse_command_line(cl, args);
     if (!vm) return 0;
     const auto [action, files] = action_arguments(*vm);

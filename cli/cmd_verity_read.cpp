@@ -1,6 +1,7 @@
 // blkcrypt verity table|read, and the helpers every verity action shares.
 // read serves the data through VerityTarget, as reading /dev/mapper/NAME of
 // a dm-verity device would: each block is checked when it is read.
+#include "json.hpp"
 #include "output_file.hpp"
 #include "progress.hpp"
 #include "verity_actions.hpp"
@@ -40,6 +41,8 @@ bool same_file(const std::string& a, const std::string& b) {
 
 vy::VerityParams load_params(const po::variables_map& vm, dm::BackingStore& hash, uint64_t data_size) {
     if (vm["no-superblock"].as<bool>()) return params_from_options(vm, data_size, false);
+    refuse_given(vm, {"hash", "data-block-size", "hash-block-size", "data-blocks", "salt", "uuid", "format"},
+                 "the superblock gives the parameters (set them with --no-superblock)");
     const uint64_t off = vm["hash-offset"].as<uint64_t>();
     std::array<uint8_t, vy::kSuperblockSize> sb{};
     if (hash.size() < off + sb.size() || hash.read(off, sb) != blkcrypt::Status::Ok)
@@ -104,11 +107,33 @@ vy::VerityTable table_from_files(blkcrypt::Registry& reg, const po::variables_ma
 
 int run_verity_table(const po::variables_map& vm, const std::vector<std::string>& files) {
     blkcrypt::Registry& reg = registry();
-    std::cout << table_from_files(reg, vm, files).line() << "\n";
+    const auto t = table_from_files(reg, vm, files);
+    if (vm["json"].as<bool>()) {
+        JsonWriter w(std::cout);
+        w.begin_object();
+        w.key("table"), w.string(t.line());
+        w.key("data_device"), w.string(t.data_dev);
+        w.key("hash_device"), w.string(t.hash_dev);
+        w.key("hash_algorithm"), w.string(t.params.hash_name);
+        w.key("data_block_size"), w.number(t.params.data_block_size);
+        w.key("hash_block_size"), w.number(t.params.hash_block_size);
+        w.key("data_blocks"), w.number(static_cast<int64_t>(t.params.data_blocks));
+        w.key("hash_start_block"), w.number(static_cast<int64_t>(t.hash_start_block));
+        w.key("root_hash"), w.string(encode_hex(t.root_hash));
+        w.end_object();
+    } else {
+        std::cout << t.line() << "\n";
+    }
     return 0;
 }
 
 int run_verity_read(const po::variables_map& vm, const std::vector<std::string>& files) {
+    if (vm.count("out") && vm["out"].as<std::string>() == "-" && vm["progress-json"].as<bool>())
+        throw UsageError("--progress-json prints to stdout, which --out - already uses");
+    if (vm.count("table"))
+        refuse_given(vm, {"hash", "data-block-size", "hash-block-size", "data-blocks", "salt", "uuid", "format",
+                          "no-superblock", "hash-offset", "root-hash-file"},
+                     "the --table line gives the parameters");
     blkcrypt::Registry& reg = registry();
     vy::VerityTable table;
     if (vm.count("table")) {
@@ -163,7 +188,7 @@ int run_verity_read(const po::variables_map& vm, const std::vector<std::string>&
         std::lock_guard lk(order_mu);  // wakes the workers waiting for their turn
         order_cv.notify_all();
     };
-    Progress progress(!vm["json"].as<bool>(), total);
+    Progress progress(progress_settings(vm), table.data_dev, total);
     auto worker = [&] {
         std::vector<uint8_t> buf(chunk);
         for (;;) {
@@ -205,7 +230,7 @@ int run_verity_read(const po::variables_map& vm, const std::vector<std::string>&
     }
     for (auto& t : pool) t.join();
     if (failed) throw Failure(error);
-    progress.update(done, true);
+    progress.finish();
     if (out) out->commit();
     const auto st = (*target)->stats();
     if (vm["json"].as<bool>()) {

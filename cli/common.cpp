@@ -2,6 +2,7 @@
 
 #include <blkcrypt/alg_name.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -13,8 +14,18 @@
 
 namespace cli {
 
+namespace {
+std::optional<CommandLine>* describe_sink = nullptr;
+}  // namespace
+
+void set_describe_sink(std::optional<CommandLine>* sink) noexcept { describe_sink = sink; }
+
 std::optional<po::variables_map> parse_command_line(CommandLine& cl, Args args) {
     cl.options.add_options()("help,h", "show this help and exit");
+    if (describe_sink) {
+        describe_sink->emplace(cl);
+        return std::nullopt;
+    }
     po::options_description all;
     all.add(cl.options).add(cl.hidden);
     // No prefix guessing: "--enc" should not silently mean "--encrypt".
@@ -35,10 +46,41 @@ std::optional<po::variables_map> parse_command_line(CommandLine& cl, Args args) 
     } catch (const po::error& e) {
         throw UsageError(e.what());
     }
+    if (vm.count("action")) check_action_options(cl, vm, vm["action"].as<std::string>());
     return vm;
 }
 
-void add_action_arguments(CommandLine& cl) {
+bool given(const po::variables_map& vm, const char* name) {
+    return vm.count(name) && !vm[name].defaulted();
+}
+
+void refuse_given(const po::variables_map& vm, const std::vector<std::string>& options, const std::string& why) {
+    for (const auto& o : options)
+        if (given(vm, o.c_str())) throw UsageError("--" + o + ": " + why);
+}
+
+void only_for(CommandLine& cl, const std::vector<std::string>& actions,
+              const std::vector<std::string>& options) {
+    for (const auto& o : options) {
+        auto& scope = cl.scopes[o];
+        scope.insert(scope.end(), actions.begin(), actions.end());
+    }
+}
+
+void check_action_options(const CommandLine& cl, const po::variables_map& vm, const std::string& action) {
+    for (const auto& [option, actions] : cl.scopes) {
+        if (!given(vm, option.c_str()) || std::find(actions.begin(), actions.end(), action) != actions.end())
+            continue;
+        std::string list;
+        for (const auto& a : actions) list += (list.empty() ? "" : ", ") + a;
+        // "blkcrypt crypt ..." -> "crypt table"
+        const std::string cmd = cl.usage.substr(0, cl.usage.find(' ', 9)).substr(cl.usage.rfind("blkcrypt ", 0) == 0 ? 9 : 0);
+        throw UsageError("--" + option + " does not apply to " + cmd + " " + action + " (only to " + list + ")");
+    }
+}
+
+void add_action_arguments(CommandLine& cl, std::vector<Action> actions) {
+    cl.actions = std::move(actions);
     cl.hidden.add_options()
         ("action", po::value<std::string>()->required())
         ("files", po::value<std::vector<std::string>>());

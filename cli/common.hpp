@@ -12,6 +12,7 @@
 #include <boost/program_options.hpp>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -34,23 +35,56 @@ class Failure : public std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+// One action of a "blkcrypt CMD ACTION ..." command.
+struct Action {
+    std::string name;     // "encrypt"
+    std::string summary;  // one line, for the man page
+};
+
 // What one command accepts. `hidden` holds the options that back positional
-// arguments, so --help does not list them.
+// arguments, so --help does not list them. The same tables make --help, the
+// man pages and the bash completion (blkcrypt --generate-man), so they agree.
 struct CommandLine {
     std::string usage;    // "blkcrypt hash --alg NAME [FILE...]"
     std::string summary;  // one sentence printed under the usage line
     po::options_description options{"Options"};
     po::options_description hidden;
     po::positional_options_description positional;
+    std::vector<Action> actions;  // empty for commands without actions
+    // Options that only some actions honour (long name -> those actions),
+    // declared with only_for(); the others go with every action.
+    std::map<std::string, std::vector<std::string>> scopes;
 };
 
 // Parses args against cl plus --help. Returns nullopt after printing the help
-// (the command then exits 0); Boost's complaints become UsageError.
+// (the command then exits 0); Boost's complaints become UsageError. An option
+// given to an action outside its scope is a UsageError too (refused, never
+// silently ignored).
 std::optional<po::variables_map> parse_command_line(CommandLine& cl, Args args);
 
+// Declares that `options` are honoured only by `actions` (cryptsetup's
+// "allowed actions"); parse_command_line refuses them elsewhere.
+void only_for(CommandLine& cl, const std::vector<std::string>& actions,
+              const std::vector<std::string>& options);
+
+// UsageError when an option of cl.scopes was given on the command line with
+// an action outside its scope. parse_command_line calls it.
+void check_action_options(const CommandLine& cl, const po::variables_map& vm, const std::string& action);
+
+// True when the option was given on the command line (not just defaulted).
+bool given(const po::variables_map& vm, const char* name);
+// UsageError "--X: <why>" for the first of options that was given.
+void refuse_given(const po::variables_map& vm, const std::vector<std::string>& options, const std::string& why);
+
 // Commands of the form "blkcrypt CMD ACTION FILE...": declares the hidden
-// positional options, and reads them back after parsing.
-void add_action_arguments(CommandLine& cl);
+// positional options (and the actions, for help, man pages and completion),
+// and reads them back after parsing.
+void add_action_arguments(CommandLine& cl, std::vector<Action> actions = {});
+
+// Describe mode (blkcrypt --generate-man): while a sink is set,
+// parse_command_line copies the command's CommandLine into it and returns
+// nullopt, so running a command only describes it.
+void set_describe_sink(std::optional<CommandLine>* sink) noexcept;
 struct ActionArgs {
     std::string action;
     std::vector<std::string> files;

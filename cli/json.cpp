@@ -30,7 +30,7 @@ std::string json_quote(std::string_view s) {
 }
 
 void JsonWriter::newline() {
-    out_ << '\n' << std::string(2 * first_.size(), ' ');
+    if (indented_) out_ << '\n' << std::string(2 * first_.size(), ' ');
 }
 
 void JsonWriter::before_value() {
@@ -39,7 +39,7 @@ void JsonWriter::before_value() {
         return;
     }
     if (first_.empty()) return;
-    if (!first_.back()) out_ << ',';
+    if (!first_.back()) out_ << (indented_ ? "," : ", ");
     first_.back() = false;
     newline();
 }
@@ -82,6 +82,13 @@ void JsonWriter::string(std::string_view s) {
 void JsonWriter::number(int64_t n) {
     before_value();
     out_ << n;
+}
+
+void JsonWriter::decimal(double d) {
+    before_value();
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.3f", d);
+    out_ << buf;
 }
 
 void JsonWriter::boolean(bool b) {

@@ -1,5 +1,7 @@
-// A minimal JSON writer: enough for `blkcrypt list --json`, without pulling
-// in a JSON library. The caller is trusted to nest begin/end calls properly.
+// A minimal JSON writer, without pulling in a JSON library. The caller is
+// trusted to nest begin/end calls properly. Each top-level value is ended by
+// a newline: on one line by default (--json prints one object per line, see
+// docs/json.md), or indented (`list --json`).
 #pragma once
 
 #include <cstdint>
@@ -12,7 +14,8 @@ namespace cli {
 
 class JsonWriter {
 public:
-    explicit JsonWriter(std::ostream& out) : out_(out) {}
+    enum Layout { Line, Indented };
+    explicit JsonWriter(std::ostream& out, Layout layout = Line) : out_(out), indented_(layout == Indented) {}
 
     void begin_array();
     void end_array();
@@ -24,6 +27,7 @@ public:
     void string(std::string_view s);
     void number(int64_t n);
     void boolean(bool b);
+    void decimal(double d);  // fixed, three decimals: seconds
 
 private:
     void before_value();
@@ -31,6 +35,7 @@ private:
     void close(char bracket);
 
     std::ostream& out_;
+    bool indented_;
     std::vector<bool> first_;  // per open container: nothing written in it yet
     bool after_key_ = false;
 };

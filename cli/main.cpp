@@ -1,6 +1,8 @@
 // blkcrypt: dispatches the first word to a command and maps exceptions to exit
 // codes (2: usage error, 1: operational failure).
 #include "commands.hpp"
+#include "docgen.hpp"
+#include "output_file.hpp"
 #include "registry.hpp"
 
 #include <algorithm>
@@ -64,6 +66,24 @@ int dispatch(const std::vector<std::string>& words) {
             throw cli::UsageError("unknown command '" + words[1] + "' (see blkcrypt --help)");
         }
         print_help();
+        return 0;
+    }
+    // Hidden: the build makes the man pages and the completion with these.
+    if (first == "--generate-man" || first == "--generate-bash-completion") {
+        if (words.size() != 2) throw cli::UsageError(first + " takes one path");
+        std::vector<cli::CommandDoc> docs;
+        for (const auto& c : kCommands) {
+            std::vector<std::string> sub;
+            if (c.name == "fsverity") sub = {"digest"};  // its one subcommand holds the options
+            docs.push_back({std::string(c.name), std::string(c.summary), cli::describe_command(c.run, sub)});
+        }
+        if (first == "--generate-man") {
+            cli::write_man_pages(docs, words[1]);
+        } else {
+            const std::string text = cli::bash_completion(docs);
+            cli::write_output(words[1], blkcrypt::ConstBytes(reinterpret_cast<const uint8_t*>(text.data()), text.size()),
+                              cli::OutputOptions{.role = "the completion script"});
+        }
         return 0;
     }
     if (first == "--version") {

@@ -134,7 +134,6 @@ void print_verity_summary(const std::string& device, const vy::VerityParams& p,
         if (!root_hex.empty()) w.key("root_hash"), w.string(root_hex);
         w.key("hash_device_size"), w.number(static_cast<int64_t>(g.hash_device_size(p)));
         w.end_object();
-        std::cout << "\n";
         return;
     }
     std::cout << "VERITY header information for " << device << "\n"

@@ -5,6 +5,8 @@
 #   bin/blkcrypt                     the CLI, finding the library via $ORIGIN
 #   lib/cmake/blkcrypt/              find_package(blkcrypt) -> blkcrypt::blkcrypt
 #   lib/pkgconfig/blkcrypt.pc        pkg-config --cflags --libs blkcrypt
+#   share/man/man8/blkcrypt*.8       the man pages, generated from the option tables
+#   share/bash-completion/completions/blkcrypt   bash completion, likewise
 # Crypto++ and OpenSSL are private to libblkcrypt.so: consumers of the package
 # need neither their headers nor their pkg-config/CMake files.
 # Included at the end of the top-level CMakeLists.txt.
@@ -44,6 +46,11 @@ else()
 endif()
 set_target_properties(blkcrypt_cli PROPERTIES INSTALL_RPATH "${_blkcrypt_cli_rpath}")
 install(TARGETS blkcrypt_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT blkcrypt_runtime)
+# Made when blkcrypt_cli is built (cli/CMakeLists.txt).
+install(DIRECTORY ${BLKCRYPT_MAN_DIR}/ DESTINATION ${CMAKE_INSTALL_MANDIR}/man8
+        COMPONENT blkcrypt_runtime FILES_MATCHING PATTERN "blkcrypt*.8")
+install(FILES ${BLKCRYPT_COMPLETION_FILE} DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions
+        COMPONENT blkcrypt_runtime)
 
 # ---- CMake package ---------------------------------------------------------
 install(EXPORT blkcryptTargets

@@ -9,6 +9,7 @@ PKGS=(
   catch2 libbenchmark-dev
   openssl python3 python3-cryptography coreutils xxd cryptsetup-bin
   fsverity ccache
+  man-db groff-base bsdextrautils
 )
 
 missing=()

@@ -7,6 +7,8 @@
 #      all five programs run
 #   5. one example builds with $(pkg-config --cflags --libs blkcrypt) and runs
 #   6. PREFIX/bin/blkcrypt --version runs (RPATH $ORIGIN/../lib)
+#   7. the man pages (share/man/man8) and the bash completion
+#      (share/bash-completion/completions) are installed and work
 # Usage: test_install.sh BUILD_DIR SOURCE_DIR. Leaves nothing behind.
 set -euo pipefail
 
@@ -130,4 +132,22 @@ step "<prefix>/bin/blkcrypt --version"
 readelf -d "$prefix/bin/blkcrypt" | grep -qE 'R(UN)?PATH.*\$ORIGIN' || fail "the CLI has no \$ORIGIN RPATH"
 version=$(env -u LD_LIBRARY_PATH "$prefix/bin/blkcrypt" --version) || fail "blkcrypt --version"
 echo "   $version"
+step "man pages and bash completion"
+man8=$prefix/share/man/man8
+mapfile -t commands < <(env -u LD_LIBRARY_PATH "$prefix/bin/blkcrypt" --help | sed -n '/^Commands:/,/^$/s/^  \([a-z]*\) .*/\1/p')
+[[ ${#commands[@]} -gt 0 ]] || fail "no commands in blkcrypt --help"
+for page in blkcrypt "${commands[@]/#/blkcrypt-}"; do
+    [[ -s $man8/$page.8 ]] || fail "not installed: share/man/man8/$page.8"
+    # man finds it by name in the prefix, and renders it without a warning.
+    found=$(man -M "$prefix/share/man" -w "$page") || fail "man -M <prefix>/share/man -w $page"
+    [[ $found == "$man8/$page.8" ]] || fail "man found $found for $page"
+    MANWIDTH=80 man -M "$prefix/share/man" -Tutf8 "$page" > /dev/null 2> "$tmp/man.err" || fail "man $page"
+    [[ ! -s $tmp/man.err ]] || fail "man $page warns: $(cat "$tmp/man.err")"
+done
+comp=$prefix/share/bash-completion/completions/blkcrypt
+[[ -s $comp ]] || fail "not installed: share/bash-completion/completions/blkcrypt"
+# shellcheck disable=SC2016  # expanded by the inner bash
+got=$(bash -c 'source "$1"; COMP_WORDS=(blkcrypt verity format --ha); COMP_CWORD=3; _blkcrypt; echo "${COMPREPLY[*]}"' _ "$comp")
+[[ " $got " == *" --hash "* ]] || fail "installed completion: 'blkcrypt verity format --ha' gave '$got'"
+echo "   ${#commands[@]} command pages + blkcrypt(8), completion"
 echo "install test passed"

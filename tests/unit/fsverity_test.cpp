@@ -324,3 +324,34 @@ TEST_CASE("fsverity: reading a file descriptor", "[fsverity]") {
     CHECK(fsverity_compute_fd(registry(), p, dir).status() == Status::IoError);
     ::close(dir);
 }
+
+TEST_CASE("fsverity: progress of fsverity_compute_fd, and stopping it", "[fsverity]") {
+    char path[] = "/tmp/fsverity_test.XXXXXX";
+    const int fd = ::mkstemp(path);
+    REQUIRE(fd >= 0);
+    const Buf big = pattern(9 * 1024 * 1024 + 4097);
+    REQUIRE(::write(fd, big.data(), big.size()) == static_cast<ssize_t>(big.size()));
+    FsverityParams p;
+    std::vector<uint64_t> seen;
+    p.progress = [&](uint64_t done, uint64_t total) {
+        CHECK(total == big.size());
+        seen.push_back(done);
+        return true;
+    };
+    auto d = fsverity_compute_fd(registry(), p, fd);
+    REQUIRE(d);
+    CHECK(d->digest == compute(FsverityParams{}, big, 100000).d.digest);
+    REQUIRE(seen.size() >= 2);  // several chunks
+    CHECK(std::is_sorted(seen.begin(), seen.end()));
+    CHECK(seen.back() == big.size());
+
+    // Returning false stops the run with an error (how a signal interrupts it).
+    int calls = 0;
+    p.progress = [&](uint64_t, uint64_t) { return ++calls < 2; };
+    auto stopped = fsverity_compute_fd(registry(), p, fd);
+    ::close(fd);
+    ::unlink(path);
+    REQUIRE_FALSE(stopped);
+    CHECK(stopped.error().message == "interrupted");
+    CHECK(calls == 2);
+}

@@ -336,6 +336,7 @@ Result<FsverityDigest> fsverity_compute_fd(Registry& reg, const FsverityParams& 
             const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(chunk, size - off));
             r = b->update({base + off, n});
             (void)::madvise(const_cast<uint8_t*>(base) + off, n / 4096 * 4096, MADV_DONTNEED);
+            if (r && p.progress && !p.progress(off + n, size)) r = make_error(Status::IoError, "interrupted");
         }
         ::munmap(m, size);
         if (!r) return r.error();
@@ -364,6 +365,7 @@ Result<FsverityDigest> fsverity_compute_fd(Registry& reg, const FsverityParams& 
         if (!hashed) return hashed.error();
         if (!read_result) return read_result.error();
         off = next;
+        if (p.progress && !p.progress(off, size)) return make_error(Status::IoError, "interrupted");
     }
     return finish_checked(*b, fd, size);
 }

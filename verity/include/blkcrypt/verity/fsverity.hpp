@@ -42,6 +42,9 @@ struct FsverityParams {
     uint32_t block_size = 4096;   // power of two, >= 2 * digest size, <= 2^30
     std::vector<uint8_t> salt;    // 0..32 bytes
     unsigned threads = 0;         // leaf hashing threads; 0 = all cores
+    // fsverity_compute_fd calls it after each chunk with the bytes hashed so
+    // far and the file size; returning false stops it ("interrupted").
+    std::function<bool(uint64_t done, uint64_t total)> progress;
 };
 
 // Invalid with a message naming the bad parameter.

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The generated man pages and bash completion (build/man, build/completion):
+# one page per command, each renders without a warning, each lists every
+# option its --help lists; the completion, sourced in bash, completes
+# commands, actions and the options of an action.
+# Usage: man_completion.sh BLKCRYPT MAN_DIR COMPLETION_FILE
+source "$(dirname "$0")/lib.sh"
+MAN_DIR=${2:?usage: $0 BLKCRYPT MAN_DIR COMPLETION_FILE}
+COMPLETION=${3:?usage: $0 BLKCRYPT MAN_DIR COMPLETION_FILE}
+
+mapfile -t commands < <("$BLKCRYPT" --help | sed -n '/^Commands:/,/^$/s/^  \([a-z]*\) .*/\1/p')
+[[ ${#commands[@]} -ge 9 ]] || fail "commands not found in blkcrypt --help"
+
+echo "== one page per command, rendered without warnings"
+pages=("$MAN_DIR/blkcrypt.8")
+for c in "${commands[@]}"; do pages+=("$MAN_DIR/blkcrypt-$c.8"); done
+for p in "${pages[@]}"; do
+    [[ -s $p ]] || fail "missing man page $p"
+    MANWIDTH=80 man -l -Tutf8 "$p" >"$TMP/page" 2>"$TMP/err" || fail "man -l $p"
+    [[ ! -s $TMP/err ]] || fail "man -l $p warns: $(cat "$TMP/err")"
+    groff -ww -z -man "$p" 2>"$TMP/err" || fail "groff $p"
+    [[ ! -s $TMP/err ]] || fail "groff -ww $p warns: $(cat "$TMP/err")"
+    grep -q . "$TMP/page" || fail "$p renders empty"
+done
+MANWIDTH=80 man -l -Tutf8 "$MAN_DIR/blkcrypt.8" 2>/dev/null | col -b >"$TMP/main"
+for c in "${commands[@]}"; do
+    grep -q "blkcrypt-$c(8)" "$TMP/main" || fail "blkcrypt(8) does not list blkcrypt-$c(8)"
+done
+
+echo "== each page lists every option of the command's --help"
+for c in "${commands[@]}"; do
+    help=(--help)
+    [[ $c == fsverity ]] && help=(digest --help)
+    MANWIDTH=200 man -l -Tascii "$MAN_DIR/blkcrypt-$c.8" 2>/dev/null | col -b >"$TMP/page"
+    mapfile -t opts < <("$BLKCRYPT" "$c" "${help[@]}" | grep -oE '^  (-[a-zA-Z] \[ )?--[a-z0-9-]+' | grep -oE -- '--[a-z0-9-]+')
+    [[ ${#opts[@]} -gt 0 ]] || fail "no options in blkcrypt $c --help"
+    for o in "${opts[@]}"; do
+        grep -qE -- "(^|[ ,])$o( |$)" "$TMP/page" || fail "blkcrypt-$c(8) lacks $o"
+    done
+done
+
+echo "== bash completion"
+bash -n "$COMPLETION" || fail "completion script does not parse"
+# complete WORD...: COMPREPLY for the last word, as bash fills it on TAB.
+complete_words() {
+    bash -c 'source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); _blkcrypt
+             printf "%s\n" "${COMPREPLY[@]}"' _ "$COMPLETION" "$@"
+}
+expect_completion() {
+    local want=$1
+    shift
+    got=$(complete_words "$@" | tr '\n' ' ')
+    [[ " $got " == *" $want "* ]] || fail "completing '$*' gave '$got', want $want"
+}
+refuse_completion() {
+    local bad=$1
+    shift
+    got=$(complete_words "$@" | tr '\n' ' ')
+    [[ " $got " != *" $bad "* ]] || fail "completing '$*' offers $bad"
+}
+bash -c 'source "$1"; complete -p blkcrypt' _ "$COMPLETION" | grep -q _blkcrypt || fail "complete -F _blkcrypt not registered"
+[[ $(complete_words blkcrypt ver) == verity ]] || fail "blkcrypt ver<TAB>: $(complete_words blkcrypt ver)"
+expect_completion crypt blkcrypt --plugin x.so cr
+expect_completion format blkcrypt verity fo
+expect_completion --hash blkcrypt verity format --ha
+expect_completion --hash-block-size blkcrypt verity format --ha
+expect_completion --salt blkcrypt verity format --hash sha256 data --sa
+expect_completion --show-key blkcrypt crypt table --sh
+refuse_completion --show-key blkcrypt crypt encrypt --sh
+refuse_completion --threads blkcrypt verity dump --th
+expect_completion --json blkcrypt hash --alg sha256 --js
+expect_completion --for-builtin-sig blkcrypt fsverity digest --for
+# Files after an option that takes one, and as arguments.
+touch "$TMP/keyfile.bin"
+expect_completion "$TMP/keyfile.bin" blkcrypt crypt encrypt --key-file "$TMP/keyf"
+expect_completion "$TMP/keyfile.bin" blkcrypt hash --alg sha256 "$TMP/keyf"
+echo "man page and completion tests passed"
