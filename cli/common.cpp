@@ -15,7 +15,9 @@
 namespace cli {
 
 std::optional<po::variables_map> parse_command_line(CommandLine& cl, Args args) {
-    cl.options.add_options()("help,h", "show this help and exit");
+    // -h is --hash where a command has one (crypt, as in cryptsetup).
+    const bool h_taken = cl.options.find_nothrow("-h", false, false, false) != nullptr;
+    cl.options.add_options()(h_taken ? "help" : "help,h", "show this help and exit");
     po::options_description all;
     all.add(cl.options).add(cl.hidden);
     // No prefix guessing: "--enc" should not silently mean "--encrypt".
