@@ -97,7 +97,9 @@ blkcrypt::SecureBuffer read_tty_line(int in, int out, const std::string& prompt)
     ssize_t n;
     {
         NoEcho noecho(in);
-        n = read_some(in, buf.data(), buf.size());
+        do {  // a signal at the prompt ends the read (EINTR), any other EINTR retries
+            n = ::read(in, buf.data(), buf.size());
+        } while (n < 0 && errno == EINTR && !g_tty_signal);
         const int saved = errno;
         noecho.restore();
         if (g_tty_signal) throw Failure("interrupted at the passphrase prompt");

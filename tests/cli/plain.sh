@@ -91,7 +91,7 @@ printf 'tty secret\n' | "$BLKCRYPT" crypt encrypt -c aes-xts-plain64 -s 512 -h s
 long=$(printf 'x%.0s' $(seq 600))
 printf '%s\n' "${long:0:511}" | "$BLKCRYPT" crypt encrypt -h sha256 "$TMP/pt8k" "$TMP/ref511"
 python3 - "$BLKCRYPT" "$TMP" <<'PY' || fail "terminal prompt"
-import os, pty, signal, subprocess, sys, termios, time, fcntl
+import fcntl, os, pty, select, signal, subprocess, sys, termios, time
 
 blk, tmp = sys.argv[1], sys.argv[2]
 
@@ -105,32 +105,41 @@ def spawn(args):
                          preexec_fn=child, close_fds=True)
     return p, master, slave
 
+def read_some(master, timeout):
+    """Up to 4096 bytes, b"" after timeout seconds without output."""
+    r, _, _ = select.select([master], [], [], timeout)
+    if not r:
+        return b""
+    try:
+        return os.read(master, 4096)
+    except OSError:
+        return b""
+
 def read_until(master, text, timeout=20):
     buf = b""
     end = time.time() + timeout
     while text.encode() not in buf:
         if time.time() > end:
             raise SystemExit("timeout waiting for %r, got %r" % (text, buf))
-        try:
-            chunk = os.read(master, 4096)
-        except OSError:
-            break
-        if not chunk:
-            break
-        buf += chunk
+        buf += read_some(master, 0.2)
     return buf
 
-def drain(p, master):
+def drain(p, master, timeout=60):
+    """The exit status and the rest of the output (the test keeps the slave
+    open to look at its termios, so the master never sees EOF)."""
     out = b""
+    end = time.time() + timeout
+    while p.poll() is None:
+        if time.time() > end:
+            p.kill()
+            raise SystemExit("timeout waiting for exit, got %r" % out)
+        out += read_some(master, 0.2)
     while True:
-        try:
-            chunk = os.read(master, 4096)
-        except OSError:
-            break
+        chunk = read_some(master, 0.1)
         if not chunk:
             break
         out += chunk
-    return p.wait(), out
+    return p.returncode, out
 
 def echo_on(slave):
     return bool(termios.tcgetattr(slave)[3] & termios.ECHO)
