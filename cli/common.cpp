@@ -235,4 +235,10 @@ void refuse_same_file(const std::string& in, const std::string& out) {
     if (same) throw UsageError("--out is the input file; refusing to overwrite the input");
 }
 
+std::string lowercase_hash_name(std::string name) {
+    for (char& c : name)
+        if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    return name;
+}
+
 }  // namespace cli

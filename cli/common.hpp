@@ -118,4 +118,8 @@ void write_output(const std::string& path, blkcrypt::ConstBytes data);
 // UsageError when writing `out` would overwrite `in`.
 void refuse_same_file(const std::string& in, const std::string& out);
 
+// A hash name as veritysetup takes it, case-insensitively ("SHA256" ->
+// "sha256"): registry names are all lower case, as the kernel's are.
+std::string lowercase_hash_name(std::string name);
+
 }  // namespace cli
