@@ -8,11 +8,13 @@
 #include "commands.hpp"
 #include "json.hpp"
 #include "output_file.hpp"
+#include "passphrase.hpp"
 #include "progress.hpp"
 
 #include <blkcrypt/dm/backing_store.hpp>
 #include <blkcrypt/dm/bio.hpp>
 #include <blkcrypt/dm/crypt_target.hpp>
+#include <blkcrypt/dm/plain_key.hpp>
 #include <blkcrypt/dm/table.hpp>
 #include <blkcrypt/registry.hpp>
 
@@ -40,45 +42,79 @@ namespace {
 namespace dm = blkcrypt::dm;
 constexpr uint64_t kSector = 512;
 constexpr std::size_t kChunk = 1 << 20;  // bytes per bio
-constexpr std::size_t kMaxKeyFile = 8192;  // more than any cipher needs
+constexpr std::size_t kMaxKeyBytes = 1024;  // more than any cipher needs (8192 bits)
 
-// Reads the key file (or stdin for "-") into locked, wiped memory: all of
-// it, or the first bits/8 bytes when --key-size is given.
-blkcrypt::SecureBuffer read_key_file(const std::string& path, std::optional<unsigned> bits) {
-    if (bits && (*bits == 0 || *bits % 8))
-        throw UsageError("--key-size must be a positive multiple of 8 bits");
-    const std::size_t want = bits ? *bits / 8 : kMaxKeyFile + 1;
-    InputFile in(path);
-    blkcrypt::SecureBuffer key(want);
-    const std::size_t got = in.read(key.span());
-    if (bits && got < want)
-        throw UsageError("key file " + in.display_name() + " holds " + std::to_string(got) +
-                         " bytes, --key-size needs " + std::to_string(want));
-    if (!bits && got > kMaxKeyFile)
-        throw UsageError("key file " + in.display_name() + " is too long for a key; give --key-size");
-    if (got == 0) throw UsageError("key file " + in.display_name() + " is empty");
-    key.resize(got);
-    return key;
+// cryptsetup's compiled-in plain-mode defaults (cryptsetup --help).
+constexpr const char* kPlainCipher = "aes-cbc-essiv:sha256";
+constexpr unsigned kPlainKeyBits = 256;
+constexpr const char* kPlainHash = "ripemd160";
+
+void warn(const std::string& msg) {
+    std::cout.flush();
+    std::cerr << "blkcrypt: " << msg << "\n";
 }
 
-const char* const kCryptOnlyOpts[] = {"cipher", "key-file", "key-size", "sector-size", "skip"};
+// The volume key as `cryptsetup open --type plain` makes it (cryptsetup 2.6,
+// action_open_plain): a key file is the key itself, exactly key_size bytes
+// after --keyfile-offset, and --hash/--keyfile-size do not apply to it; a
+// passphrase (terminal prompt, one line of piped stdin, or all of stdin for
+// --key-file -) is hashed with --hash into key_size bytes. `device` names the
+// encrypted image in the prompt.
+blkcrypt::SecureBuffer plain_mode_key(const po::variables_map& vm, std::size_t key_size,
+                                      const std::string& device) {
+    const bool has_file = vm.count("key-file") > 0;
+    const std::string file = has_file ? vm["key-file"].as<std::string>() : "-";
+    const bool from_stdin = file == "-";
+    std::optional<std::string> hash = vm.count("hash") ? vm["hash"].as<std::string>() : std::string(kPlainHash);
+    if (!from_stdin) {
+        if (vm.count("hash")) warn("WARNING: The --hash parameter is being ignored in plain mode with keyfile specified.");
+        hash.reset();
+    }
+    if (hash && blkcrypt::dm::plain_hash_alg(*hash) == "plain") hash.reset();
+    if (!from_stdin && vm.count("keyfile-size"))
+        warn("WARNING: The --keyfile-size option is being ignored, the read size is the same as the encryption key size.");
+    const uint64_t offset = vm.count("keyfile-offset") ? vm["keyfile-offset"].as<uint64_t>() : 0;
+    std::size_t size = 0;  // 0: all (up to the maximum)
+    if (vm.count("keyfile-size")) {
+        const uint64_t n = vm["keyfile-size"].as<uint64_t>();
+        if (n == 0 || n > kMaxKeyFileSize)
+            throw UsageError("--keyfile-size must be 1.." + std::to_string(kMaxKeyFileSize) + " bytes");
+        size = static_cast<std::size_t>(n);
+    }
+    if (!hash && has_file) size = key_size;  // read as the key itself
+    blkcrypt::SecureBuffer pass;
+    if (from_stdin && ::isatty(STDIN_FILENO)) {
+        if (offset) throw UsageError("cannot use --keyfile-offset with terminal input");
+        pass = prompt_passphrase("Enter passphrase for " + device + ": ", vm["verify-passphrase"].as<bool>());
+    } else {
+        // Piped stdin without --key-file is one line, as typed at a prompt.
+        pass = read_key_input(file, offset, size, !has_file);
+    }
+    auto key = blkcrypt::dm::plain_key(registry(), hash, key_size, pass);
+    if (!key) throw UsageError("--hash: " + key.error().message);
+    return std::move(key).value();
+}
 
-// The table from --table, or from --cipher/--key-file and friends.
-dm::CryptTable build_table(const po::variables_map& vm) {
+const char* const kCryptOnlyOpts[] = {"cipher", "key-file", "key-size", "sector-size", "skip",
+                                      "hash", "keyfile-offset", "keyfile-size"};
+
+// The table from --table, or built as cryptsetup's plain mode builds it from
+// --cipher/--key-size/--hash and a key file or passphrase.
+dm::CryptTable build_table(const po::variables_map& vm, const std::string& device) {
     if (vm.count("table")) {
         for (const char* o : kCryptOnlyOpts)
             if (vm.count(o)) throw UsageError(std::string("--table and --") + o + " exclude each other");
         if (vm["iv-large-sectors"].as<bool>())
             throw UsageError("--table and --iv-large-sectors exclude each other");
+        if (vm["verify-passphrase"].as<bool>())
+            throw UsageError("--table and --verify-passphrase exclude each other");
         auto t = dm::parse_crypt_args(vm["table"].as<std::string>());
         if (!t) throw UsageError("--table: " + t.error().message);
         return std::move(t).value();
     }
-    if (!vm.count("cipher")) throw UsageError("give --table ARGS or --cipher SPEC with --key-file FILE");
-    if (!vm.count("key-file")) throw UsageError("--cipher needs --key-file FILE ('-' for stdin)");
+    const std::string cipher = vm.count("cipher") ? vm["cipher"].as<std::string>() : kPlainCipher;
     // The key stays out of the string: "-" is the parser's "no key", filled in below.
-    std::string args = vm["cipher"].as<std::string>() + " - " +
-                       std::to_string(vm.count("skip") ? vm["skip"].as<uint64_t>() : 0);
+    std::string args = cipher + " - " + std::to_string(vm.count("skip") ? vm["skip"].as<uint64_t>() : 0);
     std::vector<std::string> opts;
     if (vm.count("sector-size")) opts.push_back("sector_size:" + std::to_string(vm["sector-size"].as<unsigned>()));
     if (vm["iv-large-sectors"].as<bool>()) opts.push_back("iv_large_sectors");
@@ -86,13 +122,14 @@ dm::CryptTable build_table(const po::variables_map& vm) {
         args += " " + std::to_string(opts.size());
         for (const auto& o : opts) args += " " + o;
     }
-    if (args.find_first_of("\n\t") != std::string::npos || vm["cipher"].as<std::string>().find(' ') != std::string::npos)
+    if (args.find_first_of("\n\t") != std::string::npos || cipher.find(' ') != std::string::npos)
         throw UsageError("--cipher: no spaces allowed");
     auto t = dm::parse_crypt_args(args);
     if (!t) throw UsageError("--cipher: " + t.error().message);
-    std::optional<unsigned> bits;
-    if (vm.count("key-size")) bits = vm["key-size"].as<unsigned>();
-    t->key = read_key_file(vm["key-file"].as<std::string>(), bits);
+    const unsigned bits = vm.count("key-size") ? vm["key-size"].as<unsigned>() : kPlainKeyBits;
+    if (bits == 0 || bits % 8) throw UsageError("--key-size must be a positive multiple of 8 bits");
+    if (bits / 8 > kMaxKeyBytes) throw UsageError("--key-size is more than " + std::to_string(kMaxKeyBytes * 8) + " bits");
+    t->key = plain_mode_key(vm, bits / 8, device);
     return std::move(t).value();
 }
 
@@ -161,9 +198,10 @@ private:
 
 int run_table(const po::variables_map& vm, const std::vector<std::string>& files) {
     if (files.size() > 1) throw UsageError("crypt table takes at most one DEVICE");
-    dm::CryptTable t = build_table(vm);
-    t.device = vm.count("device") ? vm["device"].as<std::string>() : files.empty() ? "" : files[0];
-    if (t.device.empty()) throw UsageError("crypt table needs --device PATH");
+    const std::string device = vm.count("device") ? vm["device"].as<std::string>() : files.empty() ? "" : files[0];
+    if (device.empty()) throw UsageError("crypt table needs --device PATH");
+    dm::CryptTable t = build_table(vm, device);
+    t.device = device;
     t.offset = vm["offset"].as<uint64_t>();
     if (vm.count("size")) {
         t.length = vm["size"].as<uint64_t>();
@@ -228,7 +266,7 @@ int run_copy(const po::variables_map& vm, bool enc, const std::vector<std::strin
                                        .in_place = vm["in-place"].as<bool>(),
                                        .inputs = {{"IN", in_path}, {"the key file", key_path}}});
 
-    dm::CryptTable table = build_table(vm);
+    dm::CryptTable table = build_table(vm, enc ? out_path : in_path);  // the encrypted image names the prompt
     table.offset = vm["offset"].as<uint64_t>();
     const uint64_t step = table.sector_size / kSector;
     const uint64_t offset_bytes = table.offset * kSector;
@@ -441,19 +479,29 @@ int run_copy(const po::variables_map& vm, bool enc, const std::vector<std::strin
 }  // namespace
 
 int run_crypt(Args args) {
-    CommandLine cl{"blkcrypt crypt encrypt|decrypt (--table ARGS | --cipher SPEC --key-file FILE [...]) IN OUT\n"
-                   "       blkcrypt crypt table (--table ARGS | --cipher SPEC --key-file FILE [...])\n"
+    CommandLine cl{"blkcrypt crypt encrypt|decrypt [--table ARGS | --cipher SPEC [--key-size BITS]\n"
+                   "                              [--key-file FILE | --hash HASH] [...]] IN OUT\n"
+                   "       blkcrypt crypt table [--table ARGS | --cipher SPEC ...]\n"
                    "                            [--device PATH] [--size SECTORS] [--show-key]",
                    "Encrypt a plain image IN into OUT as dm-crypt stores it, or decrypt such an\n"
                    "image, or print the dm table line. ARGS is '<cipher> <key> <iv_offset> [<#opts>\n"
-                   "<opts>...]'. IN and OUT may be '-' (stdin/stdout), FIFOs or devices; a stream\n"
-                   "without --size is read to its end. OUT follows the output policy\n"
-                   "(docs/outputs.md). Sizes and offsets are 512-byte sectors."};
+                   "<opts>...]'. Without --table the key is made as `cryptsetup open --type plain`\n"
+                   "makes it: a key file is the key; a passphrase (prompted for on a terminal, or\n"
+                   "one line of stdin) is hashed with --hash. IN and OUT may be '-' (stdin/stdout),\n"
+                   "FIFOs or devices; a stream without --size is read to its end. OUT follows the\n"
+                   "output policy (docs/outputs.md). Sizes and offsets are 512-byte sectors."};
     cl.options.add_options()
         ("table", po::value<std::string>()->value_name("ARGS"), "dm-crypt target arguments (key in hex)")
-        ("cipher,c", po::value<std::string>()->value_name("SPEC"), "cipher, e.g. aes-xts-plain64, aes-cbc-essiv:sha256")
-        ("key-file", po::value<std::string>()->value_name("FILE"), "read the key from FILE ('-' for stdin)")
-        ("key-size", po::value<unsigned>()->value_name("BITS"), "use the first BITS bits of the key file (default: all of it)")
+        ("cipher,c", po::value<std::string>()->value_name("SPEC"),
+         "cipher, e.g. aes-xts-plain64 (default: aes-cbc-essiv:sha256)")
+        ("key-size,s", po::value<unsigned>()->value_name("BITS"), "key size in bits (default: 256)")
+        ("key-file,d", po::value<std::string>()->value_name("FILE"),
+         "the key itself, key-size bits of FILE; '-': all of stdin, hashed as a passphrase")
+        ("keyfile-offset", po::value<uint64_t>()->value_name("BYTES"), "skip BYTES of the key file or passphrase input")
+        ("keyfile-size,l", po::value<uint64_t>()->value_name("BYTES"), "read exactly BYTES of passphrase input")
+        ("hash,h", po::value<std::string>()->value_name("HASH"),
+         "passphrase hash, e.g. sha256, sha256:16 or plain (default: ripemd160)")
+        ("verify-passphrase,y", po::bool_switch(), "ask for the passphrase twice")
         ("sector-size", po::value<unsigned>()->value_name("BYTES"), "encryption sector size, 512..4096")
         ("iv-large-sectors", po::bool_switch(), "IVs count sector_size units, not 512-byte sectors")
         ("skip,p", po::value<uint64_t>()->value_name("SECTORS"), "IV offset (iv_offset in the table)")

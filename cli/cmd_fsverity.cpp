@@ -40,7 +40,7 @@ unsigned parse_threads(const std::string& s) {
 std::string parse_hash(const std::string& s) {
     if (s == "1") return "sha256";
     if (s == "2") return "sha512";
-    return s;
+    return lowercase_hash_name(s);  // "SHA256" too, as veritysetup takes it
 }
 
 void print_help() {

@@ -21,7 +21,9 @@ std::optional<CommandLine>* describe_sink = nullptr;
 void set_describe_sink(std::optional<CommandLine>* sink) noexcept { describe_sink = sink; }
 
 std::optional<po::variables_map> parse_command_line(CommandLine& cl, Args args) {
-    cl.options.add_options()("help,h", "show this help and exit");
+    // -h is --hash where a command has one (crypt, as in cryptsetup).
+    const bool h_taken = cl.options.find_nothrow("-h", false, false, false) != nullptr;
+    cl.options.add_options()(h_taken ? "help" : "help,h", "show this help and exit");
     if (describe_sink) {
         describe_sink->emplace(cl);
         return std::nullopt;
@@ -254,6 +256,12 @@ std::vector<uint8_t> read_all(const std::string& path) {
         data.resize(old + n);
         if (n < kChunk) return data;
     }
+}
+
+std::string lowercase_hash_name(std::string name) {
+    for (char& c : name)
+        if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    return name;
 }
 
 }  // namespace cli

@@ -145,4 +145,8 @@ std::string errno_message(const std::string& what);
 // Writes all of data to fd (retrying short writes); Failure naming `name`.
 void write_all(int fd, blkcrypt::ConstBytes data, const std::string& name);
 
+// A hash name as veritysetup takes it, case-insensitively ("SHA256" ->
+// "sha256"): registry names are all lower case, as the kernel's are.
+std::string lowercase_hash_name(std::string name);
+
 }  // namespace cli

@@ -37,7 +37,9 @@ void print_help() {
     std::cout << "Usage: blkcrypt [--plugin PATH]... COMMAND [OPTIONS...]\n"
                  "       blkcrypt --help | --version\n\n"
                  "--plugin PATH loads a plugin (repeatable, any position); so do the *.so files\n"
-                 "in the directories of BLKCRYPT_PLUGIN_PATH (colon-separated).\n\n"
+                 "in the directories of BLKCRYPT_PLUGIN_PATH (colon-separated) and, unless\n"
+                 "BLKCRYPT_NO_DEFAULT_PLUGINS=1, in the default plugin directory:\n"
+                 "  " << (cli::default_plugin_dir().empty() ? "(disabled)" : cli::default_plugin_dir()) << "\n\n"
                  "Commands:\n";
     for (const auto& c : kCommands) {
         std::string name(c.name);

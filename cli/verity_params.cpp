@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include <sys/random.h>
+#include <unistd.h>
 
 namespace cli {
 
@@ -68,7 +69,7 @@ void add_verity_options(po::options_description& opts) {
 
 vy::VerityParams params_from_options(const po::variables_map& vm, uint64_t data_size, bool generate) {
     vy::VerityParams p;
-    p.hash_name = vm["hash"].as<std::string>();
+    p.hash_name = lowercase_hash_name(vm["hash"].as<std::string>());
     p.hash_type = vm["format"].as<uint32_t>();
     p.data_block_size = block_size_option(vm, "data-block-size");
     p.hash_block_size = block_size_option(vm, "hash-block-size");
@@ -81,6 +82,13 @@ vy::VerityParams params_from_options(const po::variables_map& vm, uint64_t data_
         !ok)
         throw UsageError(ok.error().message);
     if (p.hash_type > 1) throw UsageError("--format must be 0 or 1");
+    // veritysetup format's warning, word for word (the tree is still written).
+    if (generate) {
+        const long page = ::sysconf(_SC_PAGESIZE);
+        if (page > 0 && p.data_block_size > static_cast<unsigned long>(page))
+            std::cerr << "WARNING: Kernel cannot activate device if data block size exceeds page size ("
+                      << page << ").\n";
+    }
     if (vm.count("data-blocks")) {
         p.data_blocks = vm["data-blocks"].as<uint64_t>();
         if (p.data_blocks == 0) throw UsageError("--data-blocks must be at least 1");

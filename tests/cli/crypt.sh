@@ -19,18 +19,19 @@ key=$(xxd -p -c 256 "$TMP/key.bin")
     "$TMP/img" "$TMP/ct2" || fail "encrypt --key-file: exit $?"
 cmp -s "$TMP/ct1" "$TMP/ct2" || fail "--table and --cipher/--key-file ciphertexts differ"
 cmp -s "$TMP/img" "$TMP/ct1" && fail "ciphertext equals plaintext"
-"$BLKCRYPT" crypt encrypt --cipher aes-xts-plain64 --key-file - "$TMP/img" "$TMP/ct3" <"$TMP/key.bin" ||
+# As in cryptsetup, --key-file - is a passphrase (hashed) unless --hash plain.
+"$BLKCRYPT" crypt encrypt --cipher aes-xts-plain64 --key-file - --hash plain -s 512 "$TMP/img" "$TMP/ct3" <"$TMP/key.bin" ||
     fail "encrypt --key-file -: exit $?"
 cmp -s "$TMP/ct1" "$TMP/ct3" || fail "key from stdin gives another ciphertext"
 "$BLKCRYPT" crypt decrypt --table "aes-xts-plain64 $key 0" --threads 2 "$TMP/ct1" "$TMP/back1" ||
     fail "decrypt --table: exit $?"
 cmp -s "$TMP/img" "$TMP/back1" || fail "--table round trip differs"
-"$BLKCRYPT" crypt decrypt -c aes-xts-plain64 --key-file "$TMP/key.bin" "$TMP/ct1" "$TMP/back2" ||
+"$BLKCRYPT" crypt decrypt -c aes-xts-plain64 --key-file "$TMP/key.bin" -s 512 "$TMP/ct1" "$TMP/back2" ||
     fail "decrypt --key-file: exit $?"
 cmp -s "$TMP/img" "$TMP/back2" || fail "--key-file round trip differs"
 
 # --offset/--skip: ciphertext after a 8-sector header, IVs from sector 16.
-"$BLKCRYPT" crypt encrypt -c aes-xts-plain64 --key-file "$TMP/key.bin" --offset 8 --skip 16 \
+"$BLKCRYPT" crypt encrypt -c aes-xts-plain64 --key-file "$TMP/key.bin" -s 512 --offset 8 --skip 16 \
     "$TMP/img" "$TMP/ct4" || fail "encrypt --offset: exit $?"
 [[ $(stat -c %s "$TMP/ct4") == $((1024 * 1024 + 4096 + 4096)) ]] || fail "--offset: wrong OUT size"
 "$BLKCRYPT" crypt decrypt --table "aes-xts-plain64 $key 16" --offset 8 "$TMP/ct4" "$TMP/back4" ||
@@ -105,7 +106,7 @@ grep -qi "${key:0:16}" "$TMP/stderr" && fail "key material on stderr"
 expect_exit 2 "$BLKCRYPT" crypt encrypt -c aes-xts-plain64 --key-file "$TMP/key.bin" --key-size 200 \
     "$TMP/pt4k" "$TMP/bad"
 expect_one_error_line
-expect_exit 2 "$BLKCRYPT" crypt encrypt -c aes-xts-plain64 "$TMP/pt4k" "$TMP/bad"
+expect_exit 2 "$BLKCRYPT" crypt encrypt -c aes-xts-plain64 "$TMP/pt4k" "$TMP/bad" </dev/null
 expect_one_error_line
 expect_exit 2 "$BLKCRYPT" crypt encrypt --table "aes-xts-plain64 $key 0" --cipher aes-xts-plain64 \
     "$TMP/pt4k" "$TMP/bad"

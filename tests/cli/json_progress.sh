@@ -37,10 +37,10 @@ refused "$BLKCRYPT" verity format data hash --out x
 refused "$BLKCRYPT" verity verify data hash "$root" --table x
 refused "$BLKCRYPT" verity table data hash "$root" --threads 2
 refused "$BLKCRYPT" verity table data hash "$root" --progress-json
-refused "$BLKCRYPT" crypt table --cipher aes-xts-plain64 --key-file key --device data --threads 2
-refused "$BLKCRYPT" crypt table --cipher aes-xts-plain64 --key-file key --device data --progress
-refused "$BLKCRYPT" crypt encrypt --cipher aes-xts-plain64 --key-file key --show-key data ct
-refused "$BLKCRYPT" crypt decrypt --cipher aes-xts-plain64 --key-file key --device x data pt
+refused "$BLKCRYPT" crypt table --cipher aes-xts-plain64 --key-file key -s 512 --device data --threads 2
+refused "$BLKCRYPT" crypt table --cipher aes-xts-plain64 --key-file key -s 512 --device data --progress
+refused "$BLKCRYPT" crypt encrypt --cipher aes-xts-plain64 --key-file key -s 512 --show-key data ct
+refused "$BLKCRYPT" crypt decrypt --cipher aes-xts-plain64 --key-file key -s 512 --device x data pt
 [[ ! -e ct && ! -e pt && ! -e x ]] || fail "a refused command wrote an output"
 # Parameters that the superblock (or the --table line) gives are refused, not ignored.
 for o in "--hash sha1" "--data-block-size 512" "--salt 02" "--format 0"; do
@@ -74,7 +74,7 @@ for action in format verify dump; do
     check_lines out "assert len(objs) == 1"
 done
 
-"$BLKCRYPT" crypt encrypt --cipher aes-xts-plain64 --key-file key data ct --json >out
+"$BLKCRYPT" crypt encrypt --cipher aes-xts-plain64 --key-file key -s 512 data ct --json >out
 check_lines out "
 o = objs[0]; assert len(objs) == 1
 assert o['action'] == 'encrypt' and o['input'] == 'data' and o['output'] == 'ct'
@@ -82,12 +82,12 @@ assert o['cipher'] == 'aes-xts-plain64' and o['key_bits'] == 512 and o['sector_s
 assert o['sectors'] == 6144 and o['bytes'] == 3 * 1024 * 1024 and o['offset'] == 0 and o['iv_offset'] == 0
 assert isinstance(o['seconds'], float) and o['seconds'] >= 0"
 grep -qi "${key_hex:0:16}" out && fail "crypt --json shows the key"
-"$BLKCRYPT" crypt decrypt --cipher aes-xts-plain64 --key-file key ct pt --json >out
+"$BLKCRYPT" crypt decrypt --cipher aes-xts-plain64 --key-file key -s 512 ct pt --json >out
 check_lines out "assert objs[0]['action'] == 'decrypt' and objs[0]['input'] == 'ct'"
 cmp data pt || fail "round trip"
 
-"$BLKCRYPT" crypt table --cipher aes-xts-plain64 --key-file key --device ct >table.txt
-"$BLKCRYPT" crypt table --cipher aes-xts-plain64 --key-file key --device ct --json >out
+"$BLKCRYPT" crypt table --cipher aes-xts-plain64 --key-file key -s 512 --device ct >table.txt
+"$BLKCRYPT" crypt table --cipher aes-xts-plain64 --key-file key -s 512 --device ct --json >out
 check_lines out "
 o = objs[0]
 assert o['table'] == open('table.txt').read().strip() and o['device'] == 'ct' and o['length'] == 6144
@@ -133,10 +133,10 @@ assert last['eta_ms'] == '0'
 PY
 }
 size=$((3 * 1024 * 1024))
-"$BLKCRYPT" crypt encrypt --cipher aes-xts-plain64 --key-file key data ct --progress-json >out 2>err
+"$BLKCRYPT" crypt encrypt --cipher aes-xts-plain64 --key-file key -s 512 data ct --progress-json >out 2>err
 check_progress out ct $size
 [[ ! -s err ]] || fail "progress-json wrote to stderr: $(cat err)"
-"$BLKCRYPT" crypt decrypt --cipher aes-xts-plain64 --key-file key ct pt --progress-json >out
+"$BLKCRYPT" crypt decrypt --cipher aes-xts-plain64 --key-file key -s 512 ct pt --progress-json >out
 check_progress out ct $size
 "$BLKCRYPT" verity format data hash3 --progress-json --json >out
 check_progress out data $size
@@ -158,7 +158,7 @@ echo "== text progress: off unless asked on a non-terminal, whole lines when ask
 [[ ! -s err ]] || fail "progress drawn on a non-terminal by default: $(cat err)"
 "$BLKCRYPT" verity verify data hash "$root" --progress >out 2>err
 grep -qE '^\[#+\] 100\.0% .* MiB/s  time [0-9]{2}m[0-9]{2}s$' err || fail "no final progress line: $(cat -A err)"
-"$BLKCRYPT" crypt encrypt --cipher aes-xts-plain64 --key-file key data ct --progress 2>err
+"$BLKCRYPT" crypt encrypt --cipher aes-xts-plain64 --key-file key -s 512 data ct --progress 2>err
 grep -q '100\.0%' err || fail "crypt --progress: $(cat err)"
 "$BLKCRYPT" fsverity digest data --progress >out 2>err
 grep -q '100\.0%' err || fail "fsverity --progress: $(cat err)"

@@ -42,11 +42,40 @@ cmp -s "$TMP/back" "$TMP/plain" || fail "offset64 round trip"
 expect_exit 2 "$BLKCRYPT" crypt encrypt --table "aes-xts-offset64 $key 8" "$TMP/plain" "$TMP/ct2"
 grep -q "offset64" "$TMP/stderr" || fail "missing IV mode not named: $(cat "$TMP/stderr")"
 
-# Broken plugins: one line each, and the command still runs.
+# Broken plugins named by --plugin: one line each, exit 1 (asked for, so fatal).
 for f in broken_no_entry broken_bad_abi broken_dup_driver broken_bad_selftest broken_init_fails; do
-    expect_exit 0 "$BLKCRYPT" --plugin "$BROKEN/$f.so" hash --alg sha256 "$TMP/msg"
+    expect_exit 1 "$BLKCRYPT" --plugin "$BROKEN/$f.so" hash --alg sha256 "$TMP/msg"
     expect_one_error_line
     grep -q "plugin '$BROKEN/$f.so' refused: " "$TMP/stderr" || fail "$f: $(cat "$TMP/stderr")"
 done
+expect_exit 1 "$BLKCRYPT" --plugin "$TMP/nonexistent.so" hash --alg sha256 "$TMP/msg"
+expect_one_error_line
 expect_exit 2 "$BLKCRYPT" list --plugin
+
+# The default directory of an installed layout: PREFIX/bin/blkcrypt loads the
+# plugins of the directory its --help names, without any option.
+mkdir -p "$TMP/inst/bin"
+cp "$BLKCRYPT" "$TMP/inst/bin/blkcrypt"
+IB=$TMP/inst/bin/blkcrypt
+defdir=$("$IB" --help | sed -n 's/^  \(\/.*\)$/\1/p')
+[[ $defdir == "$TMP/inst/"*/blkcrypt/plugins ]] || fail "default plugin directory: '$defdir'"
+expect_exit 2 "$IB" hash --alg sm3 "$TMP/msg"  # no directory yet: nothing, quietly
+grep -q warning "$TMP/stderr" && fail "a missing default directory warns"
+mkdir -p "$defdir"
+cp "$PLUGINS/sm3.so" "$defdir/"
+ours=$("$IB" hash --alg sm3 "$TMP/msg" | cut -d' ' -f1)
+[[ $ours == "$theirs" ]] || fail "sm3 from the default directory: $ours"
+# Named again with --plugin (or through BLKCRYPT_PLUGIN_PATH): loaded once, no error.
+expect_exit 0 "$IB" --plugin "$defdir/sm3.so" hash --alg sm3 "$TMP/msg"
+[[ ! -s $TMP/stderr ]] || fail "sm3 loaded twice: $(cat "$TMP/stderr")"
+BLKCRYPT_PLUGIN_PATH=$defdir expect_exit 0 "$IB" hash --alg sm3 "$TMP/msg"
+[[ ! -s $TMP/stderr ]] || fail "sm3 loaded twice via BLKCRYPT_PLUGIN_PATH: $(cat "$TMP/stderr")"
+# Turned off.
+BLKCRYPT_NO_DEFAULT_PLUGINS=1 expect_exit 2 "$IB" hash --alg sm3 "$TMP/msg"
+BLKCRYPT_NO_DEFAULT_PLUGINS=1 "$IB" --help | grep -q '(disabled)' || fail "--help: disabled"
+# A broken plugin in the default directory: a warning, and the command goes on.
+cp "$BROKEN/broken_bad_abi.so" "$defdir/"
+expect_exit 0 "$IB" hash --alg sm3 "$TMP/msg"
+[[ $(wc -l <"$TMP/stderr") == 1 ]] && grep -q "^blkcrypt: warning: plugin '$defdir/broken_bad_abi.so' refused: " "$TMP/stderr" ||
+    fail "broken default plugin: $(cat "$TMP/stderr")"
 echo "plugins CLI: ok"

@@ -6,8 +6,10 @@
 #   4. examples/ configures against the prefix (find_package), builds, and
 #      all five programs run
 #   5. one example builds with $(pkg-config --cflags --libs blkcrypt) and runs
-#   6. PREFIX/bin/blkcrypt --version runs (RPATH $ORIGIN/../lib)
-#   7. the man pages (share/man/man8) and the bash completion
+#   6. the project's plugins are in LIBDIR/blkcrypt/plugins and the installed
+#      CLI loads them without --plugin (not with BLKCRYPT_NO_DEFAULT_PLUGINS=1)
+#   7. PREFIX/bin/blkcrypt --version runs (RPATH $ORIGIN/../lib)
+#   8. the man pages (share/man/man8) and the bash completion
 #      (share/bash-completion/completions) are installed and work
 # Usage: test_install.sh BUILD_DIR SOURCE_DIR. Leaves nothing behind.
 set -euo pipefail
@@ -126,6 +128,19 @@ echo "   $pc"
 "$cxx" -std=c++20 "${sanflags[@]}" "$src/examples/essiv_buffer.cpp" $pc -o "$tmp/essiv_pc" ||
     fail "building with pkg-config flags"
 LD_LIBRARY_PATH=$libdir "$tmp/essiv_pc" || fail "the pkg-config build exited $?"
+
+step "plugins in <libdir>/blkcrypt/plugins load by default in the installed CLI"
+for f in sm3.so offset64.so; do
+    [[ -f $libdir/blkcrypt/plugins/$f ]] || fail "not installed: ${libdir#"$prefix"/}/blkcrypt/plugins/$f"
+done
+printf 'abc' > "$tmp/abc"
+sm3=$(env -u LD_LIBRARY_PATH -u BLKCRYPT_PLUGIN_PATH "$prefix/bin/blkcrypt" hash --alg sm3 "$tmp/abc" | cut -d' ' -f1) ||
+    fail "hash --alg sm3 without --plugin"
+# GB/T 32905-2016, example 1
+[[ $sm3 == 66c7f0f462eeedd9d1f2d46bdc10e4e24167c4875cf2f7a2297da02b8f4ba8e0 ]] || fail "sm3 of 'abc': $sm3"
+if BLKCRYPT_NO_DEFAULT_PLUGINS=1 env -u LD_LIBRARY_PATH "$prefix/bin/blkcrypt" hash --alg sm3 "$tmp/abc" >/dev/null 2>&1; then
+    fail "BLKCRYPT_NO_DEFAULT_PLUGINS=1 still loads the default plugins"
+fi
 
 step "<prefix>/bin/blkcrypt --version"
 # shellcheck disable=SC2016  # a literal $ORIGIN
