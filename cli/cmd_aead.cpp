@@ -1,6 +1,7 @@
 // blkcrypt aead: authenticated encryption of a whole input. The ciphertext is
 // followed by the tag, as the kernel lays it out; decryption writes nothing
 // at all unless the tag verifies.
+#include "number_option.hpp"
 #include "commands.hpp"
 
 #include <blkcrypt/aead.hpp>
@@ -21,7 +22,7 @@ int run_aead(Args args) {
         ("key", po::value<std::string>()->required()->value_name("HEX"), "key in hex")
         ("iv", po::value<std::string>()->value_name("HEX"), "IV (nonce) in hex, exactly the algorithm's ivsize")
         ("aad", po::value<std::string>()->default_value("")->value_name("HEX"), "associated data in hex")
-        ("authsize", po::value<std::size_t>()->required()->value_name("N"), "tag length in bytes")
+        ("authsize", number_value<std::size_t>(0, 255)->required()->value_name("N"), "tag length in bytes")
         ("encrypt,e", po::bool_switch(), "encrypt")
         ("decrypt,d", po::bool_switch(), "decrypt")
         ("in,i", po::value<std::string>()->default_value("-")->value_name("FILE"), "input file, '-' for stdin")

@@ -5,6 +5,7 @@
 // store is (a temporary) OUT; decryption reads through a target over IN and
 // writes OUT. Data moves in 1 MiB bios, several in flight, so memory stays
 // bounded whatever the image size.
+#include "number_option.hpp"
 #include "commands.hpp"
 #include "output_file.hpp"
 #include "progress.hpp"
@@ -298,6 +299,8 @@ int run_copy(const po::variables_map& vm, bool enc, const std::vector<std::strin
         const std::size_t n = s.bio.vecs[0].len;
         if (enc) {
             (*in_store)->release_mapped(s.pos, n);  // bounded memory
+            // Truncated under us: the mapping read zeros, not the file.
+            if ((*in_store)->changed()) throw Failure(in_path + ": changed size while being read");
             store->start_writeback(offset_bytes + s.pos, n);
         } else {
             pwrite_all(wfd, blkcrypt::ConstBytes(s.buf.data(), n), s.pos, wname);
@@ -350,6 +353,7 @@ int run_copy(const po::variables_map& vm, bool enc, const std::vector<std::strin
         throw Failure(std::string("interrupted by ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") +
                       "; " + (tmp ? "no output written" : out_path + " is partly written"));
     }
+    if ((*in_store)->changed()) throw Failure(in_path + ": changed size while being read");
     progress.update(done, true);
 
     if (enc && store->flush() != blkcrypt::Status::Ok) throw Failure(out_path + ": flush failed");
@@ -380,18 +384,18 @@ int run_crypt(Args args) {
         ("table", po::value<std::string>()->value_name("ARGS"), "dm-crypt target arguments (key in hex)")
         ("cipher,c", po::value<std::string>()->value_name("SPEC"), "cipher, e.g. aes-xts-plain64, aes-cbc-essiv:sha256")
         ("key-file", po::value<std::string>()->value_name("FILE"), "read the key from FILE ('-' for stdin)")
-        ("key-size", po::value<unsigned>()->value_name("BITS"), "use the first BITS bits of the key file (default: all of it)")
-        ("sector-size", po::value<unsigned>()->value_name("BYTES"), "encryption sector size, 512..4096")
+        ("key-size", number_value<unsigned>(8, 8 * 8192)->value_name("BITS"), "use the first BITS bits of the key file (default: all of it)")
+        ("sector-size", number_value<unsigned>(512, 4096)->value_name("BYTES"), "encryption sector size, 512..4096")
         ("iv-large-sectors", po::bool_switch(), "IVs count sector_size units, not 512-byte sectors")
-        ("skip,p", po::value<uint64_t>()->value_name("SECTORS"), "IV offset (iv_offset in the table)")
-        ("offset,o", po::value<uint64_t>()->default_value(0)->value_name("SECTORS"), "where the ciphertext starts in the encrypted file")
-        ("size,b", po::value<uint64_t>()->value_name("SECTORS"), "sectors to process (default: all)")
-        ("threads,t", po::value<unsigned>()->value_name("N"), "crypt worker threads (default: one per core)")
+        ("skip,p", number_value<uint64_t>(0, UINT64_MAX)->value_name("SECTORS"), "IV offset (iv_offset in the table)")
+        ("offset,o", number_value<uint64_t>(0, UINT64_MAX / kSector)->default_value(0)->value_name("SECTORS"), "where the ciphertext starts in the encrypted file")
+        ("size,b", number_value<uint64_t>(1, UINT64_MAX / kSector)->value_name("SECTORS"), "sectors to process (default: all)")
+        ("threads,t", threads_value()->value_name("N"), "crypt worker threads, at most 256 (default: one per core)")
         ("in-place", po::bool_switch(), "write into the existing OUT (file or device) directly")
         ("progress", po::bool_switch(), "show a progress bar when stderr is a terminal")
         ("device", po::value<std::string>()->value_name("PATH"), "crypt table: the device of the line")
         ("show-key", po::bool_switch(), "crypt table: print the key instead of zeros");
-    add_action_arguments(cl);
+    add_action_arguments(cl, "encrypt, decrypt or table");
     auto vm = parse_command_line(cl, args);
     if (!vm) return 0;
     const auto [action, files] = action_arguments(*vm);

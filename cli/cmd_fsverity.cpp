@@ -2,6 +2,7 @@
 // `fsverity digest` (fsverity-utils) prints them. The Merkle tree and the
 // descriptor can be saved; each output goes to a temporary file renamed into
 // place only when complete.
+#include "number_option.hpp"
 #include "commands.hpp"
 #include "output_file.hpp"
 
@@ -41,12 +42,6 @@ uint32_t parse_block_size(const std::string& s) {
     return static_cast<uint32_t>(v);
 }
 
-unsigned parse_threads(const std::string& s) {
-    const bool digits = !s.empty() && s.size() <= 4 && s.find_first_not_of("0123456789") == std::string::npos;
-    if (!digits) throw UsageError("--threads: '" + s + "' is not a number from 0 to 9999");
-    return static_cast<unsigned>(std::stoul(s));
-}
-
 // fsverity-utils also takes the algorithm numbers.
 std::string parse_hash(const std::string& s) {
     if (s == "1") return "sha256";
@@ -74,7 +69,7 @@ int run_digest(Args args) {
         ("for-builtin-sig", po::bool_switch(), "print the formatted digest a built-in signature signs")
         ("out-merkle-tree", po::value<std::string>()->value_name("F"), "write the Merkle tree (root level first) to F")
         ("out-descriptor", po::value<std::string>()->value_name("F"), "write the 256-byte descriptor to F")
-        ("threads", po::value<std::string>()->value_name("N"), "hashing threads (default: all cores)");
+        ("threads", threads_value()->value_name("N"), "hashing threads, at most 256 (default: all cores)");
     cl.hidden.add_options()("file", po::value<std::vector<std::string>>(), "input files");
     cl.positional.add("file", -1);
     // fsverity-utils takes "--salt=" as no salt; Boost refuses an empty "=".
@@ -92,7 +87,7 @@ int run_digest(Args args) {
     if (vm->count("hash-alg")) p.hash = parse_hash((*vm)["hash-alg"].as<std::string>());
     if (vm->count("block-size")) p.block_size = parse_block_size((*vm)["block-size"].as<std::string>());
     if (vm->count("salt")) p.salt = decode_hex((*vm)["salt"].as<std::string>(), "--salt");
-    if (vm->count("threads")) p.threads = parse_threads((*vm)["threads"].as<std::string>());
+    if (vm->count("threads")) p.threads = (*vm)["threads"].as<unsigned>();
     if (auto r = fsv::fsverity_check_params(p); !r) throw UsageError(r.error().message);
     const bool compact = (*vm)["compact"].as<bool>(), builtin = (*vm)["for-builtin-sig"].as<bool>();
     const std::string tree_path = vm->count("out-merkle-tree") ? (*vm)["out-merkle-tree"].as<std::string>() : "";

@@ -34,6 +34,17 @@ class Failure : public std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+// A failure with the exit status of the peer tool a command mirrors (verity
+// verify exits as veritysetup verify does); see docs/exit-status.md.
+class StatusFailure : public Failure {
+public:
+    StatusFailure(const std::string& msg, int status) : Failure(msg), status_(status) {}
+    int status() const noexcept { return status_; }
+
+private:
+    int status_;
+};
+
 // What one command accepts. `hidden` holds the options that back positional
 // arguments, so --help does not list them.
 struct CommandLine {
@@ -42,6 +53,7 @@ struct CommandLine {
     po::options_description options{"Options"};
     po::options_description hidden;
     po::positional_options_description positional;
+    std::string actions;  // "encrypt, decrypt or table", for a missing ACTION
 };
 
 // Parses args against cl plus --help. Returns nullopt after printing the help
@@ -49,8 +61,9 @@ struct CommandLine {
 std::optional<po::variables_map> parse_command_line(CommandLine& cl, Args args);
 
 // Commands of the form "blkcrypt CMD ACTION FILE...": declares the hidden
-// positional options, and reads them back after parsing.
-void add_action_arguments(CommandLine& cl);
+// positional options, and reads them back after parsing. `actions` lists
+// them for the message when none is given.
+void add_action_arguments(CommandLine& cl, std::string actions = "");
 struct ActionArgs {
     std::string action;
     std::vector<std::string> files;
