@@ -1,8 +1,8 @@
 // blkcrypt aead: authenticated encryption of a whole input. The ciphertext is
 // followed by the tag, as the kernel lays it out; decryption writes nothing
 // at all unless the tag verifies.
-#include "number_option.hpp"
 #include "commands.hpp"
+#include "number_option.hpp"
 
 #include <blkcrypt/aead.hpp>
 #include <blkcrypt/registry.hpp>

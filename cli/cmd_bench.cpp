@@ -3,9 +3,9 @@
 // and decrypting REQUEST-byte requests, each hash digesting them, with the
 // driver the registry picks (the best that passed its self-test), or the one
 // --driver names. One thread.
-#include "number_option.hpp"
 #include "commands.hpp"
 #include "json.hpp"
+#include "number_option.hpp"
 
 #include <blkcrypt/shash.hpp>
 #include <blkcrypt/skcipher.hpp>

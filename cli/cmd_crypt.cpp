@@ -5,8 +5,8 @@
 // store is (a temporary) OUT; decryption reads through a target over IN and
 // writes OUT. Data moves in 1 MiB bios, several in flight, so memory stays
 // bounded whatever the image size.
-#include "number_option.hpp"
 #include "commands.hpp"
+#include "number_option.hpp"
 #include "output_file.hpp"
 #include "progress.hpp"
 

@@ -2,8 +2,8 @@
 // `fsverity digest` (fsverity-utils) prints them. The Merkle tree and the
 // descriptor can be saved; each output goes to a temporary file renamed into
 // place only when complete.
-#include "number_option.hpp"
 #include "commands.hpp"
+#include "number_option.hpp"
 #include "output_file.hpp"
 
 #include <blkcrypt/verity/fsverity.hpp>

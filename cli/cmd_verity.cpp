@@ -5,9 +5,9 @@
 // its old content, so regions outside the tree survive) and renames it when
 // done. When HASH is DATA, the tree goes into the data file past the data,
 // which is never touched.
-#include "number_option.hpp"
 #include "commands.hpp"
 #include "json.hpp"
+#include "number_option.hpp"
 #include "output_file.hpp"
 #include "progress.hpp"
 #include "verity_actions.hpp"

@@ -1,7 +1,7 @@
-#include "number_option.hpp"
 #include "verity_params.hpp"
 
 #include "json.hpp"
+#include "number_option.hpp"
 
 #include <cstdio>
 #include <iostream>
