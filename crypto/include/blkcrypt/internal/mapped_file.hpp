@@ -9,7 +9,9 @@
 // zeros). Readers call truncated() after each chunk and report the error;
 // they must not trust anything read from the mapping once it is set. A fault
 // outside every registered range gets the previous disposition (by default
-// the process dies of SIGBUS, as before).
+// the process dies of SIGBUS, as before).  A media error under a mapped page also
+// raises SIGBUS; it is caught and flagged the same way (readers then report
+// the file as changed, which is the likely cause, not a proven one).
 #pragma once
 
 #include <blkcrypt/bytes.hpp>
