@@ -206,6 +206,7 @@ for try in 1 2 3 4 5 6; do
             grep -q "shrank\|changed size" stderr || fail "$cmd: $(cat stderr)"
             seen=$((seen + 1))
         fi
+        [[ -z $(find . -maxdepth 1 -name '.*.??????' -print -quit) ]] || fail "$cmd left a temporary file"
         rm -f ct bighash
     done
 done
