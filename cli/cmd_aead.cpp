@@ -3,6 +3,7 @@
 // at all unless the tag verifies.
 #include "commands.hpp"
 #include "output_file.hpp"
+#include "number_option.hpp"
 
 #include <blkcrypt/aead.hpp>
 #include <blkcrypt/registry.hpp>
@@ -22,7 +23,7 @@ int run_aead(Args args) {
         ("key", po::value<std::string>()->required()->value_name("HEX"), "key in hex")
         ("iv", po::value<std::string>()->value_name("HEX"), "IV (nonce) in hex, exactly the algorithm's ivsize")
         ("aad", po::value<std::string>()->default_value("")->value_name("HEX"), "associated data in hex")
-        ("authsize", po::value<std::size_t>()->required()->value_name("N"), "tag length in bytes")
+        ("authsize", number_value<std::size_t>(0, 255)->required()->value_name("N"), "tag length in bytes")
         ("encrypt,e", po::bool_switch(), "encrypt")
         ("decrypt,d", po::bool_switch(), "decrypt")
         ("in,i", po::value<std::string>()->default_value("-")->value_name("FILE"), "input file, '-' for stdin")

@@ -5,6 +5,7 @@
 // --driver names. One thread.
 #include "commands.hpp"
 #include "json.hpp"
+#include "number_option.hpp"
 
 #include <blkcrypt/shash.hpp>
 #include <blkcrypt/skcipher.hpp>
@@ -103,12 +104,12 @@ int run_bench(Args args) {
                    "runs cryptsetup's cipher list and common hashes."};
     cl.options.add_options()
         ("cipher,c", po::value<std::string>()->value_name("SPEC"), "one cipher, e.g. aes-xts, serpent-cbc")
-        ("key-size,s", po::value<unsigned>()->value_name("BITS"), "its key size (default: 256, 512 for xts)")
+        ("key-size,s", number_value<unsigned>(8, 8 * 8192)->value_name("BITS"), "its key size (default: 256, 512 for xts)")
         ("hash", po::value<std::string>()->value_name("NAME"), "one hash, e.g. sha256")
         ("driver", po::value<std::string>()->value_name("NAME"),
          "measure this driver of the one --cipher or --hash, e.g. xts-aes-openssl")
-        ("request", po::value<std::size_t>()->default_value(65536)->value_name("BYTES"), "bytes per request")
-        ("time", po::value<double>()->default_value(0.5)->value_name("SECONDS"), "time per measurement")
+        ("request", number_value<std::size_t>(16, 64u << 20)->default_value(65536)->value_name("BYTES"), "bytes per request")
+        ("time", number_value<double>(0.001, 60)->default_value(0.5)->value_name("SECONDS"), "time per measurement")
         ("json", po::bool_switch(), "print JSON");
     auto vm = parse_command_line(cl, args);
     if (!vm) return 0;

@@ -7,6 +7,7 @@
 // bounded whatever the image size.
 #include "commands.hpp"
 #include "json.hpp"
+#include "number_option.hpp"
 #include "output_file.hpp"
 #include "passphrase.hpp"
 #include "progress.hpp"
@@ -388,6 +389,8 @@ int run_copy(const po::variables_map& vm, bool enc, const std::vector<std::strin
             out.pwrite(ring->chunk(s.pos).first(n), offset_bytes + s.pos);
         } else if (enc) {
             if (!in_map.empty()) in_store->release_mapped(s.pos, n);  // bounded memory
+            // Truncated under us: the mapping read zeros, not the file.
+            if (in_store && in_store->changed()) throw Failure(in_path + ": changed size while being read");
             store->start_writeback(offset_bytes + s.pos, n);
         } else {
             out.pwrite(blkcrypt::ConstBytes(s.buf.data(), n), s.pos);
@@ -452,6 +455,7 @@ int run_copy(const po::variables_map& vm, bool enc, const std::vector<std::strin
         throw;
     }
     if (next == 0) throw UsageError(in_name + ": nothing to " + verb);
+    if (in_store && in_store->changed()) throw Failure(in_path + ": changed size while being read");
     progress.finish(done);
 
     target.reset();
@@ -494,20 +498,20 @@ int run_crypt(Args args) {
         ("table", po::value<std::string>()->value_name("ARGS"), "dm-crypt target arguments (key in hex)")
         ("cipher,c", po::value<std::string>()->value_name("SPEC"),
          "cipher, e.g. aes-xts-plain64 (default: aes-cbc-essiv:sha256)")
-        ("key-size,s", po::value<unsigned>()->value_name("BITS"), "key size in bits (default: 256)")
+        ("key-size,s", number_value<unsigned>(8, 8 * 8192)->value_name("BITS"), "key size in bits (default: 256)")
         ("key-file,d", po::value<std::string>()->value_name("FILE"),
          "the key itself, key-size bits of FILE; '-': all of stdin, hashed as a passphrase")
-        ("keyfile-offset", po::value<uint64_t>()->value_name("BYTES"), "skip BYTES of the key file or passphrase input")
-        ("keyfile-size,l", po::value<uint64_t>()->value_name("BYTES"), "read exactly BYTES of passphrase input")
+        ("keyfile-offset", number_value<uint64_t>(0, UINT64_MAX)->value_name("BYTES"), "skip BYTES of the key file or passphrase input")
+        ("keyfile-size,l", number_value<uint64_t>(1, 8 << 20)->value_name("BYTES"), "read exactly BYTES of passphrase input")
         ("hash,h", po::value<std::string>()->value_name("HASH"),
          "passphrase hash, e.g. sha256, sha256:16 or plain (default: ripemd160)")
         ("verify-passphrase,y", po::bool_switch(), "ask for the passphrase twice")
-        ("sector-size", po::value<unsigned>()->value_name("BYTES"), "encryption sector size, 512..4096")
+        ("sector-size", number_value<unsigned>(512, 4096)->value_name("BYTES"), "encryption sector size, 512..4096")
         ("iv-large-sectors", po::bool_switch(), "IVs count sector_size units, not 512-byte sectors")
-        ("skip,p", po::value<uint64_t>()->value_name("SECTORS"), "IV offset (iv_offset in the table)")
-        ("offset,o", po::value<uint64_t>()->default_value(0)->value_name("SECTORS"), "where the ciphertext starts in the encrypted file")
-        ("size,b", po::value<uint64_t>()->value_name("SECTORS"), "sectors to process (default: all)")
-        ("threads,t", po::value<unsigned>()->value_name("N"), "crypt worker threads (default: one per core)")
+        ("skip,p", number_value<uint64_t>(0, UINT64_MAX)->value_name("SECTORS"), "IV offset (iv_offset in the table)")
+        ("offset,o", number_value<uint64_t>(0, UINT64_MAX / kSector)->default_value(0)->value_name("SECTORS"), "where the ciphertext starts in the encrypted file")
+        ("size,b", number_value<uint64_t>(1, UINT64_MAX / kSector)->value_name("SECTORS"), "sectors to process (default: all)")
+        ("threads,t", threads_value()->value_name("N"), "crypt worker threads, at most 256 (default: one per core)")
         ("in-place", po::bool_switch(), "write into the existing regular file OUT directly (devices always are)")
         ("json", po::bool_switch(), "print the result as one JSON object (docs/json.md)")
         ("device", po::value<std::string>()->value_name("PATH"), "crypt table: the device of the line")

@@ -4,6 +4,7 @@
 // appear together or not at all.
 #include "commands.hpp"
 #include "json.hpp"
+#include "number_option.hpp"
 #include "output_file.hpp"
 #include "progress.hpp"
 
@@ -28,12 +29,6 @@ uint32_t parse_block_size(const std::string& s) {
     const uint64_t v = digits ? std::stoull(s) : 0;
     if (!digits || v > UINT32_MAX) throw UsageError("--block-size: '" + s + "' is not a power of two");
     return static_cast<uint32_t>(v);
-}
-
-unsigned parse_threads(const std::string& s) {
-    const bool digits = !s.empty() && s.size() <= 4 && s.find_first_not_of("0123456789") == std::string::npos;
-    if (!digits) throw UsageError("--threads: '" + s + "' is not a number from 0 to 9999");
-    return static_cast<unsigned>(std::stoul(s));
 }
 
 // fsverity-utils also takes the algorithm numbers.
@@ -63,7 +58,7 @@ int run_digest(Args args) {
         ("for-builtin-sig", po::bool_switch(), "print the formatted digest a built-in signature signs")
         ("out-merkle-tree", po::value<std::string>()->value_name("F"), "write the Merkle tree (root level first) to F")
         ("out-descriptor", po::value<std::string>()->value_name("F"), "write the 256-byte descriptor to F")
-        ("threads", po::value<std::string>()->value_name("N"), "hashing threads (default: all cores)")
+        ("threads", threads_value()->value_name("N"), "hashing threads, at most 256 (default: all cores)")
         ("json", po::bool_switch(), "print one JSON object per FILE (docs/json.md)");
     add_progress_options(cl.options);
     cl.actions = {{"digest", "print the fs-verity digest of files"}};
@@ -84,7 +79,7 @@ int run_digest(Args args) {
     if (vm->count("hash-alg")) p.hash = parse_hash((*vm)["hash-alg"].as<std::string>());
     if (vm->count("block-size")) p.block_size = parse_block_size((*vm)["block-size"].as<std::string>());
     if (vm->count("salt")) p.salt = decode_hex((*vm)["salt"].as<std::string>(), "--salt");
-    if (vm->count("threads")) p.threads = parse_threads((*vm)["threads"].as<std::string>());
+    if (vm->count("threads")) p.threads = (*vm)["threads"].as<unsigned>();
     if (auto r = fsv::fsverity_check_params(p); !r) throw UsageError(r.error().message);
     const bool compact = (*vm)["compact"].as<bool>(), builtin = (*vm)["for-builtin-sig"].as<bool>();
     const bool json = (*vm)["json"].as<bool>();

@@ -7,6 +7,7 @@
 // DATA, the tree goes into the data file past the data, which is never touched.
 #include "commands.hpp"
 #include "json.hpp"
+#include "number_option.hpp"
 #include "output_file.hpp"
 #include "progress.hpp"
 #include "verity_actions.hpp"
@@ -17,6 +18,7 @@
 #include <blkcrypt/verity/superblock.hpp>
 #include <blkcrypt/verity/tree.hpp>
 
+#include <algorithm>
 #include <iostream>
 #include <optional>
 
@@ -137,9 +139,19 @@ int run_verify(const po::variables_map& vm, const std::vector<std::string>& file
         w.end_object();
     }
     if (report->ok()) return 0;
-    for (const auto& c : report->corruptions) std::cerr << "blkcrypt: " << describe(c) << "\n";
-    throw Failure("verification failed: " + std::to_string(report->corruptions.size()) +
-                  " corrupted block(s)");
+    // A wrong image can have every block corrupted: name the first few.
+    const auto& bad = report->corruptions;
+    const uint64_t max = vm["max-errors"].as<uint64_t>();
+    const std::size_t shown = max == 0 ? bad.size() : static_cast<std::size_t>(std::min<uint64_t>(max, bad.size()));
+    for (std::size_t i = 0; i < shown; ++i) std::cerr << "blkcrypt: " << describe(bad[i]) << "\n";
+    if (shown < bad.size())
+        std::cerr << "blkcrypt: ... and " << bad.size() - shown << " more corrupted blocks (--max-errors 0 lists all)\n";
+    // veritysetup verify's statuses: 2 (EPERM) for a corrupted data or hash
+    // block, 1 when only the root hash does not match.
+    const bool blocks = std::any_of(bad.begin(), bad.end(),
+                                    [](const vy::Corruption& c) { return c.kind != vy::Corruption::RootHash; });
+    throw StatusFailure("verification failed: " + std::to_string(bad.size()) + " corrupted block(s)",
+                        blocks ? 2 : 1);
 }
 
 int run_dump(const po::variables_map& vm, const std::vector<std::string>& files) {

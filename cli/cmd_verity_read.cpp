@@ -17,6 +17,7 @@
 #include <iostream>
 #include <mutex>
 #include <optional>
+#include <system_error>
 #include <thread>
 
 #include <sys/stat.h>
@@ -55,6 +56,8 @@ vy::VerityParams load_params(const po::variables_map& vm, dm::BackingStore& hash
 
 std::vector<uint8_t> root_hash_argument(const po::variables_map& vm, const std::vector<std::string>& files) {
     std::string hex;
+    if (files.size() == 3 && vm.count("root-hash-file"))
+        throw UsageError("give the root hash as ROOT_HEX or with --root-hash-file, not both");
     if (files.size() == 3) {
         hex = files[2];
     } else if (vm.count("root-hash-file")) {
@@ -138,9 +141,8 @@ int run_verity_read(const po::variables_map& vm, const std::vector<std::string>&
     vy::VerityTable table;
     if (vm.count("table")) {
         if (!files.empty()) throw UsageError("give either --table or DATA HASH ROOT_HEX");
-        auto t = vy::parse_verity_line(vm["table"].as<std::string>());
-        if (!t) t = vy::parse_verity_args(vm["table"].as<std::string>());
-        if (!t) throw UsageError(t.error().message);
+        auto t = vy::parse_verity_table(vm["table"].as<std::string>());
+        if (!t) throw UsageError("--table: " + t.error().message);
         table = std::move(*t);
         apply_policies(vm, table);
     } else {
@@ -223,7 +225,16 @@ int run_verity_read(const po::variables_map& vm, const std::vector<std::string>&
     const unsigned threads = vm["threads"].as<unsigned>() ? vm["threads"].as<unsigned>()
                                                           : std::max(1u, std::thread::hardware_concurrency());
     std::vector<std::thread> pool;
-    for (unsigned i = 0; i < threads; ++i) pool.emplace_back(worker);
+    pool.reserve(threads);
+    // Near the thread limit: read with the threads that could be started.
+    for (unsigned i = 0; i < threads; ++i) {
+        try {
+            pool.emplace_back(worker);
+        } catch (const std::system_error&) {
+            // EAGAIN may pass (another thread exited): try the others too.
+        }
+    }
+    if (pool.empty()) worker();  // none at all: read on this thread
     while (done < total && !failed) {
         progress.update(done);
         std::this_thread::sleep_for(std::chrono::milliseconds(50));

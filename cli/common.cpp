@@ -1,4 +1,6 @@
 #include "common.hpp"
+#include "number_option.hpp"
+#include "output_file.hpp"
 
 #include <blkcrypt/alg_name.hpp>
 
@@ -16,6 +18,42 @@ namespace cli {
 
 namespace {
 std::optional<CommandLine>* describe_sink = nullptr;
+
+// "blkcrypt verity" for the usage "blkcrypt verity format ...\n  blkcrypt
+// verity verify ...": the lower-case words every usage line starts with.
+std::string help_command(const std::string& usage) {
+    std::vector<std::string> common;
+    bool first = true;
+    std::size_t start = 0;
+    while (start <= usage.size()) {
+        std::size_t end = usage.find('\n', start);
+        if (end == std::string::npos) end = usage.size();
+        std::vector<std::string> words;
+        std::size_t i = usage.find_first_not_of(' ', start);
+        while (i < end) {
+            std::size_t j = std::min(usage.find(' ', i), end);
+            const std::string w = usage.substr(i, j - i);
+            if (w.find_first_not_of("abcdefghijklmnopqrstuvwxyz") != std::string::npos) break;
+            words.push_back(w);
+            i = usage.find_first_not_of(' ', j);
+        }
+        if (!words.empty() && words[0] == "blkcrypt") {  // not a continuation line
+            if (first) {
+                common = words;
+                first = false;
+            } else {
+                std::size_t k = 0;
+                while (k < common.size() && k < words.size() && common[k] == words[k]) ++k;
+                common.resize(k);
+            }
+        }
+        start = end + 1;
+    }
+    std::string out;
+    for (const auto& w : common) out += (out.empty() ? "" : " ") + w;
+    return out.empty() ? "blkcrypt" : out;
+}
+
 }  // namespace
 
 void set_describe_sink(std::optional<CommandLine>* sink) noexcept { describe_sink = sink; }
@@ -46,7 +84,11 @@ std::optional<po::variables_map> parse_command_line(CommandLine& cl, Args args) 
         }
         po::notify(vm);  // after the --help check, so --help needs no required options
     } catch (const po::error& e) {
-        throw UsageError(e.what());
+        // "encrypt, decrypt or table", for a missing ACTION.
+        std::string actions;
+        for (std::size_t i = 0; i < cl.actions.size(); ++i)
+            actions += (i == 0 ? "" : i + 1 == cl.actions.size() ? " or " : ", ") + cl.actions[i].name;
+        throw UsageError(option_error_message(e, help_command(cl.usage), actions));
     }
     if (vm.count("action")) check_action_options(cl, vm, vm["action"].as<std::string>());
     return vm;

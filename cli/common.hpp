@@ -35,6 +35,17 @@ class Failure : public std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+// A failure with the exit status of the peer tool a command mirrors (verity
+// verify exits as veritysetup verify does); see docs/exit-status.md.
+class StatusFailure : public Failure {
+public:
+    StatusFailure(const std::string& msg, int status) : Failure(msg), status_(status) {}
+    int status() const noexcept { return status_; }
+
+private:
+    int status_;
+};
+
 // One action of a "blkcrypt CMD ACTION ..." command.
 struct Action {
     std::string name;     // "encrypt"

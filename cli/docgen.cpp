@@ -136,7 +136,9 @@ std::string main_man_page(const std::vector<CommandDoc>& docs) {
          ".SH EXIT STATUS\n"
          ".TP\n.B 0\nSuccess.\n"
          ".TP\n.B 1\nThe operation failed (I/O error, failed check, failed self\\-test).\n"
-         ".TP\n.B 2\nUsage error: bad option, argument, key or algorithm name.\n"
+         ".TP\n.B 2\nUsage error: bad option, argument, number, key or algorithm name; also\n"
+         "\\fBverity verify\\fR finding corrupted blocks, as \\fBveritysetup verify\\fR does.\n"
+         ".TP\n.B 128+N\nInterrupted by signal N (130 for SIGINT, 143 for SIGTERM); temporary files are removed.\n"
          ".SH SEE ALSO\n";
     std::vector<std::string> refs;
     for (const auto& d : docs) refs.push_back(".BR blkcrypt\\-" + esc(d.name) + " (8),");

@@ -1,5 +1,6 @@
 // blkcrypt: dispatches the first word to a command and maps exceptions to exit
-// codes (2: usage error, 1: operational failure).
+// codes (docs/exit-status.md: 0 ok, 1 operational failure, 2 usage error,
+// 128+N killed by signal N; verity verify mirrors veritysetup).
 #include "commands.hpp"
 #include "docgen.hpp"
 #include "output_file.hpp"
@@ -7,7 +8,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
+#include <new>
 #include <iostream>
 #include <string>
 #include <string_view>
@@ -100,6 +103,12 @@ int dispatch(const std::vector<std::string>& words) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    // Nothing should get here; if something does, one line instead of
+    // libstdc++'s "terminate called ..." (still abort(): a crash stays one).
+    std::set_terminate([] {
+        std::fputs("blkcrypt: internal error: unexpected termination\n", stderr);
+        std::abort();
+    });
     try {
         const auto words = cli::take_plugin_options(std::vector<std::string>(argv + 1, argv + argc));
         const int rc = dispatch(words);
@@ -108,7 +117,13 @@ int main(int argc, char** argv) {
     } catch (const cli::UsageError& e) {
         report(e.what());
         return 2;
-    } catch (const std::exception& e) {  // cli::Failure, I/O, allocation
+    } catch (const cli::StatusFailure& e) {
+        report(e.what());
+        return e.status();
+    } catch (const std::bad_alloc&) {  // its what() is "std::bad_alloc"
+        report("out of memory");
+        return 1;
+    } catch (const std::exception& e) {  // cli::Failure, I/O
         report(e.what());
         return 1;
     }

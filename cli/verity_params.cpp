@@ -1,6 +1,7 @@
 #include "verity_params.hpp"
 
 #include "json.hpp"
+#include "number_option.hpp"
 
 #include <cstdio>
 #include <iostream>
@@ -46,18 +47,20 @@ void add_verity_options(po::options_description& opts) {
     opts.add_options()
         ("hash", po::value<std::string>()->default_value("sha256")->value_name("NAME"),
          "hash algorithm: any registry name, e.g. sha1, sha512, sha256-openssl")
-        ("data-block-size", po::value<uint32_t>()->default_value(4096)->value_name("BYTES"), "data block size")
-        ("hash-block-size", po::value<uint32_t>()->default_value(4096)->value_name("BYTES"), "hash block size")
-        ("data-blocks", po::value<uint64_t>()->value_name("N"), "data blocks to protect (default: the whole data file)")
-        ("hash-offset", po::value<uint64_t>()->default_value(0)->value_name("BYTES"), "where the superblock/tree starts on the hash device")
+        ("data-block-size", number_value<uint32_t>(512, 524288)->default_value(4096)->value_name("BYTES"), "data block size")
+        ("hash-block-size", number_value<uint32_t>(512, 524288)->default_value(4096)->value_name("BYTES"), "hash block size")
+        ("data-blocks", number_value<uint64_t>(1, UINT64_MAX)->value_name("N"), "data blocks to protect (default: the whole data file)")
+        ("hash-offset", number_value<uint64_t>(0, INT64_MAX)->default_value(0)->value_name("BYTES"), "where the superblock/tree starts on the hash device")
         ("salt", po::value<std::string>()->value_name("HEX"), "salt in hex, '-' for none (default: 32 random bytes)")
         ("uuid", po::value<std::string>()->value_name("UUID"), "UUID for the superblock (default: random)")
-        ("format", po::value<uint32_t>()->default_value(1)->value_name("N"), "hash format: 1 normal, 0 Chrome OS")
+        ("format", number_value<uint32_t>(0, 1)->default_value(1)->value_name("N"), "hash format: 1 normal, 0 Chrome OS")
         ("no-superblock", po::bool_switch(), "no superblock: parameters come from the command line")
         ("root-hash-file", po::value<std::string>()->value_name("FILE"), "write (format) or read (verify) the root hash in hex")
-        ("threads", po::value<unsigned>()->default_value(0)->value_name("N"), "hashing threads (0: one per core)")
+        ("threads", threads_value()->default_value(0)->value_name("N"), "hashing threads, at most 256 (0: one per core)")
         ("async", po::bool_switch(), "hash through ahash requests (for async drivers such as cryptd(sha256))")
         ("json", po::bool_switch(), "print the result as JSON")
+        ("max-errors", number_value<uint64_t>(0, UINT64_MAX)->default_value(10)->value_name("N"),
+         "verify: name at most N corrupted blocks (0: all)")
         ("ignore-corruption", po::bool_switch(), "read/table: log corrupted blocks, return their data")
         ("restart-on-corruption", po::bool_switch(), "table: the kernel restarts (read here: fails the read)")
         ("panic-on-corruption", po::bool_switch(), "table: the kernel panics (read here: fails the read)")

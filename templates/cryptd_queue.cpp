@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <system_error>
 
 namespace blkcrypt {
 
@@ -18,16 +19,31 @@ CryptdQueue::~CryptdQueue() {
     for (auto& t : threads_) t.join();
 }
 
-void CryptdQueue::start_locked() {
+bool CryptdQueue::start_locked() {
     // Threads start on first use: a registry that never uses cryptd has none.
-    if (!threads_.empty()) return;
-    for (std::size_t i = 0; i < nthreads_; ++i) threads_.emplace_back([this] { worker(); });
+    // Near the process's thread limit creation fails: the queue runs with the
+    // threads it got, and tries again on a later request when it got none.
+    if (!threads_.empty()) return true;
+    threads_.reserve(nthreads_);
+    for (std::size_t i = 0; i < nthreads_; ++i) {
+        try {
+            threads_.emplace_back([this] { worker(); });
+        } catch (const std::system_error&) {
+            // EAGAIN may pass (another thread exited): try the others too.
+        }
+    }
+    return !threads_.empty();
+}
+
+std::size_t CryptdQueue::threads() const {
+    std::lock_guard lk(mu_);
+    return threads_.size();
 }
 
 Status CryptdQueue::enqueue(Job job, bool may_backlog) {
     {
         std::lock_guard lk(mu_);
-        start_locked();
+        if (!start_locked()) return Status::NoMem;  // nothing would ever run the job
         if (queue_.size() < max_queued_ && backlog_.empty()) {
             queue_.push_back(std::move(job));
         } else if (may_backlog) {

@@ -29,14 +29,17 @@ public:
     CryptdQueue& operator=(const CryptdQueue&) = delete;
 
     // InProgress: queued. Busy: queue full; backlogged if may_backlog, else
-    // rejected (the job will not run).
+    // rejected (the job will not run). NoMem: no worker thread could be
+    // started (the job will not run).
     Status enqueue(Job job, bool may_backlog);
+    // Worker threads running (0 before the first request).
+    std::size_t threads() const;
 
 private:
     void worker();
-    void start_locked();
+    bool start_locked();
 
-    std::mutex mu_;
+    mutable std::mutex mu_;
     std::condition_variable cv_;
     std::deque<Job> queue_;
     std::deque<Job> backlog_;

@@ -1,6 +1,8 @@
 // Backing stores: a file or block device through pread/pwrite, and memory.
 #include <blkcrypt/dm/backing_store.hpp>
 
+#include <blkcrypt/internal/mapped_file.hpp>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
@@ -23,9 +25,10 @@ bool fits(uint64_t offset, std::size_t len, uint64_t size) noexcept {
 
 class FileStore final : public BackingStore {
 public:
-    FileStore(int fd, uint64_t size, bool writable) : fd_(fd), size_(size), writable_(writable) {}
+    FileStore(int fd, uint64_t size, bool writable, bool regular, std::string path)
+        : fd_(fd), size_(size), writable_(writable), regular_(regular), path_(std::move(path)) {}
     ~FileStore() override {
-        if (map_) ::munmap(map_, size_);
+        map_.reset();
         ::close(fd_);
     }
     FileStore(const FileStore&) = delete;
@@ -66,23 +69,23 @@ public:
     }
 
     ConstBytes mapped() override {
-        std::call_once(map_once_, [this] {
-            if (size_ == 0 || size_ > SIZE_MAX) return;
-            void* p = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd_, 0);
-            if (p == MAP_FAILED) return;  // e.g. a device that cannot be mapped: callers pread
-            (void)::madvise(p, size_, MADV_SEQUENTIAL);
-            map_ = p;
-        });
-        return map_ ? ConstBytes(static_cast<const uint8_t*>(map_), size_) : ConstBytes{};
+        // nullptr (e.g. a device that cannot be mapped): callers pread.
+        std::call_once(map_once_, [this] { map_ = MappedFile::map(fd_, size_); });
+        return map_ ? map_->bytes() : ConstBytes{};
     }
 
     void release_mapped(uint64_t offset, uint64_t len) noexcept override {
-        if (!map_) return;
-        const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-        const uint64_t begin = (offset + page - 1) / page * page;  // whole pages inside the range
-        const uint64_t end = std::min<uint64_t>(offset + len, size_) / page * page;
-        if (end > begin) (void)::madvise(static_cast<uint8_t*>(map_) + begin, end - begin, MADV_DONTNEED);
+        if (map_) map_->release(offset, len);
     }
+
+    bool changed() noexcept override {
+        if (map_ && map_->truncated()) return true;
+        struct stat st {};
+        // A block device keeps its size; st_size is 0 for it anyway.
+        return regular_ && ::fstat(fd_, &st) == 0 && static_cast<uint64_t>(st.st_size) != size_;
+    }
+
+    std::string name() const override { return path_; }
 
     void start_writeback(uint64_t offset, uint64_t len) noexcept override {
         if (writable_)  // advice: an error here resurfaces at flush()
@@ -101,8 +104,10 @@ private:
     int fd_;
     uint64_t size_;
     bool writable_;
+    bool regular_;
+    std::string path_;
     std::once_flag map_once_;
-    void* map_ = nullptr;
+    std::unique_ptr<MappedFile> map_;
 };
 
 Error sys_error(const std::string& what, const std::string& path, int err) {
@@ -134,7 +139,7 @@ Result<std::shared_ptr<BackingStore>> open_file_store(const std::string& path, b
         ::close(fd);
         return make_error(Status::Invalid, "'" + path + "' is neither a regular file nor a block device");
     }
-    return std::shared_ptr<BackingStore>(std::make_shared<FileStore>(fd, size, writable));
+    return std::shared_ptr<BackingStore>(std::make_shared<FileStore>(fd, size, writable, S_ISREG(st.st_mode), path));
 }
 
 Status MemoryStore::read(uint64_t offset, Bytes out) {

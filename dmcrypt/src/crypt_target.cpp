@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -66,6 +67,7 @@ public:
     }
 
     ~CryptTargetImpl() override { pool_.drain(); }
+    unsigned worker_threads() const noexcept { return pool_.threads(); }
 
     Status submit(Bio& bio) override {
         const std::size_t n = bio.size();
@@ -251,8 +253,17 @@ Result<std::unique_ptr<CryptTarget>> CryptTarget::create(Registry& reg, const Cr
         return make_error(Status::Invalid, "max_request must hold at least one sector");
     unsigned threads = opts.threads ? opts.threads : std::max(1u, std::thread::hardware_concurrency());
     std::size_t depth = opts.queue_depth ? opts.queue_depth : 4 * std::size_t{threads};
-    return std::unique_ptr<CryptTarget>(std::make_unique<CryptTargetImpl>(
-        table, std::move(store), std::move(tfm).value(), length, threads, depth, max_request));
+    std::unique_ptr<CryptTargetImpl> target;
+    try {
+        target = std::make_unique<CryptTargetImpl>(table, std::move(store), std::move(tfm).value(),
+                                                   length, threads, depth, max_request);
+    } catch (const std::bad_alloc&) {  // the bounce buffers: depth * max_request bytes
+        return make_error(Status::NoMem, "cannot allocate " + std::to_string(depth) + " buffers of " +
+                                             std::to_string(max_request) + " bytes");
+    }
+    if (target->worker_threads() == 0)
+        return make_error(Status::NoMem, "cannot start any crypt worker thread");
+    return std::unique_ptr<CryptTarget>(std::move(target));
 }
 
 }  // namespace blkcrypt::dm

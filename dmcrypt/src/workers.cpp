@@ -1,5 +1,7 @@
 #include "workers.hpp"
 
+#include <system_error>
+
 namespace blkcrypt::dm {
 namespace {
 // The pool whose worker this thread is, if any (see acquire()).
@@ -11,7 +13,15 @@ WorkerPool::WorkerPool(unsigned threads, std::size_t slots, RunFn run)
     free_.reserve(slots);
     for (std::size_t i = slots; i-- > 0;) free_.push_back(i);
     threads_.reserve(threads);
-    for (unsigned i = 0; i < threads; ++i) threads_.emplace_back([this] { worker(); });
+    // Near the process's thread limit creation fails: run with the workers
+    // that started (CryptTarget::create refuses a pool with none).
+    for (unsigned i = 0; i < threads; ++i) {
+        try {
+            threads_.emplace_back([this] { worker(); });
+        } catch (const std::system_error&) {
+            // EAGAIN may pass (another thread exited): try the others too.
+        }
+    }
 }
 
 WorkerPool::~WorkerPool() {

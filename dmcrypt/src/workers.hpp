@@ -22,7 +22,8 @@ class WorkerPool {
 public:
     using RunFn = std::function<void(std::size_t slot)>;
 
-    // Starts `threads` workers calling run(slot) for each scheduled slot.
+    // Starts `threads` workers calling run(slot) for each scheduled slot;
+    // fewer, possibly none, when thread creation fails (see threads()).
     WorkerPool(unsigned threads, std::size_t slots, RunFn run);
     ~WorkerPool();  // waits for the bios in flight, then joins the workers
     WorkerPool(const WorkerPool&) = delete;
@@ -39,6 +40,7 @@ public:
     void retire();
     // Wait until no bio is in flight.
     void drain();
+    unsigned threads() const noexcept { return static_cast<unsigned>(threads_.size()); }
 
 private:
     void worker();

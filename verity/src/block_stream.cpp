@@ -16,6 +16,11 @@ Error read_error(uint64_t offset, std::size_t len) {
                                            std::to_string(offset));
 }
 
+Error changed_error(const dm::BackingStore& store) {
+    const std::string name = store.name();
+    return make_error(Status::IoError, (name.empty() ? "the input" : name) + ": changed size while being read");
+}
+
 }  // namespace
 
 Result<void> hash_blocks(const std::shared_ptr<BlockHasher>& hasher, dm::BackingStore& store, uint64_t offset,
@@ -55,13 +60,18 @@ Result<void> hash_blocks(const std::shared_ptr<BlockHasher>& hasher, dm::Backing
         if (first + chunk_blocks < nblocks) next = fetch(first + chunk_blocks, which ^ 1);
         if (Status s = pool.wait(); s != Status::Ok)
             return make_error(s, std::string("hashing failed: ") + to_string(s));
-        if (in_place) store.release_mapped(offset + first * bs, count * bs);  // bounded memory
+        if (in_place) {
+            store.release_mapped(offset + first * bs, count * bs);  // bounded memory
+            // Truncated under us: some of those blocks were zeros, not the file.
+            if (store.changed()) return changed_error(store);
+        }
         if (!next) return next.error();
         if (auto r = sink(first, count, ConstBytes(digests).first(count * ds)); !r) return r;
         if (opts.progress && !opts.progress((first + count) * bs, nblocks * bs))
             return make_error(Status::IoError, "interrupted");
         cur = next;
     }
+    if (store.changed()) return changed_error(store);  // grew (or shrank) meanwhile
     return {};
 }
 

@@ -6,6 +6,7 @@
 
 #include "parallel_hasher.hpp"
 
+#include <blkcrypt/internal/mapped_file.hpp>
 #include <blkcrypt/registry.hpp>
 #include <blkcrypt/shash.hpp>
 
@@ -309,6 +310,9 @@ Result<FsverityDigest> finish_checked(FsverityBuilder& b, int fd, uint64_t size)
     uint8_t extra;
     if (::pread(fd, &extra, 1, static_cast<off_t>(size)) > 0)
         return make_error(Status::IoError, "fs-verity: the file grew while being read");
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_size) < size)
+        return make_error(Status::IoError, "fs-verity: the file shrank while being read");
     return d;
 }
 }  // namespace
@@ -328,18 +332,19 @@ Result<FsverityDigest> fsverity_compute_fd(Registry& reg, const FsverityParams& 
     const auto chunk = static_cast<std::size_t>(std::min<uint64_t>(b->preferred_chunk(), size));
     // A mappable file is hashed in place, without copying it out of the page
     // cache; each hashed chunk is dropped from our resident memory again.
-    if (void* m = size ? ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED; m != MAP_FAILED) {
-        const auto* base = static_cast<const uint8_t*>(m);
-        (void)::madvise(m, size, MADV_SEQUENTIAL);
-        Result<void> r;
-        for (uint64_t off = 0; off < size && r; off += chunk) {
+    // A file truncated meanwhile reads as zeros past its new end instead of
+    // killing us (MappedFile); that is checked after every chunk.
+    if (auto m = MappedFile::map(fd, size)) {
+        const uint8_t* base = m->bytes().data();
+        for (uint64_t off = 0; off < size; off += chunk) {
             const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(chunk, size - off));
-            r = b->update({base + off, n});
-            (void)::madvise(const_cast<uint8_t*>(base) + off, n / 4096 * 4096, MADV_DONTNEED);
-            if (r && p.progress && !p.progress(off + n, size)) r = make_error(Status::IoError, "interrupted");
+            auto r = b->update({base + off, n});
+            m->release(off, n);
+            if (m->truncated()) return make_error(Status::IoError, "fs-verity: the file shrank while being read");
+            if (!r) return r.error();
+            if (p.progress && !p.progress(off + n, size)) return make_error(Status::IoError, "interrupted");
         }
-        ::munmap(m, size);
-        if (!r) return r.error();
+        m.reset();
         return finish_checked(*b, fd, size);
     }
     // Otherwise two buffers: the next chunk is read on another thread while

@@ -31,6 +31,9 @@ Result<std::unique_ptr<ParallelHasher>> ParallelHasher::create(std::shared_ptr<c
                                                                unsigned threads) {
     threads = hasher->is_async() ? 1 : resolve_threads(threads);
     std::unique_ptr<ParallelHasher> p(new ParallelHasher(hasher, threads));
+    // Fewer when thread creation failed; none: the pool hashes on the
+    // calling thread, with one context.
+    threads = std::max(1u, p->pool_.threads());
     for (unsigned i = 0; i <= threads; ++i) {
         auto c = hasher->new_context();
         if (!c) return c.error();

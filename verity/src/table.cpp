@@ -79,10 +79,10 @@ Result<VerityTable> parse_verity_args(std::string_view args) {
     if (!number(w[0], p.hash_type) || p.hash_type > 1) return bad("invalid version '" + std::string(w[0]) + "'");
     t.data_dev = w[1];
     t.hash_dev = w[2];
-    if (!number(w[3], p.data_block_size)) return bad("invalid data device block size");
-    if (!number(w[4], p.hash_block_size)) return bad("invalid hash device block size");
-    if (!number(w[5], p.data_blocks)) return bad("invalid data blocks");
-    if (!number(w[6], t.hash_start_block)) return bad("invalid hash start");
+    if (!number(w[3], p.data_block_size)) return bad("invalid data device block size '" + std::string(w[3]) + "'");
+    if (!number(w[4], p.hash_block_size)) return bad("invalid hash device block size '" + std::string(w[4]) + "'");
+    if (!number(w[5], p.data_blocks)) return bad("invalid data blocks '" + std::string(w[5]) + "'");
+    if (!number(w[6], t.hash_start_block)) return bad("invalid hash start '" + std::string(w[6]) + "'");
     p.hash_name = w[7];
     if (!hex(w[8], t.root_hash) || t.root_hash.empty()) return bad("invalid root digest");
     if (w[9] != "-" && !hex(w[9], p.salt)) return bad("invalid salt");
@@ -98,7 +98,7 @@ Result<VerityTable> parse_verity_line(std::string_view line) {
     const auto w = words(line);
     if (w.size() < 3 || w[2] != "verity") return bad("expected '<start> <len> verity ...'");
     uint64_t start = 0, length = 0;
-    if (!number(w[0], start) || !number(w[1], length)) return bad("invalid start or length");
+    if (!number(w[0], start) || !number(w[1], length)) return bad("invalid start or length '" + std::string(w[0]) + " " + std::string(w[1]) + "'");
     const std::size_t skip = static_cast<std::size_t>(w[2].data() + w[2].size() - line.data());
     auto t = parse_verity_args(line.substr(skip));
     if (!t) return t;
@@ -110,6 +110,12 @@ Result<VerityTable> parse_verity_line(std::string_view line) {
     t->start = start;
     t->length = length;
     return t;
+}
+
+Result<VerityTable> parse_verity_table(std::string_view text) {
+    const auto w = words(text);
+    if (w.size() >= 3 && w[2] == "verity") return parse_verity_line(text);
+    return parse_verity_args(text);
 }
 
 std::string VerityTable::args() const {

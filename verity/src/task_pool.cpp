@@ -1,5 +1,7 @@
 #include "task_pool.hpp"
 
+#include <system_error>
+
 namespace blkcrypt::verity {
 
 unsigned resolve_threads(unsigned requested) noexcept {
@@ -9,7 +11,17 @@ unsigned resolve_threads(unsigned requested) noexcept {
 }
 
 TaskPool::TaskPool(unsigned threads) {
-    for (unsigned i = 0; i < threads; ++i) threads_.emplace_back([this, i] { worker(i); });
+    threads_.reserve(threads);
+    // Near the process's thread limit creation fails: run with the threads
+    // that started, or on the caller's thread when there are none.
+    for (unsigned i = 0; i < threads; ++i) {
+        try {
+            const auto index = static_cast<unsigned>(threads_.size());  // workers are numbered densely
+            threads_.emplace_back([this, index] { worker(index); });
+        } catch (const std::system_error&) {
+            // EAGAIN may pass (another thread exited): try the others too.
+        }
+    }
 }
 
 TaskPool::~TaskPool() {
@@ -22,6 +34,15 @@ TaskPool::~TaskPool() {
 }
 
 void TaskPool::start(std::size_t parts, PartFn fn) {
+    if (threads_.empty()) {  // no worker: the job runs here, wait() reports it
+        Status st = Status::Ok;
+        for (std::size_t i = 0; i < parts; ++i)
+            if (Status s = fn(i, 0); s != Status::Ok && st == Status::Ok) st = s;
+        std::lock_guard lk(mu_);
+        parts_ = finished_ = next_ = parts;
+        status_ = st;
+        return;
+    }
     {
         std::lock_guard lk(mu_);
         fn_ = std::move(fn);

@@ -17,11 +17,16 @@ public:
     // fn(part, worker): worker < threads() identifies the calling thread.
     using PartFn = std::function<Status(std::size_t part, unsigned worker)>;
 
+    // Starts up to `threads` workers: fewer when thread creation fails,
+    // possibly none, and then start() runs the job on the calling thread
+    // (as worker 0) before returning.
     explicit TaskPool(unsigned threads);
     ~TaskPool();
     TaskPool(const TaskPool&) = delete;
     TaskPool& operator=(const TaskPool&) = delete;
 
+    // Threads started (0: jobs run on the caller). Workers are numbered
+    // below max(1, threads()).
     unsigned threads() const noexcept { return static_cast<unsigned>(threads_.size()); }
     // Starts fn on parts [0, parts); returns at once. One job at a time.
     void start(std::size_t parts, PartFn fn);

@@ -24,8 +24,15 @@ public:
     virtual void hint_sequential() noexcept {}
     // The whole store as read-only memory, when it can be mapped (a regular
     // file); empty otherwise. Readers that only look (hashing) avoid a copy.
-    // A file shrunk by someone else while mapped faults (SIGBUS) on access.
+    // Pages past the end of a file shrunk by someone else while mapped read
+    // as zeros (see blkcrypt/internal/mapped_file.hpp): readers of mapped()
+    // check changed() after each chunk and at the end.
     virtual ConstBytes mapped() { return {}; }
+    // True when the file no longer has the size it had when opened (shrunk
+    // or grown), or a read of mapped() went past its end.
+    virtual bool changed() noexcept { return false; }
+    // The path it was opened from, for messages ("" for memory).
+    virtual std::string name() const { return {}; }
     // Drops [offset, offset+len) of the mapping from this process's resident
     // memory (the data stays in the page cache), to keep memory bounded.
     virtual void release_mapped(uint64_t /*offset*/, uint64_t /*len*/) noexcept {}

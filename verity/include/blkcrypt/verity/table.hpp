@@ -40,6 +40,9 @@ struct VerityTable {
 
 Result<VerityTable> parse_verity_args(std::string_view args);
 Result<VerityTable> parse_verity_line(std::string_view line);
+// Either form: a full line when its third word is "verity", else the
+// arguments only. The error is that of the form the text is in.
+Result<VerityTable> parse_verity_table(std::string_view text);
 
 // The table for a tree built with params (hash_start_block from the
 // superblock/offset rules), as cryptsetup would load it.
