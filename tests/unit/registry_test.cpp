@@ -196,3 +196,58 @@ TEST_CASE("a failed whole-mode driver does not hide the template composition", "
     CHECK((*r)->info().driver == "wrap(toy-a)");
     CHECK_FALSE(reg.lookup("wrap-toy-broken", AlgType::Skcipher));
 }
+
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#include <blkcrypt/secure_buffer.hpp>
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace {
+
+// The smaps entry of the mapping that holds addr: its "Locked:" size in kB and
+// its VmFlags line.
+std::pair<long, std::string> smaps_of(const void* addr) {
+    std::ifstream in("/proc/self/smaps");
+    std::string line;
+    const auto a = reinterpret_cast<uintptr_t>(addr);
+    bool inside = false;
+    long locked = -1;
+    std::string flags;
+    while (std::getline(in, line)) {
+        uintptr_t lo = 0, hi = 0;
+        char dash = 0;
+        std::istringstream head(line);
+        if (head >> std::hex >> lo >> dash >> hi && dash == '-' && line.find(':') > line.find(' ')) {
+            if (inside) break;
+            inside = a >= lo && a < hi;
+            continue;
+        }
+        if (!inside) continue;
+        if (line.rfind("Locked:", 0) == 0) locked = std::stol(line.substr(7));
+        if (line.rfind("VmFlags:", 0) == 0) flags = line;
+    }
+    return {locked, flags};
+}
+
+}  // namespace
+
+TEST_CASE("SecureBuffer memory is locked and left out of core dumps", "[registry][secure]") {
+    for (std::size_t n : {std::size_t{16}, std::size_t{64}, std::size_t{4096}, std::size_t{10000}}) {
+        blkcrypt::SecureBuffer b(n);
+        INFO("size " << n);
+        for (std::size_t i = 0; i < n; ++i) REQUIRE(b[i] == 0);  // new bytes are zero
+        const auto [locked, flags] = smaps_of(b.data());
+        REQUIRE(flags.find(" dd") != std::string::npos);  // MADV_DONTDUMP
+        REQUIRE(locked > 0);
+        b[0] = 0x5a;
+    }
+    // A block handed out again comes back zeroed.
+    blkcrypt::SecureBuffer a(48);
+    std::memset(a.data(), 0xff, a.size());
+    a.clear();
+    blkcrypt::SecureBuffer c(48);
+    for (std::size_t i = 0; i < c.size(); ++i) REQUIRE(c[i] == 0);
+}
+#endif

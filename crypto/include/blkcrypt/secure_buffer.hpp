@@ -1,5 +1,7 @@
 // SecureBuffer: owned bytes for keys and other secrets, wiped on destruction,
-// on resize and on move-from. Never copy a key into a std::string or vector.
+// on resize and on move-from, in memory locked against swapping (best effort,
+// within RLIMIT_MEMLOCK) and excluded from core dumps. New bytes are zero.
+// Never copy a key into a std::string or vector.
 #pragma once
 
 #include <blkcrypt/bytes.hpp>
@@ -11,6 +13,13 @@
 namespace blkcrypt {
 
 void secure_wipe(void* p, std::size_t n) noexcept;
+
+namespace detail {
+struct SecretDeleter {  // returns a SecureBuffer's block to the locked pool
+    std::size_t n = 0;
+    void operator()(uint8_t* p) const noexcept;
+};
+}  // namespace detail
 
 class SecureBuffer {
 public:
@@ -38,7 +47,7 @@ public:
     operator ConstBytes() const noexcept { return span(); }
 
 private:
-    std::unique_ptr<uint8_t[]> p_;
+    std::unique_ptr<uint8_t[], detail::SecretDeleter> p_;
     std::size_t n_ = 0;
 };
 
