@@ -119,18 +119,17 @@ private:
         return Le128::load(out);
     }
 
-    // NHPoly1305 of the first len bytes of sg.
-    Le128 bulk_hash(SgList sg, std::size_t len) const {
-        auto st = hash_->new_state();
-        st->init();
+    // NHPoly1305 of the first len bytes of sg, on st (reset first).
+    static Le128 bulk_hash(ShashState& st, SgList sg, std::size_t len) {
+        st.init();
         for (const SgEntry& e : sg) {
             if (!len) break;
             const std::size_t n = std::min(e.len, len);
-            st->update(ConstBytes(e.data, n));
+            st.update(ConstBytes(e.data, n));
             len -= n;
         }
         uint8_t out[16];
-        st->final(Bytes(out, 16));
+        st.final(Bytes(out, 16));
         return Le128::load(out);
     }
 
@@ -138,11 +137,12 @@ private:
         if (req.len < kBlock) return Status::Invalid;  // checked before any output
         const std::size_t bulk = req.len - kBlock;
         const Le128 ht = header_hash(bulk, ConstBytes(req.iv.data(), kTweak));
+        const auto hst = hash_->new_state();  // one per request, for both hash steps
 
         // First hash step: the middle block M = R + (H_T + NH(L)).
         uint8_t rbuf[kStreamIv] = {};
         sg_gather(req.src, bulk, Bytes(rbuf, kBlock));
-        Le128 m = Le128::load(rbuf) + (ht + bulk_hash(req.src, bulk));
+        Le128 m = Le128::load(rbuf) + (ht + bulk_hash(*hst, req.src, bulk));
         m.store(rbuf);
         if (enc) block_->encrypt(rbuf, rbuf, 1);
 
@@ -161,7 +161,7 @@ private:
 
         // Second hash step: R = M - (H_T + NH(L')), L' the bulk just written.
         if (!enc) block_->decrypt(rbuf, rbuf, 1);
-        m = Le128::load(rbuf) - (ht + bulk_hash(req.dst, bulk));
+        m = Le128::load(rbuf) - (ht + bulk_hash(*hst, req.dst, bulk));
         m.store(rbuf);
         sg_scatter(req.dst, bulk, ConstBytes(rbuf, kBlock));
         secure_wipe(rbuf, sizeof rbuf);
