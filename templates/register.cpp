@@ -23,6 +23,7 @@ std::shared_ptr<Template> make_rfc4309_template();
 std::shared_ptr<Template> make_rfc4543_template();
 std::shared_ptr<Template> make_authenc_template();
 std::shared_ptr<Template> make_rfc7539_template();
+std::shared_ptr<Template> make_adiantum_template();
 
 void register_builtin_templates(Registry& reg) {
     const std::vector<std::shared_ptr<Template>> all = {
@@ -44,6 +45,7 @@ void register_builtin_templates(Registry& reg) {
         make_rfc4543_template(),
         make_authenc_template(),
         make_rfc7539_template(),
+        make_adiantum_template(),
     };
     (void)reg.register_templates(all);
 }

@@ -5,6 +5,7 @@ namespace blkcrypt {
 void register_cryptopp_provider(Registry& reg);  // providers/cryptopp
 void register_cryptopp_chacha_poly(Registry& reg);  // providers/cryptopp/chacha_poly.cpp
 void register_openssl_provider(Registry& reg);  // providers/openssl
+Result<void> register_generic_provider(Registry& reg);  // providers/generic
 void register_builtin_templates(Registry& reg);  // templates/
 void register_iv_templates(Registry& reg);       // templates/iv/
 #ifdef BLKCRYPT_HAVE_X86
@@ -15,6 +16,7 @@ void register_defaults(Registry& reg) {
     register_cryptopp_provider(reg);
     register_cryptopp_chacha_poly(reg);
     register_openssl_provider(reg);  // after Crypto++; priority 300 over its 100
+    (void)register_generic_provider(reg);  // names no other provider has
 #ifdef BLKCRYPT_HAVE_X86
     register_x86_provider(reg);  // sha256-ni, xts-aes-vaes(-avx2): priority 400 (350)
 #endif

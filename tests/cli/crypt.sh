@@ -61,6 +61,10 @@ golden_case() {
 golden_case aes-xts-plain64-512
 golden_case aes-cbc-essiv_sha256-4096-large-off8
 golden_case aes-cbc-lmk-v3-512-off7
+# Android's adiantum and the null cipher (key '-') through the command as well.
+golden_case adiantum-xchacha12-aes-plain64-512
+golden_case capi-adiantum_xchacha20_aes-plain64-4096-large
+golden_case cipher_null-ecb-512
 
 # The same essiv 4096 case through --cipher/--key-file/--sector-size/--iv-large-sectors.
 row=$(grep -P '^aes-cbc-essiv_sha256-4096-large-off8\t' "$GOLDEN/manifest.tsv")

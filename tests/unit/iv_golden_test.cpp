@@ -39,24 +39,11 @@ Status run(const Skcipher& tfm, bool enc, const std::vector<SgEntry>& src, const
                               Bytes(iv.data(), iv.size()));
 }
 
-// Algorithms blkcrypt does not provide (yet): their cases are reported, not
-// failed, while the registry does not know them. Anything else missing fails.
-const char* const kNotProvided[] = {"adiantum", "cipher_null"};
-
-bool not_provided(const std::string& alg_name) {
-    for (const char* n : kNotProvided)
-        if (alg_name.find(n) != std::string::npos) return true;
-    return false;
-}
-
-// Checks one case; returns "" or what went wrong ("skip: ..." when the
-// registry lacks one of kNotProvided).
+// Checks one case; returns "" or what went wrong.
 std::string check_case(Registry& reg, const golden::Case& c, const Buf& plaintext) {
     auto t = dm::parse_crypt_args(golden::crypt_args(c));
     if (!t) return "table: " + t.error().message;
     auto tfm = Skcipher::alloc(reg, t->alg_name);
-    if (!tfm && tfm.error().status == Status::NotFound && not_provided(t->alg_name))
-        return "skip: " + tfm.error().message;
     if (!tfm) return "alloc " + t->alg_name + ": " + tfm.error().message;
     if (!t->ivmode.empty()) {
         SectorParams p;
@@ -141,19 +128,17 @@ TEST_CASE("every kernel golden case matches byte for byte", "[ivgolden]") {
 
     Registry reg;
     register_defaults(reg);
-    std::vector<std::string> failures, skipped;
+    std::vector<std::string> failures;
     std::size_t passed = 0;
     for (const auto& c : cases) {
         std::string err = check_case(reg, c, plaintext);
-        std::string what = c.name + " (" + c.cipher + "): " + err;
         if (err.empty()) ++passed;
-        else if (err.rfind("skip: ", 0) == 0) skipped.push_back(what);
-        else failures.push_back(what);
+        else failures.push_back(c.name + " (" + c.cipher + "): " + err);
     }
-    for (const auto& s : skipped) WARN("not provided by blkcrypt, not checked: " << s);
     for (const auto& f : failures) UNSCOPED_INFO(f);
-    INFO(cases.size() << " cases: " << passed << " passed, " << failures.size() << " failed, "
-                      << skipped.size() << " skipped");
+    INFO(cases.size() << " cases: " << passed << " passed, " << failures.size() << " failed");
     CHECK(failures.empty());
-    CHECK(passed + skipped.size() == cases.size());
+    // Every case runs: none is skipped for an algorithm blkcrypt lacks.
+    CHECK(passed == cases.size());
+    CHECK(cases.size() == 90);
 }

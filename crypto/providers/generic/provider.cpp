@@ -1,0 +1,16 @@
+// Registers the generic provider's algorithms (see generic.hpp).
+#include <blkcrypt/registry.hpp>
+
+namespace blkcrypt {
+
+Result<void> register_generic_null(Registry& reg);        // null.cpp
+Result<void> register_generic_xchacha(Registry& reg);     // xchacha.cpp
+Result<void> register_generic_nhpoly1305(Registry& reg);  // nhpoly1305.cpp
+
+Result<void> register_generic_provider(Registry& reg) {
+    for (auto* f : {register_generic_null, register_generic_xchacha, register_generic_nhpoly1305})
+        if (auto r = f(reg); !r) return r;
+    return {};
+}
+
+}  // namespace blkcrypt
