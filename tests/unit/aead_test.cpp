@@ -39,11 +39,7 @@ using testutil::registry;
 
 using Buf = std::vector<uint8_t>;
 
-Buf random_bytes(std::mt19937& rng, std::size_t n) {
-    Buf v(n);
-    for (auto& b : v) b = static_cast<uint8_t>(rng());
-    return v;
-}
+using testutil::random_bytes;
 
 Aead make(std::string_view name) {
     auto a = Aead::alloc(registry(), name);

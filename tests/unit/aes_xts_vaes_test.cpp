@@ -38,11 +38,7 @@ namespace {
 
 using Buf = std::vector<uint8_t>;
 
-Buf random_bytes(std::mt19937_64& rng, std::size_t n) {
-    Buf v(n);
-    for (auto& b : v) b = static_cast<uint8_t>(rng());
-    return v;
-}
+using testutil::random_bytes;
 
 struct Driver {
     const char* name;

@@ -61,11 +61,7 @@ Registry& diff_registry() {
     return *reg;
 }
 
-Buf random_bytes(std::mt19937_64& rng, std::size_t n) {
-    Buf v(n);
-    for (auto& b : v) b = static_cast<uint8_t>(rng());
-    return v;
-}
+using testutil::random_bytes;
 
 std::size_t pick(std::mt19937_64& rng, std::size_t lo, std::size_t hi) {  // [lo, hi]
     return lo + rng() % (hi - lo + 1);

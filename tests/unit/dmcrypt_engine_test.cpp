@@ -34,11 +34,7 @@ using testutil::hex;
 
 using Buf = std::vector<uint8_t>;
 
-Buf random_bytes(std::mt19937& rng, std::size_t n) {
-    Buf v(n);
-    for (auto& b : v) b = static_cast<uint8_t>(rng());
-    return v;
-}
+using testutil::random_bytes;
 
 // "<cipher> <key> <iv_offset> [<n> sector_size:N opts...]"
 CryptTable table(const std::string& cipher, const std::string& key_hex, uint64_t iv_offset,

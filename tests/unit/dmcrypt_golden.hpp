@@ -12,6 +12,22 @@ namespace golden {
 
 inline const std::string kDir = std::string(BLKCRYPT_SOURCE_DIR) + "/tests/dmcrypt/golden/";
 
+// The rows of a tab-separated file after its header line, those with at
+// least `columns` fields.
+inline std::vector<std::vector<std::string>> read_tsv(const std::string& path, std::size_t columns) {
+    std::vector<std::vector<std::string>> rows;
+    std::ifstream f(path);
+    std::string line;
+    std::getline(f, line);  // the header
+    while (std::getline(f, line)) {
+        std::vector<std::string> w;
+        std::istringstream in(line);
+        for (std::string x; std::getline(in, x, '\t');) w.push_back(x);
+        if (w.size() >= columns) rows.push_back(std::move(w));
+    }
+    return rows;
+}
+
 struct Case {
     std::string name, cipher, key_hex, opts, ct_file;
     uint64_t iv_offset = 0;
@@ -21,14 +37,7 @@ struct Case {
 // manifest.tsv: case cipher key_hex iv_offset sector_size opts size ct_file ct_sha256 command
 inline std::vector<Case> read_manifest() {
     std::vector<Case> out;
-    std::ifstream f(kDir + "manifest.tsv");
-    std::string line;
-    std::getline(f, line);  // the header
-    while (std::getline(f, line)) {
-        std::vector<std::string> w;
-        std::istringstream in(line);
-        for (std::string x; std::getline(in, x, '\t');) w.push_back(x);
-        if (w.size() < 8) continue;
+    for (const auto& w : read_tsv(kDir + "manifest.tsv", 8)) {
         Case c;
         c.name = w[0];
         c.cipher = w[1];

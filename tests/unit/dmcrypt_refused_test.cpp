@@ -30,14 +30,7 @@ struct Refused {
 // refused.tsv: case cipher key_bytes iv_offset sector_size opts kernel_error
 std::vector<Refused> read_refused() {
     std::vector<Refused> out;
-    std::ifstream f(golden::kDir + "refused.tsv");
-    std::string line;
-    std::getline(f, line);  // the header
-    while (std::getline(f, line)) {
-        std::vector<std::string> w;
-        std::istringstream in(line);
-        for (std::string x; std::getline(in, x, '\t');) w.push_back(x);
-        if (w.size() < 7) continue;
+    for (const auto& w : golden::read_tsv(golden::kDir + "refused.tsv", 7)) {
         Refused r;
         r.name = w[0];
         r.cipher = w[1];

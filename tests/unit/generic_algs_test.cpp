@@ -1,5 +1,7 @@
 // The generic provider (cipher_null, xchacha12/20, nhpoly1305), the adiantum
 // template, and the IV templates' kernel vectors.
+#include "test_util.hpp"
+
 #include <blkcrypt/alg_name.hpp>
 #include <blkcrypt/internal/alg.hpp>
 #include <blkcrypt/internal/testvec.hpp>
@@ -21,11 +23,7 @@ namespace {
 
 using Buf = std::vector<uint8_t>;
 
-Buf random_bytes(std::mt19937& rng, std::size_t n) {
-    Buf b(n);
-    for (auto& x : b) x = static_cast<uint8_t>(rng());
-    return b;
-}
+using testutil::random_bytes;
 
 // The self-test state of the driver a lookup of `name` returns.
 SelftestState selftest_of(Registry& reg, const std::string& name) {

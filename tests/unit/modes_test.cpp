@@ -34,11 +34,7 @@ Skcipher alloc(const char* name) {
     return std::move(s).value();
 }
 
-Buf random_bytes(std::mt19937& rng, std::size_t n) {
-    Buf v(n);
-    for (auto& b : v) b = static_cast<uint8_t>(rng());
-    return v;
-}
+using testutil::random_bytes;
 
 // Memory cut into segments of the given sizes (the last takes the rest).
 struct Segmented {

@@ -19,6 +19,14 @@
 
 namespace testutil {
 
+// n pseudo-random bytes from rng (any std random engine), for reproducible tests.
+template <class Rng>
+std::vector<uint8_t> random_bytes(Rng& rng, std::size_t n) {
+    std::vector<uint8_t> v(n);
+    for (auto& b : v) b = static_cast<uint8_t>(rng());
+    return v;
+}
+
 inline std::vector<uint8_t> unhex(std::string_view h) {
     std::vector<uint8_t> out;
     for (std::size_t i = 0; i + 1 < h.size(); i += 2)
