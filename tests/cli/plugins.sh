@@ -43,10 +43,16 @@ expect_exit 2 "$BLKCRYPT" crypt encrypt --table "aes-xts-offset64 $key 8" "$TMP/
 grep -q "offset64" "$TMP/stderr" || fail "missing IV mode not named: $(cat "$TMP/stderr")"
 
 # Broken plugins: one line each, and the command still runs.
-for f in broken_no_entry broken_bad_abi broken_dup_driver broken_bad_selftest broken_init_fails; do
+for f in broken_no_entry broken_bad_abi broken_dup_driver broken_bad_selftest broken_init_fails \
+         broken_vec_no_key broken_vec_short_iv; do
     expect_exit 0 "$BLKCRYPT" --plugin "$BROKEN/$f.so" hash --alg sha256 "$TMP/msg"
     expect_one_error_line
     grep -q "plugin '$BROKEN/$f.so' refused: " "$TMP/stderr" || fail "$f: $(cat "$TMP/stderr")"
 done
+# A plugin refused for its malformed vectors leaves nothing behind: the same
+# process then builds cmac(camellia) afresh (untested, usable).
+expect_exit 0 "$BLKCRYPT" --plugin "$BROKEN/broken_vec_no_key.so" hash --alg 'cmac(camellia)' \
+    --key 000102030405060708090a0b0c0d0e0f "$TMP/msg"
+grep -q "malformed vector" "$TMP/stderr" || fail "vec_no_key: $(cat "$TMP/stderr")"
 expect_exit 2 "$BLKCRYPT" list --plugin
 echo "plugins CLI: ok"
