@@ -9,6 +9,7 @@ PKGS=(
   catch2 libbenchmark-dev
   openssl python3 python3-cryptography coreutils xxd cryptsetup-bin
   fsverity ccache
+  clang-14 libclang-rt-14-dev
 )
 
 missing=()
