@@ -7,6 +7,7 @@
 #include <blkcrypt/verity/superblock.hpp>
 #include <blkcrypt/verity/tree.hpp>
 
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -28,7 +29,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     auto sb = verity::encode_superblock(*p);
     if (!sb) std::abort();
     auto back = verity::decode_superblock(*sb);
-    if (!back || back->hash_name != p->hash_name || back->salt != p->salt ||
+    // (The name is stored lower-cased, as veritysetup does.)
+    auto lower = [](std::string s) {
+        for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        return s;
+    };
+    if (!back || back->hash_name != lower(p->hash_name) || back->salt != p->salt ||
         back->data_blocks != p->data_blocks || back->data_block_size != p->data_block_size)
         std::abort();
     if (p->data_blocks > kMaxData / p->data_block_size) return 0;

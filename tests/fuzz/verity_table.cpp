@@ -18,7 +18,26 @@ namespace {
 
 constexpr uint64_t kMaxBytes = 64 * 1024;  // data and hash device, each
 
+// The table as given over devices far smaller than it may claim: create must
+// refuse what does not fit (no size computation may wrap), reads stay inside.
+void claimed(Registry& reg, const verity::VerityTable& t) {
+    auto data = std::make_shared<dm::MemoryStore>(16 * 1024);
+    auto hash = std::make_shared<dm::MemoryStore>(16 * 1024);
+    auto tg = verity::VerityTarget::create(reg, t, data, hash);
+    if (!tg) return;
+    const verity::VerityParams& p = t.params;
+    // It accepted the table: the devices must really hold the data and the tree.
+    auto g = verity::plan_tree(reg, p);
+    if (!g || p.data_blocks > data->size() / p.data_block_size) std::abort();
+    std::vector<uint8_t> buf((*tg)->block_size());
+    (void)(*tg)->read(0, buf);
+}
+
 void run(verity::VerityTable t) {
+    {
+        auto reg = fuzz::make_registry();
+        claimed(*reg, t);
+    }
     verity::VerityParams& p = t.params;
     if (p.data_blocks > kMaxBytes / p.data_block_size) return;
     if (t.hash_start_block > kMaxBytes / p.hash_block_size) return;
@@ -42,8 +61,10 @@ void run(verity::VerityTable t) {
         if (!tg) continue;
         std::vector<uint8_t> buf((*tg)->block_size());
         (void)(*tg)->read(0, buf);
-        if ((*tg)->size() >= buf.size()) {
-            Status s = (*tg)->read((*tg)->size() - buf.size(), buf);
+        // The last whole block (a table's length need not be whole blocks, as in the kernel).
+        const uint64_t whole = (*tg)->size() / buf.size() * buf.size();
+        if (whole >= buf.size()) {
+            Status s = (*tg)->read(whole - buf.size(), buf);
             // The tree was built over this data: with its own root every block verifies.
             if (real_root && t.on_corruption == verity::CorruptionMode::Error && s != Status::Ok) std::abort();
         }
