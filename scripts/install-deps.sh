@@ -10,6 +10,7 @@ PKGS=(
   openssl python3 python3-cryptography coreutils xxd cryptsetup-bin
   fsverity ccache
   man-db groff-base bsdextrautils
+  clang-14 libclang-rt-14-dev
 )
 
 missing=()

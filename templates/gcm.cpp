@@ -119,7 +119,7 @@ public:
     void update(const uint8_t* p, std::size_t n) noexcept {
         if (st_.nbuf) {
             std::size_t t = std::min(n, kBlock - st_.nbuf);
-            std::memcpy(st_.buf + st_.nbuf, p, t);
+            if (t) std::memcpy(st_.buf + st_.nbuf, p, t);  // p may be null when n is 0
             st_.nbuf += t;
             p += t;
             n -= t;

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <mutex>
+#include <set>
 
 #include <dlfcn.h>
 
@@ -36,11 +37,46 @@ struct Loaded {
     PluginInfo info;
     std::shared_ptr<void> handle;
     std::vector<std::shared_ptr<Template>> templates;
+    std::vector<std::pair<std::string, std::string>> vectors;  // text, source: removed on unload
+};
+
+// What a load has added so far, taken back if the plugin is refused: its
+// vectors, and every algorithm registered since the load began (the plugin's
+// own, and the template instances its vectors' self-tests built, which would
+// otherwise keep a failed driver name taken).
+class Rollback {
+public:
+    explicit Rollback(Registry& reg) : reg_(reg) {
+        for (const auto& s : reg.list()) before_.insert(s.info.driver);
+    }
+    ~Rollback() {
+        if (committed_) return;
+        for (const auto& [text, source] : vectors) remove_vectors(text, source);
+        reg_.unregister_templates(templates);
+        for (const auto& s : reg_.list())
+            if (!before_.count(s.info.driver)) (void)reg_.unregister_alg(s.info.driver);
+    }
+    Rollback(const Rollback&) = delete;
+    Rollback& operator=(const Rollback&) = delete;
+    void commit() { committed_ = true; }
+
+    std::vector<std::pair<std::string, std::string>> vectors;  // added so far
+    std::vector<std::shared_ptr<Template>> templates;         // registered so far
+
+private:
+    Registry& reg_;
+    std::set<std::string> before_;
+    bool committed_ = false;
 };
 
 struct PluginTable {
     std::mutex mu;  // one load or unload at a time per registry
     std::vector<Loaded> plugins;
+    // The registry is going: its plugins' references to their vectors go too.
+    ~PluginTable() {
+        for (const auto& p : plugins)
+            for (const auto& [text, source] : p.vectors) remove_vectors(text, source);
+    }
 };
 
 PluginTable& table(Registry& reg) {
@@ -138,8 +174,11 @@ Result<PluginInfo> load_plugin(Registry& reg, const std::string& path) {
     }
     if (rc != 0 && host.error.empty()) host.error = "init returned " + std::to_string(rc);
     if (!host.error.empty()) return refused(path, host.error);
-    for (const auto& [text, source] : host.vectors)
+    Rollback undo(reg);
+    for (const auto& [text, source] : host.vectors) {
         if (auto r = add_vectors(text, source); !r) return refused(path, r.error().message);
+        undo.vectors.emplace_back(text, source);
+    }
 
     Loaded rec{{name, desc->description ? desc->description : "", path, {}, {}}, handle, {}};
     for (auto& t : host.tmpls) {
@@ -155,15 +194,11 @@ Result<PluginInfo> load_plugin(Registry& reg, const std::string& path) {
         algs.push_back(bind_module(a, handle));
     }
     if (auto r = reg.register_templates(rec.templates); !r) return refused(path, r.error().message);
-    if (auto r = reg.register_algs(algs); !r) {
-        reg.unregister_templates(rec.templates);
-        return refused(path, r.error().message);
-    }
-    if (auto why = first_failure(reg, host); !why.empty()) {
-        for (const auto& d : rec.info.drivers) (void)reg.unregister_alg(d);
-        reg.unregister_templates(rec.templates);
-        return refused(path, why);
-    }
+    undo.templates = rec.templates;
+    if (auto r = reg.register_algs(algs); !r) return refused(path, r.error().message);
+    if (auto why = first_failure(reg, host); !why.empty()) return refused(path, why);
+    undo.commit();
+    rec.vectors = host.vectors;
     PluginInfo info = rec.info;
     tab.plugins.push_back(std::move(rec));
     return info;
@@ -201,6 +236,7 @@ Result<void> unload_plugin(Registry& reg, std::string_view name) {
         return make_error(Status::NotFound, "no plugin named '" + std::string(name) + "' is loaded");
     for (const auto& d : it->info.drivers) (void)reg.unregister_alg(d);
     reg.unregister_templates(it->templates);
+    for (const auto& [text, source] : it->vectors) remove_vectors(text, source);
     tab.plugins.erase(it);  // the object closes when the last transform goes
     return {};
 }

@@ -308,6 +308,8 @@ Result<std::shared_ptr<const Alg>> lookup_impl(Registry& reg, Registry::Impl& im
             auto again = im.find(alg->info().driver, nullptr);
             if (again.alg)
                 made = again.alg;  // ours, or an identical one that won a race
+            else if (!again.why_not.empty())  // e.g. an earlier instance failed its self-test
+                outcome = make_error(Status::NotFound, again.why_not);
             else if (!r)
                 outcome = r.error();
             else

@@ -301,7 +301,69 @@ std::string test_ahash(const AhashAlg& alg, const TestVector& v, bool full) {
     return "";
 }
 
+// ---- vector checks -------------------------------------------------------
+// The raw transforms assume what the public handles check (a key where one is
+// needed, IVs of ivsize, lengths that fit); a vector from a plugin may be
+// malformed, so every vector is held against the algorithm's sizes first.
+constexpr std::size_t kMaxVectorBytes = std::size_t{1} << 26;  // a repeated msg at most 64 MiB
+
+std::string check_key(const AlgInfo& in, const TestVector& v) {
+    if (!v.has("key")) {
+        if (in.needs_key) return "no key, but '" + in.driver + "' needs one";
+        return "";
+    }
+    // Templates with extra key material (IV modes, authenc) leave the limits at 0.
+    const std::size_t n = v.bytes("key").size();
+    if (in.max_keysize && !v.has("key_count") && (n < in.min_keysize || n > in.max_keysize))
+        return "key of " + std::to_string(n) + " bytes outside " + std::to_string(in.min_keysize) +
+               ".." + std::to_string(in.max_keysize);
+    return "";
+}
+
+std::string check_vector(const AlgInfo& in, const TestVector& v) {
+    // A setkey that must fail: nothing else of the vector is used.
+    if (v.number("setkey_fails")) return v.has("key") ? "" : "setkey_fails without a key";
+    if (std::string e = check_key(in, v); !e.empty()) return e;
+    const std::size_t pt = v.bytes("ptext").size(), ct = v.bytes("ctext").size();
+    const std::size_t iv = v.bytes("iv").size();
+    auto too_short_iv = [&] {
+        return "IV of " + std::to_string(iv) + " bytes, ivsize is " + std::to_string(in.ivsize);
+    };
+    switch (in.type) {
+    case AlgType::Cipher:
+        if (pt != ct || in.blocksize == 0 || pt % in.blocksize) return "ptext/ctext are not whole blocks";
+        break;
+    case AlgType::Skcipher:
+        if (iv < in.ivsize) return too_short_iv();
+        if (pt != ct) return "ptext and ctext differ in length";
+        if (v.has("iv_out") && v.bytes("iv_out").size() != iv) return "iv_out and iv differ in length";
+        break;
+    case AlgType::Aead: {
+        if (iv < in.ivsize) return too_short_iv();
+        const bool novrfy = v.number("novrfy") != 0;
+        if (!novrfy && ct < pt) return "ctext shorter than ptext (no room for a tag)";
+        const std::size_t as = v.number("authsize", novrfy ? 0 : ct - pt);
+        if (as > in.maxauthsize)
+            return "authsize " + std::to_string(as) + " above maxauthsize " + std::to_string(in.maxauthsize);
+        if (!novrfy && ct - pt != as) return "ctext is not ptext plus authsize bytes";
+        if (novrfy && ct < as) return "ctext shorter than authsize";
+        break;
+    }
+    case AlgType::Shash:
+    case AlgType::Ahash: {
+        const std::size_t d = v.bytes("digest").size();
+        if (d != in.digestsize)
+            return "digest of " + std::to_string(d) + " bytes, digestsize is " + std::to_string(in.digestsize);
+        const std::size_t m = v.bytes("msg").size(), rep = v.number("repeat", 1);
+        if (m && rep > kMaxVectorBytes / m) return "repeated msg too large";
+        break;
+    }
+    }
+    return "";
+}
+
 std::string run_one(const Alg& alg, const TestVector& v, bool full) {
+    if (std::string e = check_vector(alg.info(), v); !e.empty()) return "malformed vector: " + e;
     switch (alg.info().type) {
     case AlgType::Cipher: return test_cipher(static_cast<const CipherAlg&>(alg), v);
     case AlgType::Skcipher: return test_skcipher(static_cast<const SkcipherAlg&>(alg), v, full);
@@ -314,10 +376,7 @@ std::string run_one(const Alg& alg, const TestVector& v, bool full) {
 
 }  // namespace
 
-SelftestOutcome run_testmgr(const Alg& alg, bool full) {
-    const std::string& name = alg.test_name.empty() ? alg.info().name : alg.test_name;
-    const auto& vecs = builtin_vectors(name);
-    if (vecs.empty()) return {SelftestState::NoVectors, "no vectors for '" + name + "'"};
+SelftestOutcome run_test_vectors(const Alg& alg, const std::vector<TestVector>& vecs, bool full) {
     std::size_t ran = 0;
     for (const auto& v : vecs) {
         std::string e;
@@ -330,6 +389,13 @@ SelftestOutcome run_testmgr(const Alg& alg, bool full) {
         ++ran;
     }
     return {SelftestState::Passed, std::to_string(ran) + " vectors" + (full ? " (full)" : "")};
+}
+
+SelftestOutcome run_testmgr(const Alg& alg, bool full) {
+    const std::string& name = alg.test_name.empty() ? alg.info().name : alg.test_name;
+    const auto vecs = find_vectors(name);  // shared: a plugin may remove its vectors meanwhile
+    if (!vecs || vecs->empty()) return {SelftestState::NoVectors, "no vectors for '" + name + "'"};
+    return run_test_vectors(alg, *vecs, full);
 }
 
 }  // namespace blkcrypt

@@ -103,6 +103,9 @@ Result<std::vector<VectorSet>> parse_vector_file(std::string_view text, std::str
         if (is_number_field(key)) {
             if (val.empty() || val.find_first_not_of("0123456789") != std::string_view::npos)
                 return err("'" + key + "' needs a decimal number");
+            // number() must not overflow; no field means anything near this.
+            if (val.size() > 10 || std::stoull(std::string(val)) > 0xffffffffu)
+                return err("'" + key + "' out of range (at most 4294967295)");
             decoded = std::string(val);
         } else if (!decode_value(val, &decoded)) {
             return err("bad value for '" + key + "' (hex or \"text\")");
@@ -151,12 +154,18 @@ std::vector<std::string> builtin_vector_names() {
 }
 
 namespace {
-// Vectors added at run time (plugins). Sets are never changed once added, so
-// references handed out stay valid; a name gets vectors from one place only.
+// Vectors added at run time (plugins). A set is shared with the self-tests
+// running on it, so removing it (its plugin refused or unloaded) is safe while
+// one runs. The same text from the same source (one plugin loaded into two
+// registries) is counted, and its sets go with the last remove_vectors.
 struct Added {
     std::mutex mu;
-    std::map<std::string, std::unique_ptr<const std::vector<TestVector>>, std::less<>> sets;
-    std::set<std::string> texts;  // source + text already added (a plugin loaded again)
+    std::map<std::string, std::shared_ptr<const std::vector<TestVector>>, std::less<>> sets;
+    struct Text {
+        int refs = 0;
+        std::vector<std::string> names;
+    };
+    std::map<std::string, Text> texts;  // source + '\n' + text
 };
 Added& added() {
     static Added a;
@@ -166,12 +175,20 @@ Added& added() {
 
 const std::vector<TestVector>& builtin_vectors(std::string_view generic_name) {
     static const std::vector<TestVector> none;
-    const Index& idx = index();
-    if (auto it = idx.find(generic_name); it != idx.end()) return it->second;
+    if (auto it = index().find(generic_name); it != index().end()) return it->second;
     Added& a = added();
     std::lock_guard lk(a.mu);
     auto it = a.sets.find(generic_name);
     return it == a.sets.end() ? none : *it->second;
+}
+
+std::shared_ptr<const std::vector<TestVector>> find_vectors(std::string_view generic_name) {
+    if (auto it = index().find(generic_name); it != index().end())
+        return {std::shared_ptr<void>(), &it->second};  // static: no owner needed
+    Added& a = added();
+    std::lock_guard lk(a.mu);
+    auto it = a.sets.find(generic_name);
+    return it == a.sets.end() ? nullptr : it->second;
 }
 
 Result<void> add_vectors(std::string_view text, std::string_view source) {
@@ -180,15 +197,34 @@ Result<void> add_vectors(std::string_view text, std::string_view source) {
     Added& a = added();
     std::lock_guard lk(a.mu);
     const std::string key = std::string(source) + '\n' + std::string(text);
-    if (a.texts.count(key)) return {};
-    for (const auto& s : *sets)
+    if (auto it = a.texts.find(key); it != a.texts.end()) {
+        ++it->second.refs;
+        return {};
+    }
+    std::map<std::string, std::vector<TestVector>> merged;  // a name may have several sections
+    for (auto& s : *sets) {
         if (index().count(s.name) || a.sets.count(s.name))
             return make_error(Status::Invalid, std::string(source) + ": vectors for '" + s.name +
                                                    "' already exist");
-    for (auto& s : *sets)
-        a.sets.emplace(s.name, std::make_unique<const std::vector<TestVector>>(std::move(s.vectors)));
-    a.texts.insert(key);
+        auto& m = merged[s.name];
+        for (auto& v : s.vectors) m.push_back(std::move(v));
+    }
+    Added::Text& t = a.texts[key];
+    t.refs = 1;
+    for (auto& [name, vecs] : merged) {
+        t.names.push_back(name);
+        a.sets.emplace(name, std::make_shared<const std::vector<TestVector>>(std::move(vecs)));
+    }
     return {};
+}
+
+void remove_vectors(std::string_view text, std::string_view source) {
+    Added& a = added();
+    std::lock_guard lk(a.mu);
+    auto it = a.texts.find(std::string(source) + '\n' + std::string(text));
+    if (it == a.texts.end() || --it->second.refs > 0) return;
+    for (const auto& n : it->second.names) a.sets.erase(n);
+    a.texts.erase(it);
 }
 
 }  // namespace blkcrypt

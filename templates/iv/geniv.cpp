@@ -258,6 +258,9 @@ Result<std::shared_ptr<Alg>> GenivTemplate::create(Registry& reg, const AlgName&
     info.module = module;
     info.ivsize = 8;  // LE64 of the first 512-byte sector
     info.needs_key = true;
+    // dm-crypt's key is key_count inner keys plus the mode's own bytes (tcw's
+    // seed and whitening, lmk's seed, elephant's sector key): no fixed range.
+    info.min_keysize = info.max_keysize = 0;
     auto alg = std::make_shared<GenivAlg>(info, *inner, std::move(*make));
     alg->spawns = std::move(spawns);
     return std::shared_ptr<Alg>(alg);

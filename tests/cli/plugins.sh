@@ -43,13 +43,22 @@ expect_exit 2 "$BLKCRYPT" crypt encrypt --table "aes-xts-offset64 $key 8" "$TMP/
 grep -q "offset64" "$TMP/stderr" || fail "missing IV mode not named: $(cat "$TMP/stderr")"
 
 # Broken plugins named by --plugin: one line each, exit 1 (asked for, so fatal).
-for f in broken_no_entry broken_bad_abi broken_dup_driver broken_bad_selftest broken_init_fails; do
+for f in broken_no_entry broken_bad_abi broken_dup_driver broken_bad_selftest broken_init_fails \
+         broken_vec_no_key broken_vec_short_iv; do
     expect_exit 1 "$BLKCRYPT" --plugin "$BROKEN/$f.so" hash --alg sha256 "$TMP/msg"
     expect_one_error_line
     grep -q "plugin '$BROKEN/$f.so' refused: " "$TMP/stderr" || fail "$f: $(cat "$TMP/stderr")"
 done
 expect_exit 1 "$BLKCRYPT" --plugin "$TMP/nonexistent.so" hash --alg sha256 "$TMP/msg"
 expect_one_error_line
+# A plugin from a directory refused for its malformed vectors is a warning and
+# leaves nothing behind: the same process then builds cmac(camellia) afresh.
+mkdir "$TMP/vecdir" && ln -s "$BROKEN/broken_vec_no_key.so" "$TMP/vecdir/"
+BLKCRYPT_PLUGIN_PATH="$TMP/vecdir" "$BLKCRYPT" hash --alg 'cmac(camellia)' \
+    --key 000102030405060708090a0b0c0d0e0f "$TMP/msg" >"$TMP/out" 2>"$TMP/stderr" ||
+    fail "cmac(camellia) after a refused plugin: $(cat "$TMP/stderr")"
+grep -q "malformed vector" "$TMP/stderr" || fail "vec_no_key: $(cat "$TMP/stderr")"
+[[ -s $TMP/out ]] || fail "no digest after the refused plugin"
 expect_exit 2 "$BLKCRYPT" list --plugin
 
 # The default directory of an installed layout: PREFIX/bin/blkcrypt loads the

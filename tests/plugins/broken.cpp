@@ -1,6 +1,8 @@
-// One source, five broken plugins (tests of the loader's refusals), chosen
+// One source, seven broken plugins (tests of the loader's refusals), chosen
 // by BROKEN_<kind>: no entry point, a wrong ABI version, a driver name that
-// already exists, a driver failing its own vectors, an init that fails.
+// already exists, a driver failing its own vectors, an init that fails, and
+// malformed vectors for built-in algorithms (a keyed hash without a key, an
+// AEAD IV shorter than ivsize).
 #include <blkcrypt/internal/alg.hpp>
 #include <blkcrypt/plugin.hpp>
 
@@ -56,6 +58,16 @@ int init(void* host_ptr) {
     host.add_vectors("[firstbytes]\nmsg = \"abcdef\"\ndigest = 61626364\n\nmsg = \"xyz\"\ndigest = 78797a00ff\n",
                      "broken.cpp");
     host.add_alg(std::make_shared<FirstBytesAlg>("firstbytes-broken"));
+#elif defined(BROKEN_vec_no_key)
+    // A keyed hash's vector without its key: the raw transform was never keyed.
+    host.add_vectors("[cmac(camellia)]\nmsg = \"abc\"\ndigest = 00112233445566778899aabbccddeeff\n",
+                     "broken_vec_no_key.cpp");
+#elif defined(BROKEN_vec_short_iv)
+    // An ESP IV of 1 byte where rfc4309 reads 8.
+    host.add_vectors("[rfc4309(ccm(camellia))]\nkey = 000102030405060708090a0b0c0d0e0f010203\niv = 01\n"
+                     "assoc = 00000000000000000000000000000000\nptext = 00\n"
+                     "ctext = 0000000000000000000000000000000000\n",
+                     "broken_vec_short_iv.cpp");
 #elif defined(BROKEN_init_fails)
     host.fail("this plugin needs hardware that is not here");
     return 1;

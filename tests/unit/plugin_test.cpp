@@ -6,6 +6,7 @@
 #include <blkcrypt/dm/bio.hpp>
 #include <blkcrypt/dm/crypt_target.hpp>
 #include <blkcrypt/dm/table.hpp>
+#include <blkcrypt/internal/testvec.hpp>
 #include <blkcrypt/plugin.hpp>
 #include <blkcrypt/registry.hpp>
 #include <blkcrypt/shash.hpp>
@@ -73,6 +74,12 @@ Buf random_buf(std::size_t n, unsigned seed) {
     Buf b(n);
     for (auto& x : b) x = static_cast<uint8_t>(rng());
     return b;
+}
+
+// Whether the vectors a broken_vec_* plugin adds are still known.
+bool builtin_vectors_exist(const std::string& file) {
+    const char* name = file == "broken_vec_no_key.so" ? "cmac(camellia)" : "rfc4309(ccm(camellia))";
+    return !builtin_vectors(name).empty();
 }
 
 bool still_mapped(const std::string& path) {
@@ -193,6 +200,8 @@ TEST_CASE("broken plugins are refused with a reason and leave nothing behind", "
         {"broken_dup_driver.so", "driver name 'sha256-cryptopp' is already registered"},
         {"broken_bad_selftest.so", "self-test of 'firstbytes-broken' failed"},
         {"broken_init_fails.so", "needs hardware that is not here"},
+        {"broken_vec_no_key.so", "broken_vec_no_key.cpp:2: malformed vector: no key, but 'cmac(camellia-"},
+        {"broken_vec_short_iv.so", "broken_vec_short_iv.cpp:2: malformed vector: IV of 1 bytes, ivsize is 8"},
     };
     for (const auto& [file, why] : cases) {
         INFO(file);
@@ -208,6 +217,50 @@ TEST_CASE("broken plugins are refused with a reason and leave nothing behind", "
     REQUIRE(load_plugin(reg, kPlugins + "/sm3.so").ok());
     CHECK_THAT(load_plugin(reg, kPlugins + "/sm3.so").error().message, Catch::Contains("already loaded"));
     auto errors = load_plugin_dirs(reg, kBroken + ":" + kPlugins);
-    CHECK(errors.size() == 6);  // five broken + sm3 again
+    CHECK(errors.size() == 8);  // seven broken + sm3 again
     CHECK(loaded_plugins(reg).size() == 2);  // sm3, offset64
+}
+
+TEST_CASE("a plugin refused for malformed vectors leaves no instance and no vector behind", "[plugin]") {
+    Registry reg;
+    register_defaults(reg);
+    const std::size_t before = reg.list().size();
+    for (const char* file : {"broken_vec_short_iv.so", "broken_vec_no_key.so"}) {
+        INFO(file);
+        REQUIRE_FALSE(load_plugin(reg, kBroken + "/" + file).ok());
+        // The instances its self-tests built (rfc4309(ccm(camellia-...)), ccm(...)) are gone.
+        CHECK(reg.list().size() == before);
+        CHECK_FALSE(builtin_vectors_exist(file));
+    }
+    // Built again from scratch, with no vectors: usable, not "already registered".
+    auto aead = reg.describe("rfc4309(ccm(camellia))");
+    if (!aead) FAIL(aead.error().message);
+    CHECK(aead->driver == "rfc4309(ccm(camellia-cryptopp))");
+    auto mac = Shash::alloc(reg, "cmac(camellia)");
+    if (!mac) FAIL(mac.error().message);
+    // A second refusal still reports the malformed vector, not a name clash.
+    Registry reg2;
+    register_defaults(reg2);
+    auto r = load_plugin(reg2, kBroken + "/broken_vec_short_iv.so");
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.error().message, Catch::Contains("malformed vector"));
+}
+
+TEST_CASE("unloading a plugin removes its vectors", "[plugin]") {
+    Registry reg;
+    register_defaults(reg);
+    REQUIRE(load_plugin(reg, kPlugins + "/sm3.so").ok());
+    CHECK_FALSE(builtin_vectors("sm3").empty());
+    // A second registry holding the same plugin keeps the vectors alive.
+    {
+        Registry other;
+        register_defaults(other);
+        REQUIRE(load_plugin(other, kPlugins + "/sm3.so").ok());
+        REQUIRE(unload_plugin(other, "sm3").ok());
+        CHECK_FALSE(builtin_vectors("sm3").empty());
+    }
+    REQUIRE(unload_plugin(reg, "sm3").ok());
+    CHECK(builtin_vectors("sm3").empty());
+    REQUIRE(load_plugin(reg, kPlugins + "/sm3.so").ok());  // and back, with its vectors
+    CHECK_FALSE(builtin_vectors("sm3").empty());
 }

@@ -174,7 +174,7 @@ struct FsverityBuilder::Impl {
         if (data.size() > file_size - fed)
             return invalid("more data than the declared file size " + std::to_string(file_size));
         fed += data.size();
-        if (partial_len > 0) {
+        if (partial_len > 0 && !data.empty()) {  // an empty span may be null: no memcpy
             const std::size_t take = std::min(bs - partial_len, data.size());
             std::memcpy(&partial[partial_len], data.data(), take);
             partial_len += take;

@@ -47,6 +47,9 @@ Result<TreeGeometry> compute_geometry(const VerityParams& p, uint32_t digest_siz
     if (digest_size == 0 || digest_size > p.hash_block_size / 2)
         return invalid("a " + std::to_string(digest_size) + "-byte digest does not fit twice in a " +
                        std::to_string(p.hash_block_size) + "-byte hash block");
+    // As the kernel's verity_ctr: no block number or byte size of the hash
+    // device may wrap (a wrapped size would pass for a small device).
+    if (p.hash_offset > UINT64_MAX - 512 - p.hash_block_size) return invalid("hash offset overflows");
     TreeGeometry g;
     g.digest_size = digest_size;
     g.slot_size = p.hash_type == 1 ? std::bit_ceil(digest_size) : digest_size;
@@ -70,8 +73,10 @@ Result<TreeGeometry> compute_geometry(const VerityParams& p, uint32_t digest_siz
     uint64_t next = g.hash_start_block;
     for (unsigned i = levels; i-- > 0;) {
         g.level_start[i] = next;
+        if (g.level_blocks[i] > UINT64_MAX - next) return invalid("hash device offset overflows");
         next += g.level_blocks[i];
     }
+    if (next > UINT64_MAX / p.hash_block_size) return invalid("hash device size overflows");
     return g;
 }
 

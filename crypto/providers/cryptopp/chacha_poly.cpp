@@ -82,7 +82,7 @@ public:
     void update(ConstBytes data) override {
         if (nkey_ < kPolyKey) {  // still collecting the one-time key
             const std::size_t n = std::min(kPolyKey - nkey_, data.size());
-            std::memcpy(key_.data() + nkey_, data.data(), n);
+            if (n) std::memcpy(key_.data() + nkey_, data.data(), n);  // an empty span may be null
             nkey_ += n;
             data = data.subspan(n);
             if (nkey_ < kPolyKey) return;

@@ -16,15 +16,19 @@
 //   shash, ahash:     key, msg, digest, repeat (msg is repeated this many times)
 #pragma once
 
+#include <blkcrypt/registry.hpp>
 #include <blkcrypt/status.hpp>
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace blkcrypt {
+
+class Alg;
 
 struct TestVector {
     std::string where;  // "aes.vec:12"
@@ -44,12 +48,23 @@ struct VectorSet {
 Result<std::vector<VectorSet>> parse_vector_file(std::string_view text, std::string_view file);
 
 // The vectors for this generic name: compiled into the library, or added
-// with add_vectors (empty if none).
+// with add_vectors (empty if none). A reference to added vectors is valid
+// until they are removed; find_vectors shares ownership instead.
 const std::vector<TestVector>& builtin_vectors(std::string_view generic_name);
+std::shared_ptr<const std::vector<TestVector>> find_vectors(std::string_view generic_name);
 
 // Adds vectors at run time (a plugin's own), in the format above. Refused
-// for a name that already has vectors. Process-wide; never removed.
+// for a name that already has vectors. Process-wide; the same text from the
+// same source may be added again (one more reference).
 Result<void> add_vectors(std::string_view text, std::string_view source);
+// Drops one reference taken by add_vectors; the last one removes the sets
+// (their plugin was refused or unloaded).
+void remove_vectors(std::string_view text, std::string_view source);
+
+// Runs vectors through alg as the registry's self-test does (each checked
+// against alg's sizes first); the first failure names its vector. For tests
+// and the .vec fuzz harness.
+SelftestOutcome run_test_vectors(const Alg& alg, const std::vector<TestVector>& vecs, bool full);
 
 // Parse errors in the compiled-in files (a file that does not parse is
 // skipped by builtin_vectors; the test suite asserts this list is empty).
