@@ -17,6 +17,10 @@ constexpr std::size_t kChunkBytes = 4u << 20;
 // How far ahead of the hashing position the page cache is asked to be
 // filled: several chunks, so the disk always has requests queued.
 constexpr uint64_t kReadAheadBytes = 32u << 20;
+// The kernel caps one WILLNEED request at the device's readahead or I/O size
+// (often 128 KiB to 8 MiB) and drops the rest, so the window is asked for in
+// pieces no larger than the smallest usual cap.
+constexpr uint64_t kAdvicePiece = 128u << 10;
 
 Error read_error(uint64_t offset, std::size_t len) {
     return make_error(Status::IoError, "cannot read " + std::to_string(len) + " bytes at offset " +
@@ -66,7 +70,8 @@ Result<void> hash_blocks(ParallelHasher& pool, dm::BackingStore& store, uint64_t
         const uint64_t at = offset + first * bs;
         if (in_place) {
             const uint64_t want = std::min<uint64_t>(offset + nblocks * bs, at + len + kReadAheadBytes);
-            if (want > ahead) advise(map, ahead, want - ahead, MADV_WILLNEED), ahead = want;
+            for (; ahead < want; ahead += kAdvicePiece)
+                advise(map, ahead, std::min(kAdvicePiece, want - ahead), MADV_WILLNEED);
             advise(map, at, len, MADV_POPULATE_READ);
             return map.data() + at;
         }
