@@ -138,7 +138,7 @@ def cold_comparison(work, data):
 def main():
     cold = "--cold" in sys.argv[1:]
     ensure_peers()
-    for f in (BLKCRYPT, BENCH):
+    for f in (BLKCRYPT,) if cold else (BLKCRYPT, BENCH):
         if not os.access(f, os.X_OK):
             sys.exit(f"no {f}: build first (scripts/build.sh) or set BUILD")
     work = os.environ.get("WORKDIR") or tempfile.mkdtemp(prefix="blkcrypt-cmp-")
