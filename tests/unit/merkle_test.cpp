@@ -7,6 +7,7 @@
 
 #include <blkcrypt/dm/backing_store.hpp>
 #include <blkcrypt/registry.hpp>
+#include <blkcrypt/verity/fsverity.hpp>
 
 #include <catch2/catch.hpp>
 #include <openssl/sha.h>
@@ -204,4 +205,25 @@ TEST_CASE("hash_blocks: a mapped file is read ahead of the hashing", "[merkle]")
     ::close(fd);
     ::unlink(name);
     if (!evicted) WARN("the page cache kept the file: readahead not observable here");
+}
+
+TEST_CASE("fs-verity through the shared reader: a file that grows is an error", "[merkle][mapped]") {
+    char name[] = "/var/tmp/blkcrypt-merkle-XXXXXX";
+    const int fd = ::mkstemp(name);
+    REQUIRE(fd >= 0);
+    std::vector<uint8_t> buf(12u << 20, 0x33);
+    REQUIRE(::write(fd, buf.data(), buf.size()) == static_cast<ssize_t>(buf.size()));
+    FsverityParams p;
+    p.threads = 1;
+    bool grown = false;
+    // The first full tree block comes after the first chunk's leaves.
+    auto d = fsverity_compute_fd(testutil::registry(), p, fd, [&](uint64_t, ConstBytes) -> Result<void> {
+        if (!grown) grown = ::ftruncate(fd, static_cast<off_t>(buf.size() + 4096)) == 0;
+        return {};
+    });
+    ::close(fd);
+    ::unlink(name);
+    REQUIRE(grown);
+    REQUIRE_FALSE(d.ok());
+    CHECK_THAT(d.error().message, Catch::Contains("grew"));
 }

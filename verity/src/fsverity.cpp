@@ -1,7 +1,7 @@
 // fs-verity Merkle tree, descriptor and file digest (see fsverity.hpp and
 // docs/fsverity.md). Leaves are hashed a chunk at a time, possibly on several
-// threads; each tree level keeps one partial block, written to the sink at its
-// final root-first offset as soon as it is full.
+// threads; the tree is dm-verity's MerkleBuilder with fs-verity's layout, each
+// finished block written to the sink at its final root-first offset.
 #include <blkcrypt/verity/fsverity.hpp>
 
 #include "block_stream.hpp"
@@ -114,7 +114,8 @@ struct FsverityBuilder::Impl {
               return sink ? sink(level_offset[level] + index * bs, block) : Result<void>{};
           }) {}
 
-    // fs-verity packs the digests and stores the levels root-first.
+    // fs-verity packs the digests and stores the levels root-first. Called
+    // while `tree` is initialised: it fills the members declared before it.
     MerkleLayout layout(uint64_t size) {
         MerkleLayout m{bs, ds, ds, bs / ds, level_blocks(size, static_cast<uint32_t>(bs), ds)};
         level_offset.resize(m.level_blocks.size());
