@@ -12,6 +12,12 @@ same generated data (page cache warm), printing the ratio for each target:
                                             vs the same provider called directly       >= 0.9x
   peak RSS of every blkcrypt command                                                    < 64 MiB
 
+With --cold, only the cold-cache comparison runs: before each run the page
+cache is dropped (sync; echo 3 > /proc/sys/vm/drop_caches: root only), and
+cold `verity format` and `fsverity digest` stand beside cold `cat FILE`, the
+same command warm, and the peers cold; target: cold <= 1.15x max(cold cat,
+warm).
+
 Each command runs REPEAT times and the best wall time counts; both tools must
 produce the same root hash / digest. Environment: SIZE_MIB (default 1024),
 REPEAT (default 3), BUILD (default build: cli/blkcrypt and bench/blkcrypt_bench),
@@ -47,17 +53,27 @@ def ensure_peers():
                        check=True, stdout=subprocess.DEVNULL, env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
 
 
-def run(cmd):
-    """Best wall time over REPEAT runs, and the last stdout."""
+def drop_caches():
+    subprocess.run(["sync"], check=True)
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
+def run(cmd, cold=False, keep_stdout=True):
+    """Best wall time over REPEAT runs (each after dropping the page cache if
+    cold), and the last stdout."""
     best, out = None, ""
     for _ in range(REPEAT):
+        if cold:
+            drop_caches()
         start = time.perf_counter()
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE if keep_stdout else subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
         elapsed = time.perf_counter() - start
         if proc.returncode != 0:
             sys.exit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr.decode()}")
         best = elapsed if best is None else min(best, elapsed)
-        out = proc.stdout.decode()
+        out = proc.stdout.decode() if keep_stdout else ""
     return best, out
 
 
@@ -92,9 +108,37 @@ def openssl_speed_xts_4k():
     return float(m.group(1)) * 1000 / (1 << 20)  # MiB/s
 
 
+def cold_comparison(work, data):
+    """Cold-cache figures beside cold cat, the same command warm and the peers cold."""
+    if os.geteuid() != 0:
+        sys.exit("--cold drops the page cache: run as root")
+    t_cat, _ = run(["cat", data], cold=True, keep_stdout=False)
+    h = os.path.join(work, "h.bc")
+    fmt = ["--salt", SALT, "--uuid", UUID]
+    cases = [("verity format", [BLKCRYPT, "verity", "format", data, h] + fmt,
+              ["veritysetup", "format", data, h] + fmt),
+             ("fsverity digest", [BLKCRYPT, "fsverity", "digest", data], ["fsverity", "digest", data])]
+    rows = []
+    for name, ours, peer in cases:
+        t_cold, out_cold = run(ours, cold=True)
+        t_warm, out_warm = run(ours)
+        t_peer, out_peer = run(peer, cold=True)
+        if out_cold != out_warm:
+            sys.exit(f"{name}: cold and warm runs disagree")
+        rows.append((name, t_cold, t_warm, t_peer))
+    print(f"\ncold cat {data}: {t_cat:.3f} s ({SIZE_MIB / t_cat:.0f} MiB/s)")
+    print(f"{'operation':18} {'cold':>8} {'warm':>8} {'peer cold':>10} {'cold/max(cat,warm)':>19} "
+          f"{'target':>7}  met")
+    for name, cold, warm, peer in rows:
+        ratio = cold / max(t_cat, warm)
+        print(f"{name:18} {cold:7.3f}s {warm:7.3f}s {peer:9.3f}s {ratio:18.2f}x {'<=1.15x':>7}  "
+              f"{'yes' if ratio <= 1.15 else 'NO'}")
+
+
 def main():
+    cold = "--cold" in sys.argv[1:]
     ensure_peers()
-    for f in (BLKCRYPT, BENCH):
+    for f in (BLKCRYPT,) if cold else (BLKCRYPT, BENCH):
         if not os.access(f, os.X_OK):
             sys.exit(f"no {f}: build first (scripts/build.sh) or set BUILD")
     work = os.environ.get("WORKDIR") or tempfile.mkdtemp(prefix="blkcrypt-cmp-")
@@ -110,6 +154,9 @@ def main():
         cpu = open("/proc/cpuinfo").read().split("model name")[1].split(":")[1].splitlines()[0].strip()
         print(f"# {SIZE_MIB} MiB random data, best of {REPEAT}; {os.cpu_count()} CPUs ({cpu}); "
               f"load {open('/proc/loadavg').read().split()[0]}")
+        if cold:
+            cold_comparison(work, data)
+            return
 
         # --- dm-verity
         h1, h2 = os.path.join(work, "h.vs"), os.path.join(work, "h.bc")

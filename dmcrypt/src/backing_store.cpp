@@ -142,6 +142,10 @@ Result<std::shared_ptr<BackingStore>> open_file_store(const std::string& path, b
     return std::shared_ptr<BackingStore>(std::make_shared<FileStore>(fd, size, writable, S_ISREG(st.st_mode), path));
 }
 
+std::shared_ptr<BackingStore> adopt_file_store(int fd, uint64_t size, std::string name) {
+    return std::make_shared<FileStore>(fd, size, false, true, std::move(name));
+}
+
 Status MemoryStore::read(uint64_t offset, Bytes out) {
     if (!fits(offset, out.size(), data_.size())) return Status::IoError;
     if (!out.empty()) std::memcpy(out.data(), data_.data() + offset, out.size());

@@ -262,6 +262,31 @@ TEST_CASE("verity and fs-verity hash on the caller when no thread starts", "[thr
     }
 }
 
+TEST_CASE("verity: one pool of threads per run, whatever the number of tree levels", "[threads][merkle]") {
+    REQUIRE_INTERPOSER();
+    Registry& reg = testutil::registry();
+    verity::VerityParams vp;
+    vp.data_block_size = vp.hash_block_size = 512;  // 16 digests a block: 3 levels
+    vp.data_blocks = 300;
+    auto g = verity::plan_tree(reg, vp);
+    REQUIRE(g.ok());
+    REQUIRE(g->levels() == 3);
+    dm::MemoryStore data(300 * 512), hash(static_cast<std::size_t>(g->hash_device_size(vp)));
+    for (std::size_t i = 0; i < data.data().size(); ++i) data.data()[i] = static_cast<uint8_t>(i * 7);
+    verity::TreeOptions o;
+    o.threads = 2;
+    constexpr long kMany = 1000;
+    auto started = [&] { return kMany - g_threads_left.load(); };
+    ThreadLimit l(kMany);
+    auto r = verity::format_tree(reg, vp, data, hash, o);
+    REQUIRE(r.ok());
+    CHECK(started() == 2);
+    auto v = verity::verify_tree(reg, vp, r->root_hash, data, hash, o);
+    REQUIRE(v.ok());
+    CHECK(v->ok());
+    CHECK(started() == 4);  // the data and three levels on the same two threads
+}
+
 TEST_CASE("cryptd: a queue without threads refuses jobs; with one it runs them", "[threads][cryptd]") {
     REQUIRE_INTERPOSER();
     {

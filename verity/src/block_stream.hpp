@@ -1,22 +1,31 @@
-// Streams a run of equal-sized blocks from a store and hashes them: each
-// chunk is hashed on the pool while the next one is read, and the chunk's
-// digests go to a sink in block order. Memory: two chunks of a few MiB.
+// The one reader of the verity engines: streams a run of blocks from a store
+// and hashes them on the caller's ParallelHasher. Each chunk is hashed while
+// the next one is read; a mapped file is hashed in place and read ahead (a
+// window of the page cache is requested ahead of the hashing position, the
+// next chunk's pages are mapped before the workers reach them), so a file
+// that is not cached is hashed as fast as the disk delivers it. A mapped file
+// truncated meanwhile reads as zeros (MappedFile, through the store) and is
+// reported, never trusted. Memory: a few chunks of a few MiB.
 #pragma once
 
 #include <blkcrypt/dm/backing_store.hpp>
 #include <blkcrypt/verity/block_hasher.hpp>
-#include <blkcrypt/verity/tree.hpp>
+
+#include "parallel_hasher.hpp"
 
 #include <functional>
-#include <memory>
 
 namespace blkcrypt::verity {
 
 // digests holds count * digest_size bytes for blocks [first, first+count).
 using DigestSink = std::function<Result<void>(uint64_t first, uint64_t count, ConstBytes digests)>;
+// After each chunk: bytes hashed so far and the total; false stops the run
+// ("interrupted").
+using ProgressFn = std::function<bool(uint64_t done, uint64_t total)>;
 
-Result<void> hash_blocks(const std::shared_ptr<BlockHasher>& hasher, dm::BackingStore& store, uint64_t offset,
-                         uint32_t block_size, uint64_t nblocks, const TreeOptions& opts,
-                         const DigestSink& sink);
+// Hashes the `length` bytes at `offset` of `store` as blocks of bs bytes; a
+// short last block is zero-padded. IoError when the store changes size.
+Result<void> hash_blocks(ParallelHasher& pool, dm::BackingStore& store, uint64_t offset, uint32_t bs,
+                         uint64_t length, const ProgressFn& progress, const DigestSink& sink);
 
 }  // namespace blkcrypt::verity

@@ -1,19 +1,18 @@
 // fs-verity Merkle tree, descriptor and file digest (see fsverity.hpp and
 // docs/fsverity.md). Leaves are hashed a chunk at a time, possibly on several
-// threads; each tree level keeps one partial block, written to the sink at its
-// final root-first offset as soon as it is full.
+// threads; the tree is dm-verity's MerkleBuilder with fs-verity's layout, each
+// finished block written to the sink at its final root-first offset.
 #include <blkcrypt/verity/fsverity.hpp>
 
+#include "block_stream.hpp"
+#include "merkle_builder.hpp"
 #include "parallel_hasher.hpp"
 
-#include <blkcrypt/internal/mapped_file.hpp>
 #include <blkcrypt/registry.hpp>
 #include <blkcrypt/shash.hpp>
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
@@ -91,14 +90,6 @@ std::vector<uint8_t> fsverity_formatted_digest(const FsverityDigest& d) {
 }
 
 struct FsverityBuilder::Impl {
-    struct Level {
-        uint64_t offset = 0;  // byte offset of the level in the root-first tree
-        uint64_t blocks = 0;  // how many blocks it will have
-        uint64_t next = 0;    // index of the block being filled
-        std::vector<uint8_t> buf;
-        std::size_t fill = 0;
-    };
-
     const FsverityHashAlg* alg;
     Shash shash;
     std::unique_ptr<ParallelHasher> leaves;
@@ -106,68 +97,43 @@ struct FsverityBuilder::Impl {
     uint64_t file_size;
     FsverityTreeSink sink;
     std::size_t bs, ds;
-    std::vector<Level> levels;
+    std::vector<uint64_t> level_offset;  // byte offset of each level in the root-first tree
+    uint64_t tree_size = 0;
+    MerkleBuilder tree;
     std::vector<uint8_t> partial;  // a leaf block split across update() calls
     std::size_t partial_len = 0;
     std::vector<uint8_t> digests;  // leaf digests of one chunk
     uint64_t fed = 0;
-    std::vector<uint8_t> root;
     bool failed = false;
 
     Impl(const FsverityHashAlg* a, Shash h, std::unique_ptr<ParallelHasher> l, const FsverityParams& p,
          uint64_t size, FsverityTreeSink s)
         : alg(a), shash(std::move(h)), leaves(std::move(l)), params(p), file_size(size),
-          sink(std::move(s)), bs(p.block_size), ds(a->digest_size), root(ds, 0) {
-        const auto counts = level_blocks(size, p.block_size, ds);
-        levels.resize(counts.size());
-        uint64_t offset = 0;
-        for (std::size_t i = counts.size(); i-- > 0;) {
-            levels[i].offset = offset;
-            levels[i].blocks = counts[i];
-            offset += counts[i] * bs;
+          sink(std::move(s)), bs(p.block_size), ds(a->digest_size),
+          tree(layout(size), leaves->own_context(), [this](std::size_t level, uint64_t index, ConstBytes block) {
+              return sink ? sink(level_offset[level] + index * bs, block) : Result<void>{};
+          }) {}
+
+    // fs-verity packs the digests and stores the levels root-first. Called
+    // while `tree` is initialised: it fills the members declared before it.
+    MerkleLayout layout(uint64_t size) {
+        MerkleLayout m{bs, ds, ds, bs / ds, level_blocks(size, static_cast<uint32_t>(bs), ds)};
+        level_offset.resize(m.level_blocks.size());
+        for (std::size_t i = m.level_blocks.size(); i-- > 0;) {
+            level_offset[i] = tree_size;
+            tree_size += m.level_blocks[i] * bs;
         }
+        return m;
     }
 
     std::size_t chunk_blocks() const { return std::max<std::size_t>(1, kChunk / bs); }
-
-    Result<void> push(std::size_t li, const uint8_t* digest) {
-        if (li == levels.size()) {  // the top: this is the root hash
-            std::copy(digest, digest + ds, root.begin());
-            return {};
-        }
-        Level& l = levels[li];
-        if (l.buf.empty()) l.buf.assign(bs, 0);
-        std::memcpy(&l.buf[l.fill], digest, ds);
-        l.fill += ds;
-        if (l.fill + ds > bs) return flush(li);
-        return {};
-    }
-
-    // Hashes and emits the level's current block (zero-padded), then passes
-    // its digest up.
-    Result<void> flush(std::size_t li) {
-        Level& l = levels[li];
-        std::fill(l.buf.begin() + static_cast<std::ptrdiff_t>(l.fill), l.buf.end(), 0);
-        uint8_t d[kFsverityMaxDigestSize];
-        const Status s = leaves->own_context().hash_one(l.buf, {d, ds});
-        if (s != Status::Ok) return make_error(s, std::string("fs-verity: hashing failed: ") + to_string(s));
-        if (l.next >= l.blocks) return make_error(Status::Invalid, "fs-verity: tree level overflow");
-        if (sink) {
-            if (auto r = sink(l.offset + l.next * bs, l.buf); !r) return r;
-        }
-        ++l.next;
-        l.fill = 0;
-        return push(li + 1, d);
-    }
 
     Result<void> hash_leaves(ConstBytes blocks) {
         const std::size_t n = blocks.size() / bs;
         digests.resize(n * ds);
         const Status s = leaves->hash(blocks, bs, digests);
         if (s != Status::Ok) return make_error(s, std::string("fs-verity: hashing failed: ") + to_string(s));
-        for (std::size_t i = 0; i < n; ++i)
-            if (auto r = push(0, &digests[i * ds]); !r) return r;
-        return {};
+        return tree.add_leaf_digests(digests);
     }
 
     Result<void> update(ConstBytes data) {
@@ -206,11 +172,10 @@ struct FsverityBuilder::Impl {
             partial_len = 0;
             if (auto r = hash_leaves(partial); !r) return r.error();
         }
-        for (std::size_t i = 0; i < levels.size(); ++i)
-            if (levels[i].fill > 0)
-                if (auto r = flush(i); !r) return r.error();
-        for (const Level& l : levels)
-            if (l.next != l.blocks) return make_error(Status::Invalid, "fs-verity: incomplete tree level");
+        auto top = tree.finish();
+        if (!top) return top.error();
+        std::vector<uint8_t> root = std::move(*top);
+        root.resize(ds);  // an empty file: all zero
 
         FsverityDigest out;
         out.alg = alg;
@@ -226,7 +191,7 @@ struct FsverityBuilder::Impl {
         out.digest.resize(ds);
         const Status s = shash.digest(out.descriptor, out.digest);
         if (s != Status::Ok) return make_error(s, std::string("fs-verity: hashing failed: ") + to_string(s));
-        for (const Level& l : levels) out.tree_size += l.blocks * bs;
+        out.tree_size = tree_size;
         return out;
     }
 };
@@ -289,32 +254,14 @@ Result<FsverityDigest> fsverity_compute(Registry& reg, const FsverityParams& p, 
 
 namespace {
 
-Result<void> pread_exact(int fd, Bytes buf, uint64_t offset) {
-    for (std::size_t got = 0; got < buf.size();) {
-        const ssize_t n = ::pread(fd, buf.data() + got, buf.size() - got, static_cast<off_t>(offset + got));
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return make_error(Status::IoError, std::string("fs-verity: read: ") + std::strerror(errno));
-        if (n == 0) return make_error(Status::IoError, "fs-verity: the file shrank while being read");
-        got += static_cast<std::size_t>(n);
-    }
-    return {};
-}
-
-}  // namespace
-
-namespace {
-// The digest, unless the file grew while it was read (then it would be wrong).
-Result<FsverityDigest> finish_checked(FsverityBuilder& b, int fd, uint64_t size) {
-    auto d = b.finish();
-    if (!d) return d;
-    uint8_t extra;
-    if (::pread(fd, &extra, 1, static_cast<off_t>(size)) > 0)
-        return make_error(Status::IoError, "fs-verity: the file grew while being read");
+// What a store that changed size means here, in this API's words.
+Error size_changed(int fd, uint64_t size) {
     struct stat st {};
-    if (::fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_size) < size)
-        return make_error(Status::IoError, "fs-verity: the file shrank while being read");
-    return d;
+    if (::fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_size) > size)
+        return make_error(Status::IoError, "fs-verity: the file grew while being read");
+    return make_error(Status::IoError, "fs-verity: the file shrank while being read");
 }
+
 }  // namespace
 
 Result<FsverityDigest> fsverity_compute_fd(Registry& reg, const FsverityParams& p, int fd,
@@ -327,52 +274,18 @@ Result<FsverityDigest> fsverity_compute_fd(Registry& reg, const FsverityParams& 
     const auto size = static_cast<uint64_t>(st.st_size);
     auto b = FsverityBuilder::create(reg, p, size, std::move(sink));
     if (!b) return b.error();
-    ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);  // advice only; failure is harmless
-
-    const auto chunk = static_cast<std::size_t>(std::min<uint64_t>(b->preferred_chunk(), size));
-    // A mappable file is hashed in place, without copying it out of the page
-    // cache; each hashed chunk is dropped from our resident memory again.
-    // A file truncated meanwhile reads as zeros past its new end instead of
-    // killing us (MappedFile); that is checked after every chunk.
-    if (auto m = MappedFile::map(fd, size)) {
-        const uint8_t* base = m->bytes().data();
-        for (uint64_t off = 0; off < size; off += chunk) {
-            const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(chunk, size - off));
-            auto r = b->update({base + off, n});
-            m->release(off, n);
-            if (m->truncated()) return make_error(Status::IoError, "fs-verity: the file shrank while being read");
-            if (!r) return r.error();
-            if (p.progress && !p.progress(off + n, size)) return make_error(Status::IoError, "interrupted");
-        }
-        m.reset();
-        return finish_checked(*b, fd, size);
-    }
-    // Otherwise two buffers: the next chunk is read on another thread while
-    // this one is hashed, so I/O and hashing overlap.
-    std::vector<uint8_t> bufs[2] = {std::vector<uint8_t>(chunk), std::vector<uint8_t>(chunk)};
-    auto len_at = [&](uint64_t off) { return static_cast<std::size_t>(std::min<uint64_t>(chunk, size - off)); };
-    if (auto r = pread_exact(fd, {bufs[0].data(), len_at(0)}, 0); !r) return r.error();
-    for (uint64_t off = 0, cur = 0; off < size; cur ^= 1) {
-        const std::size_t n = len_at(off);
-        const uint64_t next = off + n;
-        Bytes next_buf(bufs[cur ^ 1].data(), len_at(next));
-        Result<void> read_result;
-        std::thread reader;
-        if (!next_buf.empty()) {
-            try {
-                reader = std::thread([&] { read_result = pread_exact(fd, next_buf, next); });
-            } catch (const std::exception&) {
-                read_result = pread_exact(fd, next_buf, next);  // no thread: read in turn
-            }
-        }
-        auto hashed = b->update({bufs[cur].data(), n});
-        if (reader.joinable()) reader.join();
-        if (!hashed) return hashed.error();
-        if (!read_result) return read_result.error();
-        off = next;
-        if (p.progress && !p.progress(off, size)) return make_error(Status::IoError, "interrupted");
-    }
-    return finish_checked(*b, fd, size);
+    // The same reader as dm-verity's (readahead, in-place hashing of the
+    // mapping, a file truncated meanwhile reads zeros and is reported); the
+    // leaf digests go straight into the builder's tree.
+    const int own = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (own < 0) return make_error(Status::IoError, std::string("fs-verity: dup: ") + std::strerror(errno));
+    auto store = dm::adopt_file_store(own, size, "");
+    FsverityBuilder::Impl& impl = *b->impl_;
+    auto r = hash_blocks(*impl.leaves, *store, 0, p.block_size, size, p.progress,
+                         [&](uint64_t, uint64_t, ConstBytes digests) { return impl.tree.add_leaf_digests(digests); });
+    if (!r) return store->changed() ? size_changed(fd, size) : r.error();
+    impl.fed = size;
+    return b->finish();
 }
 
 }  // namespace blkcrypt::verity

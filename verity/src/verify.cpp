@@ -81,16 +81,18 @@ Result<VerifyReport> verify_tree(Registry& reg, const VerityParams& params, Cons
                                                " bytes; " + params.hash_name + " digests have " +
                                                std::to_string(g.digest_size));
     Checker checker(params, g, hash, root_hash);
-    auto data_pass = hash_blocks(hasher, data, 0, params.data_block_size, params.data_blocks, opts,
+    // One pool for the data and every tree level.
+    auto pool = ParallelHasher::create(hasher, opts.threads);
+    if (!pool) return pool.error();
+    auto data_pass = hash_blocks(**pool, data, 0, params.data_block_size,
+                                 params.data_blocks * params.data_block_size, opts.progress,
                                  [&](uint64_t first, uint64_t n, ConstBytes d) {
                                      return checker.compare(0, first, n, d);
                                  });
     if (!data_pass) return data_pass.error();
-    TreeOptions quiet = opts;
-    quiet.progress = nullptr;
     for (unsigned lv = 0; lv < g.levels(); ++lv) {
-        auto pass = hash_blocks(hasher, hash, g.level_start[lv] * params.hash_block_size,
-                                params.hash_block_size, g.level_blocks[lv], quiet,
+        auto pass = hash_blocks(**pool, hash, g.level_start[lv] * params.hash_block_size,
+                                params.hash_block_size, g.level_blocks[lv] * params.hash_block_size, {},
                                 [&](uint64_t first, uint64_t n, ConstBytes d) {
                                     return checker.compare(lv + 1, first, n, d);
                                 });

@@ -44,6 +44,9 @@ public:
 // A file or block device opened for pread/pwrite (read-only unless writable;
 // writes to a read-only store fail). Its size is fixed at open.
 Result<std::shared_ptr<BackingStore>> open_file_store(const std::string& path, bool writable);
+// A regular file of `size` bytes already open for reading, read-only; the
+// store owns fd (pass a dup to keep yours).
+std::shared_ptr<BackingStore> adopt_file_store(int fd, uint64_t size, std::string name);
 
 // Memory, for tests and examples.
 class MemoryStore final : public BackingStore {

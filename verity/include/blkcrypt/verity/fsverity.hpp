@@ -90,6 +90,8 @@ public:
     struct Impl;
 
 private:
+    // It feeds the leaf digests from the shared block reader directly.
+    friend Result<FsverityDigest> fsverity_compute_fd(Registry&, const FsverityParams&, int, FsverityTreeSink);
     explicit FsverityBuilder(std::unique_ptr<Impl> impl);
     std::unique_ptr<Impl> impl_;
 };
