@@ -10,6 +10,7 @@
 // back to back, then drained.
 #include "bench_util.hpp"
 
+#include <blkcrypt/hex.hpp>
 #include <blkcrypt/dm/crypt_target.hpp>
 #include <blkcrypt/skcipher.hpp>
 
@@ -32,12 +33,7 @@ struct Spec {
 constexpr Spec kSpecs[] = {{"aes-xts-plain64", 64}, {"capi:xts-aes-openssl-plain64", 64}, {"aes-cbc-essiv:sha256", 32}};
 
 Result<dm::CryptTable> make_table(const Spec& s, std::size_t sector_size) {
-    static const char* hex = "0123456789abcdef";
-    std::string key;
-    for (uint8_t b : bench::key_bytes(s.keylen)) {
-        key += hex[b >> 4];
-        key += hex[b & 15];
-    }
+    const std::string key = hex_encode(bench::key_bytes(s.keylen));
     std::string args = std::string(s.cipher) + " " + key + " 0";
     if (sector_size != 512) args += " 1 sector_size:" + std::to_string(sector_size);
     return dm::parse_crypt_args(args);
