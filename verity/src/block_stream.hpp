@@ -3,7 +3,7 @@
 // digests go to a sink in block order. Memory: two chunks of a few MiB.
 #pragma once
 
-#include <blkcrypt/dm/backing_store.hpp>
+#include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/verity/block_hasher.hpp>
 #include <blkcrypt/verity/tree.hpp>
 

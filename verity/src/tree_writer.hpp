@@ -3,7 +3,7 @@
 // their place on the hash device. The top block's salted hash is the root.
 #pragma once
 
-#include <blkcrypt/dm/backing_store.hpp>
+#include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/verity/block_hasher.hpp>
 #include <blkcrypt/verity/params.hpp>
 

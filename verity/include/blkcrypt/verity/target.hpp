@@ -12,7 +12,7 @@
 // each data block only on its first read. Thread-safe.
 #pragma once
 
-#include <blkcrypt/dm/backing_store.hpp>
+#include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/verity/block_hasher.hpp>
 #include <blkcrypt/verity/table.hpp>
 #include <blkcrypt/verity/tree.hpp>
@@ -44,8 +44,8 @@ struct TargetStats {
 class VerityTarget {
 public:
     static Result<std::unique_ptr<VerityTarget>> create(Registry& reg, const VerityTable& table,
-                                                        std::shared_ptr<dm::BackingStore> data,
-                                                        std::shared_ptr<dm::BackingStore> hash,
+                                                        std::shared_ptr<BackingStore> data,
+                                                        std::shared_ptr<BackingStore> hash,
                                                         TargetOptions opts = {});
     ~VerityTarget();
 
