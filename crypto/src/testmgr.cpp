@@ -71,10 +71,6 @@ std::string hex(ConstBytes b) {
     return hex_encode(b.first(std::min<std::size_t>(b.size(), 32))) + (b.size() > 32 ? "..." : "");
 }
 
-struct Failure {
-    std::string msg;
-};
-
 std::string mismatch(const char* what, ConstBytes got, ConstBytes want) {
     return std::string(what) + " mismatch: got " + hex(got) + ", want " + hex(want);
 }
@@ -311,7 +307,7 @@ std::string run_one(const Alg& alg, const TestVector& v, bool full) {
 
 SelftestOutcome run_testmgr(const Alg& alg, bool full) {
     const std::string& name = alg.test_name.empty() ? alg.info().name : alg.test_name;
-    const auto& vecs = builtin_vectors(name);
+    const auto& vecs = vectors_for(name);
     if (vecs.empty()) return {SelftestState::NoVectors, "no vectors for '" + name + "'"};
     std::size_t ran = 0;
     for (const auto& v : vecs) {

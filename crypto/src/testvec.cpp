@@ -152,7 +152,7 @@ Added& added() {
 }
 }  // namespace
 
-const std::vector<TestVector>& builtin_vectors(std::string_view generic_name) {
+const std::vector<TestVector>& vectors_for(std::string_view generic_name) {
     static const std::vector<TestVector> none;
     const Index& idx = index();
     if (auto it = idx.find(generic_name); it != idx.end()) return it->second;

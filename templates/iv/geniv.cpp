@@ -10,7 +10,6 @@ namespace blkcrypt {
 
 namespace {
 
-constexpr std::size_t kMaxIv = 64;
 constexpr unsigned kMaxKeys = 1024;
 
 std::unique_ptr<SkcipherTfm> make_inner(const Alg& a) {
@@ -174,7 +173,7 @@ Status GenivTfm::crypt(SkcipherRequest& req, bool enc) const {
     if (inner_async_) return crypt_async(req, enc, start);
 
     const std::size_t ivlen = std::max<std::size_t>(inner_ivsize_, 8);
-    uint8_t ivbuf[kMaxIv];
+    uint8_t ivbuf[kGenivMaxIv];
     UnitSg src, dst;
     SgCursor src_at(req.src), dst_at(req.dst);
     Status st = Status::Ok;
@@ -203,7 +202,7 @@ struct GenivTfm::AsyncRun {
     struct Unit {
         GenivUnit u;
         UnitSg src, dst;
-        uint8_t iv[kMaxIv];
+        uint8_t iv[kGenivMaxIv];
         SkcipherRequest sub;
     };
     const GenivTfm* tfm;
@@ -282,10 +281,10 @@ Result<std::shared_ptr<Alg>> GenivTemplate::create(Registry& reg, const AlgName&
     auto inner = grab_spawn(reg, name_, name.args()[0], AlgType::Skcipher);
     if (!inner) return inner.error();
     const AlgInfo& in = (*inner)->info();
-    if (in.ivsize > kMaxIv)
+    if (in.ivsize > kGenivMaxIv)
         return make_error(Status::Invalid, name_ + ": '" + in.name + "' has a " +
                                                std::to_string(in.ivsize) + "-byte IV; at most " +
-                                               std::to_string(kMaxIv) + " supported");
+                                               std::to_string(kGenivMaxIv) + " supported");
     std::vector<std::shared_ptr<const Alg>> spawns = {*inner};
     auto make = prepare_(reg, **inner, spawns);
     if (!make) return make.error();

@@ -20,6 +20,9 @@
 
 namespace blkcrypt {
 
+// The largest inner IV an IV-mode template accepts (create refuses more).
+inline constexpr std::size_t kGenivMaxIv = 64;
+
 struct GenivUnit {
     uint64_t cc_sector = 0;   // in 512-byte sectors
     uint64_t iv_sector = 0;   // cc_sector, or counted in data units (iv_large_sectors)

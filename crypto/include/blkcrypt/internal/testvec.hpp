@@ -45,14 +45,14 @@ Result<std::vector<VectorSet>> parse_vector_file(std::string_view text, std::str
 
 // The vectors for this generic name: compiled into the library, or added
 // with add_vectors (empty if none).
-const std::vector<TestVector>& builtin_vectors(std::string_view generic_name);
+const std::vector<TestVector>& vectors_for(std::string_view generic_name);
 
 // Adds vectors at run time (a plugin's own), in the format above. Refused
 // for a name that already has vectors. Process-wide; never removed.
 Result<void> add_vectors(std::string_view text, std::string_view source);
 
 // Parse errors in the compiled-in files (a file that does not parse is
-// skipped by builtin_vectors; the test suite asserts this list is empty).
+// skipped by vectors_for; the test suite asserts this list is empty).
 std::vector<std::string> builtin_vector_errors();
 
 // Every generic name that has compiled-in vectors.

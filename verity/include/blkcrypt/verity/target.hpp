@@ -27,7 +27,7 @@ class Registry;
 
 namespace blkcrypt::verity {
 
-struct TargetOptions {
+struct VerityTargetOptions {
     HashMode mode = HashMode::Auto;
     std::size_t cache_blocks = 1024;  // verified hash blocks kept in memory
     // Each corruption found, as it is found (from the reading thread).
@@ -46,7 +46,7 @@ public:
     static Result<std::unique_ptr<VerityTarget>> create(Registry& reg, const VerityTable& table,
                                                         std::shared_ptr<BackingStore> data,
                                                         std::shared_ptr<BackingStore> hash,
-                                                        TargetOptions opts = {});
+                                                        VerityTargetOptions opts = {});
     ~VerityTarget();
 
     uint64_t size() const noexcept;  // bytes of data the target serves
