@@ -10,8 +10,9 @@
 // back to back, then drained.
 #include "bench_util.hpp"
 
-#include <blkcrypt/hex.hpp>
 #include <blkcrypt/dm/crypt_target.hpp>
+#include <blkcrypt/hex.hpp>
+#include <blkcrypt/internal/bytes_util.hpp>
 #include <blkcrypt/skcipher.hpp>
 
 #include <deque>
@@ -39,10 +40,6 @@ Result<dm::CryptTable> make_table(const Spec& s, std::size_t sector_size) {
     return dm::parse_crypt_args(args);
 }
 
-void le64(uint8_t* p, uint64_t v) {
-    for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-
 void register_requests(const Spec& spec, std::size_t ss) {
     auto t = make_table(spec, ss);
     if (!t) return;
@@ -67,7 +64,7 @@ void register_requests(const Spec& spec, std::size_t ss) {
                     s = {src.data() + off, step};
                     d = {dst.data() + off, step};
                     req.len = step;
-                    le64(iv, off / 512);
+                    put_le64(iv, off / 512);
                     if (tfm->encrypt(req) != Status::Ok) {
                         st.SkipWithError("encrypt failed");
                         return;

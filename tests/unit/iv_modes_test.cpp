@@ -3,6 +3,7 @@
 // transform data around the cipher, eboiv's first-key rule with several keys,
 // and the asynchronous path. Kernel byte-exactness is iv_golden_test.cpp.
 #include "test_util.hpp"
+#include <blkcrypt/internal/bytes_util.hpp>
 #include <blkcrypt/registry.hpp>
 #include <blkcrypt/request.hpp>
 #include <blkcrypt/sg.hpp>
@@ -40,7 +41,7 @@ Buf pattern(std::size_t n, unsigned seed) {
 
 Buf le64(uint64_t v) {
     Buf b(8);
-    for (int i = 0; i < 8; ++i) b[i] = static_cast<uint8_t>(v >> (8 * i));
+    put_le64(b.data(), v);
     return b;
 }
 
