@@ -21,6 +21,12 @@ constexpr uint32_t kLe = [] {
     return get_be32(b.data());
 }();
 static_assert(kLe == 0x44332211u);
+constexpr uint64_t kBe = [] {
+    std::array<uint8_t, 8> b{};
+    put_be64(b.data(), 0x0102030405060708ull);
+    return b[0] == 1 && b[7] == 8 ? get_le64(b.data()) : 0;
+}();
+static_assert(kBe == 0x0807060504030201ull);
 
 }  // namespace
 

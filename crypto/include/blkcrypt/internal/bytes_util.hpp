@@ -36,54 +36,41 @@ constexpr T byteswap(T v) noexcept {
 // around them on every byte (XTS spent half a request reloading its tweak).
 // memcpy of a fixed size compiles to one unaligned move. In constant
 // expressions (compile-time tables, static_asserts) the bytes are shifted.
-template <class T>
-constexpr void put_le(uint8_t* p, T v) noexcept {
-    static_assert(std::is_unsigned_v<T>);
-    if (std::is_constant_evaluated()) {
-        for (std::size_t i = 0; i < sizeof(T); ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-        return;
-    }
-    if constexpr (std::endian::native != std::endian::little) v = detail::byteswap(v);
-    std::memcpy(p, &v, sizeof v);
-}
-
-template <class T>
-constexpr T get_le(const uint8_t* p) noexcept {
-    static_assert(std::is_unsigned_v<T>);
-    T v = 0;
-    if (std::is_constant_evaluated()) {
-        for (std::size_t i = 0; i < sizeof(T); ++i) v = static_cast<T>(v | T{p[i]} << (8 * i));
-        return v;
-    }
-    std::memcpy(&v, p, sizeof v);
-    if constexpr (std::endian::native != std::endian::little) v = detail::byteswap(v);
-    return v;
-}
-
-template <class T>
-constexpr void put_be(uint8_t* p, T v) noexcept {
+// Byte order E; the constant-evaluated loop and the run-time memcpy agree.
+template <std::endian E, class T>
+constexpr void put_as(uint8_t* p, T v) noexcept {
     static_assert(std::is_unsigned_v<T>);
     if (std::is_constant_evaluated()) {
         for (std::size_t i = 0; i < sizeof(T); ++i)
-            p[sizeof(T) - 1 - i] = static_cast<uint8_t>(v >> (8 * i));
+            p[E == std::endian::little ? i : sizeof(T) - 1 - i] = static_cast<uint8_t>(v >> (8 * i));
         return;
     }
-    if constexpr (std::endian::native != std::endian::big) v = detail::byteswap(v);
+    if constexpr (std::endian::native != E) v = detail::byteswap(v);
     std::memcpy(p, &v, sizeof v);
 }
 
-template <class T>
-constexpr T get_be(const uint8_t* p) noexcept {
+template <std::endian E, class T>
+constexpr T get_as(const uint8_t* p) noexcept {
     static_assert(std::is_unsigned_v<T>);
     T v = 0;
     if (std::is_constant_evaluated()) {
-        for (std::size_t i = 0; i < sizeof(T); ++i) v = static_cast<T>(v << 8 | p[i]);
+        for (std::size_t i = 0; i < sizeof(T); ++i)
+            v = static_cast<T>(v | T{p[E == std::endian::little ? i : sizeof(T) - 1 - i]} << (8 * i));
         return v;
     }
     std::memcpy(&v, p, sizeof v);
-    if constexpr (std::endian::native != std::endian::big) v = detail::byteswap(v);
+    if constexpr (std::endian::native != E) v = detail::byteswap(v);
     return v;
 }
+
+template <class T>
+constexpr void put_le(uint8_t* p, T v) noexcept { put_as<std::endian::little>(p, v); }
+template <class T>
+constexpr T get_le(const uint8_t* p) noexcept { return get_as<std::endian::little, T>(p); }
+template <class T>
+constexpr void put_be(uint8_t* p, T v) noexcept { put_as<std::endian::big>(p, v); }
+template <class T>
+constexpr T get_be(const uint8_t* p) noexcept { return get_as<std::endian::big, T>(p); }
 
 constexpr void put_le16(uint8_t* p, uint16_t v) noexcept { put_le(p, v); }
 constexpr void put_le32(uint8_t* p, uint32_t v) noexcept { put_le(p, v); }
