@@ -11,6 +11,8 @@
 #include "bench_util.hpp"
 
 #include <blkcrypt/dm/crypt_target.hpp>
+#include <blkcrypt/hex.hpp>
+#include <blkcrypt/internal/bytes_util.hpp>
 #include <blkcrypt/skcipher.hpp>
 
 #include <deque>
@@ -32,19 +34,10 @@ struct Spec {
 constexpr Spec kSpecs[] = {{"aes-xts-plain64", 64}, {"capi:xts-aes-openssl-plain64", 64}, {"aes-cbc-essiv:sha256", 32}};
 
 Result<dm::CryptTable> make_table(const Spec& s, std::size_t sector_size) {
-    static const char* hex = "0123456789abcdef";
-    std::string key;
-    for (uint8_t b : bench::key_bytes(s.keylen)) {
-        key += hex[b >> 4];
-        key += hex[b & 15];
-    }
+    const std::string key = hex_encode(bench::key_bytes(s.keylen));
     std::string args = std::string(s.cipher) + " " + key + " 0";
     if (sector_size != 512) args += " 1 sector_size:" + std::to_string(sector_size);
     return dm::parse_crypt_args(args);
-}
-
-void le64(uint8_t* p, uint64_t v) {
-    for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
 }
 
 void register_requests(const Spec& spec, std::size_t ss) {
@@ -71,7 +64,7 @@ void register_requests(const Spec& spec, std::size_t ss) {
                     s = {src.data() + off, step};
                     d = {dst.data() + off, step};
                     req.len = step;
-                    le64(iv, off / 512);
+                    put_le64(iv, off / 512);
                     if (tfm->encrypt(req) != Status::Ok) {
                         st.SkipWithError("encrypt failed");
                         return;

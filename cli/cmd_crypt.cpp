@@ -14,6 +14,7 @@
 
 #include <blkcrypt/dm/backing_store.hpp>
 #include <blkcrypt/dm/bio.hpp>
+#include <blkcrypt/dm/bio_ring.hpp>
 #include <blkcrypt/dm/crypt_target.hpp>
 #include <blkcrypt/dm/plain_key.hpp>
 #include <blkcrypt/dm/table.hpp>
@@ -23,13 +24,11 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <memory>
 #include <optional>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -241,15 +240,6 @@ int run_table(const po::variables_map& vm, const std::vector<std::string>& files
     return 0;
 }
 
-// One bio and its buffer in the ring of bios in flight.
-struct Slot {
-    std::vector<uint8_t> buf;
-    dm::Bio bio;
-    uint64_t pos = 0;  // byte offset into the target
-    bool busy = false;
-    blkcrypt::Status status = blkcrypt::Status::Ok;
-};
-
 int run_copy(const po::variables_map& vm, bool enc, const std::vector<std::string>& files) {
     const std::string verb = enc ? "encrypt" : "decrypt";
     if (files.size() != 2) throw UsageError("crypt " + verb + " needs IN and OUT");
@@ -349,17 +339,10 @@ int run_copy(const po::variables_map& vm, bool enc, const std::vector<std::strin
         }
     }
 
-    // Declared before the target: its destructor waits for the bios in
-    // flight, whose completions touch these.
-    std::mutex mu;
-    std::condition_variable cv;
     // Encryption reads a mappable IN in place: the engine never writes a
     // write bio's memory, so its pages go from the page cache straight to
     // the cipher, without a copy into a buffer of ours.
     const blkcrypt::ConstBytes in_map = enc && in_store ? in_store->mapped() : blkcrypt::ConstBytes{};
-    std::vector<Slot> slots(depth);
-    if (in_map.empty())
-        for (auto& s : slots) s.buf.resize(kChunk);
     blkcrypt::Registry& reg = registry();
     auto target = make_target(reg, table, store, length, opts);
 
@@ -369,91 +352,72 @@ int run_copy(const po::variables_map& vm, bool enc, const std::vector<std::strin
         throw UsageError("--json prints to stdout, which OUT '-' already uses");
     const auto started = std::chrono::steady_clock::now();
     Progress progress(progress_settings(vm), enc ? out_path : in_path, total.value_or(0));
-    std::size_t head = 0, inflight = 0;
     uint64_t next = 0, done = 0;
 
-    // Waits for the oldest bio and writes out what it produced, in order.
-    auto retire = [&] {
-        Slot& s = slots[head];
-        {
-            std::unique_lock lk(mu);
-            cv.wait(lk, [&] { return !s.busy; });
-        }
-        head = (head + 1) % depth;
-        --inflight;
-        if (s.status != blkcrypt::Status::Ok)
+    // Writes out what the oldest bio produced, in order.
+    auto retire = [&](const dm::RetiredBio& r) {
+        if (r.status != blkcrypt::Status::Ok)
             throw Failure(std::string(enc ? "writing " : "reading ") + (enc ? out.name() : in_name) +
-                          " at sector " + std::to_string(s.bio.sector) + ": " + blkcrypt::to_string(s.status));
-        const std::size_t n = s.bio.vecs[0].len;
+                          " at sector " + std::to_string(r.sector) + ": " + blkcrypt::to_string(r.status));
+        const uint64_t pos = r.sector * kSector;  // byte offset into the target
+        const std::size_t n = r.data.size();
         if (enc && ring) {
-            out.pwrite(ring->chunk(s.pos).first(n), offset_bytes + s.pos);
+            out.pwrite(ring->chunk(pos).first(n), offset_bytes + pos);
         } else if (enc) {
-            if (!in_map.empty()) in_store->release_mapped(s.pos, n);  // bounded memory
+            if (!in_map.empty()) in_store->release_mapped(pos, n);  // bounded memory
             // Truncated under us: the mapping read zeros, not the file.
             if (in_store && in_store->changed()) throw Failure(in_path + ": changed size while being read");
-            store->start_writeback(offset_bytes + s.pos, n);
+            store->start_writeback(offset_bytes + pos, n);
         } else {
-            out.pwrite(blkcrypt::ConstBytes(s.buf.data(), n), s.pos);
+            out.pwrite(r.data, pos);
             // Start writeback now, so the final fsync waits for the tail only
             // (advice: an error here resurfaces at that fsync).
             if (out.seekable())
-                (void)::sync_file_range(out.fd(), static_cast<off64_t>(s.pos), static_cast<off64_t>(n),
+                (void)::sync_file_range(out.fd(), static_cast<off64_t>(pos), static_cast<off64_t>(n),
                                         SYNC_FILE_RANGE_WRITE);
         }
         done += n;
         progress.update(done);
+        return blkcrypt::Status::Ok;
+    };
+    // Its destructor waits for the bios in flight, also when an exception
+    // leaves this function. Slots own a chunk buffer unless IN is mapped.
+    dm::BioRing bios(*target, depth, in_map.empty() ? kChunk : 0, retire);
+    auto refused = [](blkcrypt::Status st) {
+        throw Failure(std::string("bio refused: ") + blkcrypt::to_string(st));
     };
 
-    try {
-        for (bool eof = false; !eof && (!total || next < *total);) {
-            if (inflight == depth) retire();
-            Slot& s = slots[(head + inflight) % depth];
-            std::size_t n = static_cast<std::size_t>(total ? std::min<uint64_t>(kChunk, *total - next) : kChunk);
-            uint8_t* data = s.buf.data();
-            if (!in_map.empty()) {
-                data = const_cast<uint8_t*>(in_map.data() + next);  // read-only mapping, never written
-            } else if (in) {
-                // Sequential reads: plaintext into the bio, ciphertext into the ring.
-                const std::size_t got = in->read(enc ? blkcrypt::Bytes(data, n) : ring->chunk(next).first(n));
-                if (got < n) {
-                    if (total)
-                        throw Failure(in_name + " ended after " + std::to_string(next + got) +
-                                      " bytes; --size asks for " + std::to_string(*total));
-                    if (got % table.sector_size)
-                        throw Failure(in_name + " ends with a partial sector: " + std::to_string(next + got) +
-                                      " bytes is not a multiple of the sector size " +
-                                      std::to_string(table.sector_size));
-                    eof = true;
-                    n = got;
-                    if (n == 0) break;
-                }
-            } else if (enc && in_store->read(next, blkcrypt::Bytes(data, n)) != blkcrypt::Status::Ok) {
-                throw Failure(in_path + ": read error at byte " + std::to_string(next));
+    for (bool eof = false; !eof && (!total || next < *total);) {
+        if (const blkcrypt::Status st = bios.reserve(); st != blkcrypt::Status::Ok) refused(st);
+        std::size_t n = static_cast<std::size_t>(total ? std::min<uint64_t>(kChunk, *total - next) : kChunk);
+        uint8_t* data = bios.next_buffer().data();
+        if (!in_map.empty()) {
+            data = const_cast<uint8_t*>(in_map.data() + next);  // read-only mapping, never written
+        } else if (in) {
+            // Sequential reads: plaintext into the bio, ciphertext into the ring.
+            const std::size_t got = in->read(enc ? blkcrypt::Bytes(data, n) : ring->chunk(next).first(n));
+            if (got < n) {
+                if (total)
+                    throw Failure(in_name + " ended after " + std::to_string(next + got) +
+                                  " bytes; --size asks for " + std::to_string(*total));
+                if (got % table.sector_size)
+                    throw Failure(in_name + " ends with a partial sector: " + std::to_string(next + got) +
+                                  " bytes is not a multiple of the sector size " +
+                                  std::to_string(table.sector_size));
+                eof = true;
+                n = got;
+                if (n == 0) break;
             }
-            s.pos = next;
-            s.busy = true;
-            s.bio.sector = next / kSector;
-            s.bio.dir = enc ? dm::BioDir::Write : dm::BioDir::Read;
-            s.bio.vecs = {blkcrypt::SgEntry{data, n}};
-            s.bio.on_complete = [&mu, &cv, &s](blkcrypt::Status st) {
-                std::lock_guard lk(mu);
-                s.status = st;
-                s.busy = false;
-                cv.notify_all();
-            };
-            const blkcrypt::Status st = target->submit(s.bio);
-            if (st != blkcrypt::Status::InProgress) {
-                s.busy = false;
-                throw Failure(std::string("bio refused: ") + blkcrypt::to_string(st));
-            }
-            ++inflight;
-            next += n;
+        } else if (enc && in_store->read(next, blkcrypt::Bytes(data, n)) != blkcrypt::Status::Ok) {
+            throw Failure(in_path + ": read error at byte " + std::to_string(next));
         }
-        while (inflight) retire();
-    } catch (...) {
-        target->drain();  // the bios still reference slots
-        throw;
+        if (const blkcrypt::Status st = bios.submit(next / kSector, enc ? dm::BioDir::Write : dm::BioDir::Read,
+                                                    blkcrypt::Bytes(data, n));
+            st != blkcrypt::Status::Ok)
+            refused(st);
+        next += n;
     }
+    if (const blkcrypt::Status st = bios.finish(); st != blkcrypt::Status::Ok) refused(st);
     if (next == 0) throw UsageError(in_name + ": nothing to " + verb);
     if (in_store && in_store->changed()) throw Failure(in_path + ": changed size while being read");
     progress.finish(done);

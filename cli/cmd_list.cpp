@@ -30,7 +30,7 @@ std::vector<Field> fields_of(const blkcrypt::AlgStatus& st) {
         {"priority", int64_t{in.priority}},
         {"refcnt", int64_t{st.refcnt}},
         {"selftest", std::string(to_string(st.selftest))},
-        {"internal", in.internal},
+        {"internal", false},  // /proc/crypto's label; no algorithm here is internal-only
     };
     if (st.superseded) f.push_back({"superseded", true});
     f.push_back({"type", std::string(to_string(in.type))});

@@ -152,7 +152,7 @@ int run_verity_read(const po::variables_map& vm, const std::vector<std::string>&
     Store hash = same_file(table.data_dev, table.hash_dev) ? data : open_store(table.hash_dev, false);
 
     std::mutex log_mu;
-    vy::TargetOptions topts;
+    vy::VerityTargetOptions topts;
     topts.mode = vm["async"].as<bool>() ? vy::HashMode::Async : vy::HashMode::Auto;
     topts.log = [&log_mu](const vy::Corruption& c) {
         std::lock_guard lk(log_mu);

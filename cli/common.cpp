@@ -3,6 +3,7 @@
 #include "output_file.hpp"
 
 #include <blkcrypt/alg_name.hpp>
+#include <blkcrypt/hex.hpp>
 
 #include <algorithm>
 #include <cerrno>
@@ -144,30 +145,6 @@ bool encrypt_requested(const po::variables_map& vm) {
     return enc;
 }
 
-namespace {
-
-int nibble(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-// Decodes into out (already hex.size()/2 long).
-void decode_into(std::string_view hex, std::string_view what, uint8_t* out) {
-    if (hex.size() % 2)
-        throw UsageError(std::string(what) + ": odd number of hex digits");
-    for (std::size_t i = 0; i < hex.size(); i += 2) {
-        const int hi = nibble(hex[i]), lo = nibble(hex[i + 1]);
-        if (hi < 0 || lo < 0)
-            throw UsageError(std::string(what) + ": not a hex digit at position " +
-                             std::to_string(i + (hi < 0 ? 1 : 2)));
-        out[i / 2] = static_cast<uint8_t>(hi << 4 | lo);
-    }
-}
-
-}  // namespace
-
 std::string errno_message(const std::string& what) {
     return what + ": " + std::strerror(errno);
 }
@@ -184,27 +161,18 @@ void write_all(int fd, blkcrypt::ConstBytes data, const std::string& name) {
 }
 
 blkcrypt::SecureBuffer decode_secret_hex(std::string_view hex, std::string_view what) {
-    blkcrypt::SecureBuffer out(hex.size() / 2);
-    decode_into(hex, what, out.data());
-    return out;
+    auto r = blkcrypt::hex_decode_secret(hex);
+    if (!r) throw UsageError(std::string(what) + ": " + r.error().message);
+    return std::move(r).value();
 }
 
 std::vector<uint8_t> decode_hex(std::string_view hex, std::string_view what) {
-    std::vector<uint8_t> out(hex.size() / 2);
-    decode_into(hex, what, out.data());
-    return out;
+    auto r = blkcrypt::hex_decode(hex);
+    if (!r) throw UsageError(std::string(what) + ": " + r.error().message);
+    return std::move(r).value();
 }
 
-std::string encode_hex(blkcrypt::ConstBytes bytes) {
-    static constexpr char digits[] = "0123456789abcdef";
-    std::string s;
-    s.reserve(bytes.size() * 2);
-    for (uint8_t b : bytes) {
-        s += digits[b >> 4];
-        s += digits[b & 15];
-    }
-    return s;
-}
+std::string encode_hex(blkcrypt::ConstBytes bytes) { return blkcrypt::hex_encode(bytes); }
 
 std::vector<uint8_t> iv_option(const po::variables_map& vm, std::size_t ivsize,
                                const std::string& driver) {

@@ -6,6 +6,7 @@
 // block cipher of at most 32-byte blocks. IV = one block; the length must be a
 // whole number of blocks. On completion req.iv holds the last ciphertext
 // block, so a long message can be processed in consecutive requests.
+#include <blkcrypt/internal/bytes_util.hpp>
 #include <blkcrypt/internal/template.hpp>
 #include <blkcrypt/internal/walk.hpp>
 #include <blkcrypt/secure_buffer.hpp>
@@ -18,25 +19,6 @@ namespace {
 
 constexpr std::size_t kMaxBlock = 32;
 constexpr std::size_t kBatchBytes = 512;  // ciphertext kept aside per in-place batch
-
-// "an 8-byte block", "a 16-byte block": for error messages.
-std::string block_phrase(std::size_t n) {
-    const std::string s = std::to_string(n);
-    const bool an = s[0] == '8' || s == "11" || s == "18";
-    return (an ? "an " : "a ") + s + "-byte block";
-}
-
-void xor_into(uint8_t* dst, const uint8_t* a, const uint8_t* b, std::size_t n) noexcept {
-    std::size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t x, y;
-        std::memcpy(&x, a + i, 8);
-        std::memcpy(&y, b + i, 8);
-        x ^= y;
-        std::memcpy(dst + i, &x, 8);
-    }
-    for (; i < n; ++i) dst[i] = static_cast<uint8_t>(a[i] ^ b[i]);
-}
 
 class CbcTfm final : public SkcipherTfm {
 public:

@@ -1,19 +1,13 @@
 // The running state shared by cmac and xcbc; see cbcmac_state.hpp.
 #include "cbcmac_state.hpp"
 
+#include <blkcrypt/internal/bytes_util.hpp>
 #include <blkcrypt/secure_buffer.hpp>
 
 #include <algorithm>
 #include <cstring>
 
 namespace blkcrypt {
-namespace {
-
-void xor_into(uint8_t* dst, const uint8_t* src, std::size_t n) noexcept {
-    for (std::size_t i = 0; i < n; ++i) dst[i] ^= src[i];
-}
-
-}  // namespace
 
 CbcMacState::~CbcMacState() {
     secure_wipe(x_, sizeof x_);

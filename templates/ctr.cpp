@@ -8,6 +8,7 @@
 // Any length is accepted (a stream cipher: blocksize 1, chunksize = the
 // cipher's block). On completion req.iv holds the next unused counter value,
 // as in the kernel; a partial final block still consumes its counter.
+#include <blkcrypt/internal/bytes_util.hpp>
 #include <blkcrypt/internal/template.hpp>
 #include <blkcrypt/internal/walk.hpp>
 #include <blkcrypt/secure_buffer.hpp>
@@ -19,25 +20,6 @@ namespace {
 
 constexpr std::size_t kMaxBlock = 32;
 constexpr std::size_t kBatchBytes = 512;  // key stream made per cipher call
-
-// "an 8-byte block", "a 16-byte block": for error messages.
-std::string block_phrase(std::size_t n) {
-    const std::string s = std::to_string(n);
-    const bool an = s[0] == '8' || s == "11" || s == "18";
-    return (an ? "an " : "a ") + s + "-byte block";
-}
-
-void xor_into(uint8_t* dst, const uint8_t* a, const uint8_t* b, std::size_t n) noexcept {
-    std::size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t x, y;
-        std::memcpy(&x, a + i, 8);
-        std::memcpy(&y, b + i, 8);
-        x ^= y;
-        std::memcpy(dst + i, &x, 8);
-    }
-    for (; i < n; ++i) dst[i] = static_cast<uint8_t>(a[i] ^ b[i]);
-}
 
 // Big-endian increment of the whole block (the kernel's crypto_inc).
 void increment(uint8_t* ctr, std::size_t n) noexcept {

@@ -13,6 +13,7 @@
 // constant-time carry-less multiply (no secret-indexed tables).
 #include "aead_util.hpp"
 
+#include <blkcrypt/internal/bytes_util.hpp>
 #include <blkcrypt/internal/template.hpp>
 #include <blkcrypt/internal/walk.hpp>
 #include <blkcrypt/secure_buffer.hpp>
@@ -33,16 +34,6 @@ constexpr std::size_t kBatch = 16;  // counter blocks per cipher call
 // SP 800-38D section 5.2.1.1: at most 2^32 - 2 blocks, so that the 32-bit
 // counter never wraps around to J0, whose block masks the tag.
 constexpr uint64_t kMaxText = ((uint64_t{1} << 32) - 2) * kBlock;
-
-uint64_t load_be64(const uint8_t* p) noexcept {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; ++i) v = v << 8 | p[i];
-    return v;
-}
-
-void store_be64(uint8_t* p, uint64_t v) noexcept {
-    for (int i = 7; i >= 0; --i, v >>= 8) p[i] = static_cast<uint8_t>(v);
-}
 
 // Carry-less 64x64 -> low 64 bits, constant time: the operands are split into
 // four interleaved bit sets so that integer multiplication cannot carry into
@@ -73,8 +64,8 @@ struct GhashKey {
     uint64_t h1 = 0, h0 = 0, h1r = 0, h0r = 0;
 
     void set(const uint8_t h[kBlock]) noexcept {
-        h1 = load_be64(h);
-        h0 = load_be64(h + 8);
+        h1 = get_be64(h);
+        h0 = get_be64(h + 8);
         h1r = rev64(h1);
         h0r = rev64(h0);
     }
@@ -141,17 +132,17 @@ public:
     void final(uint64_t alen, uint64_t clen, uint8_t out[kBlock]) noexcept {
         pad();
         uint8_t lens[kBlock];
-        store_be64(lens, alen * 8);
-        store_be64(lens + 8, clen * 8);
+        put_be64(lens, alen * 8);
+        put_be64(lens + 8, clen * 8);
         block(lens);
-        store_be64(out, st_.y1);
-        store_be64(out + 8, st_.y0);
+        put_be64(out, st_.y1);
+        put_be64(out + 8, st_.y0);
     }
 
 private:
     void block(const uint8_t* p) noexcept {
-        st_.y1 ^= load_be64(p);
-        st_.y0 ^= load_be64(p + 8);
+        st_.y1 ^= get_be64(p);
+        st_.y0 ^= get_be64(p + 8);
         k_.mul(st_.y1, st_.y0);
     }
     const GhashKey& k_;

@@ -14,6 +14,7 @@
 // Tweaks are table driven: at setkey, K2 (x) x^j for every j, and from them
 // the per-increment differences K2 (x) (2^(k+1) - 1) that the kernel's lrw
 // also uses (going from I to I+1 flips the k+1 lowest bits, k = trailing ones).
+#include <blkcrypt/internal/bytes_util.hpp>
 #include <blkcrypt/internal/template.hpp>
 #include <blkcrypt/internal/walk.hpp>
 #include <blkcrypt/secure_buffer.hpp>
@@ -25,25 +26,6 @@ namespace {
 
 constexpr std::size_t kBlock = 16;
 constexpr std::size_t kBatch = 32;  // blocks whose tweaks are prepared at once
-
-// "an 8-byte block", "a 16-byte block": for error messages.
-std::string block_phrase(std::size_t n) {
-    const std::string s = std::to_string(n);
-    const bool an = s[0] == '8' || s == "11" || s == "18";
-    return (an ? "an " : "a ") + s + "-byte block";
-}
-
-void xor_into(uint8_t* dst, const uint8_t* a, const uint8_t* b, std::size_t n) noexcept {
-    std::size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t x, y;
-        std::memcpy(&x, a + i, 8);
-        std::memcpy(&y, b + i, 8);
-        x ^= y;
-        std::memcpy(dst + i, &x, 8);
-    }
-    for (; i < n; ++i) dst[i] = static_cast<uint8_t>(a[i] ^ b[i]);
-}
 
 // Multiply by x in the bbe convention: shift the big-endian integer left,
 // reduce by x^7 + x^2 + x + 1 (0x87) when the x^127 bit falls out.

@@ -8,6 +8,7 @@
 // of at most 32-byte blocks. IV = one block; whole blocks only. On completion
 // req.iv holds P[last] ^ C[last], the chaining value for a following request,
 // as the kernel leaves it.
+#include <blkcrypt/internal/bytes_util.hpp>
 #include <blkcrypt/internal/template.hpp>
 #include <blkcrypt/internal/walk.hpp>
 #include <blkcrypt/secure_buffer.hpp>
@@ -18,17 +19,6 @@ namespace blkcrypt {
 namespace {
 
 constexpr std::size_t kMaxBlock = 32;
-
-// "an 8-byte block", "a 16-byte block": for error messages.
-std::string block_phrase(std::size_t n) {
-    const std::string s = std::to_string(n);
-    const bool an = s[0] == '8' || s == "11" || s == "18";
-    return (an ? "an " : "a ") + s + "-byte block";
-}
-
-void xor_into(uint8_t* dst, const uint8_t* a, const uint8_t* b, std::size_t n) noexcept {
-    for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<uint8_t>(a[i] ^ b[i]);
-}
 
 class PcbcTfm final : public SkcipherTfm {
 public:

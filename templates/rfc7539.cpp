@@ -14,6 +14,7 @@
 // first and only then decrypts into dst.
 #include "aead_util.hpp"
 
+#include <blkcrypt/internal/bytes_util.hpp>
 #include <blkcrypt/internal/template.hpp>
 #include <blkcrypt/internal/walk.hpp>
 #include <blkcrypt/secure_buffer.hpp>
@@ -35,10 +36,6 @@ constexpr std::size_t kPolyKey = 32;
 constexpr std::size_t kTag = 16;
 // RFC 7539 section 2.8: blocks 1 .. 2^32 - 1 of the 32-bit counter.
 constexpr uint64_t kMaxText = ((uint64_t{1} << 32) - 1) * 64;
-
-void store_le64(uint8_t* p, uint64_t v) noexcept {
-    for (int i = 0; i < 8; ++i, v >>= 8) p[i] = static_cast<uint8_t>(v);
-}
 
 class Rfc7539Tfm final : public AeadTfm {
 public:
@@ -90,7 +87,7 @@ public:
 private:
     // The kernel's chacha IV: LE32 block counter || nonce.
     static void chacha_iv(const AeadRequest& req, uint32_t counter, uint8_t iv[kChachaIv]) {
-        for (int i = 0; i < 4; ++i) iv[i] = static_cast<uint8_t>(counter >> (8 * i));
+        put_le32(iv, counter);
         std::memcpy(iv + 4, req.iv.data(), kNonce);
     }
 
@@ -137,8 +134,8 @@ private:
         });
         st->update(ConstBytes(zeros, (16 - tlen % 16) % 16));
         uint8_t lens[16];
-        store_le64(lens, alen);
-        store_le64(lens + 8, tlen);
+        put_le64(lens, alen);
+        put_le64(lens + 8, tlen);
         st->update(ConstBytes(lens, sizeof lens));
         st->final(Bytes(tag, kTag));
     }

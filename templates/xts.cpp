@@ -14,6 +14,7 @@
 // 32, 48 or 64 bytes). IV = the 16-byte tweak, typically the little-endian
 // sector number (plain64). Lengths below 16 are refused. req.iv is left
 // unchanged, as by the kernel's generic xts.
+#include <blkcrypt/internal/bytes_util.hpp>
 #include <blkcrypt/internal/template.hpp>
 #include <blkcrypt/internal/walk.hpp>
 #include <blkcrypt/secure_buffer.hpp>
@@ -27,57 +28,17 @@ namespace {
 constexpr std::size_t kBlock = 16;
 constexpr std::size_t kBatch = 32;  // blocks whose tweaks are prepared at once
 
-// "an 8-byte block", "a 16-byte block": for error messages.
-std::string block_phrase(std::size_t n) {
-    const std::string s = std::to_string(n);
-    const bool an = s[0] == '8' || s == "11" || s == "18";
-    return (an ? "an " : "a ") + s + "-byte block";
-}
-
-void xor_into(uint8_t* dst, const uint8_t* a, const uint8_t* b, std::size_t n) noexcept {
-    std::size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t x, y;
-        std::memcpy(&x, a + i, 8);
-        std::memcpy(&y, b + i, 8);
-        x ^= y;
-        std::memcpy(dst + i, &x, 8);
-    }
-    for (; i < n; ++i) dst[i] = static_cast<uint8_t>(a[i] ^ b[i]);
-}
-
-uint64_t load_le64(const uint8_t* b) noexcept {
-    uint64_t v;
-    if constexpr (std::endian::native == std::endian::little) {
-        std::memcpy(&v, b, 8);
-    } else {
-        v = 0;
-        for (int i = 7; i >= 0; --i) v = v << 8 | b[i];
-    }
-    return v;
-}
-
-// A memcpy rather than byte stores: byte stores may alias anything, which
-// made the compiler reload the tweak every byte (half the time of a request).
-void store_le64(uint8_t* b, uint64_t v) noexcept {
-    if constexpr (std::endian::native == std::endian::little) {
-        std::memcpy(b, &v, 8);
-    } else {
-        for (int i = 0; i < 8; ++i) b[i] = static_cast<uint8_t>(v >> (8 * i));
-    }
-}
-
 // The tweak as a little-endian 128-bit integer (IEEE 1619 byte order).
 struct Tweak {
     uint64_t lo = 0, hi = 0;
 
     void load(const uint8_t* b) noexcept {
-        lo = load_le64(b);
-        hi = load_le64(b + 8);
+        lo = get_le64(b);
+        hi = get_le64(b + 8);
     }
     void store(uint8_t* b) const noexcept {
-        store_le64(b, lo);
-        store_le64(b + 8, hi);
+        put_le64(b, lo);
+        put_le64(b + 8, hi);
     }
     // Multiply by alpha (x): shift left one bit, reduce by x^7 + x^2 + x + 1.
     void mul_alpha() noexcept {

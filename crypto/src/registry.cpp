@@ -92,7 +92,7 @@ struct Registry::Impl {
                             article(*type);
                 continue;
             }
-            if (in.internal || e.alg->superseded.load()) continue;
+            if (e.alg->superseded.load()) continue;
             if (!best || in.priority > best->alg->info().priority) best = &e;
         }
         if (best) {

@@ -2,6 +2,7 @@
 // transform under several buffer layouts (the kernel's testmgr configs) and
 // reports the first mismatch. Called by the registry before an algorithm
 // becomes visible, and by `blkcrypt selftest`.
+#include <blkcrypt/hex.hpp>
 #include <blkcrypt/internal/alg.hpp>
 #include <blkcrypt/internal/testvec.hpp>
 #include <blkcrypt/registry.hpp>
@@ -65,20 +66,10 @@ struct Side {
     }
 };
 
+// At most 32 bytes of a value, for failure messages.
 std::string hex(ConstBytes b) {
-    static const char* d = "0123456789abcdef";
-    std::string s;
-    for (std::size_t i = 0; i < b.size() && i < 32; ++i) {
-        s += d[b[i] >> 4];
-        s += d[b[i] & 15];
-    }
-    if (b.size() > 32) s += "...";
-    return s;
+    return hex_encode(b.first(std::min<std::size_t>(b.size(), 32))) + (b.size() > 32 ? "..." : "");
 }
-
-struct Failure {
-    std::string msg;
-};
 
 std::string mismatch(const char* what, ConstBytes got, ConstBytes want) {
     return std::string(what) + " mismatch: got " + hex(got) + ", want " + hex(want);

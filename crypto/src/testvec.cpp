@@ -1,3 +1,4 @@
+#include <blkcrypt/hex.hpp>
 #include <blkcrypt/internal/testvec.hpp>
 
 #include <cctype>
@@ -22,27 +23,14 @@ std::string_view trim(std::string_view s) {
     return s;
 }
 
-int hexval(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    return -1;
-}
-
 // A field value: "ascii" or hex digits (empty allowed).
 bool decode_value(std::string_view v, std::string* out) {
     if (v.size() >= 2 && v.front() == '"' && v.back() == '"') {
         *out = std::string(v.substr(1, v.size() - 2));
         return true;
     }
-    if (v.size() % 2) return false;
-    out->clear();
-    for (std::size_t i = 0; i < v.size(); i += 2) {
-        int hi = hexval(v[i]), lo = hexval(v[i + 1]);
-        if (hi < 0 || lo < 0) return false;
-        out->push_back(static_cast<char>(hi << 4 | lo));
-    }
-    return true;
+    out->assign(v.size() / 2, '\0');
+    return hex_decode_into(v, Bytes(reinterpret_cast<uint8_t*>(out->data()), out->size())).ok();
 }
 
 bool is_number_field(std::string_view k) {
@@ -173,7 +161,7 @@ Added& added() {
 }
 }  // namespace
 
-const std::vector<TestVector>& builtin_vectors(std::string_view generic_name) {
+const std::vector<TestVector>& vectors_for(std::string_view generic_name) {
     static const std::vector<TestVector> none;
     if (auto it = index().find(generic_name); it != index().end()) return it->second;
     Added& a = added();

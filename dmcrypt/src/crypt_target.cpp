@@ -4,6 +4,7 @@
 // one per sector: the IV-generation template cuts it into sectors.
 #include "workers.hpp"
 
+#include <blkcrypt/internal/bytes_util.hpp>
 #include <blkcrypt/dm/crypt_target.hpp>
 #include <blkcrypt/secure_buffer.hpp>
 #include <blkcrypt/skcipher.hpp>
@@ -37,10 +38,6 @@ struct CryptIo {
     SgEntry bounce_sg;
     std::unique_ptr<uint8_t[]> bounce;
 };
-
-void put_le64(uint8_t* p, uint64_t v) noexcept {
-    for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
 
 Error table_error(const CryptTable& t, const std::string& what) {
     return make_error(Status::Invalid, what + " for cipher '" + t.cipher + "' (" + t.alg_name + ")");

@@ -1,6 +1,7 @@
 // Parsing follows drivers/md/dm-crypt.c (crypt_ctr, crypt_ctr_cipher_old/new,
 // crypt_ctr_optional) so that a table the kernel accepts means the same here,
 // and the error messages use the kernel's words where they exist.
+#include <blkcrypt/hex.hpp>
 #include <blkcrypt/alg_name.hpp>
 #include <blkcrypt/dm/table.hpp>
 
@@ -32,13 +33,6 @@ bool parse_u64(std::string_view s, uint64_t* v) {
     return ec == std::errc() && p == s.data() + s.size();
 }
 
-int hexval(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
 Result<void> parse_key(std::string_view k, SecureBuffer* out) {
     if (k == "-") {
         out->clear();
@@ -48,13 +42,9 @@ Result<void> parse_key(std::string_view k, SecureBuffer* out) {
         return bad("keyring keys (':size:type:description') are not available in userspace; "
                    "give the key in hex");
     if (k.size() % 2) return bad("key must be an even number of hex digits");
-    SecureBuffer key(k.size() / 2);
-    for (std::size_t i = 0; i < key.size(); ++i) {
-        int hi = hexval(k[2 * i]), lo = hexval(k[2 * i + 1]);
-        if (hi < 0 || lo < 0) return bad("key is not hex");  // never echo key material
-        key[i] = static_cast<uint8_t>(hi << 4 | lo);
-    }
-    *out = std::move(key);
+    auto key = hex_decode_secret(k);
+    if (!key) return bad("key is not hex");  // never echo key material
+    *out = std::move(key).value();
     return {};
 }
 
@@ -214,16 +204,11 @@ Result<CryptTable> parse_table_line(std::string_view line) {
 }
 
 std::string CryptTable::crypt_args(bool show_key) const {
-    static const char* hex = "0123456789abcdef";
     std::string s = cipher + " ";
-    if (key.empty()) {
+    if (key.empty())
         s += "-";
-    } else {
-        for (std::size_t i = 0; i < key.size(); ++i) {
-            s += show_key ? hex[key[i] >> 4] : '0';
-            s += show_key ? hex[key[i] & 15] : '0';
-        }
-    }
+    else
+        s += show_key ? hex_encode(key) : std::string(2 * key.size(), '0');
     s += " " + std::to_string(iv_offset);
     if (!device.empty()) s += " " + device + " " + std::to_string(offset);
     std::vector<std::string> o;

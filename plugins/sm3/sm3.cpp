@@ -5,6 +5,7 @@
 //
 // The exported state uses the kernel's struct sm3_state layout: eight
 // native-endian u32 chaining words, a u64 byte count, the 64-byte buffer.
+#include <blkcrypt/internal/bytes_util.hpp>
 #include <blkcrypt/internal/alg.hpp>
 #include <blkcrypt/plugin.hpp>
 
@@ -20,13 +21,12 @@ constexpr std::size_t kBlock = 64, kDigest = 32, kStateSize = 32 + 8 + kBlock;
 constexpr std::array<uint32_t, 8> kIv = {0x7380166f, 0x4914b2b9, 0x172442d7, 0xda8a0600,
                                          0xa96f30bc, 0x163138aa, 0xe38dee4d, 0xb0fb0e4e};
 
-uint32_t load_be32(const uint8_t* p) { return uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | p[3]; }
 uint32_t p0(uint32_t x) { return x ^ std::rotl(x, 9) ^ std::rotl(x, 17); }
 uint32_t p1(uint32_t x) { return x ^ std::rotl(x, 15) ^ std::rotl(x, 23); }
 
 void compress(std::array<uint32_t, 8>& v, const uint8_t* block) {
     uint32_t w[68], w1[64];
-    for (int j = 0; j < 16; ++j) w[j] = load_be32(block + 4 * j);
+    for (int j = 0; j < 16; ++j) w[j] = get_be32(block + 4 * j);
     for (int j = 16; j < 68; ++j)
         w[j] = p1(w[j - 16] ^ w[j - 9] ^ std::rotl(w[j - 3], 15)) ^ std::rotl(w[j - 13], 7) ^ w[j - 6];
     for (int j = 0; j < 64; ++j) w1[j] = w[j] ^ w[j + 4];

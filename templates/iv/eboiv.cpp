@@ -13,8 +13,6 @@ namespace blkcrypt {
 
 namespace {
 
-constexpr std::size_t kMaxBlock = 64;  // GenivTemplate's IV limit
-
 class EboivTfm final : public GenivTfm {
 public:
     using GenivTfm::GenivTfm;
@@ -22,7 +20,7 @@ public:
 private:
     void pre(GenivUnit& u) const override {
         const std::size_t n = inner_ivsize();
-        uint8_t zero[kMaxBlock] = {}, buf[kMaxBlock] = {};
+        uint8_t zero[kGenivMaxIv] = {}, buf[kGenivMaxIv] = {};
         put_le64(buf, u.iv_sector * params().sector_size);
         (void)inner_crypt(0, ConstBytes(zero, n), u.iv.first(n), Bytes(buf, n), true);
     }

@@ -25,7 +25,6 @@ namespace {
 
 constexpr std::size_t kMaxSector = 4096;
 constexpr std::size_t kMaxKey = 32;    // ELEPHANT_MAX_KEY_SIZE
-constexpr std::size_t kMaxBlock = 64;  // GenivTemplate's IV limit
 
 uint32_t rotl(uint32_t x, int r) { return x << r | x >> (32 - r); }
 
@@ -175,7 +174,7 @@ private:
         }
         // IV = eboiv, with the first bulk key (any_tfm(cc)).
         const std::size_t bs = inner_ivsize();
-        uint8_t zero[kMaxBlock] = {}, off[kMaxBlock] = {};
+        uint8_t zero[kGenivMaxIv] = {}, off[kGenivMaxIv] = {};
         put_le64(off, u.iv_sector * params().sector_size);
         (void)inner_crypt(0, ConstBytes(zero, bs), u.iv.first(bs), Bytes(off, bs), true);
     }

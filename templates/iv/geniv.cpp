@@ -10,7 +10,6 @@ namespace blkcrypt {
 
 namespace {
 
-constexpr std::size_t kMaxIv = 64;
 constexpr unsigned kMaxKeys = 1024;
 
 std::unique_ptr<SkcipherTfm> make_inner(const Alg& a) {
@@ -23,27 +22,61 @@ std::unique_ptr<SkcipherTfm> make_inner(const Alg& a) {
 // spans many segments.
 class UnitSg {
 public:
-    SgList take(SgList sg, std::size_t off, std::size_t len) {
-        std::size_t n = 0, skip = off, want = len;
-        for (const auto& e : sg) {
-            if (!want) break;
-            if (skip >= e.len) { skip -= e.len; continue; }
-            std::size_t take = std::min(e.len - skip, want);
-            want -= take;
-            skip = 0;
-            ++n;
-        }
-        std::span<SgEntry> out(small_);
-        if (n > small_.size()) {
-            big_.resize(n);
-            out = big_;
-        }
-        return sg_slice(sg, off, len, out);
+    std::span<SgEntry> storage(std::size_t n) {
+        if (n <= small_.size()) return std::span<SgEntry>(small_).first(n);
+        big_.resize(n);
+        return big_;
     }
 
 private:
     std::array<SgEntry, 8> small_;
     std::vector<SgEntry> big_;
+};
+
+// Walks a request's list unit by unit: each take() continues where the last
+// one ended instead of rescanning the list from its start (a request of many
+// small segments would otherwise cost units x segments).
+class SgCursor {
+public:
+    explicit SgCursor(SgList sg) noexcept : sg_(sg) {}
+
+    SgList take(std::size_t len, UnitSg& into) {
+        // Counted first, so that the window's storage is sized once.
+        std::size_t n = 0;
+        Pos p = pos_;
+        for (std::size_t want = len; want && p.i < sg_.size();) {
+            const std::size_t t = step(p, want);
+            n += t != 0;
+            want -= t;
+        }
+        std::span<SgEntry> out = into.storage(n);
+        std::size_t k = 0;
+        for (std::size_t want = len; want && pos_.i < sg_.size();) {
+            SgEntry e{sg_[pos_.i].data + pos_.off, 0};
+            e.len = step(pos_, want);
+            if (e.len) out[k++] = e;
+            want -= e.len;
+        }
+        return out.first(k);
+    }
+
+private:
+    struct Pos {
+        std::size_t i = 0, off = 0;  // entry, and bytes of it already taken
+    };
+    // Takes up to want bytes of the entry at p, moving p past them.
+    std::size_t step(Pos& p, std::size_t want) const noexcept {
+        const std::size_t t = std::min(sg_[p.i].len - p.off, want);
+        p.off += t;
+        if (p.off == sg_[p.i].len) {
+            ++p.i;
+            p.off = 0;
+        }
+        return t;
+    }
+
+    SgList sg_;
+    Pos pos_;
 };
 
 class GenivAlg final : public SkcipherAlg {
@@ -100,9 +133,10 @@ Status GenivTfm::setkey(ConstBytes key) {
 
 void GenivTfm::move_to_dst(GenivUnit& u) {
     if (!sg_same(u.src, u.dst)) {
-        SecureBuffer tmp(u.size);
-        sg_gather(u.src, 0, tmp.span());
-        sg_scatter(u.dst, 0, tmp.span());
+        uint8_t tmp[4096];  // the largest data unit (set_sector_params); no allocation per unit
+        sg_gather(u.src, 0, Bytes(tmp, u.size));
+        sg_scatter(u.dst, 0, ConstBytes(tmp, u.size));
+        secure_wipe(tmp, u.size);
     }
     u.src = u.dst;
 }
@@ -120,7 +154,7 @@ Status GenivTfm::inner_crypt(unsigned i, ConstBytes in, Bytes out, Bytes iv, boo
     return w.wait(enc ? inner_[i]->encrypt(r) : inner_[i]->decrypt(r));
 }
 
-GenivUnit GenivTfm::unit_at(const SkcipherRequest&, uint64_t start, std::size_t k, bool enc) const {
+GenivUnit GenivTfm::unit_at(uint64_t start, std::size_t k, bool enc) const {
     const std::size_t ss = params_.sector_size;
     GenivUnit u;
     u.cc_sector = start + k * (ss >> 9);
@@ -139,13 +173,14 @@ Status GenivTfm::crypt(SkcipherRequest& req, bool enc) const {
     if (inner_async_) return crypt_async(req, enc, start);
 
     const std::size_t ivlen = std::max<std::size_t>(inner_ivsize_, 8);
-    uint8_t ivbuf[kMaxIv];
+    uint8_t ivbuf[kGenivMaxIv];
     UnitSg src, dst;
+    SgCursor src_at(req.src), dst_at(req.dst);
     Status st = Status::Ok;
     for (std::size_t k = 0; k < req.len / ss && st == Status::Ok; ++k) {
-        GenivUnit u = unit_at(req, start, k, enc);
-        u.src = src.take(req.src, k * ss, ss);
-        u.dst = dst.take(req.dst, k * ss, ss);
+        GenivUnit u = unit_at(start, k, enc);
+        u.src = src_at.take(ss, src);
+        u.dst = dst_at.take(ss, dst);
         std::fill(ivbuf, ivbuf + ivlen, 0);
         u.iv = Bytes(ivbuf, ivlen);
         pre(u);
@@ -167,7 +202,7 @@ struct GenivTfm::AsyncRun {
     struct Unit {
         GenivUnit u;
         UnitSg src, dst;
-        uint8_t iv[kMaxIv];
+        uint8_t iv[kGenivMaxIv];
         SkcipherRequest sub;
     };
     const GenivTfm* tfm;
@@ -201,11 +236,12 @@ Status GenivTfm::crypt_async(SkcipherRequest& req, bool enc, uint64_t start) con
     run->units = std::make_unique<AsyncRun::Unit[]>(n);
     run->count = n;
     run->pending = n + 1;  // +1: the submitter, so nobody finishes mid-loop
+    SgCursor src_at(req.src), dst_at(req.dst);
     for (std::size_t k = 0; k < n; ++k) {
         auto& x = run->units[k];
-        x.u = unit_at(req, start, k, enc);
-        x.u.src = x.src.take(req.src, k * ss, ss);
-        x.u.dst = x.dst.take(req.dst, k * ss, ss);
+        x.u = unit_at(start, k, enc);
+        x.u.src = src_at.take(ss, x.src);
+        x.u.dst = dst_at.take(ss, x.dst);
         std::fill(x.iv, x.iv + ivlen, 0);
         x.u.iv = Bytes(x.iv, ivlen);
         pre(x.u);
@@ -245,10 +281,10 @@ Result<std::shared_ptr<Alg>> GenivTemplate::create(Registry& reg, const AlgName&
     auto inner = grab_spawn(reg, name_, name.args()[0], AlgType::Skcipher);
     if (!inner) return inner.error();
     const AlgInfo& in = (*inner)->info();
-    if (in.ivsize > kMaxIv)
+    if (in.ivsize > kGenivMaxIv)
         return make_error(Status::Invalid, name_ + ": '" + in.name + "' has a " +
                                                std::to_string(in.ivsize) + "-byte IV; at most " +
-                                               std::to_string(kMaxIv) + " supported");
+                                               std::to_string(kGenivMaxIv) + " supported");
     std::vector<std::shared_ptr<const Alg>> spawns = {*inner};
     auto make = prepare_(reg, **inner, spawns);
     if (!make) return make.error();

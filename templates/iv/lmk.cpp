@@ -20,6 +20,8 @@
 
 #include <array>
 #include <cstring>
+#include <mutex>
+#include <vector>
 
 namespace blkcrypt {
 namespace {
@@ -61,7 +63,8 @@ private:
 
     // The IV of one sector from its 512 bytes (only bytes 16..511 count).
     void lmk_one(const GenivUnit& u, const uint8_t* data, uint8_t* iv) const {
-        auto st = md5_->new_state();
+        StateLease lease(*this);
+        ShashState* st = lease.get();
         st->init();
         if (has_seed_) st->update(ConstBytes(seed_.data(), seed_.size()));
         st->update(ConstBytes(data + 16, kSector - 16));
@@ -98,7 +101,40 @@ private:
         secure_wipe(iv, sizeof iv);
     }
 
+    // MD5 states are reused, not made per sector: a request takes one from
+    // the pool (making one only when every state is in use by another
+    // thread) and gives it back, so the data path stops allocating once
+    // each thread that runs requests has had one.
+    class StateLease {
+    public:
+        explicit StateLease(const LmkTfm& t) : t_(t) {
+            {
+                std::lock_guard lk(t_.pool_mu_);
+                if (!t_.pool_.empty()) {
+                    st_ = std::move(t_.pool_.back());
+                    t_.pool_.pop_back();
+                }
+            }
+            if (!st_) st_ = t_.md5_->new_state();
+        }
+        ~StateLease() {
+            std::lock_guard lk(t_.pool_mu_);
+            try {
+                t_.pool_.push_back(std::move(st_));
+            } catch (...) {
+                // No room to keep it: it is freed; the pool only saves work.
+            }
+        }
+        ShashState* get() const noexcept { return st_.get(); }
+
+    private:
+        const LmkTfm& t_;
+        std::unique_ptr<ShashState> st_;
+    };
+
     std::unique_ptr<ShashTfm> md5_;
+    mutable std::mutex pool_mu_;
+    mutable std::vector<std::unique_ptr<ShashState>> pool_;
     std::size_t statesize_;
     std::size_t ivsize_;  // dm-crypt's iv_size: max(inner ivsize, 8)
     std::array<uint8_t, kSeedBlock> seed_{};

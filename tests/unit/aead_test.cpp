@@ -122,7 +122,7 @@ Buf cat(const Buf& a, const Buf& b) {
 // Every built-in vector of `generic`, run on the algorithm `name` under
 // every layout, both directions.
 void check_vectors(const std::string& name, const std::string& generic) {
-    const auto& vecs = builtin_vectors(generic);
+    const auto& vecs = vectors_for(generic);
     REQUIRE(!vecs.empty());
     Aead a = make(name);
     std::mt19937 rng(7);

@@ -313,7 +313,7 @@ std::map<std::string, std::vector<std::string>> multi_driver_names() {
     }
     std::map<std::string, std::vector<std::string>> by_name;
     for (const auto& s : reg.list()) {
-        if (s.selftest == SelftestState::Failed || s.info.internal) continue;
+        if (s.selftest == SelftestState::Failed) continue;
         by_name[s.info.name].push_back(s.info.driver);
     }
     std::erase_if(by_name, [](const auto& kv) { return kv.second.size() < 2; });

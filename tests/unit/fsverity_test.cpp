@@ -38,12 +38,7 @@ Buf pattern(std::size_t n) {
     return b;
 }
 
-Buf unhex(const std::string& s) {
-    Buf b;
-    if (s == "-") return b;
-    for (std::size_t i = 0; i + 1 < s.size(); i += 2) b.push_back(static_cast<uint8_t>(std::stoi(s.substr(i, 2), nullptr, 16)));
-    return b;
-}
+Buf unhex(const std::string& s) { return s == "-" ? Buf{} : testutil::unhex(s); }
 
 std::string sha256_hex(ConstBytes data) {
     auto h = Shash::alloc(registry(), "sha256");

@@ -59,7 +59,7 @@ TEST_CASE("every IV template carries kernel vectors: 512, 4096, large sectors, k
         if (!iv_templates.count(parsed->base())) continue;
         INFO(name);
         CHECK(selftest_of(reg, name) == SelftestState::Passed);
-        for (const auto& v : builtin_vectors(name)) {
+        for (const auto& v : vectors_for(name)) {
             ++per_template[parsed->base()];
             s4096 |= v.number("sector_size", 512) == 4096;
             large |= v.number("iv_large_sectors") != 0;

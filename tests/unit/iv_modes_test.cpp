@@ -3,6 +3,7 @@
 // transform data around the cipher, eboiv's first-key rule with several keys,
 // and the asynchronous path. Kernel byte-exactness is iv_golden_test.cpp.
 #include "test_util.hpp"
+#include <blkcrypt/internal/bytes_util.hpp>
 #include <blkcrypt/registry.hpp>
 #include <blkcrypt/request.hpp>
 #include <blkcrypt/sg.hpp>
@@ -10,8 +11,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace blkcrypt;
@@ -38,7 +41,7 @@ Buf pattern(std::size_t n, unsigned seed) {
 
 Buf le64(uint64_t v) {
     Buf b(8);
-    for (int i = 0; i < 8; ++i) b[i] = static_cast<uint8_t>(v >> (8 * i));
+    put_le64(b.data(), v);
     return b;
 }
 
@@ -283,5 +286,61 @@ TEST_CASE("IV modes give the same bytes over an asynchronous inner cipher", "[iv
         CHECK(got == want);
         REQUIRE(run(*a, false, got, back, n, 40, true) == Status::Ok);
         CHECK(back == pt);
+    }
+}
+
+TEST_CASE("lmk on one transform from many threads equals one thread", "[iv]") {
+    // Threads share the transform's pool of MD5 states.
+    const Buf key = pattern(65 * 16, 3);
+    auto t = make("lmk(cbc(aes))", SectorParams{512, false, 64}, key);
+    constexpr std::size_t kLen = 512 * 16;
+    constexpr int kThreads = 4, kRounds = 20;
+    std::vector<Buf> in(kThreads), want(kThreads);
+    for (int i = 0; i < kThreads; ++i) {
+        in[i] = pattern(kLen, 100 + i);
+        want[i].resize(kLen);
+        REQUIRE(run(t, true, in[i], want[i], kLen, 1000 * i) == Status::Ok);
+    }
+    std::atomic<int> bad{0};
+    std::vector<std::thread> th;
+    for (int i = 0; i < kThreads; ++i)
+        th.emplace_back([&, i] {
+            for (int r = 0; r < kRounds; ++r) {
+                Buf out(kLen), back(kLen);
+                if (run(t, true, in[i], out, kLen, 1000 * i) != Status::Ok || out != want[i]) ++bad;
+                if (run(t, false, out, back, kLen, 1000 * i) != Status::Ok || back != in[i]) ++bad;
+            }
+        });
+    for (auto& x : th) x.join();
+    CHECK(bad == 0);
+}
+
+TEST_CASE("IV modes walk requests of many small segments unit by unit", "[iv]") {
+    // Segments of 1..67 bytes: units start and end inside segments, some
+    // units span more than the 8 entries kept on the stack.
+    std::vector<ModeCase> modes(std::begin(kModes), std::end(kModes));
+    // An asynchronous inner transform: all units in flight at once.
+    modes.push_back({"plain64(cryptd(cbc(aes)))", 1, 32, 512});
+    modes.push_back({"elephant(cryptd(cbc(aes)))", 1, 64, 4096});
+    for (const ModeCase& m : modes) {
+        INFO(m.name);
+        auto t = make(m.name, SectorParams{m.sector_size, false, m.key_count}, pattern(m.key_len, 9));
+        const std::size_t len = m.sector_size * 6;
+        const Buf in = pattern(len, 5);
+        Buf flat(len);
+        REQUIRE(run(t, true, in, flat, len, 77) == Status::Ok);
+        Buf out(len);
+        std::vector<SgEntry> s, d;
+        for (std::size_t off = 0, k = 0; off < len; ++k) {
+            const std::size_t n = std::min<std::size_t>(1 + (k * 29) % 67, len - off);
+            s.push_back(SgEntry{const_cast<uint8_t*>(in.data()) + off, n});
+            d.push_back(SgEntry{out.data() + off, n});
+            if (k % 5 == 0) d.push_back(SgEntry{out.data() + off + n, 0});  // empty entries are skipped
+            off += n;
+        }
+        Buf iv = le64(77);
+        REQUIRE(testutil::crypt_sg(t, true, SgList(s.data(), s.size()), SgList(d.data(), d.size()), len,
+                                   Bytes(iv.data(), iv.size())) == Status::Ok);
+        CHECK(out == flat);
     }
 }

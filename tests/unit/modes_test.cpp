@@ -166,7 +166,7 @@ TEST_CASE("modes: every vector passes the full self-test", "[modes]") {
     names.push_back("xts(serpent-cryptopp)");
     for (const auto& n : names) {
         (void)alloc(n.c_str());  // instantiate
-        CHECK(builtin_vectors(generic(n)).size() >= 2);
+        CHECK(vectors_for(generic(n)).size() >= 2);
     }
     auto st = registry().run_selftests(names);
     std::size_t seen = 0;
@@ -189,7 +189,7 @@ TEST_CASE("modes: vectors through the handles under random scatter-gather layout
     names.push_back("xts(serpent-cryptopp)");
     for (const auto& name : names) {
         Skcipher t = alloc(name.c_str());
-        const auto& vecs = builtin_vectors(generic(name));
+        const auto& vecs = vectors_for(generic(name));
         REQUIRE(!vecs.empty());
         int ran = 0;
         for (const auto& v : vecs) {

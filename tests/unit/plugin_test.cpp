@@ -79,7 +79,7 @@ Buf random_buf(std::size_t n, unsigned seed) {
 // Whether the vectors a broken_vec_* plugin adds are still known.
 bool builtin_vectors_exist(const std::string& file) {
     const char* name = file == "broken_vec_no_key.so" ? "cmac(camellia)" : "rfc4309(ccm(camellia))";
-    return !builtin_vectors(name).empty();
+    return !vectors_for(name).empty();
 }
 
 bool still_mapped(const std::string& path) {
@@ -250,17 +250,17 @@ TEST_CASE("unloading a plugin removes its vectors", "[plugin]") {
     Registry reg;
     register_defaults(reg);
     REQUIRE(load_plugin(reg, kPlugins + "/sm3.so").ok());
-    CHECK_FALSE(builtin_vectors("sm3").empty());
+    CHECK_FALSE(vectors_for("sm3").empty());
     // A second registry holding the same plugin keeps the vectors alive.
     {
         Registry other;
         register_defaults(other);
         REQUIRE(load_plugin(other, kPlugins + "/sm3.so").ok());
         REQUIRE(unload_plugin(other, "sm3").ok());
-        CHECK_FALSE(builtin_vectors("sm3").empty());
+        CHECK_FALSE(vectors_for("sm3").empty());
     }
     REQUIRE(unload_plugin(reg, "sm3").ok());
-    CHECK(builtin_vectors("sm3").empty());
+    CHECK(vectors_for("sm3").empty());
     REQUIRE(load_plugin(reg, kPlugins + "/sm3.so").ok());  // and back, with its vectors
-    CHECK_FALSE(builtin_vectors("sm3").empty());
+    CHECK_FALSE(vectors_for("sm3").empty());
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <blkcrypt/bytes.hpp>
+#include <blkcrypt/hex.hpp>
 #include <blkcrypt/registry.hpp>
 #include <blkcrypt/request.hpp>
 #include <blkcrypt/sg.hpp>
@@ -13,6 +14,7 @@
 #include <fstream>
 #include <initializer_list>
 #include <iterator>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,19 +29,14 @@ std::vector<uint8_t> random_bytes(Rng& rng, std::size_t n) {
     return v;
 }
 
+// Test data is well-formed hex; a typo in it fails loudly.
 inline std::vector<uint8_t> unhex(std::string_view h) {
-    std::vector<uint8_t> out;
-    for (std::size_t i = 0; i + 1 < h.size(); i += 2)
-        out.push_back(static_cast<uint8_t>(std::stoul(std::string(h.substr(i, 2)), nullptr, 16)));
-    return out;
+    auto r = blkcrypt::hex_decode(h);
+    if (!r) throw std::invalid_argument("bad hex in test data: " + r.error().message);
+    return std::move(r).value();
 }
 
-inline std::string hex(blkcrypt::ConstBytes b) {
-    static constexpr char kDigits[] = "0123456789abcdef";
-    std::string s;
-    for (uint8_t c : b) s += {kDigits[c >> 4], kDigits[c & 15]};
-    return s;
-}
+inline std::string hex(blkcrypt::ConstBytes b) { return blkcrypt::hex_encode(b); }
 
 // Whether BLKCRYPT_X86_DISABLE (a comma-separated list) names one of names.
 inline bool x86_disabled(std::initializer_list<const char*> names) {

@@ -245,7 +245,7 @@ TEST_CASE("verity read path: whole reads, policies, small cache, threads, async"
         for (HashMode mode : {HashMode::Sync, HashMode::Async}) {
             auto table = table_for(img);
             if (mode == HashMode::Async) table.params.hash_name = "cryptd(sha256)";
-            TargetOptions o;
+            VerityTargetOptions o;
             o.cache_blocks = 2;
             o.mode = mode;
             auto t = VerityTarget::create(registry(), table, img.data, img.hash, o);
@@ -279,7 +279,7 @@ TEST_CASE("verity read path: whole reads, policies, small cache, threads, async"
         auto table = table_for(img);
         table.on_corruption = CorruptionMode::Ignore;
         std::vector<Corruption> seen;
-        TargetOptions o;
+        VerityTargetOptions o;
         o.log = [&](const Corruption& c) { seen.push_back(c); };
         auto t = VerityTarget::create(registry(), table, img.data, img.hash, o);
         std::vector<uint8_t> buf(4096);

@@ -8,7 +8,7 @@
 // reported, never trusted. Memory: a few chunks of a few MiB.
 #pragma once
 
-#include <blkcrypt/dm/backing_store.hpp>
+#include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/verity/block_hasher.hpp>
 
 #include "parallel_hasher.hpp"

@@ -1,3 +1,4 @@
+#include <blkcrypt/hex.hpp>
 #include <blkcrypt/verity/table.hpp>
 
 #include <charconv>
@@ -27,22 +28,10 @@ bool number(std::string_view w, T& out) {
 }
 
 bool hex(std::string_view w, std::vector<uint8_t>& out) {
-    if (w.size() % 2) return false;
-    out.clear();
-    for (std::size_t i = 0; i < w.size(); i += 2) {
-        unsigned v = 0;
-        const auto [p, ec] = std::from_chars(w.data() + i, w.data() + i + 2, v, 16);
-        if (ec != std::errc() || p != w.data() + i + 2) return false;
-        out.push_back(static_cast<uint8_t>(v));
-    }
+    auto r = hex_decode(w);
+    if (!r) return false;
+    out = std::move(r).value();
     return true;
-}
-
-std::string to_hex(const std::vector<uint8_t>& b) {
-    static constexpr char kDigits[] = "0123456789abcdef";
-    std::string s;
-    for (uint8_t x : b) s += {kDigits[x >> 4], kDigits[x & 15]};
-    return s;
 }
 
 Result<void> parse_options(std::vector<std::string_view> w, VerityTable& t) {
@@ -123,8 +112,8 @@ std::string VerityTable::args() const {
     std::string s = std::to_string(p.hash_type) + " " + data_dev + " " + hash_dev + " " +
                     std::to_string(p.data_block_size) + " " + std::to_string(p.hash_block_size) +
                     " " + std::to_string(p.data_blocks) + " " + std::to_string(hash_start_block) +
-                    " " + p.hash_name + " " + to_hex(root_hash) + " " +
-                    (p.salt.empty() ? std::string("-") : to_hex(p.salt));
+                    " " + p.hash_name + " " + hex_encode(root_hash) + " " +
+                    (p.salt.empty() ? std::string("-") : hex_encode(p.salt));
     std::vector<std::string> opts;
     if (on_corruption == CorruptionMode::Ignore) opts.emplace_back("ignore_corruption");
     if (on_corruption == CorruptionMode::Restart) opts.emplace_back("restart_on_corruption");

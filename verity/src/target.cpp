@@ -13,7 +13,7 @@ struct VerityTarget::Impl {
     TreeGeometry g;
     std::shared_ptr<BlockHasher> hasher;
     std::shared_ptr<dm::BackingStore> data, hash;
-    TargetOptions opts;
+    VerityTargetOptions opts;
     HashBlockCache cache;
     std::vector<uint8_t> zero_digest;           // with ignore_zero_blocks
     std::vector<std::atomic<uint64_t>> checked;  // with check_at_most_once
@@ -24,7 +24,7 @@ struct VerityTarget::Impl {
     std::atomic<uint64_t> data_verified{0}, hash_verified{0}, zero_skipped{0}, corruptions{0};
 
     Impl(VerityTable t, TreeGeometry geo, std::shared_ptr<BlockHasher> h,
-         std::shared_ptr<dm::BackingStore> d, std::shared_ptr<dm::BackingStore> hs, TargetOptions o)
+         std::shared_ptr<dm::BackingStore> d, std::shared_ptr<dm::BackingStore> hs, VerityTargetOptions o)
         : table(std::move(t)), g(std::move(geo)), hasher(std::move(h)), data(std::move(d)),
           hash(std::move(hs)), opts(std::move(o)), cache(opts.cache_blocks) {}
 
@@ -158,7 +158,7 @@ struct VerityTarget::Impl {
 Result<std::unique_ptr<VerityTarget>> VerityTarget::create(Registry& reg, const VerityTable& table,
                                                            std::shared_ptr<dm::BackingStore> data,
                                                            std::shared_ptr<dm::BackingStore> hash,
-                                                           TargetOptions opts) {
+                                                           VerityTargetOptions opts) {
     const VerityParams& p = table.params;
     const auto place = p.hash_type == 1 ? SaltPlacement::Before : SaltPlacement::After;
     auto hasher = BlockHasher::create(reg, p.hash_name, p.salt, place, opts.mode);

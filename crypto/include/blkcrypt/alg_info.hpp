@@ -27,7 +27,6 @@ struct AlgInfo {
     int priority = 0;
     AlgType type = AlgType::Cipher;
     bool async = false;
-    bool internal = false;  // not returned by lookups unless asked for by driver name
     bool needs_key = false; // must be keyed before use (hmac, ciphers)
 
     std::size_t blocksize = 1;

@@ -24,7 +24,6 @@
 namespace blkcrypt {
 namespace {
 
-using cryptopp::load_le;
 using cryptopp::provider_info;
 
 constexpr std::size_t kKey = 32;
@@ -49,7 +48,7 @@ private:
         // it, and one transform serves many requests at once.
         try {
             CryptoPP::ChaChaTLS::Encryption c;
-            const CryptoPP::word64 block = load_le<uint32_t>(req.iv.data());
+            const CryptoPP::word64 block = get_le<uint32_t>(req.iv.data());
             const CryptoPP::byte* nonce = req.iv.data() + 4;
             const CryptoPP::ConstByteArrayParameter iv(nonce, kNonce, false);
             c.SetKey(key_.data(), kKey,

@@ -43,7 +43,7 @@ template <uint32_t Poly>
 constexpr uint32_t crc_sw(uint32_t crc, const uint8_t* p, std::size_t n) {
     const auto& t = kTables<Poly>;
     for (; n >= 8; p += 8, n -= 8) {
-        const uint32_t a = crc ^ load_le<uint32_t>(p), b = load_le<uint32_t>(p + 4);
+        const uint32_t a = crc ^ get_le<uint32_t>(p), b = get_le<uint32_t>(p + 4);
         crc = t[7][a & 0xff] ^ t[6][(a >> 8) & 0xff] ^ t[5][(a >> 16) & 0xff] ^ t[4][a >> 24] ^
               t[3][b & 0xff] ^ t[2][(b >> 8) & 0xff] ^ t[1][(b >> 16) & 0xff] ^ t[0][b >> 24];
     }
@@ -107,14 +107,14 @@ public:
 
     Status setkey(ConstBytes key) override {
         if (key.size() != 4) return Status::Invalid;
-        seed_ = load_le<uint32_t>(key.data());
+        seed_ = get_le<uint32_t>(key.data());
         return Status::Ok;
     }
 
     std::unique_ptr<ShashState> new_state() const override;
 
     void digest(ConstBytes data, Bytes out) const override {
-        store_le(out.data(), K::finish(K::update(seed_, data)));
+        put_le(out.data(), K::finish(K::update(seed_, data)));
     }
 
 private:
@@ -128,10 +128,10 @@ public:
 
     void init() override { crc_ = tfm_.seed(); }  // the seed as of init, like the kernel
     void update(ConstBytes data) override { crc_ = K::update(crc_, data); }
-    void final(Bytes out) override { store_le(out.data(), K::finish(crc_)); }
-    void export_state(Bytes out) const override { store_le(out.data(), crc_); }
+    void final(Bytes out) override { put_le(out.data(), K::finish(crc_)); }
+    void export_state(Bytes out) const override { put_le(out.data(), crc_); }
     Status import_state(ConstBytes in) override {
-        crc_ = load_le<uint32_t>(in.data());
+        crc_ = get_le<uint32_t>(in.data());
         return Status::Ok;
     }
 

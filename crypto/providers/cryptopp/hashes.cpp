@@ -144,22 +144,22 @@ public:
         const auto& h = this->h_;
         std::memset(out.data(), 0, L.size);
         for (std::size_t i = 0; i < L.words; ++i)
-            store_le(out.data() + i * sizeof(W), h.words()[i]);
+            put_le(out.data() + i * sizeof(W), h.words()[i]);
         // Crypto++ counts bytes in two words, low first: the kernel's u64
         // count for 32-bit words, its u64 count[2] for 64-bit ones.
-        store_le(out.data() + L.count_off, h.lo());
-        store_le(out.data() + L.count_off + sizeof(W), h.hi());
+        put_le(out.data() + L.count_off, h.lo());
+        put_le(out.data() + L.count_off + sizeof(W), h.hi());
         std::memcpy(out.data() + L.block_off, h.block(), h.lo() % H::BLOCKSIZE);
     }
 
     Status import_state(ConstBytes in) override {
-        const W hi = load_le<W>(in.data() + L.count_off + sizeof(W));
+        const W hi = get_le<W>(in.data() + L.count_off + sizeof(W));
         // The message length in bits must fit the padding's length field.
         if (hi >> (8 * sizeof(W) - 3)) return Status::Invalid;
         auto& h = this->h_;
         for (std::size_t i = 0; i < L.words; ++i)
-            h.words()[i] = load_le<W>(in.data() + i * sizeof(W));
-        h.lo() = load_le<W>(in.data() + L.count_off);
+            h.words()[i] = get_le<W>(in.data() + i * sizeof(W));
+        h.lo() = get_le<W>(in.data() + L.count_off);
         h.hi() = hi;
         std::memcpy(h.block(), in.data() + L.block_off, H::BLOCKSIZE);
         return Status::Ok;
@@ -205,16 +205,16 @@ public:
     static constexpr std::size_t kStateSize = 25 * 8 + 8;
 
     void export_state(Bytes out) const override {
-        for (std::size_t i = 0; i < 25; ++i) store_le(out.data() + 8 * i, this->h_.lanes()[i]);
-        store_le<uint32_t>(out.data() + 200, this->h_.partial());
-        store_le<uint32_t>(out.data() + 204, 0);
+        for (std::size_t i = 0; i < 25; ++i) put_le(out.data() + 8 * i, this->h_.lanes()[i]);
+        put_le<uint32_t>(out.data() + 200, this->h_.partial());
+        put_le<uint32_t>(out.data() + 204, 0);
     }
 
     Status import_state(ConstBytes in) override {
-        const uint32_t partial = load_le<uint32_t>(in.data() + 200);
+        const uint32_t partial = get_le<uint32_t>(in.data() + 200);
         if (partial >= H::BLOCKSIZE) return Status::Invalid;
         for (std::size_t i = 0; i < 25; ++i)
-            this->h_.lanes()[i] = load_le<word64>(in.data() + 8 * i);
+            this->h_.lanes()[i] = get_le<word64>(in.data() + 8 * i);
         this->h_.partial() = partial;
         return Status::Ok;
     }
@@ -280,21 +280,21 @@ public:
 
     void export_state(Bytes out) const override {
         const auto& st = state_of(h_);
-        for (std::size_t i = 0; i < 12; ++i) store_le(out.data() + 8 * i, st.m_hft[i]);  // h, t, f
+        for (std::size_t i = 0; i < 12; ++i) put_le(out.data() + 8 * i, st.m_hft[i]);  // h, t, f
         std::memcpy(out.data() + 96, st.m_buf.data(), 128);
-        store_le(out.data() + 224, static_cast<uint32_t>(st.m_len));
-        store_le(out.data() + 228, static_cast<uint32_t>(CryptoPP::BLAKE2b::DIGESTSIZE));
+        put_le(out.data() + 224, static_cast<uint32_t>(st.m_len));
+        put_le(out.data() + 228, static_cast<uint32_t>(CryptoPP::BLAKE2b::DIGESTSIZE));
     }
 
     Status import_state(ConstBytes in) override {
-        const uint32_t buflen = load_le<uint32_t>(in.data() + 224);
-        const uint32_t outlen = load_le<uint32_t>(in.data() + 228);
+        const uint32_t buflen = get_le<uint32_t>(in.data() + 224);
+        const uint32_t outlen = get_le<uint32_t>(in.data() + 228);
         // f[] is set only by the final block; a running state has it zero.
-        const bool finalised = load_le<word64>(in.data() + 80) || load_le<word64>(in.data() + 88);
+        const bool finalised = get_le<word64>(in.data() + 80) || get_le<word64>(in.data() + 88);
         if (buflen > 128 || outlen != CryptoPP::BLAKE2b::DIGESTSIZE || finalised)
             return Status::Invalid;
         auto& st = state_of(h_);
-        for (std::size_t i = 0; i < 12; ++i) st.m_hft[i] = load_le<word64>(in.data() + 8 * i);
+        for (std::size_t i = 0; i < 12; ++i) st.m_hft[i] = get_le<word64>(in.data() + 8 * i);
         std::memcpy(st.m_buf.data(), in.data() + 96, 128);
         st.m_len = buflen;
         return Status::Ok;

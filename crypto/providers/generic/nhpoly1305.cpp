@@ -121,6 +121,7 @@ void NhpolyState::units(const uint8_t* src, std::size_t len) {
 }
 
 void NhpolyState::update(ConstBytes data) {
+    if (data.empty()) return;  // an empty span's data() may be null: no memcpy from it
     const uint8_t* p = data.data();
     std::size_t len = data.size();
     if (buflen_) {

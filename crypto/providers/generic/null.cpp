@@ -27,7 +27,7 @@ public:
 
 private:
     static void copy(const uint8_t* in, uint8_t* out, std::size_t n) {
-        if (in != out) std::memmove(out, in, n);
+        if (n && in != out) std::memmove(out, in, n);
     }
 };
 

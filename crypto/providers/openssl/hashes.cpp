@@ -16,6 +16,7 @@
 #define OPENSSL_SUPPRESS_DEPRECATED  // SHA*_Init/Update/Final, deliberately
 #include "ossl_common.hpp"
 
+#include <blkcrypt/internal/bytes_util.hpp>
 #include <blkcrypt/secure_buffer.hpp>
 
 #include <openssl/sha.h>
@@ -24,18 +25,6 @@
 
 namespace blkcrypt::ossl {
 namespace {
-
-template <class T>
-void store_le(uint8_t* p, T v) {
-    for (std::size_t i = 0; i < sizeof(T); ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-
-template <class T>
-T load_le(const uint8_t* p) {
-    T v = 0;
-    for (std::size_t i = 0; i < sizeof(T); ++i) v |= static_cast<T>(p[i]) << (8 * i);
-    return v;
-}
 
 // Byte count as two words of the kernel's struct: (low, high); high is 0
 // for the 32-bit-word hashes, whose count is one u64.
@@ -113,23 +102,23 @@ template <class H>
 void export_ctx(const typename H::Ctx& c, Bytes out) {
     using W = typename H::Word;
     std::memset(out.data(), 0, H::kStateSize);
-    for (std::size_t i = 0; i < H::kWords; ++i) store_le<W>(out.data() + i * sizeof(W), H::word(c, i));
+    for (std::size_t i = 0; i < H::kWords; ++i) put_le<W>(out.data() + i * sizeof(W), H::word(c, i));
     const Count n = H::count(c);
-    store_le<uint64_t>(out.data() + H::kCountOff, n.lo);
-    if (sizeof(W) == 8) store_le<uint64_t>(out.data() + H::kCountOff + 8, n.hi);
+    put_le<uint64_t>(out.data() + H::kCountOff, n.lo);
+    if (sizeof(W) == 8) put_le<uint64_t>(out.data() + H::kCountOff + 8, n.hi);
     std::memcpy(out.data() + H::kBlockOff, H::block(c), n.lo % H::kBlock);
 }
 
 template <class H>
 Status import_ctx(typename H::Ctx& c, ConstBytes in) {
     using W = typename H::Word;
-    Count n{load_le<uint64_t>(in.data() + H::kCountOff), 0};
-    if (sizeof(W) == 8) n.hi = load_le<uint64_t>(in.data() + H::kCountOff + 8);
+    Count n{get_le<uint64_t>(in.data() + H::kCountOff), 0};
+    if (sizeof(W) == 8) n.hi = get_le<uint64_t>(in.data() + H::kCountOff + 8);
     // The length in bits must fit the padding's length field (as the
     // Crypto++ drivers check, so both accept the same states).
     if ((sizeof(W) == 8 ? n.hi : n.lo) >> 61) return Status::Invalid;
     H::init(c);  // fields the kernel's struct lacks (md_len)
-    for (std::size_t i = 0; i < H::kWords; ++i) H::set_word(c, i, load_le<W>(in.data() + i * sizeof(W)));
+    for (std::size_t i = 0; i < H::kWords; ++i) H::set_word(c, i, get_le<W>(in.data() + i * sizeof(W)));
     H::set_count(c, n);
     std::memcpy(H::block(c), in.data() + H::kBlockOff, H::kBlock);
     return Status::Ok;

@@ -11,6 +11,7 @@
 #include "sha256_ni.hpp"
 #include "sha256_x16.hpp"
 
+#include <blkcrypt/internal/bytes_util.hpp>
 #include <blkcrypt/internal/alg.hpp>
 #include <blkcrypt/internal/endian.hpp>
 
@@ -50,7 +51,7 @@ std::size_t pad(uint8_t out[2 * kBlock], std::size_t n, uint64_t total) {
     out[n] = 0x80;
     std::memset(out + n + 1, 0, blocks * kBlock - n - 1);
     const uint64_t bits = total * 8;
-    for (int i = 0; i < 8; ++i) out[blocks * kBlock - 1 - i] = static_cast<uint8_t>(bits >> (8 * i));
+    put_be64(out + blocks * kBlock - 8, bits);
     return blocks;
 }
 

@@ -20,6 +20,9 @@
 
 namespace blkcrypt {
 
+// The largest inner IV an IV-mode template accepts (create refuses more).
+inline constexpr std::size_t kGenivMaxIv = 64;
+
 struct GenivUnit {
     uint64_t cc_sector = 0;   // in 512-byte sectors
     uint64_t iv_sector = 0;   // cc_sector, or counted in data units (iv_large_sectors)
@@ -55,7 +58,8 @@ protected:
     std::size_t inner_ivsize() const noexcept { return inner_ivsize_; }
     const SectorParams& params() const noexcept { return params_; }
     // Copy the unit's source to its destination and work in place there
-    // (modes that must transform the input before the cipher).
+    // (modes that must transform the input before the cipher); through a
+    // stack buffer, without allocating.
     static void move_to_dst(GenivUnit& u);
     // Run inner transform i synchronously on a flat buffer (waits if async).
     Status inner_crypt(unsigned i, ConstBytes in, Bytes out, Bytes iv, bool enc) const;
@@ -64,7 +68,7 @@ private:
     struct AsyncRun;
     Status crypt(SkcipherRequest& req, bool enc) const;
     Status crypt_async(SkcipherRequest& req, bool enc, uint64_t start) const;
-    GenivUnit unit_at(const SkcipherRequest& req, uint64_t start, std::size_t k, bool enc) const;
+    GenivUnit unit_at(uint64_t start, std::size_t k, bool enc) const;
 
     std::shared_ptr<const Alg> inner_alg_;
     std::vector<std::unique_ptr<SkcipherTfm>> inner_;

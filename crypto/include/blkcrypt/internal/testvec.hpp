@@ -50,7 +50,7 @@ Result<std::vector<VectorSet>> parse_vector_file(std::string_view text, std::str
 // The vectors for this generic name: compiled into the library, or added
 // with add_vectors (empty if none). A reference to added vectors is valid
 // until they are removed; find_vectors shares ownership instead.
-const std::vector<TestVector>& builtin_vectors(std::string_view generic_name);
+const std::vector<TestVector>& vectors_for(std::string_view generic_name);
 std::shared_ptr<const std::vector<TestVector>> find_vectors(std::string_view generic_name);
 
 // Adds vectors at run time (a plugin's own), in the format above. Refused
@@ -67,7 +67,7 @@ void remove_vectors(std::string_view text, std::string_view source);
 SelftestOutcome run_test_vectors(const Alg& alg, const std::vector<TestVector>& vecs, bool full);
 
 // Parse errors in the compiled-in files (a file that does not parse is
-// skipped by builtin_vectors; the test suite asserts this list is empty).
+// skipped by vectors_for; the test suite asserts this list is empty).
 std::vector<std::string> builtin_vector_errors();
 
 // Every generic name that has compiled-in vectors.

@@ -12,7 +12,8 @@
 // At most queue_depth bios are in flight (queued, converting or waiting for
 // an async transform); submit blocks while all are taken. Each in-flight bio
 // owns a preallocated bounce buffer of max_request bytes, so memory is
-// bounded by queue_depth x max_request and the data path does not allocate.
+// bounded by queue_depth x max_request and the data path does not allocate
+// (with a synchronous cipher; docs/architecture.md says what that covers).
 #pragma once
 
 #include <blkcrypt/dm/backing_store.hpp>

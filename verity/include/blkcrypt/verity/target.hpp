@@ -12,7 +12,7 @@
 // each data block only on its first read. Thread-safe.
 #pragma once
 
-#include <blkcrypt/dm/backing_store.hpp>
+#include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/verity/block_hasher.hpp>
 #include <blkcrypt/verity/table.hpp>
 #include <blkcrypt/verity/tree.hpp>
@@ -27,7 +27,7 @@ class Registry;
 
 namespace blkcrypt::verity {
 
-struct TargetOptions {
+struct VerityTargetOptions {
     HashMode mode = HashMode::Auto;
     std::size_t cache_blocks = 1024;  // verified hash blocks kept in memory
     // Each corruption found, as it is found (from the reading thread).
@@ -44,9 +44,9 @@ struct TargetStats {
 class VerityTarget {
 public:
     static Result<std::unique_ptr<VerityTarget>> create(Registry& reg, const VerityTable& table,
-                                                        std::shared_ptr<dm::BackingStore> data,
-                                                        std::shared_ptr<dm::BackingStore> hash,
-                                                        TargetOptions opts = {});
+                                                        std::shared_ptr<BackingStore> data,
+                                                        std::shared_ptr<BackingStore> hash,
+                                                        VerityTargetOptions opts = {});
     ~VerityTarget();
 
     uint64_t size() const noexcept;  // bytes of data the target serves

@@ -3,7 +3,7 @@
 // sequential reads, in bounded memory, hashing on every core.
 #pragma once
 
-#include <blkcrypt/dm/backing_store.hpp>
+#include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/status.hpp>
 #include <blkcrypt/verity/block_hasher.hpp>
 #include <blkcrypt/verity/params.hpp>
@@ -17,7 +17,7 @@ class Registry;
 
 namespace blkcrypt::verity {
 
-using dm::BackingStore;
+using blkcrypt::BackingStore;  // verity::BackingStore, as before
 
 struct TreeOptions {
     unsigned threads = 0;                // 0: every core

@@ -1,5 +1,5 @@
 // Backing stores: a file or block device through pread/pwrite, and memory.
-#include <blkcrypt/dm/backing_store.hpp>
+#include <blkcrypt/backing_store.hpp>
 
 #include <blkcrypt/internal/mapped_file.hpp>
 
@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-namespace blkcrypt::dm {
+namespace blkcrypt {
 namespace {
 
 // True when [offset, offset+len) lies within size, without overflowing.
@@ -158,4 +158,4 @@ Status MemoryStore::write(uint64_t offset, ConstBytes in) {
     return Status::Ok;
 }
 
-}  // namespace blkcrypt::dm
+}  // namespace blkcrypt

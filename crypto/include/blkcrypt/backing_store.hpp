@@ -1,0 +1,73 @@
+// BackingStore: where a target's data lives (a file, a block device, memory
+// in tests): dm-crypt's ciphertext, dm-verity's data and hash devices, the
+// file fs-verity hashes. Offsets are bytes; calls may come from many threads.
+// A transfer that fails or reaches past size() returns IoError.
+#pragma once
+
+#include <blkcrypt/bytes.hpp>
+#include <blkcrypt/status.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace blkcrypt {
+
+class BackingStore {
+public:
+    virtual ~BackingStore() = default;
+    virtual Status read(uint64_t offset, Bytes out) = 0;
+    virtual Status write(uint64_t offset, ConstBytes in) = 0;
+    virtual uint64_t size() const = 0;
+    virtual Status flush() { return Status::Ok; }
+    // The caller will read the whole store in order (enables OS readahead).
+    virtual void hint_sequential() noexcept {}
+    // The whole store as read-only memory, when it can be mapped (a regular
+    // file); empty otherwise. Readers that only look (hashing) avoid a copy.
+    // Pages past the end of a file shrunk by someone else while mapped read
+    // as zeros (see blkcrypt/internal/mapped_file.hpp): readers of mapped()
+    // check changed() after each chunk and at the end.
+    virtual ConstBytes mapped() { return {}; }
+    // True when the file no longer has the size it had when opened (shrunk
+    // or grown), or a read of mapped() went past its end.
+    virtual bool changed() noexcept { return false; }
+    // The path it was opened from, for messages ("" for memory).
+    virtual std::string name() const { return {}; }
+    // Drops [offset, offset+len) of the mapping from this process's resident
+    // memory (the data stays in the page cache), to keep memory bounded.
+    virtual void release_mapped(uint64_t /*offset*/, uint64_t /*len*/) noexcept {}
+    // Starts writing [offset, offset+len) out without waiting, so a streaming
+    // writer's final flush() waits for the tail only, not the whole image.
+    virtual void start_writeback(uint64_t /*offset*/, uint64_t /*len*/) noexcept {}
+};
+
+// A file or block device opened for pread/pwrite (read-only unless writable;
+// writes to a read-only store fail). Its size is fixed at open.
+Result<std::shared_ptr<BackingStore>> open_file_store(const std::string& path, bool writable);
+// A regular file of `size` bytes already open for reading, read-only; the
+// store owns fd (pass a dup to keep yours).
+std::shared_ptr<BackingStore> adopt_file_store(int fd, uint64_t size, std::string name);
+
+// Memory, for tests and examples.
+class MemoryStore final : public BackingStore {
+public:
+    explicit MemoryStore(std::size_t size) : data_(size) {}
+    Status read(uint64_t offset, Bytes out) override;
+    Status write(uint64_t offset, ConstBytes in) override;
+    uint64_t size() const override { return data_.size(); }
+    std::vector<uint8_t>& data() noexcept { return data_; }
+
+private:
+    std::vector<uint8_t> data_;
+};
+
+// The names' first home was blkcrypt::dm; code spelling them so still builds.
+namespace dm {
+using blkcrypt::BackingStore;
+using blkcrypt::MemoryStore;
+using blkcrypt::open_file_store;
+using blkcrypt::adopt_file_store;
+}  // namespace dm
+
+}  // namespace blkcrypt
