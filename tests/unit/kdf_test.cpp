@@ -78,3 +78,54 @@ TEST_CASE("af: split then merge gives the key back; every stripe matters", "[kdf
     std::vector<uint8_t> key(32), area(32 * 3 + 1);
     CHECK(luks::af_split(registry(), "sha256", key, 3, area).status() == Status::Invalid);
 }
+
+namespace {
+
+std::string argon2_hex(Argon2Type type, const std::string& pw, const std::string& salt, uint32_t t,
+                       uint32_t m_kib, uint32_t p, std::size_t len = 32) {
+    std::vector<uint8_t> out(len);
+    auto r = argon2(type, {reinterpret_cast<const uint8_t*>(pw.data()), pw.size()},
+                    {reinterpret_cast<const uint8_t*>(salt.data()), salt.size()}, t, m_kib, p, out);
+    REQUIRE(r.ok());
+    return hex(out);
+}
+
+}  // namespace
+
+// The reference implementation's vectors (phc-winner-argon2 src/test.c,
+// version 0x13); the Argon2id values are also what python3-cryptography's
+// independent Argon2id gives for the same inputs.
+TEST_CASE("argon2: reference implementation vectors, version 0x13", "[kdf][argon2]") {
+    using enum Argon2Type;
+    CHECK(argon2_hex(I, "password", "somesalt", 2, 1u << 16, 1) ==
+          "c1628832147d9720c5bd1cfd61367078729f6dfb6f8fea9ff98158e0d7816ed0");
+    CHECK(argon2_hex(I, "password", "somesalt", 2, 1u << 8, 1) ==
+          "89e9029f4637b295beb027056a7336c414fadd43f6b208645281cb214a56452f");
+    CHECK(argon2_hex(I, "password", "somesalt", 2, 1u << 8, 2) ==
+          "4ff5ce2769a1d7f4c8a491df09d41a9fbe90e5eb02155a13e4c01e20cd4eab61");
+    CHECK(argon2_hex(I, "password", "somesalt", 1, 1u << 16, 1) ==
+          "d168075c4d985e13ebeae560cf8b94c3b5d8a16c51916b6f4ac2da3ac11bbecf");
+    CHECK(argon2_hex(I, "differentpassword", "somesalt", 2, 1u << 16, 1) ==
+          "14ae8da01afea8700c2358dcef7c5358d9021282bd88663a4562f59fb74d22ee");
+    CHECK(argon2_hex(I, "password", "diffsalt", 2, 1u << 16, 1) ==
+          "b0357cccfbef91f3860b0dba447b2348cbefecadaf990abfe9cc40726c521271");
+    CHECK(argon2_hex(Id, "password", "somesalt", 2, 1u << 16, 1) ==
+          "09316115d5cf24ed5a15a31a3ba326e5cf32edc24702987c02b6566f61913cf7");
+    CHECK(argon2_hex(Id, "password", "somesalt", 2, 1u << 8, 1) ==
+          "9dfeb910e80bad0311fee20f9c0e2b12c17987b4cac90c2ef54d5b3021c68bfe");
+    CHECK(argon2_hex(Id, "password", "somesalt", 2, 1u << 8, 2) ==
+          "6d093c501fd5999645e0ea3bf620d7b8be7fd2db59c20d9fff9539da2bf57037");
+}
+
+TEST_CASE("argon2: leaves the caller's passphrase intact, refuses bad costs", "[kdf][argon2]") {
+    std::string pw = "password";
+    std::vector<uint8_t> pwv(pw.begin(), pw.end()), out(64);
+    const std::string salt = "somesaltsomesalt";
+    const ConstBytes s{reinterpret_cast<const uint8_t*>(salt.data()), salt.size()};
+    REQUIRE(argon2(Argon2Type::Id, pwv, s, 1, 64, 4, out).ok());
+    CHECK(std::string(pwv.begin(), pwv.end()) == pw);
+    // Memory below 8 KiB per lane, zero passes, a 1-byte salt.
+    CHECK(argon2(Argon2Type::Id, pwv, s, 1, 7, 1, out).status() == Status::Invalid);
+    CHECK(argon2(Argon2Type::I, pwv, s, 0, 64, 1, out).status() == Status::Invalid);
+    CHECK(argon2(Argon2Type::I, pwv, s.first(1), 1, 64, 1, out).status() == Status::Invalid);
+}
