@@ -1,0 +1,178 @@
+// LUKS2 (cryptsetup's on-disk format 2): the two binary headers, the JSON
+// metadata, keyslot unlock and luksDump, read as cryptsetup 2.6 reads them.
+//
+// A header store holds, from offset 0: the primary binary header (4096
+// bytes) and its JSON area (hdr_size - 4096 bytes), the secondary copy at
+// hdr_size, then the keyslot areas (config.keyslots_size bytes) from
+// 2 * hdr_size. It is the data device itself or a detached header file.
+// Nothing here writes to the store.
+#pragma once
+
+#include <blkcrypt/backing_store.hpp>
+#include <blkcrypt/bytes.hpp>
+#include <blkcrypt/luks/container.hpp>
+#include <blkcrypt/secure_buffer.hpp>
+#include <blkcrypt/status.hpp>
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace blkcrypt {
+class Registry;
+}
+
+namespace blkcrypt::luks2 {
+
+inline constexpr std::size_t kBinHeaderSize = 4096;
+inline constexpr uint64_t kMinHdrSize = 16 * 1024, kMaxHdrSize = 4 * 1024 * 1024;
+inline constexpr uint64_t kMaxKeyslotsSize = 128ull * 1024 * 1024;
+inline constexpr int kMaxKeyslots = 32, kMaxTokens = 32, kMaxSegments = 32, kMaxDigests = 32;
+
+// One copy's binary header (big-endian on disk).
+struct BinaryHeader {
+    uint64_t hdr_size = 0, seqid = 0, hdr_offset = 0;
+    std::string label, checksum_alg, uuid, subsystem;  // NUL-terminated fields
+    std::array<uint8_t, 64> salt{}, csum{};
+};
+
+struct Kdf {
+    std::string type;         // "pbkdf2", "argon2i", "argon2id"
+    std::string hash;         // pbkdf2
+    uint32_t iterations = 0;  // pbkdf2
+    uint32_t time = 0, memory = 0, cpus = 0;  // argon2: passes, KiB, lanes
+    std::vector<uint8_t> salt;
+};
+
+struct Keyslot {
+    std::string type;         // "luks2"; others ("reencrypt") are kept but never unlocked
+    uint32_t key_size = 0;    // volume key bytes
+    int priority = 1;         // 0 ignore, 1 normal (absent), 2 prefer
+    // The fields below are filled for type "luks2" only.
+    Kdf kdf;
+    std::string af_type;      // "luks1"
+    uint32_t stripes = 0;
+    std::string af_hash;
+    std::string area_type;    // "raw"
+    uint64_t area_offset = 0, area_size = 0;
+    std::string area_encryption;
+    uint32_t area_key_size = 0;
+    // The bytes of the area the AF-split key occupies (whole 512-byte sectors).
+    uint64_t af_size() const;
+};
+
+struct Digest {
+    std::string type;         // "pbkdf2"
+    std::vector<int> keyslots, segments;
+    std::string hash;
+    uint32_t iterations = 0;
+    std::vector<uint8_t> salt, digest;
+};
+
+struct Segment {
+    std::string type;                 // "crypt", or "linear" during reencryption
+    uint64_t offset = 0;              // bytes
+    std::optional<uint64_t> size;     // bytes; empty = "dynamic" (to the end)
+    uint64_t iv_tweak = 0;            // 512-byte sectors
+    std::string encryption;           // crypt only
+    uint32_t sector_size = 512;       // crypt only
+    std::optional<std::string> integrity;  // its "type", when present
+    std::vector<std::string> flags;
+};
+
+struct Token {
+    std::string type;
+    std::vector<int> keyslots;
+    std::string json;  // the whole token object as compact JSON, kept intact
+};
+
+struct Config {
+    uint64_t json_size = 0, keyslots_size = 0;
+    std::vector<std::string> flags;
+    std::vector<std::string> requirements;  // requirements.mandatory
+};
+
+struct Metadata {
+    BinaryHeader hdr;  // of the copy in use
+    std::map<int, Keyslot> keyslots;
+    std::map<int, Token> tokens;
+    std::map<int, Segment> segments;
+    std::map<int, Digest> digests;
+    Config config;
+    std::string json;  // the JSON text as stored (no NUL padding)
+
+    uint64_t metadata_size() const { return config.json_size + kBinHeaderSize; }
+    // Both header copies and the keyslot areas.
+    uint64_t hdr_and_areas_size() const { return 2 * metadata_size() + config.keyslots_size; }
+    // The digest that references keyslot k (for segment s when s >= 0), or -1.
+    int digest_for_keyslot(int k, int s = -1) const;
+};
+
+// Parses and checks one binary header copy (magic for `secondary`, version 2,
+// hdr_offset == offset, hdr_size a power of two in 16 KiB..4 MiB, the
+// secondary at offset hdr_size). The checksum is checked by read_copy.
+Result<BinaryHeader> parse_binary_header(ConstBytes bin, bool secondary, uint64_t offset);
+
+// Checks the JSON area (hdr_size - 4096 bytes: '{', the JSON text, only NULs
+// after it) and parses and validates the metadata as cryptsetup's
+// LUKS2_hdr_validate does: numbered objects, 64-bit numbers as strings of
+// digits, references between keyslots, digests, segments and tokens,
+// keyslot areas inside the keyslots area and not overlapping, AF data
+// inside its area, the data offset past the keyslots area, sizes that fit.
+Result<Metadata> parse_metadata(ConstBytes json_area, const BinaryHeader& hdr);
+
+// Reads one copy at offset: binary header, JSON area, checksum, metadata.
+Result<Metadata> read_copy(Registry& reg, BackingStore& store, uint64_t offset, bool secondary);
+
+struct Header {
+    Metadata md;                        // the copy in use
+    bool primary_ok = false, secondary_ok = false;
+    std::vector<std::string> warnings;  // e.g. the primary copy is damaged
+};
+
+// Both copies as cryptsetup reads them: the primary at 0, the secondary at
+// the primary's hdr_size (or, the primary being unusable, at every size
+// 16 KiB..4 MiB); of two good copies the higher seqid wins. One damaged copy
+// gives a warning; two give an error. Nothing is repaired on disk.
+Result<Header> read_header(Registry& reg, BackingStore& store);
+
+// Refuses metadata carrying mandatory requirements (reencryption in
+// progress, or requirements unknown to cryptsetup 2.6 and to us).
+Result<void> check_requirements(const Metadata& md);
+
+struct OpenOptions {
+    int keyslot = -1;                         // try only this one (any priority)
+    std::vector<std::string>* warnings = nullptr;  // header warnings are appended
+};
+
+// The volume key in keyslot k for passphrase: KDF, keyslot area decrypted
+// through the dm-crypt engine, AF merge, checked against its digest.
+// NoKey "No key available with this passphrase." when it does not match.
+Result<SecureBuffer> unlock_keyslot(Registry& reg, BackingStore& header, const Metadata& md, int k,
+                                    ConstBytes passphrase);
+
+// Tries the keyslots of segment 0 in cryptsetup's order (priority 2, then 1;
+// 0 only when named) and returns the data segment's table with the volume
+// key. NoKey with cryptsetup's message when no keyslot opens.
+Result<luks::Volume> open(Registry& reg, BackingStore& header, ConstBytes passphrase,
+                          OpenOptions opts = {});
+
+// The Volume of md's segment 0 for an already known volume key (checked
+// against the segment's digest).
+Result<luks::Volume> volume_from_key(Registry& reg, const Metadata& md, ConstBytes volume_key,
+                                     int keyslot = -1);
+
+// `cryptsetup luksDump` of LUKS2 metadata, byte for byte.
+std::string dump(const Metadata& md);
+// `cryptsetup luksDump --dump-json-metadata`: json-c's pretty form.
+std::string dump_json(const Metadata& md);
+
+// base64 (RFC 4648, padded), strict as cryptsetup's decoder.
+std::optional<std::vector<uint8_t>> base64_decode(std::string_view s);
+std::string base64_encode(ConstBytes b);
+
+}  // namespace blkcrypt::luks2
