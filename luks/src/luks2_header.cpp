@@ -209,9 +209,8 @@ Result<void> parse_luks2_keyslot(const json& v, Keyslot& ks, const std::string& 
     ks.area_encryption = *enc;
     ks.area_key_size = *aks;
     if (ks.key_size == 0 || ks.key_size > kMaxKeyBytes) return bad(where + ": key_size out of range");
-    if (ks.af_size() > ks.area_size)
-        return bad(where + ": the AF-split key (" + std::to_string(ks.af_size()) +
-                   " bytes) runs past its area (" + std::to_string(ks.area_size) + " bytes)");
+    // AF data longer than the area is refused when the keyslot is unlocked
+    // (unlock_keyslot), not here: cryptsetup 2.6.1 reads such a header.
     return {};
 }
 
@@ -472,7 +471,13 @@ Result<Metadata> parse_metadata(ConstBytes json_area, const BinaryHeader& hdr) {
     std::string_view area(reinterpret_cast<const char*>(json_area.data()), json_area.size());
     const std::size_t len = json_object_extent(area);
     if (len == 0 || len >= area.size()) return bad("the JSON area is not one JSON object followed by NULs");
-    for (std::size_t i = len; i < area.size(); ++i)
+    // json-c's tokener takes whitespace after the object as part of it
+    // (cryptsetup 2.6.1 accepts "{...} "); anything else before the NULs
+    // is refused (validate_json_area).
+    std::size_t end = len;
+    while (end < area.size() && (area[end] == ' ' || area[end] == '\t' || area[end] == '\n' || area[end] == '\r')) ++end;
+    if (end >= area.size()) return bad("no NUL after the JSON text");
+    for (std::size_t i = end; i < area.size(); ++i)
         if (area[i] != '\0') return bad("bytes other than NUL after the JSON text");
     try {
         json root = json::parse(area.substr(0, len), nullptr, /*allow_exceptions=*/false);
@@ -485,6 +490,55 @@ Result<Metadata> parse_metadata(ConstBytes json_area, const BinaryHeader& hdr) {
         // case they missed turning into a crash.
         return bad(std::string("LUKS2 metadata: ") + e.what());
     }
+}
+
+namespace {
+
+Result<void> header_checksum(Registry& reg, const std::string& alg, ConstBytes bin_zeroed, ConstBytes area,
+                             std::vector<uint8_t>& sum) {
+    Result<Shash> hash = Shash::alloc(reg, alg);
+    if (!hash) return bad("unknown header checksum algorithm " + alg);
+    const std::size_t n = hash->digestsize();
+    if (n == 0 || n > 64) return bad("unusable header checksum algorithm " + alg);
+    Result<ShashDesc> desc = hash->new_desc();
+    if (!desc) return desc.error();
+    sum.resize(n);
+    if (desc->init() != Status::Ok || desc->update(bin_zeroed) != Status::Ok || desc->finup(area, sum) != Status::Ok)
+        return bad("cannot compute the header checksum");
+    return {};
+}
+
+void put_field(uint8_t* p, std::size_t n, const std::string& s) {
+    std::memcpy(p, s.data(), std::min(s.size(), n - 1));  // the last byte stays NUL
+}
+
+}  // namespace
+
+Result<std::vector<uint8_t>> build_copy(Registry& reg, const BinaryHeader& hdr, bool secondary,
+                                        std::string_view json) {
+    if (hdr.hdr_size < kMinHdrSize || hdr.hdr_size > kMaxHdrSize || (hdr.hdr_size & (hdr.hdr_size - 1)))
+        return bad("bogus header size " + std::to_string(hdr.hdr_size));
+    if (json.size() >= hdr.hdr_size - kBinHeaderSize) return bad("the JSON does not fit its area");
+    std::vector<uint8_t> out(static_cast<std::size_t>(hdr.hdr_size), 0);
+    uint8_t* p = out.data();
+    std::memcpy(p, secondary ? kMagic2 : kMagic1, 6);
+    put_be16(p + 6, 2);
+    put_be64(p + 8, hdr.hdr_size);
+    put_be64(p + 16, hdr.seqid);
+    put_field(p + 24, 48, hdr.label);
+    put_field(p + 72, 32, hdr.checksum_alg);
+    std::copy(hdr.salt.begin(), hdr.salt.end(), p + 104);
+    put_field(p + 168, 40, hdr.uuid);
+    put_field(p + 208, 48, hdr.subsystem);
+    put_be64(p + 256, secondary ? hdr.hdr_size : 0);
+    std::memcpy(p + kBinHeaderSize, json.data(), json.size());
+    std::vector<uint8_t> sum;
+    if (auto r = header_checksum(reg, hdr.checksum_alg, ConstBytes(p, kBinHeaderSize),
+                                 ConstBytes(p + kBinHeaderSize, out.size() - kBinHeaderSize), sum);
+        !r)
+        return r.error();
+    std::copy(sum.begin(), sum.end(), p + 448);
+    return out;
 }
 
 Result<Metadata> read_copy(Registry& reg, BackingStore& store, uint64_t offset, bool secondary) {
@@ -500,16 +554,10 @@ Result<Metadata> read_copy(Registry& reg, BackingStore& store, uint64_t offset, 
         return make_error(s, "cannot read the LUKS2 JSON area");
     // Checksum: the binary header with its csum field zeroed, then the whole
     // JSON area (hdr_checksum_calculate).
-    Result<Shash> hash = Shash::alloc(reg, h->checksum_alg);
-    if (!hash) return bad("unknown header checksum algorithm " + h->checksum_alg);
-    const std::size_t n = hash->digestsize();
-    if (n == 0 || n > 64) return bad("unusable header checksum algorithm " + h->checksum_alg);
     std::memset(bin.data() + 448, 0, 64);
-    Result<ShashDesc> desc = hash->new_desc();
-    if (!desc) return desc.error();
-    std::vector<uint8_t> sum(n);
-    if (desc->init() != Status::Ok || desc->update(bin) != Status::Ok || desc->finup(area, sum) != Status::Ok)
-        return bad("cannot compute the header checksum");
+    std::vector<uint8_t> sum;
+    if (auto r = header_checksum(reg, h->checksum_alg, bin, area, sum); !r) return r.error();
+    const std::size_t n = sum.size();
     if (!std::equal(sum.begin(), sum.end(), h->csum.begin()))
         return bad("checksum mismatch (stored " + hex_csum({h->csum.data(), n}) + ", computed " + hex_csum(sum) + ")");
     return parse_metadata(area, *h);

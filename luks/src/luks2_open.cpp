@@ -7,6 +7,7 @@
 #include <blkcrypt/registry.hpp>
 
 #include <algorithm>
+#include <optional>
 
 namespace blkcrypt::luks2 {
 
@@ -69,6 +70,12 @@ Result<SecureBuffer> unlock_keyslot(Registry& reg, BackingStore& header, const M
     const int did = md.digest_for_keyslot(k);
     if (did < 0) return make_error(Status::Invalid, "keyslot " + std::to_string(k) + " has no digest");
 
+    // cryptsetup 2.6.1 reads the AF data past a too-small area (into the
+    // next keyslot's); that would overlap other data, so it is refused.
+    if (ks.af_size() > ks.area_size)
+        return make_error(Status::Invalid, "keyslot " + std::to_string(k) + ": the AF-split key (" +
+                                               std::to_string(ks.af_size()) + " bytes) runs past its area (" +
+                                               std::to_string(ks.area_size) + " bytes)");
     SecureBuffer area_key(ks.area_key_size);
     if (auto r = run_kdf(reg, ks.kdf, passphrase, area_key.span()); !r) return r.error();
 
@@ -135,7 +142,8 @@ Result<luks::Volume> open(Registry& reg, BackingStore& header, ConstBytes passph
     if (opts.warnings)
         opts.warnings->insert(opts.warnings->end(), h->warnings.begin(), h->warnings.end());
     const Metadata& md = h->md;
-    if (auto r = check_requirements(md); !r) return r.error();
+    if (!opts.ignore_requirements)
+        if (auto r = check_requirements(md); !r) return r.error();
 
     // cryptsetup's order: keyslots bound to the segment, priority "prefer"
     // first, then "normal"; "ignore" only when named.
@@ -152,14 +160,19 @@ Result<luks::Volume> open(Registry& reg, BackingStore& header, ConstBytes passph
                 if (ks.type == "luks2" && ks.priority == prio && md.digest_for_keyslot(id, 0) >= 0)
                     order.push_back(id);
     }
+    // A keyslot that cannot be tried (damaged area, unknown cipher) does not
+    // stop the others; its error is reported only when no keyslot could
+    // even compare the passphrase.
+    std::optional<Error> broken;
+    bool compared = false;
     for (int k : order) {
         Result<SecureBuffer> key = unlock_keyslot(reg, header, md, k, passphrase);
-        if (!key) {
-            if (key.status() == Status::NoKey) continue;
-            return key.error();
-        }
-        return volume_from_key(reg, md, *key, k);
+        if (key) return volume_from_key(reg, md, *key, k);
+        if (key.status() == Status::NoKey) compared = true;
+        else if (key.status() == Status::NoMem) return key.error();
+        else if (!broken) broken = key.error();
     }
+    if (broken && !compared) return *broken;
     return make_error(Status::NoKey, kNoKey);
 }
 

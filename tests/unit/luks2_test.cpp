@@ -333,3 +333,126 @@ TEST_CASE("luks2: a damaged primary header falls back to the secondary; both dam
     CHECK(h.error().message.find("is not a valid LUKS device") != std::string::npos);
     CHECK(luks2::open(registry(), *store, bytes_of(passphrase(0))).status() == Status::Invalid);
 }
+
+namespace {
+
+// Rewrites both header copies of img with json (seqid + 1, fresh checksums).
+void rewrite_header(const std::string& img, const luks2::BinaryHeader& base, const std::string& json) {
+    luks2::BinaryHeader h = base;
+    h.seqid += 1;
+    auto f = open_file_store(img, true);
+    REQUIRE(f.ok());
+    for (bool secondary : {false, true}) {
+        Result<std::vector<uint8_t>> copy = luks2::build_copy(registry(), h, secondary, json);
+        REQUIRE(copy.ok());
+        REQUIRE((*f)->write(secondary ? h.hdr_size : 0, *copy) == Status::Ok);
+    }
+}
+
+std::string replace_once(std::string s, const std::string& from, const std::string& to) {
+    const auto at = s.find(from);
+    REQUIRE(at != std::string::npos);
+    return s.replace(at, from.size(), to);
+}
+
+}  // namespace
+
+TEST_CASE("luks2: invalid metadata is refused with an error, as cryptsetup refuses it", "[luks2]") {
+    if (!have_cryptsetup()) {
+        WARN("cryptsetup not installed: LUKS2 validation tests not run");
+        return;
+    }
+    TempDir dir;
+    Case c{"two keyslots", std::string(kFast), false, {std::string(kFast)}};
+    const std::string img = make_container(dir, c);
+    REQUIRE(sh("cp '" + img + "' '" + (dir / "orig") + "'") == 0);
+    Result<luks2::Header> h0 = luks2::read_header(registry(), *open_store(img));
+    REQUIRE(h0.ok());
+    const std::string json = h0->md.json;
+    const luks2::Keyslot& k1 = h0->md.keyslots.at(1);
+    const std::string off1 = "\"offset\":\"" + std::to_string(k1.area_offset) + "\"";
+    const std::string size0 = "\"size\":\"" + std::to_string(h0->md.keyslots.at(0).area_size) + "\"";
+    const std::string seg = "\"offset\":\"" + std::to_string(h0->md.segments.at(0).offset) + "\"";
+    const std::string pw0 = " --key-file '" + (dir / "pw0") + "' '" + img + "' >/dev/null 2>&1";
+
+    // Our writer's copies are ones cryptsetup accepts (the control case).
+    rewrite_header(img, h0->md.hdr, json);
+    REQUIRE(luks2::read_header(registry(), *open_store(img)).ok());
+    REQUIRE(sh("cryptsetup open --test-passphrase" + pw0) == 0);
+
+    struct Bad {
+        const char* name;
+        std::string json;
+        bool cryptsetup_reads;  // luksDump passes; only unlocking is refused
+    };
+    const std::vector<Bad> cases = {
+        {"overlapping keyslot areas", replace_once(json, off1, "\"offset\":\"40960\""), false},
+        {"an area past the keyslots area", replace_once(json, off1, "\"offset\":\"16773120\""), false},
+        {"an area size that overflows", replace_once(json, size0, "\"size\":\"18446744073709547520\""), false},
+        {"a number too large for 64 bits", replace_once(json, size0, "\"size\":\"18446744073709551616\""), false},
+        {"a 64-bit number as a JSON number", replace_once(json, off1, "\"offset\":290816"), false},
+        {"a signed number string", replace_once(json, off1, "\"offset\":\"+290816\""), false},
+        {"invalid JSON", json.substr(0, json.size() - 1), false},
+        {"text after the JSON object", json + " x", false},
+        {"the data segment inside the keyslots area", replace_once(json, seg, "\"offset\":\"8192\""), false},
+        {"json_size not matching the header", replace_once(json, "\"json_size\":\"12288\"", "\"json_size\":\"28672\""), false},
+        {"a digest naming a missing keyslot", replace_once(json, "\"keyslots\":[\"0\",\"1\"]", "\"keyslots\":[\"0\",\"1\",\"9\"]"), false},
+    };
+    for (const Bad& b : cases) {
+        INFO(b.name);
+        REQUIRE(sh("cp '" + (dir / "orig") + "' '" + img + "'") == 0);
+        rewrite_header(img, h0->md.hdr, b.json);
+        auto store = open_store(img);
+        Result<luks2::Header> h = luks2::read_header(registry(), *store);
+        CHECK_FALSE(h.ok());
+        if (!h.ok()) CHECK(h.status() == Status::Invalid);
+        CHECK(luks2::open(registry(), *store, bytes_of(passphrase(0))).status() == Status::Invalid);
+        CHECK((sh("cryptsetup luksDump '" + img + "' >/dev/null 2>&1") == 0) == b.cryptsetup_reads);
+        CHECK(sh("cryptsetup open --test-passphrase" + pw0) != 0);
+    }
+
+    // Whitespace after the object is part of it for json-c: accepted.
+    REQUIRE(sh("cp '" + (dir / "orig") + "' '" + img + "'") == 0);
+    rewrite_header(img, h0->md.hdr, json + " \n");
+    CHECK(luks2::read_header(registry(), *open_store(img)).ok());
+    CHECK(sh("cryptsetup luksDump '" + img + "' >/dev/null 2>&1") == 0);
+
+    // AF data longer than its area: cryptsetup 2.6.1 reads the header and
+    // unlocks (reading past the area); we read it and refuse that keyslot.
+    REQUIRE(sh("cp '" + (dir / "orig") + "' '" + img + "'") == 0);
+    rewrite_header(img, h0->md.hdr, replace_once(json, size0, "\"size\":\"4096\""));
+    {
+        auto st = open_store(img);
+        Result<luks2::Header> hs = luks2::read_header(registry(), *st);
+        REQUIRE(hs.ok());
+        CHECK(luks2::dump(hs->md) == capture("cryptsetup luksDump '" + img + "'"));
+        // Unnamed, the broken slot is passed over; named, its error shows.
+        CHECK(luks2::open(registry(), *st, bytes_of(passphrase(0))).status() == Status::NoKey);
+        luks2::OpenOptions slot0;
+        slot0.keyslot = 0;
+        Result<luks::Volume> vs = luks2::open(registry(), *st, bytes_of(passphrase(0)), slot0);
+        CHECK(vs.status() == Status::Invalid);
+        CHECK(vs.error().message.find("runs past its area") != std::string::npos);
+        CHECK(luks2::open(registry(), *st, bytes_of(passphrase(1))).ok());  // slot 1 is whole
+    }
+
+    // An unknown mandatory requirement: the header reads, nothing unlocks
+    // (cryptsetup: "Unmet LUKS2 requirements detected." on luksAddKey and
+    // activation) but a passphrase test, as cryptsetup open --test-passphrase.
+    REQUIRE(sh("cp '" + (dir / "orig") + "' '" + img + "'") == 0);
+    rewrite_header(img, h0->md.hdr,
+                   replace_once(json, "\"keyslots_size\":", "\"requirements\":{\"mandatory\":[\"acme-future\"]},\"keyslots_size\":"));
+    auto store = open_store(img);
+    Result<luks2::Header> h = luks2::read_header(registry(), *store);
+    REQUIRE(h.ok());
+    CHECK(h->md.config.requirements == std::vector<std::string>{"acme-future"});
+    Result<luks::Volume> v = luks2::open(registry(), *store, bytes_of(passphrase(0)));
+    CHECK(v.status() == Status::Unsupported);
+    CHECK(sh("cryptsetup luksAddKey -q" + std::string(kFast) + " --key-file '" + (dir / "pw0") + "' '" + img + "' '" +
+             (dir / "pw0") + "' >/dev/null 2>&1") != 0);
+    luks2::OpenOptions test_only;
+    test_only.ignore_requirements = true;
+    CHECK(luks2::open(registry(), *store, bytes_of(passphrase(0)), test_only).ok());
+    CHECK(sh("cryptsetup open --test-passphrase" + pw0) == 0);
+    CHECK(luks2::dump(h->md) == capture("cryptsetup luksDump '" + img + "'"));
+}

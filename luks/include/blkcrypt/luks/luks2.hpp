@@ -121,9 +121,16 @@ Result<BinaryHeader> parse_binary_header(ConstBytes bin, bool secondary, uint64_
 // after it) and parses and validates the metadata as cryptsetup's
 // LUKS2_hdr_validate does: numbered objects, 64-bit numbers as strings of
 // digits, references between keyslots, digests, segments and tokens,
-// keyslot areas inside the keyslots area and not overlapping, AF data
-// inside its area, the data offset past the keyslots area, sizes that fit.
+// keyslot areas inside the keyslots area and not overlapping, the data
+// offset past the keyslots area, sizes that fit.
 Result<Metadata> parse_metadata(ConstBytes json_area, const BinaryHeader& hdr);
+
+// One header copy as stored (hdr.hdr_size bytes): the binary header for
+// `secondary` (its magic, hdr_offset 0 or hdr_size), json NUL-padded, and
+// the checksum over both. The caller sets hdr_size, seqid, labels, uuid,
+// checksum_alg and salt. Invalid if the JSON does not fit.
+Result<std::vector<uint8_t>> build_copy(Registry& reg, const BinaryHeader& hdr, bool secondary,
+                                        std::string_view json);
 
 // Reads one copy at offset: binary header, JSON area, checksum, metadata.
 Result<Metadata> read_copy(Registry& reg, BackingStore& store, uint64_t offset, bool secondary);
@@ -147,6 +154,10 @@ Result<void> check_requirements(const Metadata& md);
 struct OpenOptions {
     int keyslot = -1;                         // try only this one (any priority)
     std::vector<std::string>* warnings = nullptr;  // header warnings are appended
+    // Unlock despite mandatory requirements, for a passphrase test only
+    // (cryptsetup open --test-passphrase does; activation and keyslot
+    // changes refuse): the Volume must not be used for data.
+    bool ignore_requirements = false;
 };
 
 // The volume key in keyslot k for passphrase: KDF, keyslot area decrypted
