@@ -456,3 +456,117 @@ TEST_CASE("luks2: invalid metadata is refused with an error, as cryptsetup refus
     CHECK(sh("cryptsetup open --test-passphrase" + pw0) == 0);
     CHECK(luks2::dump(h->md) == capture("cryptsetup luksDump '" + img + "'"));
 }
+
+TEST_CASE("luks2: containers we format are read, unlocked and extended by cryptsetup", "[luks2]") {
+    if (!have_cryptsetup()) {
+        WARN("cryptsetup not installed: LUKS2 format tests not run");
+        return;
+    }
+    struct FormatCase {
+        const char* name;
+        luks2::FormatOptions o;
+        bool detached;
+    };
+    std::vector<FormatCase> cases(4);
+    cases[0].name = "defaults: aes-xts-plain64 512-bit, sector 4096, pbkdf2-sha256";
+    cases[0].o.pbkdf = "pbkdf2";
+    cases[0].o.iterations = 1000;
+    cases[1].name = "aes-cbc-essiv:sha256, sector 512, argon2id, label, subsystem, keyslot 3";
+    cases[1].o.cipher = "aes-cbc-essiv:sha256";
+    cases[1].o.key_size = 32;
+    cases[1].o.sector_size = 512;
+    cases[1].o.iterations = 4;
+    cases[1].o.memory_kib = 32;
+    cases[1].o.parallel = 1;
+    cases[1].o.label = "our label";
+    cases[1].o.subsystem = "our subsystem";
+    cases[1].o.keyslot = 3;
+    cases[2].name = "detached, metadata 32 KiB, keyslots 1 MiB, argon2i, sha512, given uuid";
+    cases[2].o.pbkdf = "argon2i";
+    cases[2].o.hash = "sha512";
+    cases[2].o.iterations = 4;
+    cases[2].o.memory_kib = 64;
+    cases[2].o.parallel = 2;
+    cases[2].o.metadata_size = 32 * 1024;
+    cases[2].o.keyslots_size = 1 << 20;
+    cases[2].o.data_offset = 0;
+    cases[2].o.uuid = "0b7c1f2e-5d9a-4e8b-9f00-123456789abc";
+    cases[2].detached = true;
+    cases[3].name = "aes-xts-plain64 256-bit, 2 MiB offset, pbkdf2-sha1";
+    cases[3].o.key_size = 32;
+    cases[3].o.pbkdf = "pbkdf2";
+    cases[3].o.hash = "sha1";
+    cases[3].o.iterations = 1000;
+    cases[3].o.data_offset = 2 << 20;
+    for (const FormatCase& c : cases) {
+        INFO(c.name);
+        TempDir dir;
+        const std::string img = dir / "img", hdr = c.detached ? dir / "hdr" : img;
+        REQUIRE(sh("truncate -s 20M '" + img + "'") == 0);
+        if (c.detached) REQUIRE(sh("truncate -s 2M '" + hdr + "'") == 0);
+        write_text(dir / "pw", "format pass");
+        write_text(dir / "pw2", "added by cryptsetup");
+        auto wstore = open_file_store(hdr, true);
+        REQUIRE(wstore.ok());
+        Result<luks::Volume> v = luks2::format(registry(), **wstore, bytes_of(std::string("format pass")), c.o);
+        REQUIRE(v.ok());
+        wstore->reset();
+        const std::string hopt = c.detached ? " --header '" + hdr + "' " : " ";
+        CHECK(testutil::hex(v->table.key) == cryptsetup_volume_key(hdr, dir / "pw"));
+        CHECK(sh("cryptsetup open --test-passphrase" + hopt + "--key-file '" + (dir / "pw") + "' '" + img + "'") == 0);
+        CHECK(sh("cryptsetup open --test-passphrase" + hopt + "--key-file '" + (dir / "pw2") + "' '" + img +
+                 "' 2>/dev/null") != 0);
+        {
+            auto store = open_store(hdr);
+            Result<luks2::Header> h = luks2::read_header(registry(), *store);
+            REQUIRE(h.ok());
+            CHECK(h->warnings.empty());
+            CHECK(h->md.hdr.label == c.o.label);
+            if (!c.o.uuid.empty()) CHECK(h->md.hdr.uuid == c.o.uuid);
+            CHECK(luks2::dump(h->md) == capture("cryptsetup luksDump '" + hdr + "'"));
+            CHECK(luks2::dump_json(h->md) == capture("cryptsetup luksDump --dump-json-metadata '" + hdr + "'"));
+            CHECK(h->md.segments.at(0).offset == c.o.data_offset);
+            CHECK(v->keyslot == c.o.keyslot);
+        }
+        // cryptsetup adds a keyslot to our header; we open it.
+        REQUIRE(sh("cryptsetup luksAddKey -q" + std::string(kFast) + hopt + "--key-file '" + (dir / "pw") + "' '" + img +
+                   "' '" + (dir / "pw2") + "' >/dev/null 2>&1") == 0);
+        auto store = open_store(hdr);
+        Result<luks::Volume> v2 = luks2::open(registry(), *store, bytes_of(std::string("added by cryptsetup")));
+        REQUIRE(v2.ok());
+        CHECK(testutil::hex(v2->table.key) == testutil::hex(v->table.key));
+        CHECK(v2->keyslot != c.o.keyslot);
+    }
+}
+
+TEST_CASE("luks2: format refuses impossible layouts and writes nothing", "[luks2]") {
+    MemoryStore store(4u << 20);
+    const std::string pw = "x";
+    luks2::FormatOptions o;
+    o.pbkdf = "pbkdf2";
+    o.iterations = 1000;
+    o.data_offset = 1 << 20;
+    o.keyslots_size = 2 << 20;  // past the data offset
+    CHECK(luks2::format(registry(), store, bytes_of(pw), o).status() == Status::Invalid);
+    o.keyslots_size = 0;
+    o.metadata_size = 20000;  // not a power of two
+    CHECK(luks2::format(registry(), store, bytes_of(pw), o).status() == Status::Invalid);
+    o.metadata_size = 16384;
+    o.iterations = 0;  // no KDF cost
+    CHECK(luks2::format(registry(), store, bytes_of(pw), o).status() == Status::Invalid);
+    o.iterations = 1000;
+    o.uuid = "not-a-uuid";
+    CHECK(luks2::format(registry(), store, bytes_of(pw), o).status() == Status::Invalid);
+    o.uuid.clear();
+    o.data_offset = 16u << 20;  // the store is too small for 16 MiB of keyslots
+    CHECK(luks2::format(registry(), store, bytes_of(pw), o).status() == Status::IoError);
+    CHECK(std::all_of(store.data().begin(), store.data().end(), [](uint8_t b) { return b == 0; }));
+    // A layout that fits: the container opens with the passphrase.
+    o.data_offset = 1 << 20;
+    Result<luks::Volume> v = luks2::format(registry(), store, bytes_of(pw), o);
+    REQUIRE(v.ok());
+    CHECK(v->table.offset == 2048);
+    Result<luks::Volume> back = luks2::open(registry(), store, bytes_of(pw));
+    REQUIRE(back.ok());
+    CHECK(testutil::hex(back->table.key) == testutil::hex(v->table.key));
+}

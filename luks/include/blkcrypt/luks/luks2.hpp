@@ -177,6 +177,31 @@ Result<luks::Volume> open(Registry& reg, BackingStore& header, ConstBytes passph
 Result<luks::Volume> volume_from_key(Registry& reg, const Metadata& md, ConstBytes volume_key,
                                      int keyslot = -1);
 
+// A new LUKS2 container, laid out as cryptsetup 2.6.1's luksFormat lays it
+// out. The KDF costs are given, not benchmarked (cryptsetup's
+// --pbkdf-force-iterations / --pbkdf-memory / --pbkdf-parallel).
+struct FormatOptions {
+    std::string cipher = "aes-xts-plain64";
+    uint32_t key_size = 64;            // volume key bytes
+    uint32_t sector_size = 4096;
+    std::string hash = "sha256";       // AF, digest and (pbkdf2) KDF hash
+    std::string pbkdf = "argon2id";    // "pbkdf2", "argon2i", "argon2id"
+    uint32_t iterations = 0;           // pbkdf2 iterations or argon2 passes (required)
+    uint32_t memory_kib = 0, parallel = 0;  // argon2 (required for argon2)
+    uint32_t digest_iterations = 1000;
+    uint64_t metadata_size = 16384;    // hdr_size of each copy: 16 KiB..4 MiB
+    uint64_t keyslots_size = 0;        // 0: up to the data offset (at most 128 MiB)
+    uint64_t data_offset = 16u << 20;  // bytes; 0 for a detached header
+    std::string label, subsystem, uuid;  // uuid empty: a random one
+    int keyslot = 0;
+    ConstBytes volume_key = {};        // empty: a random key
+};
+
+// Writes the keyslot area, then the primary and the secondary header copy
+// (seqid 1) into `header` (zeroing the metadata areas first), and returns
+// the new container's Volume (keyslot = the one written).
+Result<luks::Volume> format(Registry& reg, BackingStore& header, ConstBytes passphrase, const FormatOptions& opts);
+
 // `cryptsetup luksDump` of LUKS2 metadata, byte for byte.
 std::string dump(const Metadata& md);
 // `cryptsetup luksDump --dump-json-metadata`: json-c's pretty form.
