@@ -66,6 +66,62 @@ Result<void> encrypt_area(Registry& reg, const std::string& cipher, ConstBytes k
     return {};
 }
 
+struct NewKeyslot {
+    json obj;
+    std::vector<uint8_t> area;  // encrypted AF data, padded to 4 KiB
+};
+
+// A luks2 keyslot for vk under passphrase: KDF(passphrase) keys the area
+// cipher, which encrypts the AF-split volume key (cryptsetup: the area
+// cipher and key size are the segment's).
+Result<NewKeyslot> make_keyslot(Registry& reg, ConstBytes vk, ConstBytes passphrase, const KeyslotOptions& o,
+                                const std::string& cipher, uint64_t area_offset) {
+    const bool argon = o.pbkdf == "argon2i" || o.pbkdf == "argon2id";
+    if (!argon && o.pbkdf != "pbkdf2") return bad("unknown PBKDF " + o.pbkdf);
+    if (o.iterations == 0) return bad("the KDF cost (iterations / passes) must be given");
+    if (argon && (o.memory_kib == 0 || o.parallel == 0)) return bad("argon2 needs memory and parallel costs");
+    if (o.priority < 0 || o.priority > 2) return bad("priority must be 0, 1 or 2");
+    Keyslot ks;
+    ks.key_size = static_cast<uint32_t>(vk.size());
+    ks.stripes = 4000;
+    const uint64_t af_bytes = ks.af_size();
+    NewKeyslot out;
+    out.area.assign(static_cast<std::size_t>((af_bytes + 4095) / 4096 * 4096), 0);
+    std::vector<uint8_t> kdf_salt(32);
+    if (auto r = random_bytes(kdf_salt); !r) return r.error();
+    SecureBuffer area_key(vk.size());
+    Result<void> kr = argon ? argon2(o.pbkdf == "argon2id" ? Argon2Type::Id : Argon2Type::I, passphrase, kdf_salt,
+                                     o.iterations, o.memory_kib, o.parallel, area_key.span())
+                            : pbkdf2(reg, o.hash, passphrase, kdf_salt, o.iterations, area_key.span());
+    if (!kr) return kr.error();
+    {
+        SecureBuffer split(static_cast<std::size_t>(af_bytes));
+        const std::size_t used = vk.size() * 4000;
+        if (auto r = luks::af_split(reg, o.hash, vk, 4000, split.span().first(used)); !r) return r.error();
+        if (auto r = encrypt_area(reg, cipher, area_key, split.span()); !r) return r.error();
+        std::copy(split.data(), split.data() + split.size(), out.area.begin());
+    }
+    json kdf;
+    kdf["type"] = o.pbkdf;
+    if (argon) {
+        kdf["time"] = o.iterations;
+        kdf["memory"] = o.memory_kib;
+        kdf["cpus"] = o.parallel;
+    } else {
+        kdf["hash"] = o.hash;
+        kdf["iterations"] = o.iterations;
+    }
+    kdf["salt"] = base64_encode(kdf_salt);
+    out.obj["type"] = "luks2";
+    out.obj["key_size"] = vk.size();
+    out.obj["af"] = json{{"type", "luks1"}, {"stripes", 4000}, {"hash", o.hash}};
+    out.obj["area"] = json{{"type", "raw"}, {"offset", u64s(area_offset)}, {"size", u64s(out.area.size())},
+                            {"encryption", cipher}, {"key_size", vk.size()}};
+    out.obj["kdf"] = kdf;
+    if (o.priority != 1) out.obj["priority"] = o.priority;
+    return out;
+}
+
 }  // namespace
 
 Result<luks::Volume> format(Registry& reg, BackingStore& header, ConstBytes passphrase, const FormatOptions& o) {
@@ -110,31 +166,19 @@ Result<luks::Volume> format(Registry& reg, BackingStore& header, ConstBytes pass
         return r.error();
     }
 
-    // The keyslot: KDF(passphrase) keys the area cipher (the segment's),
-    // which encrypts the AF-split volume key.
-    Keyslot ks;
-    ks.key_size = o.key_size;
-    ks.stripes = 4000;
-    const uint64_t af_bytes = ks.af_size();
-    const uint64_t area_size = (af_bytes + 4095) / 4096 * 4096;
     const uint64_t area_offset = 2 * md;
-    if (area_size > ks_size) return bad("the keyslots area is too small for one keyslot");
-    std::vector<uint8_t> kdf_salt(32), digest_salt(32);
-    if (auto r = random_bytes(kdf_salt); !r) return r.error();
+    std::vector<uint8_t> digest_salt(32);
     if (auto r = random_bytes(digest_salt); !r) return r.error();
-    SecureBuffer area_key(o.key_size);
-    Result<void> kr = argon ? argon2(o.pbkdf == "argon2id" ? Argon2Type::Id : Argon2Type::I, passphrase, kdf_salt,
-                                     o.iterations, o.memory_kib, o.parallel, area_key.span())
-                            : pbkdf2(reg, o.hash, passphrase, kdf_salt, o.iterations, area_key.span());
-    if (!kr) return kr.error();
-    std::vector<uint8_t> area(static_cast<std::size_t>(area_size), 0);
-    {
-        SecureBuffer split(static_cast<std::size_t>(af_bytes));
-        const std::size_t used = static_cast<std::size_t>(o.key_size) * 4000;
-        if (auto r = luks::af_split(reg, o.hash, vk, 4000, split.span().first(used)); !r) return r.error();
-        if (auto r = encrypt_area(reg, o.cipher, area_key, split.span()); !r) return r.error();
-        std::copy(split.data(), split.data() + split.size(), area.begin());
-    }
+    KeyslotOptions ko;
+    ko.pbkdf = o.pbkdf;
+    ko.hash = o.hash;
+    ko.iterations = o.iterations;
+    ko.memory_kib = o.memory_kib;
+    ko.parallel = o.parallel;
+    Result<NewKeyslot> nk = make_keyslot(reg, vk, passphrase, ko, o.cipher, area_offset);
+    if (!nk) return nk.error();
+    if (nk->area.size() > ks_size) return bad("the keyslots area is too small for one keyslot");
+    std::vector<uint8_t>& area = nk->area;
 
     // The digest: PBKDF2 of the volume key, the hash's full output.
     Result<Shash> h = Shash::alloc(reg, o.hash);
@@ -142,26 +186,8 @@ Result<luks::Volume> format(Registry& reg, BackingStore& header, ConstBytes pass
     std::vector<uint8_t> digest(h->digestsize());
     if (auto r = pbkdf2(reg, o.hash, vk, digest_salt, o.digest_iterations, digest); !r) return r.error();
 
-    json kdf;
-    kdf["type"] = o.pbkdf;
-    if (argon) {
-        kdf["time"] = o.iterations;
-        kdf["memory"] = o.memory_kib;
-        kdf["cpus"] = o.parallel;
-    } else {
-        kdf["hash"] = o.hash;
-        kdf["iterations"] = o.iterations;
-    }
-    kdf["salt"] = base64_encode(kdf_salt);
-    json keyslot;
-    keyslot["type"] = "luks2";
-    keyslot["key_size"] = o.key_size;
-    keyslot["af"] = json{{"type", "luks1"}, {"stripes", 4000}, {"hash", o.hash}};
-    keyslot["area"] = json{{"type", "raw"}, {"offset", u64s(area_offset)}, {"size", u64s(area_size)},
-                           {"encryption", o.cipher}, {"key_size", o.key_size}};
-    keyslot["kdf"] = kdf;
     json root;
-    root["keyslots"][std::to_string(o.keyslot)] = keyslot;
+    root["keyslots"][std::to_string(o.keyslot)] = nk->obj;
     root["tokens"] = json::object();
     root["segments"]["0"] = json{{"type", "crypt"}, {"offset", u64s(o.data_offset)}, {"size", "dynamic"},
                                  {"iv_tweak", "0"}, {"encryption", o.cipher}, {"sector_size", o.sector_size}};
@@ -205,6 +231,115 @@ Result<luks::Volume> format(Registry& reg, BackingStore& header, ConstBytes pass
     Result<Header> back = read_header(reg, header);
     if (!back) return back.error();
     return volume_from_key(reg, back->md, vk, o.keyslot);
+}
+
+Result<void> write_metadata(Registry& reg, BackingStore& header, const Metadata& current, std::string_view text) {
+    BinaryHeader bh = current.hdr;
+    bh.seqid = current.hdr.seqid + 1;
+    std::array<Result<std::vector<uint8_t>>, 2> copies{make_error(Status::Invalid, ""), make_error(Status::Invalid, "")};
+    for (int c = 0; c < 2; ++c) {
+        if (auto r = random_bytes(bh.salt); !r) return r.error();
+        copies[c] = build_copy(reg, bh, c == 1, text);
+        if (!copies[c]) return copies[c].error();
+    }
+    const uint64_t md = bh.hdr_size;
+    if (Result<Metadata> m = parse_metadata(ConstBytes(copies[0]->data() + kBinHeaderSize, md - kBinHeaderSize), bh); !m)
+        return m.error();
+    // Primary first: until it is whole the secondary (old) copy is the good
+    // one; once it is, its higher seqid wins over the old secondary.
+    if (Status s = header.write(0, *copies[0]); s != Status::Ok) return make_error(s, "cannot write the primary header");
+    if (Status s = header.flush(); s != Status::Ok) return make_error(s, "cannot flush the header");
+    if (Status s = header.write(md, *copies[1]); s != Status::Ok) return make_error(s, "cannot write the secondary header");
+    if (Status s = header.flush(); s != Status::Ok) return make_error(s, "cannot flush the header");
+    return {};
+}
+
+namespace {
+
+// The current header, refusing what cryptsetup refuses to change.
+Result<Header> header_for_update(Registry& reg, BackingStore& store) {
+    Result<Header> h = read_header(reg, store);
+    if (!h) return h.error();
+    if (auto r = check_requirements(h->md); !r) return r.error();
+    if (!h->primary_ok || !h->secondary_ok)
+        return make_error(Status::Invalid, "a LUKS2 header copy is damaged; repair it (cryptsetup repair) before changing keyslots");
+    return h;
+}
+
+}  // namespace
+
+Result<int> add_keyslot(Registry& reg, BackingStore& header, ConstBytes volume_key, ConstBytes passphrase,
+                        const KeyslotOptions& o) {
+    Result<Header> h = header_for_update(reg, header);
+    if (!h) return h.error();
+    const Metadata& md = h->md;
+    // The key must be the volume's.
+    Result<luks::Volume> v = volume_from_key(reg, md, volume_key);
+    if (!v) return v.error();
+    int k = o.keyslot;
+    if (k < 0) {
+        for (k = 0; k < kMaxKeyslots && md.keyslots.count(k); ++k) {}
+        if (k == kMaxKeyslots) return make_error(Status::Invalid, "All key slots full.");
+    } else if (k >= kMaxKeyslots) {
+        return bad("keyslot must be 0..31");
+    } else if (md.keyslots.count(k)) {
+        return make_error(Status::Invalid, "Key slot " + std::to_string(k) + " is full, please select another one.");
+    }
+    const std::string cipher = md.segments.at(0).encryption;
+    // First gap in the keyslots area that fits (LUKS2_find_area_gap).
+    Keyslot probe;
+    probe.key_size = static_cast<uint32_t>(volume_key.size());
+    probe.stripes = 4000;
+    const uint64_t need = (probe.af_size() + 4095) / 4096 * 4096;
+    std::vector<std::pair<uint64_t, uint64_t>> used;
+    for (const auto& [id, ks] : md.keyslots) used.emplace_back(ks.area_offset, ks.area_offset + ks.area_size);
+    std::sort(used.begin(), used.end());
+    uint64_t at = 2 * md.metadata_size();
+    for (const auto& [b, e] : used) {
+        if (b >= at + need) break;
+        at = std::max(at, (e + 4095) / 4096 * 4096);
+    }
+    if (at + need > md.hdr_and_areas_size()) return make_error(Status::Invalid, "No space for new keyslot.");
+
+    Result<NewKeyslot> nk = make_keyslot(reg, volume_key, passphrase, o, cipher, at);
+    if (!nk) return nk.error();
+    json root = json::parse(md.json, nullptr, false);
+    root["keyslots"][std::to_string(k)] = nk->obj;
+    // The new keyslot joins the segment's digest.
+    for (auto& [id, d] : md.digests)
+        if (std::count(d.segments.begin(), d.segments.end(), 0)) root["digests"][std::to_string(id)]["keyslots"].push_back(std::to_string(k));
+    const std::string text = root.dump(-1, ' ', false, json::error_handler_t::replace);
+
+    if (Status s = header.write(at, nk->area); s != Status::Ok) return make_error(s, "cannot write the keyslot");
+    if (Status s = header.flush(); s != Status::Ok) return make_error(s, "cannot flush the keyslot");
+    if (auto r = write_metadata(reg, header, md, text); !r) return r.error();
+    return k;
+}
+
+Result<void> kill_keyslot(Registry& reg, BackingStore& header, int k) {
+    Result<Header> h = header_for_update(reg, header);
+    if (!h) return h.error();
+    const Metadata& md = h->md;
+    auto it = md.keyslots.find(k);
+    if (it == md.keyslots.end()) return make_error(Status::Invalid, "Keyslot " + std::to_string(k) + " is not active.");
+    json root = json::parse(md.json, nullptr, false);
+    root["keyslots"].erase(std::to_string(k));
+    const std::string name = std::to_string(k);
+    auto drop = [&](json& arr) {
+        json out = json::array();
+        for (auto& e : arr)
+            if (!(e.is_string() && e.get<std::string>() == name)) out.push_back(e);
+        arr = std::move(out);
+    };
+    for (auto& [id, d] : root["digests"].items()) drop(d["keyslots"]);
+    for (auto& [id, t] : root["tokens"].items()) drop(t["keyslots"]);
+    const std::string text = root.dump(-1, ' ', false, json::error_handler_t::replace);
+    // Key material first: once the area is gone the slot cannot open, even
+    // if the header still lists it.
+    std::vector<uint8_t> zeros(static_cast<std::size_t>(it->second.area_size), 0);
+    if (Status s = header.write(it->second.area_offset, zeros); s != Status::Ok) return make_error(s, "cannot wipe the keyslot");
+    if (Status s = header.flush(); s != Status::Ok) return make_error(s, "cannot flush the keyslot wipe");
+    return write_metadata(reg, header, md, text);
 }
 
 }  // namespace blkcrypt::luks2

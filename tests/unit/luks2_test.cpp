@@ -570,3 +570,137 @@ TEST_CASE("luks2: format refuses impossible layouts and writes nothing", "[luks2
     REQUIRE(back.ok());
     CHECK(testutil::hex(back->table.key) == testutil::hex(v->table.key));
 }
+
+TEST_CASE("luks2: keyslots we add and kill are seen by cryptsetup; tokens kept", "[luks2]") {
+    if (!have_cryptsetup()) {
+        WARN("cryptsetup not installed: LUKS2 keyslot change tests not run");
+        return;
+    }
+    TempDir dir;
+    Case c{"one keyslot", std::string(kFast)};
+    const std::string img = make_container(dir, c);
+    write_text(dir / "token.json", R"({"type":"acme-vault","keyslots":["0"],"x":{"y":[true,null]}})");
+    REQUIRE(sh("cryptsetup token import --json-file '" + (dir / "token.json") + "' '" + img + "'") == 0);
+    const std::string vk_hex = cryptsetup_volume_key(img, dir / "pw0");
+    const std::vector<uint8_t> vk = testutil::unhex(vk_hex);
+    auto wstore = open_file_store(img, true);
+    REQUIRE(wstore.ok());
+    luks2::KeyslotOptions ko;
+    ko.pbkdf = "argon2id";
+    ko.iterations = 4;
+    ko.memory_kib = 32;
+    ko.parallel = 1;
+    ko.priority = 2;
+    Result<int> k = luks2::add_keyslot(registry(), **wstore, vk, bytes_of(passphrase(1)), ko);
+    REQUIRE(k.ok());
+    CHECK(*k == 1);
+    write_text(dir / "pw1", passphrase(1));
+    CHECK(sh("cryptsetup open --test-passphrase --key-slot 1 --key-file '" + (dir / "pw1") + "' '" + img + "'") == 0);
+    CHECK(cryptsetup_volume_key(img, dir / "pw1") == vk_hex);
+    {
+        Result<luks2::Header> h = luks2::read_header(registry(), **wstore);
+        REQUIRE(h.ok());
+        CHECK(h->md.hdr.seqid > 1);
+        CHECK(h->md.tokens.at(0).json == R"({"type":"acme-vault","keyslots":["0"],"x":{"y":[true,null]}})");
+        CHECK(luks2::dump(h->md) == capture("cryptsetup luksDump '" + img + "'"));
+    }
+    // A wrong volume key is refused; a taken slot too.
+    std::vector<uint8_t> wrong = vk;
+    wrong[0] ^= 1;
+    CHECK(luks2::add_keyslot(registry(), **wstore, wrong, bytes_of(passphrase(2)), ko).status() == Status::NoKey);
+    ko.keyslot = 1;
+    CHECK(luks2::add_keyslot(registry(), **wstore, vk, bytes_of(passphrase(2)), ko).status() == Status::Invalid);
+
+    // Kill slot 0: cryptsetup no longer opens it, the token loses it, slot 1 works.
+    REQUIRE(luks2::kill_keyslot(registry(), **wstore, 0).ok());
+    CHECK(sh("cryptsetup open --test-passphrase --key-file '" + (dir / "pw0") + "' '" + img + "' 2>/dev/null") != 0);
+    CHECK(sh("cryptsetup open --test-passphrase --key-file '" + (dir / "pw1") + "' '" + img + "'") == 0);
+    Result<luks2::Header> h = luks2::read_header(registry(), **wstore);
+    REQUIRE(h.ok());
+    CHECK(h->md.tokens.at(0).keyslots.empty());
+    CHECK(luks2::dump(h->md) == capture("cryptsetup luksDump '" + img + "'"));
+    // The area is wiped.
+    std::vector<uint8_t> area(4096);
+    REQUIRE((*wstore)->read(32768, area) == Status::Ok);
+    CHECK(std::all_of(area.begin(), area.end(), [](uint8_t b) { return b == 0; }));
+    CHECK(luks2::kill_keyslot(registry(), **wstore, 0).status() == Status::Invalid);
+}
+
+namespace {
+
+// A store that "crashes" at its n-th write: that write lands only in part
+// (its first half), it and every later write fail.
+class CrashingStore final : public BackingStore {
+public:
+    CrashingStore(std::vector<uint8_t> image, int crash_at) : mem_(image.size()), crash_at_(crash_at) {
+        mem_.data() = std::move(image);
+    }
+    Status read(uint64_t off, Bytes out) override { return mem_.read(off, out); }
+    Status write(uint64_t off, ConstBytes in) override {
+        ++writes_;
+        if (crash_at_ >= 0 && writes_ >= crash_at_) {
+            if (writes_ == crash_at_) (void)mem_.write(off, in.first(in.size() / 2));
+            return Status::IoError;
+        }
+        return mem_.write(off, in);
+    }
+    uint64_t size() const override { return mem_.size(); }
+    int writes() const { return writes_; }
+    std::vector<uint8_t>& image() { return mem_.data(); }
+
+private:
+    MemoryStore mem_;
+    int crash_at_;
+    int writes_ = 0;
+};
+
+}  // namespace
+
+TEST_CASE("luks2: a crash at any write of add-keyslot or kill-keyslot leaves the old or the new keys", "[luks2]") {
+    // A container of our own (no cryptsetup needed): slot 0 with "old".
+    MemoryStore base(2u << 20);
+    luks2::FormatOptions fo;
+    fo.pbkdf = "pbkdf2";
+    fo.iterations = 1000;
+    fo.data_offset = 1 << 20;
+    Result<luks::Volume> v = luks2::format(registry(), base, bytes_of(std::string("old")), fo);
+    REQUIRE(v.ok());
+    const std::vector<uint8_t> vk(v->table.key.data(), v->table.key.data() + v->table.key.size());
+    luks2::KeyslotOptions ko;
+    ko.pbkdf = "pbkdf2";
+    ko.iterations = 1000;
+    auto opens = [&](BackingStore& s, const char* pw) { return luks2::open(registry(), s, bytes_of(std::string(pw))).ok(); };
+
+    // Count the writes of a clean add, then crash at each of them.
+    CrashingStore clean(base.data(), -1);
+    REQUIRE(luks2::add_keyslot(registry(), clean, vk, bytes_of(std::string("new")), ko).ok());
+    const int n = clean.writes();
+    CHECK(n >= 3);  // keyslot area, primary, secondary
+    for (int at = 1; at <= n; ++at) {
+        INFO("add-keyslot crashing at write " << at);
+        CrashingStore s(base.data(), at);
+        CHECK_FALSE(luks2::add_keyslot(registry(), s, vk, bytes_of(std::string("new")), ko).ok());
+        MemoryStore after(0);
+        after.data() = s.image();
+        CHECK(opens(after, "old"));  // the old passphrase always survives an add
+        if (at == n) CHECK(opens(after, "new"));  // the primary was written: the new header wins
+    }
+
+    // Kill the old slot of a two-slot container, crashing at each write.
+    std::vector<uint8_t> two = clean.image();
+    CrashingStore clean_kill(two, -1);
+    REQUIRE(luks2::kill_keyslot(registry(), clean_kill, 0).ok());
+    const int m = clean_kill.writes();
+    for (int at = 1; at <= m; ++at) {
+        INFO("kill-keyslot crashing at write " << at);
+        CrashingStore s(two, at);
+        CHECK_FALSE(luks2::kill_keyslot(registry(), s, 0).ok());
+        MemoryStore after(0);
+        after.data() = s.image();
+        CHECK(opens(after, "new"));  // the kept slot opens at every point
+    }
+    MemoryStore done(0);
+    done.data() = clean_kill.image();
+    CHECK_FALSE(opens(done, "old"));
+    CHECK(opens(done, "new"));
+}

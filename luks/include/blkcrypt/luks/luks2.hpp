@@ -202,6 +202,29 @@ struct FormatOptions {
 // the new container's Volume (keyslot = the one written).
 Result<luks::Volume> format(Registry& reg, BackingStore& header, ConstBytes passphrase, const FormatOptions& opts);
 
+// A new passphrase keyslot for a known volume key (checked against the
+// segment's digest first), in the first free area that fits, as
+// cryptsetup luksAddKey: the area is written first, then the header (seqid
+// + 1, primary then secondary), so a crash leaves the old or the new header.
+// Everything else in the JSON (tokens of any type, unknown fields) is kept.
+struct KeyslotOptions {
+    std::string pbkdf = "argon2id", hash = "sha256";
+    uint32_t iterations = 0, memory_kib = 0, parallel = 0;  // required as in FormatOptions
+    int keyslot = -1;      // -1: the lowest free one
+    int priority = 1;      // 1 (normal) is not written, as cryptsetup
+};
+Result<int> add_keyslot(Registry& reg, BackingStore& header, ConstBytes volume_key, ConstBytes passphrase,
+                        const KeyslotOptions& opts);
+
+// Removes keyslot k as cryptsetup luksKillSlot: its area is wiped (zeros),
+// then the header without it (also dropped from digests' and tokens'
+// keyslot lists) is written in the same crash-safe order.
+Result<void> kill_keyslot(Registry& reg, BackingStore& header, int k);
+
+// Writes new JSON text for the header in store (seqid + 1, each copy its own
+// salt, primary first). The JSON must pass parse_metadata.
+Result<void> write_metadata(Registry& reg, BackingStore& header, const Metadata& current, std::string_view json);
+
 // `cryptsetup luksDump` of LUKS2 metadata, byte for byte.
 std::string dump(const Metadata& md);
 // `cryptsetup luksDump --dump-json-metadata`: json-c's pretty form.
