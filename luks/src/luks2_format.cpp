@@ -1,10 +1,11 @@
 // LUKS2 format: the layout and JSON cryptsetup 2.6.1's luksFormat writes
 // (lib/luks2/luks2_json_format.c LUKS2_generate_hdr, luks2_keyslot_luks2.c,
-// luks2_digest_pbkdf2.c), with the KDF costs given by the caller.
+// luks2_digest_pbkdf2.c); KDF costs given or benchmarked as cryptsetup does.
 #include <blkcrypt/dm/crypt_target.hpp>
 #include <blkcrypt/kdf.hpp>
 #include <blkcrypt/luks/af.hpp>
 #include <blkcrypt/luks/luks2.hpp>
+#include <blkcrypt/luks/pbkdf_bench.hpp>
 #include <blkcrypt/random.hpp>
 #include <blkcrypt/registry.hpp>
 #include <blkcrypt/shash.hpp>
@@ -78,9 +79,26 @@ Result<NewKeyslot> make_keyslot(Registry& reg, ConstBytes vk, ConstBytes passphr
                                 const std::string& cipher, uint64_t area_offset) {
     const bool argon = o.pbkdf == "argon2i" || o.pbkdf == "argon2id";
     if (!argon && o.pbkdf != "pbkdf2") return bad("unknown PBKDF " + o.pbkdf);
-    if (o.iterations == 0) return bad("the KDF cost (iterations / passes) must be given");
-    if (argon && (o.memory_kib == 0 || o.parallel == 0)) return bad("argon2 needs memory and parallel costs");
     if (o.priority < 0 || o.priority > 2) return bad("priority must be 0, 1 or 2");
+    // Costs not given are chosen as cryptsetup chooses them: lanes
+    // min(4, CPUs), memory up to min(1 GiB, half of RAM), then a benchmark
+    // for iter_time_ms.
+    uint32_t iterations = o.iterations, memory = o.memory_kib, parallel = o.parallel;
+    if (argon) {
+        if (parallel == 0) parallel = luks::default_argon2_parallel();
+        if (memory == 0) memory = luks::default_argon2_memory_kib();
+        if (iterations == 0) {
+            Result<luks::Argon2Cost> c = luks::benchmark_argon2(
+                o.pbkdf == "argon2id" ? Argon2Type::Id : Argon2Type::I, vk.size(), o.iter_time_ms, memory, parallel);
+            if (!c) return c.error();
+            iterations = c->time;
+            memory = c->memory_kib;
+        }
+    } else if (iterations == 0) {
+        Result<uint32_t> it = luks::benchmark_pbkdf2(reg, o.hash, vk.size(), o.iter_time_ms);
+        if (!it) return it.error();
+        iterations = *it;
+    }
     Keyslot ks;
     ks.key_size = static_cast<uint32_t>(vk.size());
     ks.stripes = 4000;
@@ -91,8 +109,8 @@ Result<NewKeyslot> make_keyslot(Registry& reg, ConstBytes vk, ConstBytes passphr
     if (auto r = random_bytes(kdf_salt); !r) return r.error();
     SecureBuffer area_key(vk.size());
     Result<void> kr = argon ? argon2(o.pbkdf == "argon2id" ? Argon2Type::Id : Argon2Type::I, passphrase, kdf_salt,
-                                     o.iterations, o.memory_kib, o.parallel, area_key.span())
-                            : pbkdf2(reg, o.hash, passphrase, kdf_salt, o.iterations, area_key.span());
+                                     iterations, memory, parallel, area_key.span())
+                            : pbkdf2(reg, o.hash, passphrase, kdf_salt, iterations, area_key.span());
     if (!kr) return kr.error();
     {
         SecureBuffer split(static_cast<std::size_t>(af_bytes));
@@ -104,12 +122,12 @@ Result<NewKeyslot> make_keyslot(Registry& reg, ConstBytes vk, ConstBytes passphr
     json kdf;
     kdf["type"] = o.pbkdf;
     if (argon) {
-        kdf["time"] = o.iterations;
-        kdf["memory"] = o.memory_kib;
-        kdf["cpus"] = o.parallel;
+        kdf["time"] = iterations;
+        kdf["memory"] = memory;
+        kdf["cpus"] = parallel;
     } else {
         kdf["hash"] = o.hash;
-        kdf["iterations"] = o.iterations;
+        kdf["iterations"] = iterations;
     }
     kdf["salt"] = base64_encode(kdf_salt);
     out.obj["type"] = "luks2";
@@ -144,10 +162,7 @@ Result<luks::Volume> format(Registry& reg, BackingStore& header, ConstBytes pass
     if (header.size() < 2 * md + ks_size) return make_error(Status::IoError, "the header device is too small");
     if (o.keyslot < 0 || o.keyslot >= kMaxKeyslots) return bad("keyslot must be 0..31");
     if (o.key_size == 0 || o.key_size > 512) return bad("key size out of range");
-    if (o.iterations == 0) return bad("the KDF cost (iterations / passes) must be given");
-    const bool argon = o.pbkdf == "argon2i" || o.pbkdf == "argon2id";
-    if (!argon && o.pbkdf != "pbkdf2") return bad("unknown PBKDF " + o.pbkdf);
-    if (argon && (o.memory_kib == 0 || o.parallel == 0)) return bad("argon2 needs memory and parallel costs");
+    if (o.pbkdf != "pbkdf2" && o.pbkdf != "argon2i" && o.pbkdf != "argon2id") return bad("unknown PBKDF " + o.pbkdf);
     if (o.digest_iterations < 1000) return bad("the volume key digest needs at least 1000 iterations");
     const std::string uuid = o.uuid.empty() ? random_uuid() : o.uuid;
     if (!uuid_ok(uuid)) return bad("Wrong LUKS UUID format provided.");
@@ -175,6 +190,7 @@ Result<luks::Volume> format(Registry& reg, BackingStore& header, ConstBytes pass
     ko.iterations = o.iterations;
     ko.memory_kib = o.memory_kib;
     ko.parallel = o.parallel;
+    ko.iter_time_ms = o.iter_time_ms;
     Result<NewKeyslot> nk = make_keyslot(reg, vk, passphrase, ko, o.cipher, area_offset);
     if (!nk) return nk.error();
     if (nk->area.size() > ks_size) return bad("the keyslots area is too small for one keyslot");

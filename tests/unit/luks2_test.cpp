@@ -7,6 +7,7 @@
 
 #include <blkcrypt/dm/crypt_target.hpp>
 #include <blkcrypt/luks/luks2.hpp>
+#include <blkcrypt/luks/pbkdf_bench.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -552,9 +553,9 @@ TEST_CASE("luks2: format refuses impossible layouts and writes nothing", "[luks2
     o.metadata_size = 20000;  // not a power of two
     CHECK(luks2::format(registry(), store, bytes_of(pw), o).status() == Status::Invalid);
     o.metadata_size = 16384;
-    o.iterations = 0;  // no KDF cost
+    o.pbkdf = "scrypt";  // not a LUKS2 PBKDF
     CHECK(luks2::format(registry(), store, bytes_of(pw), o).status() == Status::Invalid);
-    o.iterations = 1000;
+    o.pbkdf = "pbkdf2";
     o.uuid = "not-a-uuid";
     CHECK(luks2::format(registry(), store, bytes_of(pw), o).status() == Status::Invalid);
     o.uuid.clear();
@@ -703,4 +704,53 @@ TEST_CASE("luks2: a crash at any write of add-keyslot or kill-keyslot leaves the
     done.data() = clean_kill.image();
     CHECK_FALSE(opens(done, "old"));
     CHECK(opens(done, "new"));
+}
+
+TEST_CASE("luks2: benchmarked KDF costs land where cryptsetup's benchmark lands", "[luks2][bench]") {
+    // The limits first (no timing): lanes and memory as cryptsetup caps them.
+    CHECK(luks::default_argon2_parallel() >= 1);
+    CHECK(luks::default_argon2_parallel() <= 4);
+    CHECK(luks::default_argon2_memory_kib(1024) == 1024);
+    CHECK(luks::benchmark_argon2(Argon2Type::Id, 64, 100, 16, 4).status() == Status::Invalid);  // below 4 lanes x 8 KiB
+    if (!have_cryptsetup()) {
+        WARN("cryptsetup not installed: KDF benchmark comparison not run");
+        return;
+    }
+    // Same target, same machine, one after the other: within a factor of 3
+    // (the machine is shared; the two PBKDF2 implementations differ too).
+    TempDir dir;
+    write_text(dir / "pw", "x");
+    REQUIRE(sh("truncate -s 20M '" + (dir / "img") + "'") == 0);
+    REQUIRE(sh("cryptsetup luksFormat -q --type luks2 --pbkdf pbkdf2 --iter-time 250 --key-file '" + (dir / "pw") +
+               "' '" + (dir / "img") + "' >/dev/null 2>&1") == 0);
+    REQUIRE(sh("cryptsetup luksAddKey -q --pbkdf argon2id --iter-time 400 --pbkdf-memory 65536 --pbkdf-parallel 1 "
+               "--key-file '" + (dir / "pw") + "' '" + (dir / "img") + "' '" + (dir / "pw") + "' >/dev/null 2>&1") == 0);
+    Result<luks2::Header> h = luks2::read_header(registry(), *open_store(dir / "img"));
+    REQUIRE(h.ok());
+    const luks2::Kdf& theirs_p = h->md.keyslots.at(0).kdf;
+    const luks2::Kdf& theirs_a = h->md.keyslots.at(1).kdf;
+    Result<uint32_t> ours_p = luks::benchmark_pbkdf2(registry(), "sha256", 64, 250);
+    REQUIRE(ours_p.ok());
+    INFO("pbkdf2-sha256 250 ms: cryptsetup " << theirs_p.iterations << ", ours " << *ours_p);
+    CHECK(*ours_p * 3.0 >= theirs_p.iterations);
+    CHECK(*ours_p <= theirs_p.iterations * 3.0);
+    Result<luks::Argon2Cost> ours_a = luks::benchmark_argon2(Argon2Type::Id, 64, 400, 65536, 1);
+    REQUIRE(ours_a.ok());
+    const double work_t = double(theirs_a.time) * theirs_a.memory, work_o = double(ours_a->time) * ours_a->memory_kib;
+    INFO("argon2id 400 ms, 64 MiB, 1 lane: cryptsetup t=" << theirs_a.time << " m=" << theirs_a.memory << ", ours t="
+                                                          << ours_a->time << " m=" << ours_a->memory_kib);
+    CHECK(ours_a->time >= 4);
+    CHECK(ours_a->memory_kib <= 65536);
+    CHECK(work_o * 3 >= work_t);
+    CHECK(work_o <= work_t * 3);
+    // A format with benchmarked costs opens in cryptsetup.
+    luks2::FormatOptions fo;
+    fo.pbkdf = "argon2id";
+    fo.iter_time_ms = 200;
+    fo.memory_kib = 32768;
+    auto w = open_file_store(dir / "img", true);
+    REQUIRE(w.ok());
+    REQUIRE(luks2::format(registry(), **w, bytes_of(std::string("x")), fo).ok());
+    w->reset();
+    CHECK(sh("cryptsetup open --test-passphrase --key-file '" + (dir / "pw") + "' '" + (dir / "img") + "'") == 0);
 }

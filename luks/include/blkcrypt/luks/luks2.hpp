@@ -178,16 +178,19 @@ Result<luks::Volume> volume_from_key(Registry& reg, const Metadata& md, ConstByt
                                      int keyslot = -1);
 
 // A new LUKS2 container, laid out as cryptsetup 2.6.1's luksFormat lays it
-// out. The KDF costs are given, not benchmarked (cryptsetup's
-// --pbkdf-force-iterations / --pbkdf-memory / --pbkdf-parallel).
+// out. KDF costs: `iterations` given = cryptsetup's --pbkdf-force-iterations
+// (with --pbkdf-memory / --pbkdf-parallel); 0 = benchmarked for
+// iter_time_ms (--iter-time) as cryptsetup does, memory_kib then being the
+// limit (0: min(1 GiB, half of RAM)) and parallel the lanes (0: min(4, CPUs)).
 struct FormatOptions {
     std::string cipher = "aes-xts-plain64";
     uint32_t key_size = 64;            // volume key bytes
     uint32_t sector_size = 4096;
     std::string hash = "sha256";       // AF, digest and (pbkdf2) KDF hash
     std::string pbkdf = "argon2id";    // "pbkdf2", "argon2i", "argon2id"
-    uint32_t iterations = 0;           // pbkdf2 iterations or argon2 passes (required)
-    uint32_t memory_kib = 0, parallel = 0;  // argon2 (required for argon2)
+    uint32_t iterations = 0;           // pbkdf2 iterations or argon2 passes; 0: benchmark
+    uint32_t memory_kib = 0, parallel = 0;  // argon2; 0: cryptsetup's defaults
+    uint32_t iter_time_ms = 2000;      // the benchmark's target
     uint32_t digest_iterations = 1000;
     uint64_t metadata_size = 16384;    // hdr_size of each copy: 16 KiB..4 MiB
     uint64_t keyslots_size = 0;        // 0: up to the data offset (at most 128 MiB)
@@ -209,7 +212,8 @@ Result<luks::Volume> format(Registry& reg, BackingStore& header, ConstBytes pass
 // Everything else in the JSON (tokens of any type, unknown fields) is kept.
 struct KeyslotOptions {
     std::string pbkdf = "argon2id", hash = "sha256";
-    uint32_t iterations = 0, memory_kib = 0, parallel = 0;  // required as in FormatOptions
+    uint32_t iterations = 0, memory_kib = 0, parallel = 0;  // as in FormatOptions
+    uint32_t iter_time_ms = 2000;
     int keyslot = -1;      // -1: the lowest free one
     int priority = 1;      // 1 (normal) is not written, as cryptsetup
 };
