@@ -272,6 +272,25 @@ Result<void> write_metadata(Registry& reg, BackingStore& header, const Metadata&
 
 namespace {
 
+// The first gap in the keyslots area that holds a keyslot for a key of
+// key_size bytes (LUKS2_find_area_gap).
+Result<uint64_t> find_gap(const Metadata& md, std::size_t key_size) {
+    Keyslot probe;
+    probe.key_size = static_cast<uint32_t>(key_size);
+    probe.stripes = 4000;
+    const uint64_t need = (probe.af_size() + 4095) / 4096 * 4096;
+    std::vector<std::pair<uint64_t, uint64_t>> used;
+    for (const auto& [id, ks] : md.keyslots) used.emplace_back(ks.area_offset, ks.area_offset + ks.area_size);
+    std::sort(used.begin(), used.end());
+    uint64_t at = 2 * md.metadata_size();
+    for (const auto& [b, e] : used) {
+        if (b >= at + need) break;
+        at = std::max(at, (e + 4095) / 4096 * 4096);
+    }
+    if (at + need > md.hdr_and_areas_size()) return make_error(Status::Invalid, "No space for new keyslot.");
+    return at;
+}
+
 // The current header, refusing what cryptsetup refuses to change.
 Result<Header> header_for_update(Registry& reg, BackingStore& store) {
     Result<Header> h = read_header(reg, store);
@@ -302,20 +321,9 @@ Result<int> add_keyslot(Registry& reg, BackingStore& header, ConstBytes volume_k
         return make_error(Status::Invalid, "Key slot " + std::to_string(k) + " is full, please select another one.");
     }
     const std::string cipher = md.segments.at(0).encryption;
-    // First gap in the keyslots area that fits (LUKS2_find_area_gap).
-    Keyslot probe;
-    probe.key_size = static_cast<uint32_t>(volume_key.size());
-    probe.stripes = 4000;
-    const uint64_t need = (probe.af_size() + 4095) / 4096 * 4096;
-    std::vector<std::pair<uint64_t, uint64_t>> used;
-    for (const auto& [id, ks] : md.keyslots) used.emplace_back(ks.area_offset, ks.area_offset + ks.area_size);
-    std::sort(used.begin(), used.end());
-    uint64_t at = 2 * md.metadata_size();
-    for (const auto& [b, e] : used) {
-        if (b >= at + need) break;
-        at = std::max(at, (e + 4095) / 4096 * 4096);
-    }
-    if (at + need > md.hdr_and_areas_size()) return make_error(Status::Invalid, "No space for new keyslot.");
+    Result<uint64_t> gap = find_gap(md, volume_key.size());
+    if (!gap) return gap.error();
+    const uint64_t at = *gap;
 
     Result<NewKeyslot> nk = make_keyslot(reg, volume_key, passphrase, o, cipher, at);
     if (!nk) return nk.error();
@@ -356,6 +364,38 @@ Result<void> kill_keyslot(Registry& reg, BackingStore& header, int k) {
     if (Status s = header.write(it->second.area_offset, zeros); s != Status::Ok) return make_error(s, "cannot wipe the keyslot");
     if (Status s = header.flush(); s != Status::Ok) return make_error(s, "cannot flush the keyslot wipe");
     return write_metadata(reg, header, md, text);
+}
+
+Result<int> change_keyslot(Registry& reg, BackingStore& header, ConstBytes old_passphrase, ConstBytes new_passphrase,
+                           const KeyslotOptions& o) {
+    Result<Header> h = header_for_update(reg, header);
+    if (!h) return h.error();
+    const Metadata& md = h->md;
+    // Which slot the old passphrase opens (cryptsetup's order, or the named one).
+    OpenOptions oo;
+    oo.keyslot = o.keyslot;
+    Result<luks::Volume> v = open(reg, header, old_passphrase, oo);
+    if (!v) return v.error();
+    const int k = v->keyslot;
+    const Keyslot& old_ks = md.keyslots.at(k);
+    Result<uint64_t> gap = find_gap(md, v->table.key.size());
+    if (!gap) return gap.error();
+    KeyslotOptions ko = o;
+    ko.priority = old_ks.priority;
+    Result<NewKeyslot> nk = make_keyslot(reg, v->table.key, new_passphrase, ko, old_ks.area_encryption, *gap);
+    if (!nk) return nk.error();
+    json root = json::parse(md.json, nullptr, false);
+    root["keyslots"][std::to_string(k)] = nk->obj;
+    const std::string text = root.dump(-1, ' ', false, json::error_handler_t::replace);
+
+    if (Status s = header.write(*gap, nk->area); s != Status::Ok) return make_error(s, "cannot write the keyslot");
+    if (Status s = header.flush(); s != Status::Ok) return make_error(s, "cannot flush the keyslot");
+    if (auto r = write_metadata(reg, header, md, text); !r) return r.error();
+    // Only now is the old area unreferenced.
+    std::vector<uint8_t> zeros(static_cast<std::size_t>(old_ks.area_size), 0);
+    if (Status s = header.write(old_ks.area_offset, zeros); s != Status::Ok) return make_error(s, "cannot wipe the old keyslot");
+    if (Status s = header.flush(); s != Status::Ok) return make_error(s, "cannot flush the keyslot wipe");
+    return k;
 }
 
 }  // namespace blkcrypt::luks2

@@ -612,6 +612,18 @@ TEST_CASE("luks2: keyslots we add and kill are seen by cryptsetup; tokens kept",
     ko.keyslot = 1;
     CHECK(luks2::add_keyslot(registry(), **wstore, vk, bytes_of(passphrase(2)), ko).status() == Status::Invalid);
 
+    // Change slot 1's passphrase: cryptsetup opens slot 1 with the new one only.
+    ko.keyslot = -1;
+    ko.priority = 1;
+    Result<int> ch = luks2::change_keyslot(registry(), **wstore, bytes_of(passphrase(1)), bytes_of(passphrase(3)), ko);
+    REQUIRE(ch.ok());
+    CHECK(*ch == 1);
+    write_text(dir / "pw3", passphrase(3));
+    CHECK(sh("cryptsetup open --test-passphrase --key-slot 1 --key-file '" + (dir / "pw3") + "' '" + img + "'") == 0);
+    CHECK(sh("cryptsetup open --test-passphrase --key-file '" + (dir / "pw1") + "' '" + img + "' 2>/dev/null") != 0);
+    CHECK(cryptsetup_volume_key(img, dir / "pw3") == vk_hex);
+    write_text(dir / "pw1", passphrase(3));  // slot 1's passphrase from here on
+
     // Kill slot 0: cryptsetup no longer opens it, the token loses it, slot 1 works.
     REQUIRE(luks2::kill_keyslot(registry(), **wstore, 0).ok());
     CHECK(sh("cryptsetup open --test-passphrase --key-file '" + (dir / "pw0") + "' '" + img + "' 2>/dev/null") != 0);
@@ -657,7 +669,7 @@ private:
 
 }  // namespace
 
-TEST_CASE("luks2: a crash at any write of add-keyslot or kill-keyslot leaves the old or the new keys", "[luks2]") {
+TEST_CASE("luks2: a crash at any write of add-, change- or kill-keyslot leaves the old or the new keys", "[luks2]") {
     // A container of our own (no cryptsetup needed): slot 0 with "old".
     MemoryStore base(2u << 20);
     luks2::FormatOptions fo;
@@ -700,6 +712,33 @@ TEST_CASE("luks2: a crash at any write of add-keyslot or kill-keyslot leaves the
         after.data() = s.image();
         CHECK(opens(after, "new"));  // the kept slot opens at every point
     }
+    // Change "new" to "newer" in a two-slot container, crashing at each write.
+    CrashingStore clean_change(two, -1);
+    Result<int> changed = luks2::change_keyslot(registry(), clean_change, bytes_of(std::string("new")),
+                                                bytes_of(std::string("newer")), ko);
+    REQUIRE(changed.ok());
+    CHECK(*changed == 1);
+    const int c = clean_change.writes();
+    for (int at = 1; at <= c; ++at) {
+        INFO("change-keyslot crashing at write " << at);
+        CrashingStore s(two, at);
+        CHECK_FALSE(luks2::change_keyslot(registry(), s, bytes_of(std::string("new")), bytes_of(std::string("newer")), ko).ok());
+        MemoryStore after(0);
+        after.data() = s.image();
+        CHECK((opens(after, "new") || opens(after, "newer")));  // never neither
+        CHECK(opens(after, "old"));  // the other slot is untouched
+    }
+    {
+        MemoryStore after(0);
+        after.data() = clean_change.image();
+        CHECK_FALSE(opens(after, "new"));
+        CHECK(opens(after, "newer"));
+        Result<luks2::Header> h = luks2::read_header(registry(), after);
+        REQUIRE(h.ok());
+        CHECK(h->md.keyslots.count(1));
+        CHECK(h->md.keyslots.size() == 2);
+    }
+
     MemoryStore done(0);
     done.data() = clean_kill.image();
     CHECK_FALSE(opens(done, "old"));

@@ -220,6 +220,14 @@ struct KeyslotOptions {
 Result<int> add_keyslot(Registry& reg, BackingStore& header, ConstBytes volume_key, ConstBytes passphrase,
                         const KeyslotOptions& opts);
 
+// cryptsetup luksChangeKey: the keyslot old_passphrase opens (or
+// opts.keyslot) gets new_passphrase under the same number. The new area goes
+// into a free gap, then the header points the slot at it (priority kept),
+// then the old area is wiped: a crash leaves the old or the new passphrase
+// working. Returns the slot.
+Result<int> change_keyslot(Registry& reg, BackingStore& header, ConstBytes old_passphrase,
+                           ConstBytes new_passphrase, const KeyslotOptions& opts);
+
 // Removes keyslot k as cryptsetup luksKillSlot: its area is wiped (zeros),
 // then the header without it (also dropped from digests' and tokens'
 // keyslot lists) is written in the same crash-safe order.
