@@ -84,6 +84,7 @@ struct Case {
     std::string format;    // luksFormat options
     bool detached = false;
     std::vector<std::string> more_keys;  // luksAddKey options, one keyslot each
+    const char* header_size = "4M";      // of a detached header file
 };
 
 std::vector<Case> matrix() {
@@ -94,6 +95,8 @@ std::vector<Case> matrix() {
         {"argon2id, label, subsystem, three keyslots", std::string("--label my-label --subsystem my-sub") + kArgon,
          false, {std::string(kFast), std::string("--key-slot 7") + kArgon}},
         {"detached header, small metadata", std::string("--luks2-metadata-size 32k --luks2-keyslots-size 2M --offset 0 --sector-size 4096") + kFast, true},
+        {"largest layout: metadata 4 MiB, keyslots 128 MiB, detached",
+         std::string("--luks2-metadata-size 4m --luks2-keyslots-size 128m --offset 0") + kFast, true, {std::string(kFast)}, "140M"},
         {"argon2id 2 lanes, sha1 AF/digest", "--hash sha1 --pbkdf argon2id --pbkdf-force-iterations 4 --pbkdf-memory 64 --pbkdf-parallel 2"},
     };
 }
@@ -104,7 +107,7 @@ std::string passphrase(std::size_t i) { return "pass phrase " + std::to_string(i
 std::string make_container(const TempDir& dir, const Case& c) {
     const std::string img = dir / "img", hdr = c.detached ? dir / "hdr" : img;
     REQUIRE(sh("truncate -s 20M '" + img + "'") == 0);
-    if (c.detached) REQUIRE(sh("truncate -s 4M '" + hdr + "'") == 0);
+    if (c.detached) REQUIRE(sh("truncate -s " + std::string(c.header_size) + " '" + hdr + "'") == 0);
     write_text(dir / "pw0", passphrase(0));
     const std::string header_opt = c.detached ? " --header '" + hdr + "'" : "";
     REQUIRE(sh("cryptsetup luksFormat -q --type luks2 " + c.format + header_opt + " --key-file '" + (dir / "pw0") +
