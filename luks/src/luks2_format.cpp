@@ -14,6 +14,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
+#include <unistd.h>
 
 namespace blkcrypt::luks2 {
 
@@ -396,6 +398,46 @@ Result<int> change_keyslot(Registry& reg, BackingStore& header, ConstBytes old_p
     if (Status s = header.write(old_ks.area_offset, zeros); s != Status::Ok) return make_error(s, "cannot wipe the old keyslot");
     if (Status s = header.flush(); s != Status::Ok) return make_error(s, "cannot flush the keyslot wipe");
     return k;
+}
+
+Result<std::vector<uint8_t>> header_backup(Registry& reg, BackingStore& header) {
+    Result<Header> h = read_header(reg, header);
+    if (!h) return h.error();
+    const uint64_t n = h->md.hdr_and_areas_size();
+    const long page = sysconf(_SC_PAGESIZE);
+    const uint64_t p = page > 0 ? static_cast<uint64_t>(page) : 4096;
+    if (header.size() < n) return make_error(Status::IoError, "the header device is shorter than its header and keyslots");
+    std::vector<uint8_t> out(static_cast<std::size_t>((n + p - 1) / p * p), 0);
+    if (Status s = header.read(0, Bytes(out.data(), static_cast<std::size_t>(n))); s != Status::Ok)
+        return make_error(s, "cannot read the header");
+    return out;
+}
+
+Result<void> header_restore(Registry& reg, BackingStore& device, BackingStore& backup) {
+    Result<Header> b = read_header(reg, backup);
+    if (!b) return make_error(Status::Invalid, "Backup file doesn't contain valid LUKS header.");
+    if (!b->md.config.requirements.empty())
+        return make_error(Status::Unsupported, "Forbidden LUKS2 requirements detected in backup " + backup.name() + ".");
+    const uint64_t n = b->md.hdr_and_areas_size();
+    if (Result<Header> cur = read_header(reg, device)) {
+        auto data_offset = [](const Metadata& m) {
+            uint64_t off = std::numeric_limits<uint64_t>::max();
+            for (const auto& [id, s] : m.segments)
+                if (s.type == "crypt") off = std::min(off, s.offset);
+            return off;
+        };
+        if (data_offset(cur->md) != data_offset(b->md))
+            return make_error(Status::Invalid, "Data offset differ on device and backup, restore failed.");
+        if (cur->md.hdr_and_areas_size() != n)
+            return make_error(Status::Invalid,
+                              "Binary header with keyslot areas size differ on device and backup, restore failed.");
+    }
+    if (backup.size() < n || device.size() < n) return make_error(Status::IoError, "the backup or the device is too small");
+    std::vector<uint8_t> buf(static_cast<std::size_t>(n));
+    if (Status s = backup.read(0, buf); s != Status::Ok) return make_error(s, "Cannot read header backup file.");
+    if (Status s = device.write(0, buf); s != Status::Ok) return make_error(s, "cannot write the header");
+    if (Status s = device.flush(); s != Status::Ok) return make_error(s, "cannot flush the header");
+    return {};
 }
 
 }  // namespace blkcrypt::luks2

@@ -796,3 +796,44 @@ TEST_CASE("luks2: benchmarked KDF costs land where cryptsetup's benchmark lands"
     w->reset();
     CHECK(sh("cryptsetup open --test-passphrase --key-file '" + (dir / "pw") + "' '" + (dir / "img") + "'") == 0);
 }
+
+TEST_CASE("luks2: header backup equals cryptsetup's; restore brings old keyslots back", "[luks2]") {
+    if (!have_cryptsetup()) {
+        WARN("cryptsetup not installed: LUKS2 header backup tests not run");
+        return;
+    }
+    TempDir dir;
+    Case c{"argon2 + pbkdf2", std::string(kFast), false, {std::string(kArgon)}};
+    const std::string img = make_container(dir, c);
+    REQUIRE(sh("cryptsetup luksHeaderBackup '" + img + "' --header-backup-file '" + (dir / "theirs") + "'") == 0);
+    std::vector<uint8_t> theirs;
+    REQUIRE(testutil::read_file(dir / "theirs", &theirs));
+    auto w = open_file_store(img, true);
+    REQUIRE(w.ok());
+    Result<std::vector<uint8_t>> ours = luks2::header_backup(registry(), **w);
+    REQUIRE(ours.ok());
+    CHECK(ours->size() == theirs.size());
+    CHECK(*ours == theirs);
+
+    // Kill slot 0, then restore our backup: slot 0 opens again, for cryptsetup too.
+    REQUIRE(luks2::kill_keyslot(registry(), **w, 0).ok());
+    CHECK(sh("cryptsetup open --test-passphrase --key-file '" + (dir / "pw0") + "' '" + img + "' 2>/dev/null") != 0);
+    MemoryStore backup(ours->size());
+    backup.data() = *ours;
+    REQUIRE(luks2::header_restore(registry(), **w, backup).ok());
+    CHECK(sh("cryptsetup open --test-passphrase --key-file '" + (dir / "pw0") + "' '" + img + "'") == 0);
+    CHECK(luks2::open(registry(), **w, bytes_of(passphrase(0))).ok());
+
+    // A backup of another layout is refused, and garbage is no backup.
+    TempDir other;
+    Case c2{"8 MiB data offset", std::string("--offset 16384") + kFast};
+    const std::string img2 = make_container(other, c2);
+    Result<std::vector<uint8_t>> b2 = luks2::header_backup(registry(), *open_store(img2));
+    REQUIRE(b2.ok());
+    MemoryStore backup2(b2->size());
+    backup2.data() = *b2;
+    CHECK(luks2::header_restore(registry(), **w, backup2).status() == Status::Invalid);
+    MemoryStore junk(1 << 20);
+    CHECK(luks2::header_restore(registry(), **w, junk).error().message == "Backup file doesn't contain valid LUKS header.");
+    CHECK(luks2::open(registry(), **w, bytes_of(passphrase(0))).ok());
+}

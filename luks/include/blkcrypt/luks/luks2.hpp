@@ -237,6 +237,16 @@ Result<void> kill_keyslot(Registry& reg, BackingStore& header, int k);
 // salt, primary first). The JSON must pass parse_metadata.
 Result<void> write_metadata(Registry& reg, BackingStore& header, const Metadata& current, std::string_view json);
 
+// cryptsetup luksHeaderBackup: both header copies and the keyslots area
+// (hdr_and_areas_size bytes, rounded up to the page size) as the backup
+// file's contents. The caller creates the file (cryptsetup: new, mode 0400).
+Result<std::vector<uint8_t>> header_backup(Registry& reg, BackingStore& header);
+
+// cryptsetup luksHeaderRestore: the backup must hold a valid LUKS2 header
+// without requirements; when `device` already has one, the data offset and
+// the header+keyslots size must match. Writes hdr_and_areas_size bytes.
+Result<void> header_restore(Registry& reg, BackingStore& device, BackingStore& backup);
+
 // `cryptsetup luksDump` of LUKS2 metadata, byte for byte.
 std::string dump(const Metadata& md);
 // `cryptsetup luksDump --dump-json-metadata`: json-c's pretty form.
