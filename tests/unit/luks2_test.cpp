@@ -288,7 +288,7 @@ TEST_CASE("luks2: data written by cryptsetup's reencryption decrypts to the plai
     }
 }
 
-TEST_CASE("luks2: a damaged primary header falls back to the secondary; both damaged refuse", "[luks2]") {
+TEST_CASE("luks2: a damaged primary header falls back to the secondary - both damaged refuse", "[luks2]") {
     if (!have_cryptsetup()) {
         WARN("cryptsetup not installed: LUKS2 header recovery tests not run");
         return;
@@ -575,7 +575,7 @@ TEST_CASE("luks2: format refuses impossible layouts and writes nothing", "[luks2
     CHECK(testutil::hex(back->table.key) == testutil::hex(v->table.key));
 }
 
-TEST_CASE("luks2: keyslots we add and kill are seen by cryptsetup; tokens kept", "[luks2]") {
+TEST_CASE("luks2: keyslots we add and kill are seen by cryptsetup - tokens kept", "[luks2]") {
     if (!have_cryptsetup()) {
         WARN("cryptsetup not installed: LUKS2 keyslot change tests not run");
         return;
@@ -797,7 +797,7 @@ TEST_CASE("luks2: benchmarked KDF costs land where cryptsetup's benchmark lands"
     CHECK(sh("cryptsetup open --test-passphrase --key-file '" + (dir / "pw") + "' '" + (dir / "img") + "'") == 0);
 }
 
-TEST_CASE("luks2: header backup equals cryptsetup's; restore brings old keyslots back", "[luks2]") {
+TEST_CASE("luks2: header backup equals cryptsetup's - restore brings old keyslots back", "[luks2]") {
     if (!have_cryptsetup()) {
         WARN("cryptsetup not installed: LUKS2 header backup tests not run");
         return;
