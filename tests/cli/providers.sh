@@ -17,7 +17,7 @@ if [[ $WITH == 1 ]]; then
         grep -qE "^driver +: $d\$" "$TMP/list" || fail "built with OpenSSL, but no $d in blkcrypt list"
     done
 else
-    [[ -z $openssl_drivers ]] || fail "built without OpenSSL, but blkcrypt list names: $openssl_drivers"
+    [[ -z $openssl_drivers ]] || fail "built without OpenSSL, but blkcrypt list names: $(head -n 2 <<<"$openssl_drivers" | tr -s " \n" " ")..."
 fi
 
 # libcrypto.so / libssl.so, not Crypto++'s libcrypto++.so.
