@@ -11,6 +11,7 @@ PKGS=(
   fsverity ccache
   man-db groff-base bsdextrautils
   clang-14 libclang-rt-14-dev
+  libargon2-dev nlohmann-json3-dev
 )
 
 missing=()

@@ -55,10 +55,11 @@ Buf random_buf(std::size_t n, unsigned seed) {
     return b;
 }
 
-// Whether the vectors a broken_vec_* plugin adds are still known.
-bool builtin_vectors_exist(const std::string& file) {
+// Whether the vectors a broken_vec_* plugin adds are still known to reg.
+bool plugin_vectors_exist(Registry& reg, const std::string& file) {
     const char* name = file == "broken_vec_no_key.so" ? "cmac(camellia)" : "rfc4309(ccm(camellia))";
-    return !vectors_for(name).empty();
+    auto v = find_vectors(reg, name);
+    return v && !v->empty();
 }
 
 bool still_mapped(const std::string& path) {
@@ -209,7 +210,7 @@ TEST_CASE("a plugin refused for malformed vectors leaves no instance and no vect
         REQUIRE_FALSE(load_plugin(reg, kBroken + "/" + file).ok());
         // The instances its self-tests built (rfc4309(ccm(camellia-...)), ccm(...)) are gone.
         CHECK(reg.list().size() == before);
-        CHECK_FALSE(builtin_vectors_exist(file));
+        CHECK_FALSE(plugin_vectors_exist(reg, file));
     }
     // Built again from scratch, with no vectors: usable, not "already registered".
     auto aead = reg.describe("rfc4309(ccm(camellia))");
@@ -225,21 +226,27 @@ TEST_CASE("a plugin refused for malformed vectors leaves no instance and no vect
     CHECK_THAT(r.error().message, Catch::Contains("malformed vector"));
 }
 
-TEST_CASE("unloading a plugin removes its vectors", "[plugin]") {
+TEST_CASE("plugin vectors belong to the registry that loaded the plugin", "[plugin]") {
     Registry reg;
     register_defaults(reg);
     REQUIRE(load_plugin(reg, kPlugins + "/sm3.so").ok());
-    CHECK_FALSE(vectors_for("sm3").empty());
-    // A second registry holding the same plugin keeps the vectors alive.
+    auto has = [](Registry& r) { auto v = find_vectors(r, "sm3"); return v && !v->empty(); };
+    CHECK(has(reg));
+    CHECK(vectors_for("sm3").empty());  // not compiled in
     {
+        // Another registry sees none of them until it loads the plugin itself,
+        // and its unload leaves the first registry's vectors alone.
         Registry other;
         register_defaults(other);
+        CHECK_FALSE(has(other));
         REQUIRE(load_plugin(other, kPlugins + "/sm3.so").ok());
+        CHECK(has(other));
         REQUIRE(unload_plugin(other, "sm3").ok());
-        CHECK_FALSE(vectors_for("sm3").empty());
+        CHECK_FALSE(has(other));
+        CHECK(has(reg));
     }
     REQUIRE(unload_plugin(reg, "sm3").ok());
-    CHECK(vectors_for("sm3").empty());
+    CHECK_FALSE(has(reg));
     REQUIRE(load_plugin(reg, kPlugins + "/sm3.so").ok());  // and back, with its vectors
-    CHECK_FALSE(vectors_for("sm3").empty());
+    CHECK(has(reg));
 }
