@@ -31,16 +31,6 @@ inline const char* openssl_or(const char* openssl_driver, const char* otherwise)
     return kWithOpenssl ? openssl_driver : otherwise;
 }
 
-// First line of a test case about the OpenSSL provider itself: without it the
-// case passes empty, saying why (Catch2 2 has no SKIP).
-#define SKIP_WITHOUT_OPENSSL()                                                         \
-    do {                                                                               \
-        if (!testutil::kWithOpenssl) {                                                 \
-            WARN("skipped: built with -DBLKCRYPT_WITH_OPENSSL=OFF (no OpenSSL provider)"); \
-            return;                                                                    \
-        }                                                                              \
-    } while (0)
-
 // n pseudo-random bytes from rng (any std random engine), for reproducible tests.
 template <class Rng>
 std::vector<uint8_t> random_bytes(Rng& rng, std::size_t n) {
