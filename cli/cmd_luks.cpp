@@ -1,0 +1,231 @@
+// blkcrypt luks: LUKS containers as cryptsetup handles them, without root or
+// device-mapper. The actions carry cryptsetup's names and options (luksDump
+// is `luks dump`, `open --test-passphrase` is `luks test-passphrase`, ...);
+// data moves through the dm-crypt engine and the copy loop `crypt` uses.
+#include "commands.hpp"
+#include "image_copy.hpp"
+#include "number_option.hpp"
+#include "output_file.hpp"
+#include "passphrase.hpp"
+#include "progress.hpp"
+
+#include <blkcrypt/backing_store.hpp>
+#include <blkcrypt/luks/container.hpp>
+#include <blkcrypt/luks/luks1.hpp>
+
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+namespace cli {
+namespace {
+
+namespace luks = blkcrypt::luks;
+namespace luks1 = blkcrypt::luks::luks1;
+
+// cryptsetup's exit status for a passphrase that opens no keyslot (EPERM).
+constexpr int kExitNoKey = 2;
+
+struct Devices {
+    std::string image;        // IMAGE as given
+    std::string header_path;  // --header, or IMAGE
+    std::shared_ptr<blkcrypt::BackingStore> header;
+};
+
+Devices open_devices(const po::variables_map& vm, const std::string& image) {
+    Devices d;
+    d.image = image;
+    d.header_path = vm.count("header") ? vm["header"].as<std::string>() : image;
+    auto s = blkcrypt::open_file_store(d.header_path, false);
+    if (!s) throw Failure(s.error().message);
+    d.header = *s;
+    return d;
+}
+
+[[noreturn]] void not_luks(const std::string& path) {
+    throw Failure("Device " + path + " is not a valid LUKS device.");
+}
+
+// The LUKS version of the header device: Failure (exit 1) as cryptsetup's
+// "Device ... is not a valid LUKS device." for anything else.
+luks::Version version_of(const Devices& d) {
+    auto v = luks::detect(*d.header);
+    if (!v) {
+        if (v.status() == blkcrypt::Status::IoError) throw Failure(v.error().message);
+        not_luks(d.header_path);
+    }
+    return *v;
+}
+
+luks1::Header luks1_header(const Devices& d) {
+    if (version_of(d) != luks::Version::Luks1)
+        throw Failure(d.header_path + ": LUKS2 is not supported by this build yet");
+    auto h = luks1::read_header(registry(), *d.header);
+    if (!h) throw Failure(h.error().message);
+    return std::move(h).value();
+}
+
+// The passphrase as cryptsetup reads it (tools_get_key): --key-file whole
+// (or --keyfile-size bytes) after --keyfile-offset, '-' all of stdin; else a
+// prompt on a terminal, or one line of piped stdin.
+blkcrypt::SecureBuffer read_passphrase(const po::variables_map& vm, const std::string& device, bool verify = false) {
+    const uint64_t offset = vm.count("keyfile-offset") ? vm["keyfile-offset"].as<uint64_t>() : 0;
+    const std::size_t size = vm.count("keyfile-size") ? static_cast<std::size_t>(vm["keyfile-size"].as<uint64_t>()) : 0;
+    if (vm.count("key-file")) return read_key_input(vm["key-file"].as<std::string>(), offset, size, false);
+    if (::isatty(STDIN_FILENO)) {
+        if (offset || size) throw UsageError("--keyfile-offset and --keyfile-size need --key-file or piped input");
+        return prompt_passphrase("Enter passphrase for " + device + ": ", verify);
+    }
+    return read_key_input("-", offset, size, true);
+}
+
+luks::OpenOptions open_options(const po::variables_map& vm) {
+    luks::OpenOptions o;
+    if (vm.count("key-slot")) o.keyslot = static_cast<int>(vm["key-slot"].as<unsigned>());
+    return o;
+}
+
+// Unlocks the container: exit 2 with cryptsetup's words for a passphrase
+// that opens nothing, 1 for the rest.
+luks::Volume unlock(const po::variables_map& vm, const Devices& d) {
+    version_of(d);
+    const blkcrypt::SecureBuffer pass = read_passphrase(vm, d.image);
+    auto vol = luks::open(registry(), *d.header, pass, open_options(vm));
+    if (!vol) {
+        if (vol.status() == blkcrypt::Status::NoKey) throw StatusFailure(vol.error().message, kExitNoKey);
+        throw Failure(vol.error().message);
+    }
+    return std::move(vol).value();
+}
+
+void write_stdout(blkcrypt::ConstBytes b) {
+    std::cout.flush();
+    write_all(STDOUT_FILENO, b, "stdout");
+}
+
+// cryptsetup's yesDialog: asked only on a terminal and without --batch-mode.
+void confirm(const po::variables_map& vm, const std::string& question) {
+    if (vm["batch-mode"].as<bool>() || !::isatty(STDIN_FILENO)) return;
+    std::cerr << question << "\nAre you sure? (Type 'yes' in capital letters): " << std::flush;
+    std::string answer;
+    if (!std::getline(std::cin, answer) || answer != "YES") throw Failure("Operation aborted.");
+}
+
+std::string one_file(const std::vector<std::string>& files, const std::string& action) {
+    if (files.size() != 1) throw UsageError("luks " + action + " needs exactly one IMAGE");
+    return files[0];
+}
+
+int run_dump(const po::variables_map& vm, const std::vector<std::string>& files) {
+    const Devices d = open_devices(vm, one_file(files, "dump"));
+    const luks1::Header h = luks1_header(d);
+    if (!vm["dump-volume-key"].as<bool>()) {
+        refuse_given(vm, {"key-file", "keyfile-offset", "keyfile-size", "key-slot"}, "only with --dump-volume-key");
+        std::cout << luks1::dump(h, d.header_path);
+        return 0;
+    }
+    confirm(vm, "Header dump with volume key is sensitive information\n"
+                "which allows access to encrypted partition without a passphrase.\n"
+                "This dump should be stored encrypted in a safe place.");
+    const luks::Volume vol = unlock(vm, d);
+    const blkcrypt::SecureBuffer text = luks1::dump_volume_key(h, d.header_path, vol.table.key);
+    write_stdout(text);
+    return 0;
+}
+
+int run_test_passphrase(const po::variables_map& vm, const std::vector<std::string>& files) {
+    const Devices d = open_devices(vm, one_file(files, "test-passphrase"));
+    const luks::Volume vol = unlock(vm, d);
+    if (vm["verbose"].as<bool>()) std::cout << "Key slot " << vol.keyslot << " unlocked.\n";
+    return 0;
+}
+
+int run_is_luks(const po::variables_map& vm, const std::vector<std::string>& files) {
+    const std::string image = one_file(files, "is-luks");
+    const std::string path = vm.count("header") ? vm["header"].as<std::string>() : image;
+    auto s = blkcrypt::open_file_store(path, false);
+    if (!s) throw Failure(s.error().message);
+    // Silent as cryptsetup isLuks: the exit status is the answer.
+    return luks::detect(**s) ? 0 : 1;
+}
+
+int run_uuid(const po::variables_map& vm, const std::vector<std::string>& files) {
+    const Devices d = open_devices(vm, one_file(files, "uuid"));
+    std::cout << luks1_header(d).uuid << "\n";
+    return 0;
+}
+
+int run_decrypt(const po::variables_map& vm, const std::vector<std::string>& files) {
+    if (files.size() != 2) throw UsageError("luks decrypt needs IMAGE and OUT");
+    const std::string& image = files[0];
+    const std::string& out_path = files[1];
+    const std::string header = vm.count("header") ? vm["header"].as<std::string>() : image;
+    const std::string key_path = vm.count("key-file") ? vm["key-file"].as<std::string>() : "";
+    // The header is read first, so IMAGE must be seekable unless it is detached.
+    if (!vm.count("header") && image == "-") throw UsageError("IMAGE '-' needs a detached --header");
+    if (image == "-" && key_path == "-") throw UsageError("IMAGE and --key-file cannot both be stdin");
+    Output out(out_path, OutputOptions{.role = "OUT", .secret = true, .can_stream = true,
+                                       .in_place = vm["in-place"].as<bool>(),
+                                       .inputs = {{"IMAGE", image}, {"the header", header}, {"the key file", key_path}}});
+    const Devices d = open_devices(vm, image);
+    const luks::Volume vol = unlock(vm, d);
+    ImageCopy job{.encrypt = false, .in_path = image, .out = out, .table = vol.table};
+    if (vol.length_sectors) job.size_sectors = vol.length_sectors;
+    if (vm.count("threads")) job.threads = vm["threads"].as<unsigned>();
+    job.progress = progress_settings(vm);
+    job.progress_name = image;
+    job.progress_json = vm["progress-json"].as<bool>();
+    copy_image(job);
+    return 0;
+}
+
+}  // namespace
+
+int run_luks(Args args) {
+    CommandLine cl{"blkcrypt luks dump|uuid|is-luks|test-passphrase [OPTIONS] IMAGE\n"
+                   "       blkcrypt luks decrypt [OPTIONS] IMAGE OUT",
+                   "LUKS containers as cryptsetup reads them, without root or device-mapper.\n"
+                   "cryptsetup's names work at the top level too: blkcrypt luksDump, isLuks,\n"
+                   "luksUUID. A passphrase is prompted for on a terminal, else one line of stdin;\n"
+                   "--key-file reads the whole file ('-': all of stdin). A passphrase that opens\n"
+                   "no keyslot exits 2 (\"No key available with this passphrase.\"). OUT follows\n"
+                   "the output policy (docs/outputs.md)."};
+    cl.options.add_options()
+        ("header", po::value<std::string>()->value_name("FILE"), "the LUKS header is in FILE (detached), not IMAGE")
+        ("key-file,d", po::value<std::string>()->value_name("FILE"), "read the passphrase from FILE ('-': all of stdin)")
+        ("keyfile-offset", number_value<uint64_t>(0, UINT64_MAX)->value_name("BYTES"), "skip BYTES of the key file")
+        ("keyfile-size,l", number_value<uint64_t>(1, kMaxKeyFileSize)->value_name("BYTES"), "read exactly BYTES of the key file")
+        ("key-slot,S", number_value<unsigned>(0, 31)->value_name("N"), "try only keyslot N")
+        ("dump-volume-key", po::bool_switch(), "dump: also print the volume key (asks for the passphrase)")
+        ("batch-mode,q", po::bool_switch(), "do not ask for confirmation")
+        ("verbose,v", po::bool_switch(), "test-passphrase: name the keyslot that opened")
+        ("threads,t", threads_value()->value_name("N"), "crypt worker threads, at most 256 (default: one per core)")
+        ("in-place", po::bool_switch(), "write into the existing regular file OUT directly");
+    add_progress_options(cl.options);
+    add_action_arguments(cl, {{"dump", "print the header as cryptsetup luksDump does"},
+                              {"uuid", "print the UUID, as cryptsetup luksUUID"},
+                              {"is-luks", "exit 0 for a LUKS container, 1 otherwise (cryptsetup isLuks)"},
+                              {"test-passphrase", "check a passphrase (cryptsetup open --test-passphrase)"},
+                              {"decrypt", "write the plaintext of the data segment of IMAGE to OUT"}});
+    only_for(cl, {"dump", "test-passphrase", "decrypt"}, {"key-file", "keyfile-offset", "keyfile-size", "key-slot"});
+    only_for(cl, {"dump"}, {"dump-volume-key", "batch-mode"});
+    only_for(cl, {"test-passphrase"}, {"verbose"});
+    only_for(cl, {"decrypt"}, {"threads", "in-place"});
+    only_for(cl, {"decrypt"}, progress_option_names());
+    auto vm = parse_command_line(cl, args);
+    if (!vm) return 0;
+    const auto [action, files] = action_arguments(*vm);
+    if (action == "dump") return run_dump(*vm, files);
+    if (action == "uuid") return run_uuid(*vm, files);
+    if (action == "is-luks") return run_is_luks(*vm, files);
+    if (action == "test-passphrase") return run_test_passphrase(*vm, files);
+    if (action == "decrypt") return run_decrypt(*vm, files);
+    throw UsageError("unknown action '" + action + "': use dump, uuid, is-luks, test-passphrase or decrypt");
+}
+
+}  // namespace cli

@@ -1,0 +1,166 @@
+#!/bin/bash
+# LUKS1 containers made by cryptsetup (run live: skipped, exit 0 with a note,
+# where it is not installed) read by `blkcrypt luks`: dump equal to
+# `cryptsetup luksDump` byte for byte (with --dump-volume-key too), uuid,
+# is-luks, test-passphrase with several keyslots, --key-slot, key-file
+# options and piped passphrases, wrong passphrases (exit 2, cryptsetup's
+# words), detached headers, broken headers (exit 1, one line), and decrypt
+# giving the plaintext that python3-cryptography encrypted into the payload
+# with the volume key cryptsetup prints.
+source "$(dirname "$0")/lib.sh"
+command -v cryptsetup >/dev/null || { echo "cryptsetup not installed: LUKS1 tests skipped"; exit 0; }
+python3 -c 'import cryptography' 2>/dev/null || { echo "python3-cryptography missing: LUKS1 tests skipped"; exit 0; }
+
+printf 'first passphrase' >"$TMP/p1"
+printf 'slot three' >"$TMP/p3"
+FAST=(--pbkdf-force-iterations 1000)
+
+# volume_key IMG KEYFILE [HEADER]: the hex cryptsetup dumps.
+volume_key() {
+    local hdr=()
+    [[ $# -gt 2 ]] && hdr=(--header "$3")
+    cryptsetup luksDump -q --dump-volume-key --key-file "$2" "${hdr[@]}" "$1" |
+        sed -n '/^MK dump:/,$p' | sed 's/^MK dump://' | tr -d ' \t\n'
+}
+
+# encrypt_ref CIPHER KEYHEX PLAIN OUT: dm-crypt sectors as the kernel writes
+# them (512-byte sectors, IV from the sector number), by python3-cryptography.
+encrypt_ref() {
+    python3 - "$@" <<'PY'
+import hashlib, sys, warnings
+warnings.simplefilter("ignore")  # Camellia moving to the "decrepit" module
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+spec, key, plain = sys.argv[1], bytes.fromhex(sys.argv[2]), open(sys.argv[3], "rb").read()
+name, mode, iv = spec.split("-", 2)
+alg = {"aes": algorithms.AES, "camellia": algorithms.Camellia}[name]
+out = bytearray()
+for s in range(len(plain) // 512):
+    block = plain[s * 512:(s + 1) * 512]
+    sector = s.to_bytes(8, "little") + bytes(8)
+    if iv == "plain64":
+        ivb = sector
+    elif iv == "essiv:sha256":
+        salt = hashlib.sha256(key).digest()
+        e = Cipher(alg(salt), modes.ECB()).encryptor()
+        ivb = e.update(sector) + e.finalize()
+    else:
+        raise SystemExit("unknown IV " + iv)
+    m = modes.XTS(ivb) if mode == "xts" else modes.CBC(ivb)
+    e = Cipher(alg(key), m).encryptor()
+    out += e.update(block) + e.finalize()
+open(sys.argv[4], "wb").write(out)
+PY
+}
+
+# check_container CIPHER BITS HASH
+check_container() {
+    local cipher=$1 bits=$2 hash=$3 img=$TMP/img
+    rm -f "$img" && truncate -s 4M "$img"
+    cryptsetup luksFormat -q --type luks1 --cipher "$cipher" --key-size "$bits" --hash "$hash" "${FAST[@]}" \
+        --key-file "$TMP/p1" "$img" || fail "cryptsetup luksFormat $cipher $bits $hash"
+    cryptsetup luksAddKey -q "${FAST[@]}" --key-slot 3 --key-file "$TMP/p1" "$img" "$TMP/p3" ||
+        fail "cryptsetup luksAddKey"
+    local what="$cipher $bits $hash"
+
+    # dump, luksDump alias, uuid
+    "$BLKCRYPT" luks dump "$img" >"$TMP/ours" || fail "$what: dump"
+    cryptsetup luksDump "$img" >"$TMP/theirs"
+    cmp -s "$TMP/ours" "$TMP/theirs" || fail "$what: dump differs: $(diff "$TMP/ours" "$TMP/theirs")"
+    "$BLKCRYPT" luksDump "$img" | cmp -s - "$TMP/theirs" || fail "$what: luksDump alias"
+    [[ $("$BLKCRYPT" luks uuid "$img") == $(cryptsetup luksUUID "$img") ]] || fail "$what: uuid"
+    "$BLKCRYPT" luks dump -q --dump-volume-key --key-file "$TMP/p3" "$img" >"$TMP/ours" || fail "$what: vk dump"
+    cryptsetup luksDump -q --dump-volume-key --key-file "$TMP/p1" "$img" >"$TMP/theirs"
+    cmp -s "$TMP/ours" "$TMP/theirs" || fail "$what: --dump-volume-key differs: $(diff "$TMP/ours" "$TMP/theirs")"
+
+    # test-passphrase: both keyslots, --key-slot, wrong passphrases
+    "$BLKCRYPT" luks test-passphrase -v --key-file "$TMP/p1" "$img" >"$TMP/out" || fail "$what: slot 0"
+    [[ $(cat "$TMP/out") == "Key slot 0 unlocked." ]] || fail "$what: slot 0 says $(cat "$TMP/out")"
+    "$BLKCRYPT" luks test-passphrase -v --key-file "$TMP/p3" "$img" >"$TMP/out" || fail "$what: slot 3"
+    [[ $(cat "$TMP/out") == "Key slot 3 unlocked." ]] || fail "$what: slot 3 says $(cat "$TMP/out")"
+    "$BLKCRYPT" luks test-passphrase --key-slot 3 --key-file "$TMP/p3" "$img" || fail "$what: --key-slot 3"
+    expect_exit 2 "$BLKCRYPT" luks test-passphrase --key-slot 0 --key-file "$TMP/p3" "$img"
+    expect_exit 2 "$BLKCRYPT" luks test-passphrase --key-file "$TMP/p1" --keyfile-size 5 "$img"
+    [[ $(cat "$TMP/stderr") == "blkcrypt: No key available with this passphrase." ]] ||
+        fail "$what: wrong passphrase message: $(cat "$TMP/stderr")"
+
+    # decrypt: known plaintext written into the payload by the reference
+    local vk off
+    vk=$(volume_key "$img" "$TMP/p1")
+    off=$(cryptsetup luksDump "$img" | sed -n 's/^Payload offset:\t//p')
+    random_file "$TMP/plain" $(((8192 - off) * 512))
+    encrypt_ref "$cipher" "$vk" "$TMP/plain" "$TMP/ct"
+    dd if="$TMP/ct" of="$img" bs=512 seek="$off" conv=notrunc status=none
+    "$BLKCRYPT" luks decrypt --key-file "$TMP/p3" "$img" "$TMP/back" || fail "$what: decrypt"
+    cmp -s "$TMP/back" "$TMP/plain" || fail "$what: decrypt gives other bytes than the plaintext"
+    # ... and a wrong passphrase writes nothing.
+    rm -f "$TMP/back2"
+    expect_exit 2 "$BLKCRYPT" luks decrypt --key-file "$TMP/p3" --keyfile-offset 1 "$img" "$TMP/back2"
+    [[ ! -e $TMP/back2 ]] || fail "$what: a wrong passphrase left OUT behind"
+}
+
+check_container aes-xts-plain64 256 sha256
+check_container aes-xts-plain64 512 sha512
+check_container aes-cbc-essiv:sha256 256 sha1
+check_container aes-cbc-plain64 128 ripemd160
+check_container aes-cbc-plain64 256 whirlpool
+check_container camellia-cbc-plain64 256 sha256
+
+img=$TMP/img
+# Passphrases: one line of piped stdin (newline dropped), all of stdin with
+# --key-file -, --keyfile-offset/--keyfile-size picking the passphrase out of a file.
+printf 'first passphrase\nrest' | "$BLKCRYPT" luks test-passphrase "$img" || fail "piped line"
+expect_exit 2 "$BLKCRYPT" luks test-passphrase --key-file - "$img" < <(printf 'first passphrase\n')
+printf 'first passphrase' | "$BLKCRYPT" luks test-passphrase --key-file - "$img" || fail "--key-file -"
+printf 'xxfirst passphraseyy' >"$TMP/padded"
+"$BLKCRYPT" luks test-passphrase --key-file "$TMP/padded" --keyfile-offset 2 --keyfile-size 16 "$img" ||
+    fail "--keyfile-offset/--keyfile-size"
+expect_exit 2 "$BLKCRYPT" luks test-passphrase --key-file "$TMP/padded" --keyfile-offset 2 "$img"
+
+# is-luks / isLuks: silent, 0 or 1.
+"$BLKCRYPT" isLuks "$img" || fail "isLuks on a container"
+expect_exit 1 "$BLKCRYPT" luks is-luks "$TMP/p1"
+[[ ! -s $TMP/stdout && ! -s $TMP/stderr ]] || fail "is-luks is not silent"
+expect_exit 1 "$BLKCRYPT" luks dump "$TMP/p1"
+[[ $(cat "$TMP/stderr") == "blkcrypt: Device $TMP/p1 is not a valid LUKS device." ]] ||
+    fail "not LUKS: $(cat "$TMP/stderr")"
+expect_exit 1 "$BLKCRYPT" luksUUID "$TMP/p1"
+# Options outside their actions are refused.
+expect_exit 2 "$BLKCRYPT" luks uuid --key-slot 1 "$img"
+expect_exit 2 "$BLKCRYPT" luks dump --key-slot 1 "$img"  # only with --dump-volume-key
+expect_exit 1 "$BLKCRYPT" luks test-passphrase --key-slot 8 --key-file "$TMP/p1" "$img"
+grep -q "Key slot 8 is invalid" "$TMP/stderr" || fail "slot 8: $(cat "$TMP/stderr")"
+
+# A damaged header: one line and exit 1, never a crash (stripes of slot 2 set to 1).
+cp "$img" "$TMP/bad"
+printf '\x00\x00\x00\x01' | dd of="$TMP/bad" bs=1 seek=$((208 + 2 * 48 + 44)) conv=notrunc status=none
+expect_exit 1 "$BLKCRYPT" luks dump "$TMP/bad"
+expect_one_error_line
+grep -q "LUKS keyslot 2 is invalid" "$TMP/stderr" || fail "bad stripes: $(cat "$TMP/stderr")"
+cryptsetup luksDump "$TMP/bad" >/dev/null 2>&1 && fail "cryptsetup accepts the damaged header"
+# A header device cut short of its keyslot areas.
+head -c 1048576 "$img" >"$TMP/short"
+expect_exit 1 "$BLKCRYPT" luks test-passphrase --key-file "$TMP/p1" "$TMP/short"
+grep -q "is too small" "$TMP/stderr" || fail "short device: $(cat "$TMP/stderr")"
+
+# A detached header: the header file holds the keyslots, the data device only data.
+rm -f "$TMP/hdr" "$TMP/data"
+truncate -s 4M "$TMP/hdr"
+truncate -s 2M "$TMP/data"
+cryptsetup luksFormat -q --type luks1 "${FAST[@]}" --header "$TMP/hdr" --key-file "$TMP/p1" "$TMP/data" ||
+    fail "luksFormat --header"
+"$BLKCRYPT" luks dump --header "$TMP/hdr" "$TMP/data" >"$TMP/ours"
+cryptsetup luksDump --header "$TMP/hdr" "$TMP/data" >"$TMP/theirs"
+cmp -s "$TMP/ours" "$TMP/theirs" || fail "detached dump: $(diff "$TMP/ours" "$TMP/theirs")"
+vk=$(volume_key "$TMP/data" "$TMP/p1" "$TMP/hdr")
+random_file "$TMP/plain" $((2 * 1048576))
+encrypt_ref aes-xts-plain64 "$vk" "$TMP/plain" "$TMP/data"
+"$BLKCRYPT" luks decrypt --header "$TMP/hdr" --key-file "$TMP/p1" "$TMP/data" "$TMP/back" || fail "detached decrypt"
+cmp -s "$TMP/back" "$TMP/plain" || fail "detached decrypt gives other bytes"
+# ... and streams: the data from stdin, the plaintext to stdout.
+"$BLKCRYPT" luks decrypt --header "$TMP/hdr" --key-file "$TMP/p1" - - <"$TMP/data" | cmp -s - "$TMP/plain" ||
+    fail "detached decrypt through pipes"
+expect_exit 2 "$BLKCRYPT" luks decrypt --key-file "$TMP/p1" - "$TMP/back" <"$TMP/data"
+# OUT may not be an input.
+expect_exit 2 "$BLKCRYPT" luks decrypt --header "$TMP/hdr" --key-file "$TMP/p1" "$TMP/data" "$TMP/hdr"
+
+echo "luks1: all passed"
