@@ -270,3 +270,104 @@ TEST_CASE("luks1: cryptsetup's containers parse, dump and unlock", "[luks1][cryp
         }
     }
 }
+
+TEST_CASE("luks1: format writes a container that opens and that cryptsetup reads", "[luks1][cryptsetup]") {
+    TempDir dir;
+    const std::string img = dir / "img";
+    run("truncate -s 4M " + img);
+    std::vector<uint8_t> vk(64);
+    for (std::size_t i = 0; i < vk.size(); ++i) vk[i] = static_cast<uint8_t>(i * 7 + 1);
+    luks1::FormatParams p;
+    p.force_iterations = 1000;
+    p.keyslot = 2;
+    p.hash = "SHA512";  // stored lower-cased
+    {
+        auto store = open_file_store(img, true);
+        REQUIRE(store.ok());
+        auto h = luks1::format(registry(), **store, p, vk, text("secret"));
+        REQUIRE(h.ok());
+        CHECK(h->payload_offset == 4096);
+        CHECK(h->hash_spec == "sha512");
+        CHECK(h->keyslots[2].enabled());
+        CHECK(h->keyslots[2].iterations == 1000);
+        CHECK(h->mk_digest_iterations == 1000);
+        CHECK(h->uuid.size() == 36);
+        CHECK(h->uuid[14] == '4');
+        auto again = luks1::read_header(registry(), **store);
+        REQUIRE(again.ok());
+        auto u = luks1::open_any(registry(), **store, *again, text("secret"));
+        REQUIRE(u.ok());
+        CHECK(u->keyslot == 2);
+        CHECK(std::vector<uint8_t>(u->volume_key.data(), u->volume_key.data() + 64) == vk);
+        // A second keyslot; a taken one is refused.
+        REQUIRE(luks1::add_keyslot(registry(), **store, *again, 6, vk, text("other"), 1000).ok());
+        CHECK_FALSE(luks1::add_keyslot(registry(), **store, *again, 6, vk, text("x"), 1000).ok());
+    }
+    if (!have("cryptsetup")) {
+        WARN("cryptsetup not installed: reading our LUKS1 container with it skipped");
+        return;
+    }
+    std::ofstream(dir / "pass") << "secret";
+    std::ofstream(dir / "other") << "other";
+    run("cryptsetup open --test-passphrase --key-slot 2 --key-file " + (dir / "pass") + " " + img);
+    run("cryptsetup open --test-passphrase --key-slot 6 --key-file " + (dir / "other") + " " + img);
+    CHECK(volume_key_hex(run("cryptsetup luksDump -q --dump-volume-key --key-file " + (dir / "pass") + " " + img)) ==
+          testutil::hex(vk));
+    const std::string dump = run("cryptsetup luksDump " + img);
+    CHECK_THAT(dump, Catch::Contains("Hash spec:     \tsha512"));
+    CHECK_THAT(dump, Catch::Contains("Key Slot 6: ENABLED"));
+}
+
+TEST_CASE("luks1: make_header lays out keyslots and the payload as cryptsetup", "[luks1]") {
+    std::vector<uint8_t> vk16(16, 1), vk32(32, 2), vk64(64, 3);
+    luks1::FormatParams p;
+    p.force_iterations = 1000;
+    p.cipher = "aes-cbc-essiv:sha256";
+    p.key_bytes = 16;
+    auto h = luks1::make_header(registry(), p, vk16, 1000);
+    REQUIRE(h.ok());
+    CHECK(h->keyslots[1].key_material_offset == 8 + 128);
+    CHECK(h->payload_offset == 2048);
+    p.key_bytes = 32;
+    h = luks1::make_header(registry(), p, vk32, 1000);
+    REQUIRE(h.ok());
+    CHECK(h->keyslots[7].key_material_offset == 8 + 7 * 256);
+    CHECK(h->payload_offset == 4096);
+    p.alignment = 3000;
+    h = luks1::make_header(registry(), p, vk32, 1000);
+    REQUIRE(h.ok());
+    CHECK(h->payload_offset == 3000);
+    p.offset = 5000;
+    h = luks1::make_header(registry(), p, vk32, 1000);
+    REQUIRE(h.ok());
+    CHECK(h->payload_offset == 5000);
+    p.offset = 100;
+    CHECK(luks1::make_header(registry(), p, vk32, 1000).error().message == "Data offset is not multiple of 4096 bytes.");
+    p.offset = 1000;
+    CHECK_THAT(luks1::make_header(registry(), p, vk32, 1000).error().message, Catch::Contains("higher than header size"));
+    p.offset = 0;
+    p.detached = true;
+    p.alignment = 0;
+    h = luks1::make_header(registry(), p, vk32, 1000);
+    REQUIRE(h.ok());
+    CHECK(h->payload_offset == 0);
+    // Digest iterations: 125 ms of the benchmark's 2000.
+    p.force_iterations = 0;
+    h = luks1::make_header(registry(), p, vk32, 160000);
+    REQUIRE(h.ok());
+    CHECK(h->mk_digest_iterations == 10000);
+    // A key the cipher refuses.
+    p.cipher = "aes-xts-plain64";
+    p.key_bytes = 16;
+    CHECK_THAT(luks1::make_header(registry(), p, vk16, 1000).error().message, Catch::Contains("is not available"));
+}
+
+TEST_CASE("luks1: the PBKDF2 benchmark scales with the time asked for", "[luks1]") {
+    auto a = luks1::benchmark_pbkdf2(registry(), "sha256", 32, 1);
+    REQUIRE(a.ok());
+    CHECK(*a >= 1000);
+    auto b = luks1::benchmark_pbkdf2(registry(), "sha256", 32, 200);
+    REQUIRE(b.ok());
+    CHECK(*b > *a);
+    CHECK_FALSE(luks1::benchmark_pbkdf2(registry(), "nohash", 32, 100).ok());
+}

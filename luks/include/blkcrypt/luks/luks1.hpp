@@ -108,3 +108,56 @@ std::string dump(const Header& h, std::string_view device);
 SecureBuffer dump_volume_key(const Header& h, std::string_view device, ConstBytes vk);
 
 }  // namespace blkcrypt::luks::luks1
+
+namespace blkcrypt::luks::luks1 {
+
+// cryptsetup's LUKS1 minimums for keyslot and master-key digest iterations.
+constexpr uint32_t kMinIterations = 1000;
+// cryptsetup spends this share of --iter-time on the master-key digest
+// (LUKS_MKD_ITERATIONS_MS against the keyslot's time).
+constexpr uint32_t kDigestMs = 125;
+
+// PBKDF2 iterations of hmac(hash) producing key_bytes that take time_ms here,
+// measured as cryptsetup's pbkdf2 benchmark does (doubling runs until one takes
+// over half a second, then scaled); at least kMinIterations.
+Result<uint32_t> benchmark_pbkdf2(Registry& reg, std::string_view hash_spec, std::size_t key_bytes,
+                                  uint32_t time_ms);
+
+struct FormatParams {
+    std::string cipher = "aes-xts-plain64";  // cryptsetup's LUKS1 defaults
+    uint32_t key_bytes = 64;
+    std::string hash = "sha256";
+    uint32_t iter_time_ms = 2000;
+    uint32_t force_iterations = 0;  // keyslot iterations without a benchmark (digest: 1000, as cryptsetup)
+    unsigned keyslot = 0;
+    uint32_t offset = 0;       // --offset: the payload sector (0: from the alignment)
+    uint32_t alignment = 2048; // --align-payload in sectors (cryptsetup's 1 MiB default)
+    bool detached = false;     // the header device holds no data: payload at --offset (or --align-payload)
+    std::string uuid;          // empty: a random version 4 UUID
+};
+
+// A header for params and volume key vk (keyslots all disabled; cryptsetup's
+// LUKS_generate_phdr layout: areas from sector 8, each rounded to 4 KiB). The
+// digest takes kDigestMs/iter_time_ms of keyslot_iterations (at least 1000;
+// exactly 1000 with force_iterations, as cryptsetup).
+Result<Header> make_header(Registry& reg, const FormatParams& params, ConstBytes vk, uint32_t keyslot_iterations);
+
+// Writes the 592-byte header at offset 0 and flushes.
+Result<void> write_header(BackingStore& store, const Header& h);
+
+// Fills keyslot `slot` of h for passphrase (its own salt, the split volume key
+// encrypted into its area, which is written first), then writes the header.
+Result<void> add_keyslot(Registry& reg, BackingStore& store, Header& h, unsigned slot, ConstBytes vk,
+                         ConstBytes passphrase, uint32_t iterations);
+
+// luksFormat: wipes the header and keyslot areas as cryptsetup does (zeros up
+// to the payload, random bytes over every keyslot area), writes a header for
+// params with vk and puts passphrase into params.keyslot. The store must hold
+// device_sectors() of the new header.
+Result<Header> format(Registry& reg, BackingStore& store, const FormatParams& params, ConstBytes vk,
+                      ConstBytes passphrase);
+
+// A random version 4 UUID, lower-case, as libuuid prints it.
+Result<std::string> random_uuid();
+
+}  // namespace blkcrypt::luks::luks1
