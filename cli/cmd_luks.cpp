@@ -12,7 +12,9 @@
 #include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/luks/container.hpp>
 #include <blkcrypt/luks/luks1.hpp>
+#include <blkcrypt/random.hpp>
 
+#include <cerrno>
 #include <cstring>
 #include <iostream>
 #include <memory>
@@ -20,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace cli {
@@ -74,6 +78,7 @@ luks1::Header luks1_header(const Devices& d) {
 // (or --keyfile-size bytes) after --keyfile-offset, '-' all of stdin; else a
 // prompt on a terminal, or one line of piped stdin.
 blkcrypt::SecureBuffer read_passphrase(const po::variables_map& vm, const std::string& device, bool verify = false) {
+    if (vm.count("verify-passphrase") && vm["verify-passphrase"].as<bool>()) verify = true;
     const uint64_t offset = vm.count("keyfile-offset") ? vm["keyfile-offset"].as<uint64_t>() : 0;
     const std::size_t size = vm.count("keyfile-size") ? static_cast<std::size_t>(vm["keyfile-size"].as<uint64_t>()) : 0;
     if (vm.count("key-file")) return read_key_input(vm["key-file"].as<std::string>(), offset, size, false);
@@ -184,14 +189,142 @@ int run_decrypt(const po::variables_map& vm, const std::vector<std::string>& fil
     return 0;
 }
 
+
+// A UUID as libuuid's uuid_parse takes it: 8-4-4-4-12 hex digits.
+bool valid_uuid(const std::string& u) {
+    if (u.size() != 36) return false;
+    for (std::size_t i = 0; i < u.size(); ++i) {
+        const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+        if (dash != (u[i] == '-')) return false;
+        if (!dash && !std::isxdigit(static_cast<unsigned char>(u[i]))) return false;
+    }
+    return true;
+}
+
+// A regular file shorter than `bytes` grows to it (cryptsetup fallocates a
+// header file so); devices and larger files are left alone.
+void grow_file(const std::string& path, uint64_t bytes) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) >= bytes) return;
+    if (::truncate(path.c_str(), static_cast<off_t>(bytes)) != 0) throw Failure(errno_message(path));
+}
+
+int run_format(const po::variables_map& vm, const std::vector<std::string>& files) {
+    const std::string image = one_file(files, "format");
+    const std::string type = vm.count("type") ? vm["type"].as<std::string>() : "luks2";
+    if (type == "luks2" || type == "luks")
+        throw UsageError("LUKS2 format is not in this build yet: use --type luks1");
+    if (type != "luks1") throw UsageError("--type must be luks1 or luks2, not '" + type + "'");
+    if (vm.count("pbkdf") && vm["pbkdf"].as<std::string>() != "pbkdf2")
+        throw UsageError("LUKS1 keyslots use --pbkdf pbkdf2 only");
+    if (vm.count("pbkdf-force-iterations") && vm.count("iter-time"))
+        throw UsageError("--pbkdf-force-iterations and --iter-time exclude each other");
+    const bool detached = vm.count("header") > 0;
+    const std::string header_path = detached ? vm["header"].as<std::string>() : image;
+
+    blkcrypt::luks::luks1::FormatParams p;
+    if (vm.count("cipher")) p.cipher = vm["cipher"].as<std::string>();
+    // cryptsetup's default key: 256 bits, doubled for XTS's two keys.
+    unsigned bits = p.cipher.find("-xts-") != std::string::npos ? 512 : 256;
+    if (vm.count("key-size")) bits = vm["key-size"].as<unsigned>();
+    if (bits % 8) throw UsageError("--key-size must be a multiple of 8 bits");
+    if (bits / 8 > luks1::kMaxKeyBytes) throw UsageError("--key-size: LUKS1 volume keys are at most 512 bits here");
+    p.key_bytes = bits / 8;
+    if (vm.count("hash")) p.hash = vm["hash"].as<std::string>();
+    if (vm.count("iter-time")) p.iter_time_ms = vm["iter-time"].as<unsigned>();
+    if (vm.count("pbkdf-force-iterations")) p.force_iterations = vm["pbkdf-force-iterations"].as<unsigned>();
+    if (vm.count("key-slot")) {
+        p.keyslot = vm["key-slot"].as<unsigned>();
+        if (p.keyslot >= luks1::kNumKeyslots) throw UsageError("Key slot " + std::to_string(p.keyslot) + " is invalid.");
+    }
+    if (vm.count("offset")) p.offset = vm["offset"].as<unsigned>();
+    if (vm.count("align-payload")) p.alignment = vm["align-payload"].as<unsigned>();
+    else if (detached) p.alignment = 0;
+    p.detached = detached;
+    if (vm.count("uuid")) {
+        p.uuid = vm["uuid"].as<std::string>();
+        if (!valid_uuid(p.uuid)) throw UsageError("Wrong LUKS UUID format provided.");
+        for (char& c : p.uuid) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    }
+
+    struct stat st {};
+    if (::stat(image.c_str(), &st) != 0) throw Failure(errno_message(image));
+    if (detached && ::stat(header_path.c_str(), &st) != 0) {  // a new header file, as cryptsetup creates it
+        const int fd = ::open(header_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0) throw Failure(errno_message(header_path));
+        ::close(fd);
+    }
+    confirm(vm, "\nWARNING!\n========\nThis will overwrite data on " + header_path + " irrevocably.\n");
+
+    blkcrypt::SecureBuffer vk(p.key_bytes);
+    if (vm.count("volume-key-file")) {
+        vk = read_key_input(vm["volume-key-file"].as<std::string>(), 0, p.key_bytes, false);
+    } else if (auto r = blkcrypt::random_bytes(vk.span()); !r) {
+        throw Failure(r.error().message);
+    }
+    const blkcrypt::SecureBuffer pass = read_passphrase(vm, header_path, true);
+
+    // The layout first (no benchmark: forced 1000), to size the header device.
+    luks1::FormatParams probe = p;
+    probe.force_iterations = luks1::kMinIterations;
+    auto layout = luks1::make_header(registry(), probe, vk, luks1::kMinIterations);
+    if (!layout) throw UsageError(layout.error().message);
+    grow_file(header_path, luks1::device_sectors(*layout) * luks1::kSector);
+    auto store = blkcrypt::open_file_store(header_path, true);
+    if (!store) throw Failure(store.error().message);
+    auto h = luks1::format(registry(), **store, p, vk, pass);
+    if (!h) {
+        if (h.status() == blkcrypt::Status::IoError) throw Failure(h.error().message);
+        throw UsageError(h.error().message);
+    }
+    if (!detached && uint64_t{h->payload_offset} * luks1::kSector >= (*store)->size())
+        std::cerr << "Device " << image << " is too small for activation, there is no remaining space for data.\n";
+    return 0;
+}
+
+int run_encrypt(const po::variables_map& vm, const std::vector<std::string>& files) {
+    if (files.size() != 2) throw UsageError("luks encrypt needs IN and IMAGE");
+    const std::string& in_path = files[0];
+    const std::string& image = files[1];
+    // The header may be IMAGE itself; a detached one must not be IMAGE.
+    const std::string header = vm.count("header") ? vm["header"].as<std::string>() : "";
+    const std::string key_path = vm.count("key-file") ? vm["key-file"].as<std::string>() : "";
+    struct stat st {};
+    if (::stat(in_path.c_str(), &st) != 0) throw Failure(errno_message(in_path));
+    if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) throw UsageError("luks encrypt: IN must be a file or a block device");
+    // The container is written in place: its header and keyslots stay.
+    Output out(image, OutputOptions{.role = "IMAGE", .can_stream = false, .in_place = true,
+                                    .inputs = {{"IN", in_path}, {"the header", header}, {"the key file", key_path}}});
+    const Devices d = open_devices(vm, image);
+    const luks::Volume vol = unlock(vm, d);
+    auto in = blkcrypt::open_file_store(in_path, false);
+    if (!in) throw Failure(in.error().message);
+    const uint64_t in_size = (*in)->size();
+    auto data = blkcrypt::open_file_store(image, false);
+    if (!data) throw Failure(data.error().message);
+    const uint64_t start = vol.table.offset * luks1::kSector;
+    const uint64_t room = (*data)->size() > start ? (*data)->size() - start : 0;
+    if (in_size > room)
+        throw UsageError(in_path + ": " + std::to_string(in_size) + " bytes do not fit the " + std::to_string(room) +
+                         " bytes of the data segment of " + image);
+    ImageCopy job{.encrypt = true, .in_path = in_path, .out = out, .table = vol.table};
+    if (vm.count("threads")) job.threads = vm["threads"].as<unsigned>();
+    job.progress = progress_settings(vm);
+    job.progress_name = image;
+    job.progress_json = vm["progress-json"].as<bool>();
+    copy_image(job);
+    return 0;
+}
+
 }  // namespace
 
 int run_luks(Args args) {
-    CommandLine cl{"blkcrypt luks dump|uuid|is-luks|test-passphrase [OPTIONS] IMAGE\n"
-                   "       blkcrypt luks decrypt [OPTIONS] IMAGE OUT",
+    CommandLine cl{"blkcrypt luks format|dump|uuid|is-luks|test-passphrase [OPTIONS] IMAGE\n"
+                   "       blkcrypt luks decrypt [OPTIONS] IMAGE OUT\n"
+                   "       blkcrypt luks encrypt [OPTIONS] IN IMAGE",
                    "LUKS containers as cryptsetup reads them, without root or device-mapper.\n"
-                   "cryptsetup's names work at the top level too: blkcrypt luksDump, isLuks,\n"
-                   "luksUUID. A passphrase is prompted for on a terminal, else one line of stdin;\n"
+                   "cryptsetup's names work at the top level too: blkcrypt luksFormat, luksDump,\n"
+                   "isLuks, luksUUID. A passphrase is prompted for on a terminal, else one line of stdin;\n"
                    "--key-file reads the whole file ('-': all of stdin). A passphrase that opens\n"
                    "no keyslot exits 2 (\"No key available with this passphrase.\"). OUT follows\n"
                    "the output policy (docs/outputs.md)."};
@@ -205,27 +338,50 @@ int run_luks(Args args) {
         ("batch-mode,q", po::bool_switch(), "do not ask for confirmation")
         ("verbose,v", po::bool_switch(), "test-passphrase: name the keyslot that opened")
         ("threads,t", threads_value()->value_name("N"), "crypt worker threads, at most 256 (default: one per core)")
-        ("in-place", po::bool_switch(), "write into the existing regular file OUT directly");
+        ("in-place", po::bool_switch(), "write into the existing regular file OUT directly")
+        ("type", po::value<std::string>()->value_name("TYPE"), "format: luks1 or luks2 (default: luks2, as cryptsetup)")
+        ("cipher,c", po::value<std::string>()->value_name("SPEC"), "format: cipher (default: aes-xts-plain64)")
+        ("key-size,s", number_value<unsigned>(8, 4096)->value_name("BITS"), "format: volume key bits (default: 512 for XTS, else 256)")
+        ("hash,h", po::value<std::string>()->value_name("HASH"), "format: PBKDF2 and anti-forensic hash (default: sha256)")
+        ("pbkdf", po::value<std::string>()->value_name("KDF"), "format: pbkdf2 (LUKS1's only one)")
+        ("iter-time,i", number_value<unsigned>(1, 3600000)->value_name("MS"), "format: PBKDF2 time to aim for (default: 2000)")
+        ("pbkdf-force-iterations", number_value<unsigned>(1000, UINT32_MAX)->value_name("N"),
+         "format: N keyslot iterations, no benchmark")
+        ("volume-key-file", po::value<std::string>()->value_name("FILE"), "format: the volume key from FILE (default: random)")
+        ("offset,o", number_value<unsigned>(0, UINT32_MAX)->value_name("SECTORS"), "format: data offset, 512-byte sectors")
+        ("align-payload", number_value<unsigned>(0, UINT32_MAX)->value_name("SECTORS"),
+         "format: align the data to SECTORS (default: 2048, 1 MiB)")
+        ("uuid", po::value<std::string>()->value_name("UUID"), "format: this UUID (default: random)")
+        ("verify-passphrase,y", po::bool_switch(), "format: ask for the passphrase twice (always on a terminal)");
     add_progress_options(cl.options);
-    add_action_arguments(cl, {{"dump", "print the header as cryptsetup luksDump does"},
+    add_action_arguments(cl, {{"format", "create a container, as cryptsetup luksFormat (--type luks1)"},
+                              {"dump", "print the header as cryptsetup luksDump does"},
                               {"uuid", "print the UUID, as cryptsetup luksUUID"},
                               {"is-luks", "exit 0 for a LUKS container, 1 otherwise (cryptsetup isLuks)"},
                               {"test-passphrase", "check a passphrase (cryptsetup open --test-passphrase)"},
-                              {"decrypt", "write the plaintext of the data segment of IMAGE to OUT"}});
-    only_for(cl, {"dump", "test-passphrase", "decrypt"}, {"key-file", "keyfile-offset", "keyfile-size", "key-slot"});
-    only_for(cl, {"dump"}, {"dump-volume-key", "batch-mode"});
+                              {"decrypt", "write the plaintext of the data segment of IMAGE to OUT"},
+                              {"encrypt", "write the plain image IN into the data segment of IMAGE"}});
+    only_for(cl, {"format", "dump", "test-passphrase", "decrypt", "encrypt"},
+             {"key-file", "keyfile-offset", "keyfile-size", "key-slot"});
+    only_for(cl, {"dump"}, {"dump-volume-key"});
+    only_for(cl, {"dump", "format"}, {"batch-mode"});
     only_for(cl, {"test-passphrase"}, {"verbose"});
-    only_for(cl, {"decrypt"}, {"threads", "in-place"});
-    only_for(cl, {"decrypt"}, progress_option_names());
+    only_for(cl, {"decrypt"}, {"in-place"});
+    only_for(cl, {"decrypt", "encrypt"}, {"threads"});
+    only_for(cl, {"decrypt", "encrypt"}, progress_option_names());
+    only_for(cl, {"format"}, {"type", "cipher", "key-size", "hash", "pbkdf", "iter-time", "pbkdf-force-iterations",
+                              "volume-key-file", "offset", "align-payload", "uuid", "verify-passphrase"});
     auto vm = parse_command_line(cl, args);
     if (!vm) return 0;
     const auto [action, files] = action_arguments(*vm);
+    if (action == "format") return run_format(*vm, files);
+    if (action == "encrypt") return run_encrypt(*vm, files);
     if (action == "dump") return run_dump(*vm, files);
     if (action == "uuid") return run_uuid(*vm, files);
     if (action == "is-luks") return run_is_luks(*vm, files);
     if (action == "test-passphrase") return run_test_passphrase(*vm, files);
     if (action == "decrypt") return run_decrypt(*vm, files);
-    throw UsageError("unknown action '" + action + "': use dump, uuid, is-luks, test-passphrase or decrypt");
+    throw UsageError("unknown action '" + action + "': use format, dump, uuid, is-luks, test-passphrase, decrypt or encrypt");
 }
 
 }  // namespace cli

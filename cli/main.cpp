@@ -44,6 +44,7 @@ struct Alias {
 };
 
 constexpr Alias kAliases[] = {
+    {"luksFormat", "luks", "format"},
     {"luksDump", "luks", "dump"},
     {"luksUUID", "luks", "uuid"},
     {"isLuks", "luks", "is-luks"},

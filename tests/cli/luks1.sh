@@ -163,4 +163,83 @@ expect_exit 2 "$BLKCRYPT" luks decrypt --key-file "$TMP/p1" - "$TMP/back" <"$TMP
 # OUT may not be an input.
 expect_exit 2 "$BLKCRYPT" luks decrypt --header "$TMP/hdr" --key-file "$TMP/p1" "$TMP/data" "$TMP/hdr"
 
+# Ours read by cryptsetup: luks format with a given volume key, then
+# cryptsetup's dump equals ours, it accepts the passphrase in the keyslot we
+# chose and prints our volume key; luks encrypt writes exactly the reference
+# ciphertext into the payload.
+# check_format CIPHER BITS HASH [FORMAT OPTIONS...]
+check_format() {
+    local cipher=$1 bits=$2 hash=$3
+    shift 3
+    local what="format $cipher $bits $hash $*"
+    rm -f "$img" && truncate -s 8M "$img"
+    head -c $((bits / 8)) /dev/urandom >"$TMP/vk"
+    "$BLKCRYPT" luksFormat --type luks1 -q --cipher "$cipher" --key-size "$bits" --hash "$hash" "${FAST[@]}" \
+        --volume-key-file "$TMP/vk" --key-file "$TMP/p1" "$@" "$img" || fail "$what"
+    cryptsetup luksDump "$img" >"$TMP/theirs" || fail "$what: cryptsetup luksDump refuses it"
+    "$BLKCRYPT" luks dump "$img" | cmp -s - "$TMP/theirs" || fail "$what: dumps differ"
+    cryptsetup open --test-passphrase --key-file "$TMP/p1" "$img" || fail "$what: cryptsetup refuses the passphrase"
+    [[ $(volume_key "$img" "$TMP/p1") == $(xxd -p -c 256 "$TMP/vk") ]] || fail "$what: another volume key"
+    local off
+    off=$(sed -n 's/^Payload offset:\t//p' "$TMP/theirs")
+    random_file "$TMP/plain" $((5 * 1048576))
+    "$BLKCRYPT" luks encrypt --key-file "$TMP/p1" "$TMP/plain" "$img" || fail "$what: encrypt"
+    encrypt_ref "$cipher" "$(xxd -p -c 256 "$TMP/vk")" "$TMP/plain" "$TMP/want"
+    dd if="$img" bs=512 skip="$off" count=$((5 * 2048)) status=none | cmp -s - "$TMP/want" ||
+        fail "$what: payload differs from the reference ciphertext"
+    cryptsetup open --test-passphrase --key-file "$TMP/p1" "$img" || fail "$what: header damaged by encrypt"
+}
+check_format aes-xts-plain64 512 sha256
+check_format aes-xts-plain64 256 sha1 --key-slot 4
+check_format aes-cbc-essiv:sha256 256 sha512 --align-payload 3000
+check_format aes-cbc-plain64 128 ripemd160 --offset 2048 --uuid 01234567-89AB-cdef-0123-456789abcdef
+check_format camellia-cbc-plain64 256 whirlpool
+grep -q "Key Slot 4: ENABLED" <(cryptsetup luksDump "$img") && fail "keyslot 4 left over"
+[[ $(cryptsetup luksUUID "$img") == 01234567-89ab-cdef-0123-456789abcdef ]] && fail "uuid left over"
+check_format aes-cbc-plain64 128 sha256 --uuid 01234567-89AB-cdef-0123-456789abcdef
+[[ $(cryptsetup luksUUID "$img") == 01234567-89ab-cdef-0123-456789abcdef ]] || fail "--uuid"
+"$BLKCRYPT" luks format --type luks1 -q "${FAST[@]}" --key-slot 4 --key-file "$TMP/p1" "$img" || fail "--key-slot 4"
+cryptsetup luksDump "$img" | grep -q "Key Slot 4: ENABLED" || fail "--key-slot 4 not used"
+cryptsetup open --test-passphrase --key-slot 4 --key-file "$TMP/p1" "$img" || fail "keyslot 4 passphrase"
+
+# Defaults as cryptsetup's (aes-xts-plain64, 512 bits, sha256, 4096 sectors),
+# iterations benchmarked for --iter-time (at least 1000).
+"$BLKCRYPT" luks format --type luks1 -q --iter-time 50 --key-file "$TMP/p1" "$img" || fail "benchmarked format"
+cryptsetup luksDump "$img" >"$TMP/theirs"
+for want in "Cipher mode:   .xts-plain64" "Hash spec:     .sha256" "MK bits:       .512" "Payload offset:.4096"; do
+    grep -q "^$want\$" "$TMP/theirs" || fail "default: no '$want'"
+done
+iters=$(sed -n 's/^\tIterations: *\t//p' "$TMP/theirs")
+[[ $iters -ge 1000 ]] || fail "benchmarked iterations $iters"
+cryptsetup open --test-passphrase --key-file "$TMP/p1" "$img" || fail "benchmarked: cryptsetup refuses"
+# Piped passphrase: one line, as cryptsetup reads it.
+printf 'piped\n' | "$BLKCRYPT" luks format --type luks1 -q "${FAST[@]}" "$img" || fail "piped format"
+printf 'piped' | cryptsetup open --test-passphrase --key-file - "$img" || fail "piped format: passphrase"
+
+# Refusals: LUKS2 (the default type) not yet, a bad UUID, an unknown cipher, a
+# wrong passphrase for encrypt (exit 2, IMAGE untouched).
+expect_exit 2 "$BLKCRYPT" luksFormat -q --key-file "$TMP/p1" "$img"
+grep -q "use --type luks1" "$TMP/stderr" || fail "luks2: $(cat "$TMP/stderr")"
+expect_exit 2 "$BLKCRYPT" luks format --type luks1 -q --uuid nope --key-file "$TMP/p1" "$img"
+expect_exit 2 "$BLKCRYPT" luks format --type luks1 -q --cipher nosuch-xts-plain64 "${FAST[@]}" --key-file "$TMP/p1" "$img"
+expect_exit 2 "$BLKCRYPT" luks format --type luks1 -q --pbkdf argon2id --key-file "$TMP/p1" "$img"
+cp "$img" "$TMP/before"
+expect_exit 2 "$BLKCRYPT" luks encrypt --key-file "$TMP/p3" "$TMP/plain" "$img"
+cmp -s "$img" "$TMP/before" || fail "a wrong passphrase changed IMAGE"
+random_file "$TMP/big" $((7 * 1048576))
+expect_exit 2 "$BLKCRYPT" luks encrypt --key-file - "$TMP/big" "$img" < <(printf piped)
+grep -q "do not fit" "$TMP/stderr" || fail "too big: $(cat "$TMP/stderr")"
+
+# A detached header made by us: a new header file, the payload at 0 of the data device.
+rm -f "$TMP/hdr2"
+truncate -s 2M "$TMP/data2"
+"$BLKCRYPT" luks format --type luks1 -q "${FAST[@]}" --header "$TMP/hdr2" --key-file "$TMP/p1" "$TMP/data2" ||
+    fail "format --header"
+cryptsetup luksDump "$TMP/hdr2" | grep -q "^Payload offset:.0$" || fail "detached payload offset"
+cryptsetup open --test-passphrase --header "$TMP/hdr2" --key-file "$TMP/p1" "$TMP/data2" || fail "detached: cryptsetup"
+random_file "$TMP/plain" $((2 * 1048576))
+"$BLKCRYPT" luks encrypt --header "$TMP/hdr2" --key-file "$TMP/p1" "$TMP/plain" "$TMP/data2" || fail "detached encrypt"
+encrypt_ref aes-xts-plain64 "$(volume_key "$TMP/data2" "$TMP/p1" "$TMP/hdr2")" "$TMP/plain" "$TMP/want"
+cmp -s "$TMP/data2" "$TMP/want" || fail "detached encrypt: data differs from the reference"
+
 echo "luks1: all passed"
