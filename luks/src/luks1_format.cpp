@@ -209,6 +209,25 @@ Result<void> add_keyslot(Registry& reg, BackingStore& store, Header& h, unsigned
     return {};
 }
 
+Result<void> remove_keyslot(BackingStore& store, Header& h, unsigned slot) {
+    if (slot >= kNumKeyslots) return invalid("Key slot " + std::to_string(slot) + " is invalid.");
+    if (!h.keyslots[slot].enabled()) return invalid("Keyslot " + std::to_string(slot) + " is not active.");
+    const Keyslot& k = h.keyslots[slot];
+    if (Result<void> r = fill(store, uint64_t{k.key_material_offset} * kSector, af_sectors(h.key_bytes, k.stripes) * kSector,
+                              true);
+        !r)
+        return r;
+    if (Status s = store.flush(); s != Status::Ok) return make_error(s, store.name() + ": flush");
+    Header updated = h;
+    Keyslot& off = updated.keyslots[slot];
+    off.active = kKeyDisabled;
+    off.iterations = 0;
+    off.salt.fill(0);
+    if (Result<void> r = write_header(store, updated); !r) return r;
+    h = updated;
+    return {};
+}
+
 Result<Header> format(Registry& reg, BackingStore& store, const FormatParams& params, ConstBytes vk,
                       ConstBytes passphrase) {
     uint32_t iterations = params.force_iterations;

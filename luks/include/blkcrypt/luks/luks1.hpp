@@ -150,6 +150,12 @@ Result<void> write_header(BackingStore& store, const Header& h);
 Result<void> add_keyslot(Registry& reg, BackingStore& store, Header& h, unsigned slot, ConstBytes vk,
                          ConstBytes passphrase, uint32_t iterations);
 
+// Disables keyslot `slot` as cryptsetup's LUKS_del_key does: its area is
+// overwritten with random bytes (and flushed) first, then the header written
+// with the slot disabled, its salt and iterations zeroed. A crash between the
+// two leaves a slot whose material is gone; every other keyslot still opens.
+Result<void> remove_keyslot(BackingStore& store, Header& h, unsigned slot);
+
 // luksFormat: wipes the header and keyslot areas as cryptsetup does (zeros up
 // to the payload, random bytes over every keyslot area), writes a header for
 // params with vk and puts passphrase into params.keyslot. The store must hold
