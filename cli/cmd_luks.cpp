@@ -316,15 +316,140 @@ int run_encrypt(const po::variables_map& vm, const std::vector<std::string>& fil
     return 0;
 }
 
+// The header device for a keyslot change, writable, and its LUKS1 header.
+struct Writable {
+    std::shared_ptr<blkcrypt::BackingStore> store;
+    luks1::Header header;
+};
+
+Writable open_writable(const po::variables_map& vm, const std::string& image) {
+    Devices d = open_devices(vm, image);
+    luks1::Header h = luks1_header(d);
+    auto w = blkcrypt::open_file_store(d.header_path, true);
+    if (!w) throw Failure(w.error().message);
+    return {*w, std::move(h)};
+}
+
+// A passphrase of one of the keyslots (the existing one, for add-key and
+// kill-slot): exit 2 when none opens.
+luks1::Unlocked unlock_any(const Writable& w, const blkcrypt::SecureBuffer& pass, int slot = -1) {
+    auto u = luks1::open_any(registry(), *w.store, w.header, pass, slot);
+    if (!u) {
+        if (u.status() == blkcrypt::Status::NoKey) throw StatusFailure(u.error().message, kExitNoKey);
+        throw Failure(u.error().message);
+    }
+    return std::move(u).value();
+}
+
+// A passphrase from a positional key file (cryptsetup's [<key file>]), else
+// --key-file or a prompt / piped line.
+blkcrypt::SecureBuffer positional_or_prompt(const po::variables_map& vm, const std::optional<std::string>& file,
+                                            const std::string& prompt, bool verify) {
+    if (file) return read_key_input(*file, 0, 0, false);
+    if (vm.count("key-file")) return read_passphrase(vm, "");
+    if (::isatty(STDIN_FILENO)) return prompt_passphrase(prompt, verify);
+    return read_key_input("-", 0, 0, true);
+}
+
+uint32_t keyslot_iterations(const po::variables_map& vm, const luks1::Header& h) {
+    if (vm.count("pbkdf-force-iterations")) return vm["pbkdf-force-iterations"].as<unsigned>();
+    const uint32_t ms = vm.count("iter-time") ? vm["iter-time"].as<unsigned>() : 2000;
+    auto it = luks1::benchmark_pbkdf2(registry(), h.hash_spec, h.key_bytes, ms);
+    if (!it) throw Failure(it.error().message);
+    return *it;
+}
+
+void check(blkcrypt::Result<void> r) {
+    if (!r) {
+        if (r.status() == blkcrypt::Status::IoError) throw Failure(r.error().message);
+        throw UsageError(r.error().message);
+    }
+}
+
+int run_add_key(const po::variables_map& vm, const std::vector<std::string>& files) {
+    if (files.empty() || files.size() > 2) throw UsageError("luks add-key needs IMAGE [NEW_KEY_FILE]");
+    Writable w = open_writable(vm, files[0]);
+    int slot = -1;  // the new keyslot: --key-slot, else the first free one
+    if (vm.count("key-slot")) {
+        slot = static_cast<int>(vm["key-slot"].as<unsigned>());
+        if (slot >= static_cast<int>(luks1::kNumKeyslots)) throw UsageError("Key slot " + std::to_string(slot) + " is invalid.");
+        if (w.header.keyslots[slot].enabled())
+            throw UsageError("Key slot " + std::to_string(slot) + " is full, please select another one.");
+    } else {
+        for (unsigned i = 0; i < luks1::kNumKeyslots && slot < 0; ++i)
+            if (!w.header.keyslots[i].enabled()) slot = static_cast<int>(i);
+        if (slot < 0) throw UsageError("All key slots full.");
+    }
+    if (vm.count("pbkdf-force-iterations") && vm.count("iter-time"))
+        throw UsageError("--pbkdf-force-iterations and --iter-time exclude each other");
+    const blkcrypt::SecureBuffer old = positional_or_prompt(vm, std::nullopt, "Enter any existing passphrase: ", false);
+    const luks1::Unlocked u = unlock_any(w, old);
+    std::optional<std::string> new_file;
+    if (files.size() == 2) new_file = files[1];
+    blkcrypt::SecureBuffer fresh;
+    if (new_file) fresh = read_key_input(*new_file, 0, 0, false);
+    else if (::isatty(STDIN_FILENO)) fresh = prompt_passphrase("Enter new passphrase for key slot: ", true);
+    else fresh = read_key_input("-", 0, 0, true);
+    check(luks1::add_keyslot(registry(), *w.store, w.header, static_cast<unsigned>(slot), u.volume_key, fresh,
+                             keyslot_iterations(vm, w.header)));
+    if (vm["verbose"].as<bool>()) std::cout << "Key slot " << slot << " created.\n";
+    return 0;
+}
+
+unsigned enabled_count(const luks1::Header& h) {
+    unsigned n = 0;
+    for (const auto& k : h.keyslots) n += k.enabled();
+    return n;
+}
+
+void confirm_last(const po::variables_map& vm, const luks1::Header& h) {
+    if (enabled_count(h) == 1)
+        confirm(vm, "\nWARNING!\n========\nThis is the last keyslot. Device will become unusable after purging this key.");
+}
+
+int run_remove_key(const po::variables_map& vm, const std::vector<std::string>& files) {
+    if (files.empty() || files.size() > 2) throw UsageError("luks remove-key needs IMAGE [KEY_FILE]");
+    Writable w = open_writable(vm, files[0]);
+    std::optional<std::string> file;
+    if (files.size() == 2) file = files[1];
+    const blkcrypt::SecureBuffer pass = positional_or_prompt(vm, file, "Enter passphrase to be deleted: ", false);
+    const luks1::Unlocked u = unlock_any(w, pass, vm.count("key-slot") ? static_cast<int>(vm["key-slot"].as<unsigned>()) : -1);
+    confirm_last(vm, w.header);
+    check(luks1::remove_keyslot(*w.store, w.header, u.keyslot));
+    if (vm["verbose"].as<bool>()) std::cout << "Key slot " << u.keyslot << " removed.\n";
+    return 0;
+}
+
+int run_kill_slot(const po::variables_map& vm, const std::vector<std::string>& files) {
+    if (files.size() < 2 || files.size() > 3) throw UsageError("luks kill-slot needs IMAGE SLOT [KEY_FILE]");
+    Writable w = open_writable(vm, files[0]);
+    const std::string& n = files[1];
+    if (n.empty() || n.size() > 2 || n.find_first_not_of("0123456789") != std::string::npos)
+        throw UsageError("kill-slot: '" + n + "' is not a keyslot number");
+    const unsigned slot = static_cast<unsigned>(std::stoul(n));
+    if (slot >= luks1::kNumKeyslots) throw UsageError("Key slot " + n + " is invalid.");
+    if (!w.header.keyslots[slot].enabled()) throw UsageError("Keyslot " + n + " is not active.");
+    confirm_last(vm, w.header);
+    // cryptsetup asks for a remaining passphrase unless --batch-mode on a terminal.
+    std::optional<std::string> file;
+    if (files.size() == 3) file = files[2];
+    if (!vm["batch-mode"].as<bool>() || file || vm.count("key-file") || !::isatty(STDIN_FILENO))
+        unlock_any(w, positional_or_prompt(vm, file, "Enter any remaining passphrase: ", false));
+    check(luks1::remove_keyslot(*w.store, w.header, slot));
+    return 0;
+}
+
 }  // namespace
 
 int run_luks(Args args) {
     CommandLine cl{"blkcrypt luks format|dump|uuid|is-luks|test-passphrase [OPTIONS] IMAGE\n"
                    "       blkcrypt luks decrypt [OPTIONS] IMAGE OUT\n"
-                   "       blkcrypt luks encrypt [OPTIONS] IN IMAGE",
+                   "       blkcrypt luks encrypt [OPTIONS] IN IMAGE\n"
+                   "       blkcrypt luks add-key|remove-key [OPTIONS] IMAGE [KEY_FILE]\n"
+                   "       blkcrypt luks kill-slot [OPTIONS] IMAGE SLOT [KEY_FILE]",
                    "LUKS containers as cryptsetup reads them, without root or device-mapper.\n"
                    "cryptsetup's names work at the top level too: blkcrypt luksFormat, luksDump,\n"
-                   "isLuks, luksUUID. A passphrase is prompted for on a terminal, else one line of stdin;\n"
+                   "luksAddKey, luksRemoveKey, luksKillSlot, isLuks, luksUUID. A passphrase is prompted for on a terminal, else one line of stdin;\n"
                    "--key-file reads the whole file ('-': all of stdin). A passphrase that opens\n"
                    "no keyslot exits 2 (\"No key available with this passphrase.\"). OUT follows\n"
                    "the output policy (docs/outputs.md)."};
@@ -336,7 +461,7 @@ int run_luks(Args args) {
         ("key-slot,S", number_value<unsigned>(0, 31)->value_name("N"), "try only keyslot N")
         ("dump-volume-key", po::bool_switch(), "dump: also print the volume key (asks for the passphrase)")
         ("batch-mode,q", po::bool_switch(), "do not ask for confirmation")
-        ("verbose,v", po::bool_switch(), "test-passphrase: name the keyslot that opened")
+        ("verbose,v", po::bool_switch(), "name the keyslot opened, created or removed")
         ("threads,t", threads_value()->value_name("N"), "crypt worker threads, at most 256 (default: one per core)")
         ("in-place", po::bool_switch(), "write into the existing regular file OUT directly")
         ("type", po::value<std::string>()->value_name("TYPE"), "format: luks1 or luks2 (default: luks2, as cryptsetup)")
@@ -360,12 +485,17 @@ int run_luks(Args args) {
                               {"is-luks", "exit 0 for a LUKS container, 1 otherwise (cryptsetup isLuks)"},
                               {"test-passphrase", "check a passphrase (cryptsetup open --test-passphrase)"},
                               {"decrypt", "write the plaintext of the data segment of IMAGE to OUT"},
-                              {"encrypt", "write the plain image IN into the data segment of IMAGE"}});
-    only_for(cl, {"format", "dump", "test-passphrase", "decrypt", "encrypt"},
-             {"key-file", "keyfile-offset", "keyfile-size", "key-slot"});
+                              {"encrypt", "write the plain image IN into the data segment of IMAGE"},
+                              {"add-key", "add a passphrase in a new keyslot (cryptsetup luksAddKey)"},
+                              {"remove-key", "remove the keyslot a passphrase opens (cryptsetup luksRemoveKey)"},
+                              {"kill-slot", "remove keyslot SLOT (cryptsetup luksKillSlot)"}});
+    only_for(cl, {"format", "dump", "test-passphrase", "decrypt", "encrypt", "add-key", "remove-key", "kill-slot"},
+             {"key-file", "keyfile-offset", "keyfile-size"});
+    only_for(cl, {"format", "dump", "test-passphrase", "decrypt", "encrypt", "add-key", "remove-key"}, {"key-slot"});
     only_for(cl, {"dump"}, {"dump-volume-key"});
-    only_for(cl, {"dump", "format"}, {"batch-mode"});
-    only_for(cl, {"test-passphrase"}, {"verbose"});
+    only_for(cl, {"dump", "format", "remove-key", "kill-slot"}, {"batch-mode"});
+    only_for(cl, {"test-passphrase", "add-key", "remove-key"}, {"verbose"});
+    only_for(cl, {"add-key"}, {"iter-time", "pbkdf-force-iterations"});
     only_for(cl, {"decrypt"}, {"in-place"});
     only_for(cl, {"decrypt", "encrypt"}, {"threads"});
     only_for(cl, {"decrypt", "encrypt"}, progress_option_names());
@@ -375,13 +505,16 @@ int run_luks(Args args) {
     if (!vm) return 0;
     const auto [action, files] = action_arguments(*vm);
     if (action == "format") return run_format(*vm, files);
+    if (action == "add-key") return run_add_key(*vm, files);
+    if (action == "remove-key") return run_remove_key(*vm, files);
+    if (action == "kill-slot") return run_kill_slot(*vm, files);
     if (action == "encrypt") return run_encrypt(*vm, files);
     if (action == "dump") return run_dump(*vm, files);
     if (action == "uuid") return run_uuid(*vm, files);
     if (action == "is-luks") return run_is_luks(*vm, files);
     if (action == "test-passphrase") return run_test_passphrase(*vm, files);
     if (action == "decrypt") return run_decrypt(*vm, files);
-    throw UsageError("unknown action '" + action + "': use format, dump, uuid, is-luks, test-passphrase, decrypt or encrypt");
+    throw UsageError("unknown action '" + action + "': use format, dump, uuid, is-luks, test-passphrase, decrypt, encrypt, add-key, remove-key or kill-slot");
 }
 
 }  // namespace cli

@@ -46,6 +46,9 @@ struct Alias {
 constexpr Alias kAliases[] = {
     {"luksFormat", "luks", "format"},
     {"luksDump", "luks", "dump"},
+    {"luksAddKey", "luks", "add-key"},
+    {"luksRemoveKey", "luks", "remove-key"},
+    {"luksKillSlot", "luks", "kill-slot"},
     {"luksUUID", "luks", "uuid"},
     {"isLuks", "luks", "is-luks"},
 };
@@ -66,7 +69,7 @@ void print_help() {
     std::cout << "\ncryptsetup's names for the same actions:\n";
     for (const auto& a : kAliases) {
         std::string name(a.name);
-        name.resize(10, ' ');
+        name.resize(15, ' ');
         std::cout << "  " << name << "blkcrypt " << a.command << " " << a.action << "\n";
     }
     std::cout << "\nRun 'blkcrypt COMMAND --help' for the options of a command.\n";

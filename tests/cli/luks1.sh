@@ -242,4 +242,39 @@ random_file "$TMP/plain" $((2 * 1048576))
 encrypt_ref aes-xts-plain64 "$(volume_key "$TMP/data2" "$TMP/p1" "$TMP/hdr2")" "$TMP/plain" "$TMP/want"
 cmp -s "$TMP/data2" "$TMP/want" || fail "detached encrypt: data differs from the reference"
 
+# Keyslots changed by us are seen by cryptsetup and the other way round.
+rm -f "$img" && truncate -s 4M "$img"
+cryptsetup luksFormat -q --type luks1 "${FAST[@]}" --key-file "$TMP/p1" "$img"
+printf 'slot two' >"$TMP/p2"
+"$BLKCRYPT" luksAddKey -v "${FAST[@]}" --key-slot 2 --key-file "$TMP/p1" "$img" "$TMP/p2" >"$TMP/out" ||
+    fail "add-key"
+[[ $(cat "$TMP/out") == "Key slot 2 created." ]] || fail "add-key says $(cat "$TMP/out")"
+cryptsetup open --test-passphrase --key-slot 2 --key-file "$TMP/p2" "$img" || fail "cryptsetup: our keyslot 2"
+"$BLKCRYPT" luks dump "$img" | cmp -s - <(cryptsetup luksDump "$img") || fail "dump after add-key"
+# The first free slot, both passphrases from piped lines.
+printf 'slot two\nslot one\n' | "$BLKCRYPT" luks add-key -v "${FAST[@]}" "$img" >"$TMP/out" || fail "piped add-key"
+[[ $(cat "$TMP/out") == "Key slot 1 created." ]] || fail "first free slot: $(cat "$TMP/out")"
+printf 'slot one' | cryptsetup open --test-passphrase --key-slot 1 --key-file - "$img" || fail "cryptsetup: slot 1"
+expect_exit 2 "$BLKCRYPT" luks add-key "${FAST[@]}" --key-file "$TMP/p3" "$img" "$TMP/p2"   # wrong existing one
+expect_exit 2 "$BLKCRYPT" luks add-key "${FAST[@]}" --key-slot 2 --key-file "$TMP/p1" "$img" "$TMP/p3"  # taken
+cryptsetup luksAddKey -q "${FAST[@]}" --key-slot 5 --key-file "$TMP/p1" "$img" "$TMP/p3"
+"$BLKCRYPT" luks test-passphrase --key-slot 5 --key-file "$TMP/p3" "$img" || fail "cryptsetup's slot 5"
+# remove-key removes the slot its passphrase opens; kill-slot the one named;
+# the area is overwritten and cryptsetup sees the slot gone.
+area=$(cryptsetup luksDump "$img" | awk '/^Key Slot 5/{f=1} f && /Key material offset/{print $4 * 512; exit}')
+dd if="$img" bs=1 skip="$area" count=4096 status=none >"$TMP/area-before"
+"$BLKCRYPT" luksRemoveKey -v "$img" "$TMP/p3" >"$TMP/out" || fail "remove-key"
+[[ $(cat "$TMP/out") == "Key slot 5 removed." ]] || fail "remove-key says $(cat "$TMP/out")"
+cryptsetup luksDump "$img" | grep -q "^Key Slot 5: DISABLED$" || fail "cryptsetup still sees slot 5"
+dd if="$img" bs=1 skip="$area" count=4096 status=none | cmp -s - "$TMP/area-before" && fail "slot 5 not wiped"
+expect_exit 2 "$BLKCRYPT" luks test-passphrase --key-file "$TMP/p3" "$img"
+expect_exit 2 "$BLKCRYPT" luksKillSlot "$img" 1 "$TMP/p3"   # no remaining passphrase given
+"$BLKCRYPT" luksKillSlot "$img" 1 "$TMP/p2" || fail "kill-slot 1"
+cryptsetup luksDump "$img" | grep -q "^Key Slot 1: DISABLED$" || fail "cryptsetup still sees slot 1"
+expect_exit 2 "$BLKCRYPT" luks kill-slot "$img" 1 "$TMP/p2"   # not active
+expect_exit 2 "$BLKCRYPT" luks kill-slot "$img" 9 "$TMP/p2"
+cryptsetup luksKillSlot -q "$img" 2 --key-file "$TMP/p1"
+expect_exit 2 "$BLKCRYPT" luks test-passphrase --key-file "$TMP/p2" "$img"
+"$BLKCRYPT" luks test-passphrase --key-file "$TMP/p1" "$img" || fail "slot 0 after the changes"
+
 echo "luks1: all passed"
