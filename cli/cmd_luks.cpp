@@ -282,6 +282,22 @@ int run_format(const po::variables_map& vm, const std::vector<std::string>& file
     return 0;
 }
 
+// luksUUID --uuid: a new UUID written into the header (asked for on a terminal).
+int run_set_uuid(const po::variables_map& vm, const std::vector<std::string>& files) {
+    const std::string image = one_file(files, "uuid");
+    std::string uuid = vm["uuid"].as<std::string>();
+    if (!valid_uuid(uuid)) throw UsageError("Wrong LUKS UUID format provided.");
+    for (char& c : uuid) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    Devices d = open_devices(vm, image);
+    luks1::Header h = luks1_header(d);
+    confirm(vm, "Do you really want to change UUID of device?");
+    auto w = blkcrypt::open_file_store(d.header_path, true);
+    if (!w) throw Failure(w.error().message);
+    h.uuid = uuid;
+    if (auto r = luks1::write_header(**w, h); !r) throw Failure(r.error().message);
+    return 0;
+}
+
 int run_encrypt(const po::variables_map& vm, const std::vector<std::string>& files) {
     if (files.size() != 2) throw UsageError("luks encrypt needs IN and IMAGE");
     const std::string& in_path = files[0];
@@ -476,7 +492,7 @@ int run_luks(Args args) {
         ("offset,o", number_value<unsigned>(0, UINT32_MAX)->value_name("SECTORS"), "format: data offset, 512-byte sectors")
         ("align-payload", number_value<unsigned>(0, UINT32_MAX)->value_name("SECTORS"),
          "format: align the data to SECTORS (default: 2048, 1 MiB)")
-        ("uuid", po::value<std::string>()->value_name("UUID"), "format: this UUID (default: random)")
+        ("uuid", po::value<std::string>()->value_name("UUID"), "format: this UUID (default: random); uuid: set it")
         ("verify-passphrase,y", po::bool_switch(), "format: ask for the passphrase twice (always on a terminal)");
     add_progress_options(cl.options);
     add_action_arguments(cl, {{"format", "create a container, as cryptsetup luksFormat (--type luks1)"},
@@ -493,14 +509,15 @@ int run_luks(Args args) {
              {"key-file", "keyfile-offset", "keyfile-size"});
     only_for(cl, {"format", "dump", "test-passphrase", "decrypt", "encrypt", "add-key", "remove-key"}, {"key-slot"});
     only_for(cl, {"dump"}, {"dump-volume-key"});
-    only_for(cl, {"dump", "format", "remove-key", "kill-slot"}, {"batch-mode"});
+    only_for(cl, {"dump", "format", "remove-key", "kill-slot", "uuid"}, {"batch-mode"});
     only_for(cl, {"test-passphrase", "add-key", "remove-key"}, {"verbose"});
     only_for(cl, {"add-key"}, {"iter-time", "pbkdf-force-iterations"});
     only_for(cl, {"decrypt"}, {"in-place"});
     only_for(cl, {"decrypt", "encrypt"}, {"threads"});
     only_for(cl, {"decrypt", "encrypt"}, progress_option_names());
     only_for(cl, {"format"}, {"type", "cipher", "key-size", "hash", "pbkdf", "iter-time", "pbkdf-force-iterations",
-                              "volume-key-file", "offset", "align-payload", "uuid", "verify-passphrase"});
+                              "volume-key-file", "offset", "align-payload", "verify-passphrase"});
+    only_for(cl, {"format", "uuid"}, {"uuid"});
     auto vm = parse_command_line(cl, args);
     if (!vm) return 0;
     const auto [action, files] = action_arguments(*vm);
@@ -510,7 +527,7 @@ int run_luks(Args args) {
     if (action == "kill-slot") return run_kill_slot(*vm, files);
     if (action == "encrypt") return run_encrypt(*vm, files);
     if (action == "dump") return run_dump(*vm, files);
-    if (action == "uuid") return run_uuid(*vm, files);
+    if (action == "uuid") return vm->count("uuid") ? run_set_uuid(*vm, files) : run_uuid(*vm, files);
     if (action == "is-luks") return run_is_luks(*vm, files);
     if (action == "test-passphrase") return run_test_passphrase(*vm, files);
     if (action == "decrypt") return run_decrypt(*vm, files);

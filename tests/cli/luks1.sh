@@ -277,4 +277,10 @@ cryptsetup luksKillSlot -q "$img" 2 --key-file "$TMP/p1"
 expect_exit 2 "$BLKCRYPT" luks test-passphrase --key-file "$TMP/p2" "$img"
 "$BLKCRYPT" luks test-passphrase --key-file "$TMP/p1" "$img" || fail "slot 0 after the changes"
 
+# luksUUID --uuid sets it, as cryptsetup reads it back.
+"$BLKCRYPT" luksUUID -q --uuid 0AAAAAAA-bbbb-4ccc-8ddd-eeeeeeeeeeee "$img" || fail "uuid --uuid"
+[[ $(cryptsetup luksUUID "$img") == 0aaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee ]] || fail "uuid not set"
+expect_exit 2 "$BLKCRYPT" luks uuid --uuid 0aaaaaaa-bbbb-4ccc-8ddd "$img"
+"$BLKCRYPT" luks test-passphrase --key-file "$TMP/p1" "$img" || fail "passphrase after uuid"
+
 echo "luks1: all passed"
