@@ -97,10 +97,20 @@ luks::OpenOptions open_options(const po::variables_map& vm) {
 
 // Unlocks the container: exit 2 with cryptsetup's words for a passphrase
 // that opens nothing, 1 for the rest.
+// With --volume-key-file, the key itself (exactly the header's key size, as
+// cryptsetup reads it) instead of a passphrase.
 luks::Volume unlock(const po::variables_map& vm, const Devices& d) {
     version_of(d);
-    const blkcrypt::SecureBuffer pass = read_passphrase(vm, d.image);
-    auto vol = luks::open(registry(), *d.header, pass, open_options(vm));
+    blkcrypt::Result<luks::Volume> vol = blkcrypt::make_error(blkcrypt::Status::Invalid, "");
+    if (vm.count("volume-key-file")) {
+        refuse_given(vm, {"key-file", "keyfile-offset", "keyfile-size", "key-slot"}, "not with --volume-key-file");
+        const blkcrypt::SecureBuffer vk =
+            read_key_input(vm["volume-key-file"].as<std::string>(), 0, luks1_header(d).key_bytes, false);
+        vol = luks::open_with_volume_key(registry(), *d.header, vk);
+    } else {
+        const blkcrypt::SecureBuffer pass = read_passphrase(vm, d.image);
+        vol = luks::open(registry(), *d.header, pass, open_options(vm));
+    }
     if (!vol) {
         if (vol.status() == blkcrypt::Status::NoKey) throw StatusFailure(vol.error().message, kExitNoKey);
         throw Failure(vol.error().message);
@@ -398,15 +408,24 @@ int run_add_key(const po::variables_map& vm, const std::vector<std::string>& fil
     }
     if (vm.count("pbkdf-force-iterations") && vm.count("iter-time"))
         throw UsageError("--pbkdf-force-iterations and --iter-time exclude each other");
-    const blkcrypt::SecureBuffer old = positional_or_prompt(vm, std::nullopt, "Enter any existing passphrase: ", false);
-    const luks1::Unlocked u = unlock_any(w, old);
+    blkcrypt::SecureBuffer vk;
+    if (vm.count("volume-key-file")) {  // no existing passphrase needed
+        refuse_given(vm, {"key-file", "keyfile-offset", "keyfile-size"}, "not with --volume-key-file");
+        vk = read_key_input(vm["volume-key-file"].as<std::string>(), 0, w.header.key_bytes, false);
+        auto ok = luks1::check_volume_key(registry(), w.header, vk);
+        if (!ok) throw Failure(ok.error().message);
+        if (!*ok) throw StatusFailure("Volume key does not match the volume.", kExitNoKey);
+    } else {
+        const blkcrypt::SecureBuffer old = positional_or_prompt(vm, std::nullopt, "Enter any existing passphrase: ", false);
+        vk = unlock_any(w, old).volume_key;
+    }
     std::optional<std::string> new_file;
     if (files.size() == 2) new_file = files[1];
     blkcrypt::SecureBuffer fresh;
     if (new_file) fresh = read_key_input(*new_file, 0, 0, false);
     else if (::isatty(STDIN_FILENO)) fresh = prompt_passphrase("Enter new passphrase for key slot: ", true);
     else fresh = read_key_input("-", 0, 0, true);
-    check(luks1::add_keyslot(registry(), *w.store, w.header, static_cast<unsigned>(slot), u.volume_key, fresh,
+    check(luks1::add_keyslot(registry(), *w.store, w.header, static_cast<unsigned>(slot), vk, fresh,
                              keyslot_iterations(vm, w.header)));
     if (vm["verbose"].as<bool>()) std::cout << "Key slot " << slot << " created.\n";
     return 0;
@@ -488,7 +507,8 @@ int run_luks(Args args) {
         ("iter-time,i", number_value<unsigned>(1, 3600000)->value_name("MS"), "format: PBKDF2 time to aim for (default: 2000)")
         ("pbkdf-force-iterations", number_value<unsigned>(1000, UINT32_MAX)->value_name("N"),
          "format: N keyslot iterations, no benchmark")
-        ("volume-key-file", po::value<std::string>()->value_name("FILE"), "format: the volume key from FILE (default: random)")
+        ("volume-key-file", po::value<std::string>()->value_name("FILE"),
+         "the volume key from FILE instead of a passphrase (format: instead of a random one)")
         ("offset,o", number_value<unsigned>(0, UINT32_MAX)->value_name("SECTORS"), "format: data offset, 512-byte sectors")
         ("align-payload", number_value<unsigned>(0, UINT32_MAX)->value_name("SECTORS"),
          "format: align the data to SECTORS (default: 2048, 1 MiB)")
@@ -516,7 +536,8 @@ int run_luks(Args args) {
     only_for(cl, {"decrypt", "encrypt"}, {"threads"});
     only_for(cl, {"decrypt", "encrypt"}, progress_option_names());
     only_for(cl, {"format"}, {"type", "cipher", "key-size", "hash", "pbkdf", "iter-time", "pbkdf-force-iterations",
-                              "volume-key-file", "offset", "align-payload", "verify-passphrase"});
+                              "offset", "align-payload", "verify-passphrase"});
+    only_for(cl, {"format", "test-passphrase", "decrypt", "encrypt", "add-key"}, {"volume-key-file"});
     only_for(cl, {"format", "uuid"}, {"uuid"});
     auto vm = parse_command_line(cl, args);
     if (!vm) return 0;

@@ -24,24 +24,46 @@ Result<Version> detect(BackingStore& header) {
     return make_error(Status::Invalid, who + "Unsupported LUKS version " + std::to_string(v) + ".");
 }
 
-Result<Volume> open(Registry& reg, BackingStore& header, ConstBytes passphrase, OpenOptions opts) {
+namespace {
+
+Result<luks1::Header> luks1_header(Registry& reg, BackingStore& header) {
     Result<Version> v = detect(header);
     if (!v) return v.error();
     if (*v != Version::Luks1) return make_error(Status::Unsupported, "LUKS2 containers are not supported yet");
-    Result<luks1::Header> h = luks1::read_header(reg, header);
+    return luks1::read_header(reg, header);
+}
+
+// The volume of an unlocked LUKS1 header: its payload as a dm-crypt table.
+Result<Volume> luks1_volume(const luks1::Header& h, SecureBuffer key, int keyslot) {
+    Result<dm::CryptTable> t = dm::parse_cipher_spec(h.cipher_spec());
+    if (!t) return make_error(t.status(), "LUKS cipher " + h.cipher_spec() + ": " + t.error().message);
+    Volume vol;
+    vol.version = Version::Luks1;
+    vol.uuid = h.uuid;
+    vol.table = std::move(t).value();
+    vol.table.key = std::move(key);
+    vol.table.offset = h.payload_offset;
+    vol.keyslot = keyslot;
+    return vol;
+}
+
+}  // namespace
+
+Result<Volume> open(Registry& reg, BackingStore& header, ConstBytes passphrase, OpenOptions opts) {
+    Result<luks1::Header> h = luks1_header(reg, header);
     if (!h) return h.error();
     Result<luks1::Unlocked> u = luks1::open_any(reg, header, *h, passphrase, opts.keyslot);
     if (!u) return u.error();
-    Result<dm::CryptTable> t = dm::parse_cipher_spec(h->cipher_spec());
-    if (!t) return make_error(t.status(), "LUKS cipher " + h->cipher_spec() + ": " + t.error().message);
-    Volume vol;
-    vol.version = Version::Luks1;
-    vol.uuid = h->uuid;
-    vol.table = std::move(t).value();
-    vol.table.key = std::move(u->volume_key);
-    vol.table.offset = h->payload_offset;
-    vol.keyslot = static_cast<int>(u->keyslot);
-    return vol;
+    return luks1_volume(*h, std::move(u->volume_key), static_cast<int>(u->keyslot));
+}
+
+Result<Volume> open_with_volume_key(Registry& reg, BackingStore& header, ConstBytes volume_key) {
+    Result<luks1::Header> h = luks1_header(reg, header);
+    if (!h) return h.error();
+    Result<bool> ok = luks1::check_volume_key(reg, *h, volume_key);
+    if (!ok) return ok.error();
+    if (!*ok) return make_error(Status::NoKey, "Volume key does not match the volume.");
+    return luks1_volume(*h, SecureBuffer(volume_key), -1);  // no keyslot was used
 }
 
 Result<std::unique_ptr<dm::CryptTarget>> make_target(Registry& reg, const Volume& vol,

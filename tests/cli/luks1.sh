@@ -283,4 +283,18 @@ expect_exit 2 "$BLKCRYPT" luks test-passphrase --key-file "$TMP/p2" "$img"
 expect_exit 2 "$BLKCRYPT" luks uuid --uuid 0aaaaaaa-bbbb-4ccc-8ddd "$img"
 "$BLKCRYPT" luks test-passphrase --key-file "$TMP/p1" "$img" || fail "passphrase after uuid"
 
+# --volume-key-file instead of a passphrase: the key cryptsetup dumps opens,
+# decrypts and adds a keyslot; another key is refused with exit 2.
+volume_key "$img" "$TMP/p1" | xxd -r -p >"$TMP/vkfile"
+"$BLKCRYPT" luks test-passphrase --volume-key-file "$TMP/vkfile" "$img" || fail "--volume-key-file"
+"$BLKCRYPT" luks decrypt --volume-key-file "$TMP/vkfile" "$img" "$TMP/byvk" || fail "decrypt --volume-key-file"
+"$BLKCRYPT" luks decrypt --key-file "$TMP/p1" "$img" "$TMP/bypass"
+cmp -s "$TMP/byvk" "$TMP/bypass" || fail "volume key and passphrase decrypt differently"
+"$BLKCRYPT" luks add-key "${FAST[@]}" --volume-key-file "$TMP/vkfile" "$img" "$TMP/p3" || fail "add-key --volume-key-file"
+cryptsetup open --test-passphrase --key-file "$TMP/p3" "$img" || fail "cryptsetup: keyslot added from the volume key"
+head -c 64 /dev/zero >"$TMP/zerokey"
+expect_exit 2 "$BLKCRYPT" luks test-passphrase --volume-key-file "$TMP/zerokey" "$img"
+[[ $(cat "$TMP/stderr") == "blkcrypt: Volume key does not match the volume." ]] || fail "wrong vk: $(cat "$TMP/stderr")"
+expect_exit 2 "$BLKCRYPT" luks test-passphrase --volume-key-file "$TMP/vkfile" --key-file "$TMP/p1" "$img"
+
 echo "luks1: all passed"

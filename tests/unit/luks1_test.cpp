@@ -299,6 +299,16 @@ TEST_CASE("luks1: format writes a container that opens and that cryptsetup reads
         REQUIRE(u.ok());
         CHECK(u->keyslot == 2);
         CHECK(std::vector<uint8_t>(u->volume_key.data(), u->volume_key.data() + 64) == vk);
+        // The volume key opens without a passphrase; another key does not.
+        auto byvk = open_with_volume_key(registry(), **store, vk);
+        REQUIRE(byvk.ok());
+        CHECK(byvk->keyslot == -1);
+        CHECK(byvk->table.offset == 4096);
+        std::vector<uint8_t> other = vk;
+        other[0] ^= 1;
+        auto bad = open_with_volume_key(registry(), **store, other);
+        CHECK(bad.status() == Status::NoKey);
+        CHECK(open_with_volume_key(registry(), **store, std::vector<uint8_t>(32)).status() == Status::NoKey);
         // A second keyslot; a taken one is refused.
         REQUIRE(luks1::add_keyslot(registry(), **store, *again, 6, vk, text("other"), 1000).ok());
         CHECK_FALSE(luks1::add_keyslot(registry(), **store, *again, 6, vk, text("x"), 1000).ok());

@@ -41,6 +41,10 @@ struct OpenOptions {
 // available with this passphrase.".
 Result<Volume> open(Registry& reg, BackingStore& header, ConstBytes passphrase, OpenOptions opts = {});
 
+// The same from the volume key itself (cryptsetup's --volume-key-file): NoKey
+// "Volume key does not match the volume." when the digest disagrees.
+Result<Volume> open_with_volume_key(Registry& reg, BackingStore& header, ConstBytes volume_key);
+
 // The dm-crypt target over the volume's data segment in `data`.
 Result<std::unique_ptr<dm::CryptTarget>> make_target(Registry& reg, const Volume& vol,
                                                      std::shared_ptr<BackingStore> data,
