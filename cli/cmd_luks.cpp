@@ -431,6 +431,35 @@ int run_add_key(const po::variables_map& vm, const std::vector<std::string>& fil
     return 0;
 }
 
+// luksChangeKey IMAGE [NEW_KEY_FILE]: the old passphrase (--key-file or a
+// prompt), the new one into the first free keyslot (or --key-slot), then the
+// old keyslot removed.
+int run_change_key(const po::variables_map& vm, const std::vector<std::string>& files) {
+    if (files.empty() || files.size() > 2) throw UsageError("luks change-key needs IMAGE [NEW_KEY_FILE]");
+    Writable w = open_writable(vm, files[0]);
+    if (vm.count("pbkdf-force-iterations") && vm.count("iter-time"))
+        throw UsageError("--pbkdf-force-iterations and --iter-time exclude each other");
+    const blkcrypt::SecureBuffer old = positional_or_prompt(vm, std::nullopt, "Enter passphrase to be changed: ", false);
+    const luks1::Unlocked u = unlock_any(w, old);
+    int slot = -1;
+    if (vm.count("key-slot")) {
+        slot = static_cast<int>(vm["key-slot"].as<unsigned>());
+        if (slot >= static_cast<int>(luks1::kNumKeyslots)) throw UsageError("Key slot " + std::to_string(slot) + " is invalid.");
+    } else {
+        for (unsigned i = 0; i < luks1::kNumKeyslots && slot < 0; ++i)
+            if (!w.header.keyslots[i].enabled()) slot = static_cast<int>(i);
+        if (slot < 0) throw UsageError("All key slots full: a crash-safe change needs a free keyslot.");
+    }
+    blkcrypt::SecureBuffer fresh;
+    if (files.size() == 2) fresh = read_key_input(files[1], 0, 0, false);
+    else if (::isatty(STDIN_FILENO)) fresh = prompt_passphrase("Enter new passphrase: ", true);
+    else fresh = read_key_input("-", 0, 0, true);
+    check(luks1::change_keyslot(registry(), *w.store, w.header, u.keyslot, static_cast<unsigned>(slot), u.volume_key,
+                                fresh, keyslot_iterations(vm, w.header)));
+    if (vm["verbose"].as<bool>()) std::cout << "Key slot " << u.keyslot << " changed to key slot " << slot << ".\n";
+    return 0;
+}
+
 unsigned enabled_count(const luks1::Header& h) {
     unsigned n = 0;
     for (const auto& k : h.keyslots) n += k.enabled();
@@ -480,11 +509,11 @@ int run_luks(Args args) {
     CommandLine cl{"blkcrypt luks format|dump|uuid|is-luks|test-passphrase [OPTIONS] IMAGE\n"
                    "       blkcrypt luks decrypt [OPTIONS] IMAGE OUT\n"
                    "       blkcrypt luks encrypt [OPTIONS] IN IMAGE\n"
-                   "       blkcrypt luks add-key|remove-key [OPTIONS] IMAGE [KEY_FILE]\n"
+                   "       blkcrypt luks add-key|change-key|remove-key [OPTIONS] IMAGE [KEY_FILE]\n"
                    "       blkcrypt luks kill-slot [OPTIONS] IMAGE SLOT [KEY_FILE]",
                    "LUKS containers as cryptsetup reads them, without root or device-mapper.\n"
                    "cryptsetup's names work at the top level too: blkcrypt luksFormat, luksDump,\n"
-                   "luksAddKey, luksRemoveKey, luksKillSlot, isLuks, luksUUID. A passphrase is prompted for on a terminal, else one line of stdin;\n"
+                   "luksAddKey, luksChangeKey, luksRemoveKey, luksKillSlot, isLuks, luksUUID. A passphrase is prompted for on a terminal, else one line of stdin;\n"
                    "--key-file reads the whole file ('-': all of stdin). A passphrase that opens\n"
                    "no keyslot exits 2 (\"No key available with this passphrase.\"). OUT follows\n"
                    "the output policy (docs/outputs.md)."};
@@ -523,15 +552,18 @@ int run_luks(Args args) {
                               {"decrypt", "write the plaintext of the data segment of IMAGE to OUT"},
                               {"encrypt", "write the plain image IN into the data segment of IMAGE"},
                               {"add-key", "add a passphrase in a new keyslot (cryptsetup luksAddKey)"},
+                              {"change-key", "move a passphrase's volume key under a new one (cryptsetup luksChangeKey)"},
                               {"remove-key", "remove the keyslot a passphrase opens (cryptsetup luksRemoveKey)"},
                               {"kill-slot", "remove keyslot SLOT (cryptsetup luksKillSlot)"}});
-    only_for(cl, {"format", "dump", "test-passphrase", "decrypt", "encrypt", "add-key", "remove-key", "kill-slot"},
+    only_for(cl, {"format", "dump", "test-passphrase", "decrypt", "encrypt", "add-key", "change-key", "remove-key",
+                  "kill-slot"},
              {"key-file", "keyfile-offset", "keyfile-size"});
-    only_for(cl, {"format", "dump", "test-passphrase", "decrypt", "encrypt", "add-key", "remove-key"}, {"key-slot"});
+    only_for(cl, {"format", "dump", "test-passphrase", "decrypt", "encrypt", "add-key", "change-key", "remove-key"},
+             {"key-slot"});
     only_for(cl, {"dump"}, {"dump-volume-key"});
     only_for(cl, {"dump", "format", "remove-key", "kill-slot", "uuid"}, {"batch-mode"});
-    only_for(cl, {"test-passphrase", "add-key", "remove-key"}, {"verbose"});
-    only_for(cl, {"add-key"}, {"iter-time", "pbkdf-force-iterations"});
+    only_for(cl, {"test-passphrase", "add-key", "change-key", "remove-key"}, {"verbose"});
+    only_for(cl, {"add-key", "change-key"}, {"iter-time", "pbkdf-force-iterations"});
     only_for(cl, {"decrypt"}, {"in-place"});
     only_for(cl, {"decrypt", "encrypt"}, {"threads"});
     only_for(cl, {"decrypt", "encrypt"}, progress_option_names());
@@ -545,6 +577,7 @@ int run_luks(Args args) {
     if (action == "format") return run_format(*vm, files);
     if (action == "add-key") return run_add_key(*vm, files);
     if (action == "remove-key") return run_remove_key(*vm, files);
+    if (action == "change-key") return run_change_key(*vm, files);
     if (action == "kill-slot") return run_kill_slot(*vm, files);
     if (action == "encrypt") return run_encrypt(*vm, files);
     if (action == "dump") return run_dump(*vm, files);
@@ -552,7 +585,7 @@ int run_luks(Args args) {
     if (action == "is-luks") return run_is_luks(*vm, files);
     if (action == "test-passphrase") return run_test_passphrase(*vm, files);
     if (action == "decrypt") return run_decrypt(*vm, files);
-    throw UsageError("unknown action '" + action + "': use format, dump, uuid, is-luks, test-passphrase, decrypt, encrypt, add-key, remove-key or kill-slot");
+    throw UsageError("unknown action '" + action + "': use format, dump, uuid, is-luks, test-passphrase, decrypt, encrypt, add-key, change-key, remove-key or kill-slot");
 }
 
 }  // namespace cli

@@ -47,6 +47,7 @@ constexpr Alias kAliases[] = {
     {"luksFormat", "luks", "format"},
     {"luksDump", "luks", "dump"},
     {"luksAddKey", "luks", "add-key"},
+    {"luksChangeKey", "luks", "change-key"},
     {"luksRemoveKey", "luks", "remove-key"},
     {"luksKillSlot", "luks", "kill-slot"},
     {"luksUUID", "luks", "uuid"},

@@ -228,6 +228,14 @@ Result<void> remove_keyslot(BackingStore& store, Header& h, unsigned slot) {
     return {};
 }
 
+Result<void> change_keyslot(Registry& reg, BackingStore& store, Header& h, unsigned old_slot, unsigned new_slot,
+                            ConstBytes vk, ConstBytes new_passphrase, uint32_t iterations) {
+    if (old_slot == new_slot)
+        return invalid("changing keyslot " + std::to_string(old_slot) + " in place is not crash-safe: free a keyslot first");
+    if (Result<void> r = add_keyslot(reg, store, h, new_slot, vk, new_passphrase, iterations); !r) return r;
+    return remove_keyslot(store, h, old_slot);
+}
+
 Result<Header> format(Registry& reg, BackingStore& store, const FormatParams& params, ConstBytes vk,
                       ConstBytes passphrase) {
     uint32_t iterations = params.force_iterations;

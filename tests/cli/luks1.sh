@@ -297,4 +297,13 @@ expect_exit 2 "$BLKCRYPT" luks test-passphrase --volume-key-file "$TMP/zerokey" 
 [[ $(cat "$TMP/stderr") == "blkcrypt: Volume key does not match the volume." ]] || fail "wrong vk: $(cat "$TMP/stderr")"
 expect_exit 2 "$BLKCRYPT" luks test-passphrase --volume-key-file "$TMP/vkfile" --key-file "$TMP/p1" "$img"
 
+# luksChangeKey: the new passphrase in a free keyslot, the old one gone.
+printf 'changed' >"$TMP/p4"
+"$BLKCRYPT" luksChangeKey -v "${FAST[@]}" --key-file "$TMP/p3" "$img" "$TMP/p4" >"$TMP/out" || fail "change-key"
+grep -q "^Key slot [0-7] changed to key slot [0-7]\.$" "$TMP/out" || fail "change-key says $(cat "$TMP/out")"
+cryptsetup open --test-passphrase --key-file "$TMP/p4" "$img" || fail "cryptsetup: changed passphrase"
+cryptsetup open --test-passphrase --key-file "$TMP/p3" "$img" 2>/dev/null && fail "the old passphrase still opens"
+"$BLKCRYPT" luks dump "$img" | cmp -s - <(cryptsetup luksDump "$img") || fail "dump after change-key"
+expect_exit 2 "$BLKCRYPT" luks change-key "${FAST[@]}" --key-file "$TMP/p3" "$img" "$TMP/p4"
+
 echo "luks1: all passed"

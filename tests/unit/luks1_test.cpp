@@ -462,3 +462,28 @@ TEST_CASE("luks1: add and remove keyslots survive a crash at every write", "[luk
     }
     CHECK(finished);
 }
+
+TEST_CASE("luks1: change-key leaves the old or the new passphrase at every write", "[luks1]") {
+    std::vector<uint8_t> vk(32, 0x33);
+    luks1::FormatParams p;
+    p.force_iterations = 1000;
+    p.key_bytes = 32;
+    MemoryStore base(3 << 20);
+    auto h0 = luks1::format(registry(), base, p, vk, text("old"));
+    REQUIRE(h0.ok());
+    bool finished = false;
+    for (int n = 0; !finished && n < 100; ++n) {
+        DyingStore s(base.data(), n);
+        luks1::Header h = *h0;
+        const bool ok = luks1::change_keyslot(registry(), s, h, 0, 1, vk, text("new"), 1000).ok();
+        finished = ok && !s.died();
+        CHECK((opens(s.data(), "old") || opens(s.data(), "new")));
+        if (ok) {
+            CHECK_FALSE(opens(s.data(), "old"));
+            CHECK(opens(s.data(), "new"));
+        }
+    }
+    CHECK(finished);
+    luks1::Header h = *h0;
+    CHECK_FALSE(luks1::change_keyslot(registry(), base, h, 0, 0, vk, text("new"), 1000).ok());
+}

@@ -156,6 +156,13 @@ Result<void> add_keyslot(Registry& reg, BackingStore& store, Header& h, unsigned
 // two leaves a slot whose material is gone; every other keyslot still opens.
 Result<void> remove_keyslot(BackingStore& store, Header& h, unsigned slot);
 
+// luksChangeKey: the volume key under a new passphrase in the free keyslot
+// new_slot, then old_slot removed, so that a crash at any write leaves the
+// old or the new passphrase working. (cryptsetup rewrites the same slot in
+// place when none is free; that cannot be crash-safe, so it is refused.)
+Result<void> change_keyslot(Registry& reg, BackingStore& store, Header& h, unsigned old_slot, unsigned new_slot,
+                            ConstBytes vk, ConstBytes new_passphrase, uint32_t iterations);
+
 // luksFormat: wipes the header and keyslot areas as cryptsetup does (zeros up
 // to the payload, random bytes over every keyslot area), writes a header for
 // params with vk and puts passphrase into params.keyslot. The store must hold
