@@ -460,6 +460,34 @@ int run_change_key(const po::variables_map& vm, const std::vector<std::string>& 
     return 0;
 }
 
+int run_header_backup(const po::variables_map& vm, const std::vector<std::string>& files) {
+    const Devices d = open_devices(vm, one_file(files, "header-backup"));
+    if (!vm.count("header-backup-file")) throw UsageError("luks header-backup needs --header-backup-file FILE");
+    const std::string file = vm["header-backup-file"].as<std::string>();
+    luks1_header(d);  // "not a valid LUKS device" first
+    struct stat st {};
+    if (::lstat(file.c_str(), &st) == 0) throw Failure("Requested header backup file " + file + " already exists.");
+    auto b = luks1::header_backup(registry(), *d.header);
+    if (!b) throw Failure(b.error().message);
+    write_output(file, *b, OutputOptions{.role = "--header-backup-file", .secret = true,
+                                         .inputs = {{"IMAGE", d.image}, {"the header", d.header_path}}});
+    return 0;
+}
+
+int run_header_restore(const po::variables_map& vm, const std::vector<std::string>& files) {
+    const std::string image = one_file(files, "header-restore");
+    if (!vm.count("header-backup-file")) throw UsageError("luks header-restore needs --header-backup-file FILE");
+    const std::string path = vm.count("header") ? vm["header"].as<std::string>() : image;
+    const std::vector<uint8_t> backup = read_all(vm["header-backup-file"].as<std::string>());
+    auto store = blkcrypt::open_file_store(path, true);
+    if (!store) throw Failure(store.error().message);
+    const bool has = luks::detect(**store).ok();
+    confirm(vm, "Device " + path + (has ? " already contains LUKS header. Replacing header will destroy existing keyslots."
+                                        : " does not contain LUKS header. Replacing header can destroy data on that device."));
+    if (auto r = luks1::header_restore(registry(), **store, backup); !r) throw Failure(r.error().message);
+    return 0;
+}
+
 unsigned enabled_count(const luks1::Header& h) {
     unsigned n = 0;
     for (const auto& k : h.keyslots) n += k.enabled();
@@ -510,10 +538,12 @@ int run_luks(Args args) {
                    "       blkcrypt luks decrypt [OPTIONS] IMAGE OUT\n"
                    "       blkcrypt luks encrypt [OPTIONS] IN IMAGE\n"
                    "       blkcrypt luks add-key|change-key|remove-key [OPTIONS] IMAGE [KEY_FILE]\n"
-                   "       blkcrypt luks kill-slot [OPTIONS] IMAGE SLOT [KEY_FILE]",
+                   "       blkcrypt luks kill-slot [OPTIONS] IMAGE SLOT [KEY_FILE]\n"
+                   "       blkcrypt luks header-backup|header-restore --header-backup-file FILE IMAGE",
                    "LUKS containers as cryptsetup reads them, without root or device-mapper.\n"
                    "cryptsetup's names work at the top level too: blkcrypt luksFormat, luksDump,\n"
-                   "luksAddKey, luksChangeKey, luksRemoveKey, luksKillSlot, isLuks, luksUUID. A passphrase is prompted for on a terminal, else one line of stdin;\n"
+                   "luksAddKey, luksChangeKey, luksRemoveKey, luksKillSlot, luksHeaderBackup,\n"
+                   "luksHeaderRestore, isLuks, luksUUID. A passphrase is prompted for on a terminal, else one line of stdin;\n"
                    "--key-file reads the whole file ('-': all of stdin). A passphrase that opens\n"
                    "no keyslot exits 2 (\"No key available with this passphrase.\"). OUT follows\n"
                    "the output policy (docs/outputs.md)."};
@@ -541,6 +571,7 @@ int run_luks(Args args) {
         ("offset,o", number_value<unsigned>(0, UINT32_MAX)->value_name("SECTORS"), "format: data offset, 512-byte sectors")
         ("align-payload", number_value<unsigned>(0, UINT32_MAX)->value_name("SECTORS"),
          "format: align the data to SECTORS (default: 2048, 1 MiB)")
+        ("header-backup-file", po::value<std::string>()->value_name("FILE"), "header-backup/-restore: the backup file")
         ("uuid", po::value<std::string>()->value_name("UUID"), "format: this UUID (default: random); uuid: set it")
         ("verify-passphrase,y", po::bool_switch(), "format: ask for the passphrase twice (always on a terminal)");
     add_progress_options(cl.options);
@@ -554,14 +585,17 @@ int run_luks(Args args) {
                               {"add-key", "add a passphrase in a new keyslot (cryptsetup luksAddKey)"},
                               {"change-key", "move a passphrase's volume key under a new one (cryptsetup luksChangeKey)"},
                               {"remove-key", "remove the keyslot a passphrase opens (cryptsetup luksRemoveKey)"},
-                              {"kill-slot", "remove keyslot SLOT (cryptsetup luksKillSlot)"}});
+                              {"kill-slot", "remove keyslot SLOT (cryptsetup luksKillSlot)"},
+                              {"header-backup", "save the header and keyslots (cryptsetup luksHeaderBackup)"},
+                              {"header-restore", "write a saved header back (cryptsetup luksHeaderRestore)"}});
     only_for(cl, {"format", "dump", "test-passphrase", "decrypt", "encrypt", "add-key", "change-key", "remove-key",
                   "kill-slot"},
              {"key-file", "keyfile-offset", "keyfile-size"});
     only_for(cl, {"format", "dump", "test-passphrase", "decrypt", "encrypt", "add-key", "change-key", "remove-key"},
              {"key-slot"});
     only_for(cl, {"dump"}, {"dump-volume-key"});
-    only_for(cl, {"dump", "format", "remove-key", "kill-slot", "uuid"}, {"batch-mode"});
+    only_for(cl, {"dump", "format", "remove-key", "kill-slot", "uuid", "header-restore"}, {"batch-mode"});
+    only_for(cl, {"header-backup", "header-restore"}, {"header-backup-file"});
     only_for(cl, {"test-passphrase", "add-key", "change-key", "remove-key"}, {"verbose"});
     only_for(cl, {"add-key", "change-key"}, {"iter-time", "pbkdf-force-iterations"});
     only_for(cl, {"decrypt"}, {"in-place"});
@@ -578,6 +612,8 @@ int run_luks(Args args) {
     if (action == "add-key") return run_add_key(*vm, files);
     if (action == "remove-key") return run_remove_key(*vm, files);
     if (action == "change-key") return run_change_key(*vm, files);
+    if (action == "header-backup") return run_header_backup(*vm, files);
+    if (action == "header-restore") return run_header_restore(*vm, files);
     if (action == "kill-slot") return run_kill_slot(*vm, files);
     if (action == "encrypt") return run_encrypt(*vm, files);
     if (action == "dump") return run_dump(*vm, files);
@@ -585,7 +621,7 @@ int run_luks(Args args) {
     if (action == "is-luks") return run_is_luks(*vm, files);
     if (action == "test-passphrase") return run_test_passphrase(*vm, files);
     if (action == "decrypt") return run_decrypt(*vm, files);
-    throw UsageError("unknown action '" + action + "': use format, dump, uuid, is-luks, test-passphrase, decrypt, encrypt, add-key, change-key, remove-key or kill-slot");
+    throw UsageError("unknown action '" + action + "': use format, dump, uuid, is-luks, test-passphrase, decrypt, encrypt, add-key, change-key, remove-key, kill-slot, header-backup or header-restore");
 }
 
 }  // namespace cli

@@ -50,6 +50,8 @@ constexpr Alias kAliases[] = {
     {"luksChangeKey", "luks", "change-key"},
     {"luksRemoveKey", "luks", "remove-key"},
     {"luksKillSlot", "luks", "kill-slot"},
+    {"luksHeaderBackup", "luks", "header-backup"},
+    {"luksHeaderRestore", "luks", "header-restore"},
     {"luksUUID", "luks", "uuid"},
     {"isLuks", "luks", "is-luks"},
 };
@@ -70,7 +72,7 @@ void print_help() {
     std::cout << "\ncryptsetup's names for the same actions:\n";
     for (const auto& a : kAliases) {
         std::string name(a.name);
-        name.resize(15, ' ');
+        name.resize(19, ' ');
         std::cout << "  " << name << "blkcrypt " << a.command << " " << a.action << "\n";
     }
     std::cout << "\nRun 'blkcrypt COMMAND --help' for the options of a command.\n";

@@ -236,6 +236,37 @@ Result<void> change_keyslot(Registry& reg, BackingStore& store, Header& h, unsig
     return remove_keyslot(store, h, old_slot);
 }
 
+Result<std::vector<uint8_t>> header_backup(Registry& reg, BackingStore& store) {
+    Result<Header> h = read_header(reg, store);
+    if (!h) return h.error();
+    const uint64_t used = device_sectors(*h) * kSector;
+    std::vector<uint8_t> out(round_up(used, kAlignKeyslots));  // the rounding stays zero, as cryptsetup's
+    if (Status s = store.read(0, Bytes(out).first(used)); s != Status::Ok)
+        return make_error(s, store.name() + ": cannot read the LUKS header and keyslots");
+    if (uint64_t{h->keyslots[0].key_material_offset} * kSector == kAlignKeyslots)
+        std::fill(out.begin() + kHeaderSize, out.begin() + kAlignKeyslots, uint8_t{0});
+    return out;
+}
+
+Result<void> header_restore(Registry& reg, BackingStore& store, ConstBytes backup) {
+    Result<Header> h = parse_header(backup);
+    if (!h) return invalid("Backup file does not contain valid LUKS header.");
+    if (Result<std::string> r = registry_hash(reg, h->hash_spec); !r) return r.error();
+    const uint64_t used = device_sectors(*h) * kSector;
+    if (backup.size() < used) return invalid("Backup file does not contain valid LUKS header.");
+    if (store.size() < used)
+        return invalid("Device " + store.name() + " is too small. (LUKS1 requires at least " + std::to_string(used) +
+                       " bytes.)");
+    std::array<uint8_t, kHeaderSize> cur{};
+    if (Status s = store.read(0, cur); s != Status::Ok) return make_error(s, store.name() + ": cannot read");
+    if (Result<Header> old = parse_header(cur); old && (old->payload_offset != h->payload_offset || old->key_bytes != h->key_bytes))
+        return invalid("Data offset or key size differs on device and backup, restore failed.");
+    if (Status s = store.write(0, backup.first(used)); s != Status::Ok)
+        return make_error(s, store.name() + ": cannot write the LUKS header");
+    if (Status s = store.flush(); s != Status::Ok) return make_error(s, store.name() + ": flush");
+    return {};
+}
+
 Result<Header> format(Registry& reg, BackingStore& store, const FormatParams& params, ConstBytes vk,
                       ConstBytes passphrase) {
     uint32_t iterations = params.force_iterations;

@@ -306,4 +306,25 @@ cryptsetup open --test-passphrase --key-file "$TMP/p3" "$img" 2>/dev/null && fai
 "$BLKCRYPT" luks dump "$img" | cmp -s - <(cryptsetup luksDump "$img") || fail "dump after change-key"
 expect_exit 2 "$BLKCRYPT" luks change-key "${FAST[@]}" --key-file "$TMP/p3" "$img" "$TMP/p4"
 
+# luksHeaderBackup: the same file as cryptsetup's; luksHeaderRestore of it onto
+# a wiped header brings the container back (for cryptsetup too).
+rm -f "$TMP/bk-ours" "$TMP/bk-theirs"
+"$BLKCRYPT" luksHeaderBackup --header-backup-file "$TMP/bk-ours" "$img" || fail "header-backup"
+cryptsetup luksHeaderBackup --header-backup-file "$TMP/bk-theirs" "$img"
+cmp -s "$TMP/bk-ours" "$TMP/bk-theirs" || fail "header backups differ"
+expect_exit 1 "$BLKCRYPT" luks header-backup --header-backup-file "$TMP/bk-ours" "$img"
+grep -q "already exists" "$TMP/stderr" || fail "existing backup: $(cat "$TMP/stderr")"
+cp "$img" "$TMP/wiped"
+dd if=/dev/zero of="$TMP/wiped" bs=1M count=2 conv=notrunc status=none
+expect_exit 1 "$BLKCRYPT" luks test-passphrase --key-file "$TMP/p1" "$TMP/wiped"
+"$BLKCRYPT" luksHeaderRestore -q --header-backup-file "$TMP/bk-theirs" "$TMP/wiped" || fail "header-restore"
+cryptsetup open --test-passphrase --key-file "$TMP/p1" "$TMP/wiped" || fail "cryptsetup after our restore"
+cmp -s "$TMP/wiped" "$img" || fail "restored image differs"
+head -c 4096 "$TMP/bk-ours" >"$TMP/bk-short"
+expect_exit 1 "$BLKCRYPT" luks header-restore -q --header-backup-file "$TMP/bk-short" "$TMP/wiped"
+grep -q "Backup file does not contain valid LUKS header." "$TMP/stderr" || fail "short backup: $(cat "$TMP/stderr")"
+cryptsetup luksFormat -q --type luks1 --key-size 256 "${FAST[@]}" --key-file "$TMP/p1" "$TMP/wiped"
+expect_exit 1 "$BLKCRYPT" luks header-restore -q --header-backup-file "$TMP/bk-ours" "$TMP/wiped"
+grep -q "Data offset or key size differs" "$TMP/stderr" || fail "other key size: $(cat "$TMP/stderr")"
+
 echo "luks1: all passed"

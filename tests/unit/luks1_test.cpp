@@ -487,3 +487,30 @@ TEST_CASE("luks1: change-key leaves the old or the new passphrase at every write
     luks1::Header h = *h0;
     CHECK_FALSE(luks1::change_keyslot(registry(), base, h, 0, 0, vk, text("new"), 1000).ok());
 }
+
+TEST_CASE("luks1: header backup and restore", "[luks1]") {
+    std::vector<uint8_t> vk(32, 0x44);
+    luks1::FormatParams p;
+    p.force_iterations = 1000;
+    p.key_bytes = 32;
+    MemoryStore s(3 << 20);
+    auto h = luks1::format(registry(), s, p, vk, text("pw"));
+    REQUIRE(h.ok());
+    std::fill(s.data().begin() + 600, s.data().begin() + 700, uint8_t{0xee});  // junk after the header
+    auto b = luks1::header_backup(registry(), s);
+    REQUIRE(b.ok());
+    CHECK(b->size() == (8 + 7 * 256 + 250) * 512 / 4096 * 4096 + 4096);
+    CHECK(std::all_of(b->begin() + 592, b->begin() + 4096, [](uint8_t c) { return c == 0; }));
+    MemoryStore blank(3 << 20);
+    REQUIRE(luks1::header_restore(registry(), blank, *b).ok());
+    auto h2 = luks1::read_header(registry(), blank);
+    REQUIRE(h2.ok());
+    CHECK(luks1::open_any(registry(), blank, *h2, text("pw")).ok());
+    CHECK_FALSE(luks1::header_restore(registry(), blank, ConstBytes(*b).first(4096)).ok());
+    // A device whose header has another key size is refused.
+    luks1::FormatParams q = p;
+    q.key_bytes = 64;
+    std::vector<uint8_t> vk64(64, 1);
+    REQUIRE(luks1::format(registry(), blank, q, vk64, text("pw")).ok());
+    CHECK_THAT(luks1::header_restore(registry(), blank, *b).error().message, Catch::Contains("differs"));
+}

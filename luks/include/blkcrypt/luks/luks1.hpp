@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace blkcrypt {
 class Registry;
@@ -162,6 +163,16 @@ Result<void> remove_keyslot(BackingStore& store, Header& h, unsigned slot);
 // place when none is free; that cannot be crash-safe, so it is refused.)
 Result<void> change_keyslot(Registry& reg, BackingStore& store, Header& h, unsigned old_slot, unsigned new_slot,
                             ConstBytes vk, ConstBytes new_passphrase, uint32_t iterations);
+
+// luksHeaderBackup: the header and every keyslot area (device_sectors(),
+// rounded up to 4 KiB), the bytes between the header and a first keyslot at
+// 4 KiB zeroed: the file cryptsetup writes, byte for byte.
+Result<std::vector<uint8_t>> header_backup(Registry& reg, BackingStore& store);
+
+// luksHeaderRestore: checks the backup (a valid header whose keyslot areas it
+// holds) and, when store already has a LUKS1 header, that the payload offset
+// and key size agree; then writes the header and keyslot areas at 0.
+Result<void> header_restore(Registry& reg, BackingStore& store, ConstBytes backup);
 
 // luksFormat: wipes the header and keyslot areas as cryptsetup does (zeros up
 // to the payload, random bytes over every keyslot area), writes a header for
