@@ -2,7 +2,7 @@
 // keyslot areas). parse_header must refuse or accept without reading past the
 // input; an accepted header serialises back to one that parses the same; then
 // every keyslot is tried with a fixed passphrase over a device the size the
-// header asks for (at most 1 MiB), iteration counts capped so one input stays
+// header asks for (at most 4 MiB), iteration counts capped so one input stays
 // fast.
 #include "fuzz_util.hpp"
 
@@ -17,7 +17,7 @@
 using namespace blkcrypt;
 
 namespace {
-constexpr uint64_t kMaxDevice = 1 << 20;
+constexpr uint64_t kMaxDevice = 4 << 20;  // every seed layout (64-byte keys: 2 MiB)
 constexpr uint32_t kMaxIterations = 8;
 }
 
