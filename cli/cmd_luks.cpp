@@ -315,25 +315,29 @@ int run_encrypt(const po::variables_map& vm, const std::vector<std::string>& fil
     // The header may be IMAGE itself; a detached one must not be IMAGE.
     const std::string header = vm.count("header") ? vm["header"].as<std::string>() : "";
     const std::string key_path = vm.count("key-file") ? vm["key-file"].as<std::string>() : "";
+    if (in_path == "-" && key_path == "-") throw UsageError("IN and --key-file cannot both be stdin");
+    // IN '-', a FIFO or a character device is read to its end.
     struct stat st {};
-    if (::stat(in_path.c_str(), &st) != 0) throw Failure(errno_message(in_path));
-    if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) throw UsageError("luks encrypt: IN must be a file or a block device");
+    const bool in_stream = in_path == "-" || (::stat(in_path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode));
     // The container is written in place: its header and keyslots stay.
     Output out(image, OutputOptions{.role = "IMAGE", .can_stream = false, .in_place = true,
                                     .inputs = {{"IN", in_path}, {"the header", header}, {"the key file", key_path}}});
     const Devices d = open_devices(vm, image);
     const luks::Volume vol = unlock(vm, d);
-    auto in = blkcrypt::open_file_store(in_path, false);
-    if (!in) throw Failure(in.error().message);
-    const uint64_t in_size = (*in)->size();
     auto data = blkcrypt::open_file_store(image, false);
     if (!data) throw Failure(data.error().message);
     const uint64_t start = vol.table.offset * luks1::kSector;
     const uint64_t room = (*data)->size() > start ? (*data)->size() - start : 0;
-    if (in_size > room)
-        throw UsageError(in_path + ": " + std::to_string(in_size) + " bytes do not fit the " + std::to_string(room) +
-                         " bytes of the data segment of " + image);
     ImageCopy job{.encrypt = true, .in_path = in_path, .out = out, .table = vol.table};
+    if (in_stream) {
+        job.max_sectors = room / luks1::kSector;
+    } else {
+        auto in = blkcrypt::open_file_store(in_path, false);
+        if (!in) throw Failure(in.error().message);
+        if ((*in)->size() > room)
+            throw UsageError(in_path + ": " + std::to_string((*in)->size()) + " bytes do not fit the " +
+                             std::to_string(room) + " bytes of the data segment of " + image);
+    }
     if (vm.count("threads")) job.threads = vm["threads"].as<unsigned>();
     job.progress = progress_settings(vm);
     job.progress_name = image;

@@ -138,7 +138,11 @@ CopyResult copy_image(const ImageCopy& job) {
     }
     const std::string in_name = in ? in->display_name() : in_path;
     // A stream of unknown size: the target spans far more than any input.
-    const uint64_t length = total ? *total / kSector : (uint64_t{1} << 50) / step * step;
+    // A stream of unknown size: the target spans --max (a container's data
+    // segment) or far more than any input.
+    const uint64_t length = total ? *total / kSector
+                            : job.max_sectors ? *job.max_sectors / step * step
+                                              : (uint64_t{1} << 50) / step * step;
 
     if (total) out.reserve((enc ? offset_bytes : 0) + *total);  // the device must be large enough
     // Encryption into a seekable OUT of known size writes through a file store
@@ -237,6 +241,9 @@ CopyResult copy_image(const ImageCopy& job) {
                 n = got;
                 if (n == 0) break;
             }
+            if (!total && job.max_sectors && next + n > length * kSector)
+                throw Failure(in_name + " holds more than the " + std::to_string(length * kSector) + " bytes of " +
+                              out.name() + "'s data segment");
         } else if (enc && in_store->read(next, blkcrypt::Bytes(data, n)) != blkcrypt::Status::Ok) {
             throw Failure(in_path + ": read error at byte " + std::to_string(next));
         }

@@ -28,6 +28,7 @@ struct ImageCopy {
     // 512-byte sectors (a multiple of the sector size).
     const blkcrypt::dm::CryptTable& table;
     std::optional<uint64_t> size_sectors;  // plaintext sectors; default: all of IN (after the offset)
+    std::optional<uint64_t> max_sectors;   // a stream IN of unknown size may hold at most this much
     unsigned threads = 0;                  // 0: one per core
     ProgressSettings progress;
     std::string progress_name;  // the device the progress lines name

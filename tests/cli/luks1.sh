@@ -230,6 +230,17 @@ random_file "$TMP/big" $((7 * 1048576))
 expect_exit 2 "$BLKCRYPT" luks encrypt --key-file - "$TMP/big" "$img" < <(printf piped)
 grep -q "do not fit" "$TMP/stderr" || fail "too big: $(cat "$TMP/stderr")"
 
+# IN from a pipe, read to its end; a stream larger than the data segment fails.
+rm -f "$img" && truncate -s 4M "$img"
+"$BLKCRYPT" luks format --type luks1 -q "${FAST[@]}" --key-file "$TMP/p1" "$img"
+random_file "$TMP/plain" $((1536 * 1024))
+cat "$TMP/plain" | "$BLKCRYPT" luks encrypt --key-file "$TMP/p1" - "$img" || fail "encrypt from a pipe"
+encrypt_ref aes-xts-plain64 "$(volume_key "$img" "$TMP/p1")" "$TMP/plain" "$TMP/want"
+dd if="$img" bs=512 skip=4096 count=3072 status=none | cmp -s - "$TMP/want" || fail "piped encrypt differs"
+expect_exit 1 "$BLKCRYPT" luks encrypt --key-file "$TMP/p1" - "$img" < <(head -c $((3 * 1048576)) /dev/zero)
+grep -q "holds more than the 2097152 bytes" "$TMP/stderr" || fail "oversized stream: $(cat "$TMP/stderr")"
+[[ $(stat -c %s "$img") == 4194304 ]] || fail "an oversized stream grew IMAGE"
+
 # A detached header made by us: a new header file, the payload at 0 of the data device.
 rm -f "$TMP/hdr2"
 truncate -s 2M "$TMP/data2"
