@@ -492,6 +492,17 @@ int run_header_restore(const po::variables_map& vm, const std::vector<std::strin
     return 0;
 }
 
+// luksErase: every active keyslot removed (its area overwritten), as
+// cryptsetup erases them; the header stays, without a way to open it.
+int run_erase(const po::variables_map& vm, const std::vector<std::string>& files) {
+    Writable w = open_writable(vm, one_file(files, "erase"));
+    confirm(vm, "\nWARNING!\n========\nThis operation will erase all keyslots on device " + files[0] +
+                    ".\nDevice will become unusable after this operation.");
+    for (unsigned i = 0; i < luks1::kNumKeyslots; ++i)
+        if (w.header.keyslots[i].enabled()) check(luks1::remove_keyslot(*w.store, w.header, i));
+    return 0;
+}
+
 unsigned enabled_count(const luks1::Header& h) {
     unsigned n = 0;
     for (const auto& k : h.keyslots) n += k.enabled();
@@ -542,11 +553,11 @@ int run_luks(Args args) {
                    "       blkcrypt luks decrypt [OPTIONS] IMAGE OUT\n"
                    "       blkcrypt luks encrypt [OPTIONS] IN IMAGE\n"
                    "       blkcrypt luks add-key|change-key|remove-key [OPTIONS] IMAGE [KEY_FILE]\n"
-                   "       blkcrypt luks kill-slot [OPTIONS] IMAGE SLOT [KEY_FILE]\n"
+                   "       blkcrypt luks kill-slot [OPTIONS] IMAGE SLOT [KEY_FILE] | erase [-q] IMAGE\n"
                    "       blkcrypt luks header-backup|header-restore --header-backup-file FILE IMAGE",
                    "LUKS containers as cryptsetup reads them, without root or device-mapper.\n"
                    "cryptsetup's names work at the top level too: blkcrypt luksFormat, luksDump,\n"
-                   "luksAddKey, luksChangeKey, luksRemoveKey, luksKillSlot, luksHeaderBackup,\n"
+                   "luksAddKey, luksChangeKey, luksRemoveKey, luksKillSlot, luksErase, luksHeaderBackup,\n"
                    "luksHeaderRestore, isLuks, luksUUID. A passphrase is prompted for on a terminal, else one line of stdin;\n"
                    "--key-file reads the whole file ('-': all of stdin). A passphrase that opens\n"
                    "no keyslot exits 2 (\"No key available with this passphrase.\"). OUT follows\n"
@@ -590,6 +601,7 @@ int run_luks(Args args) {
                               {"change-key", "move a passphrase's volume key under a new one (cryptsetup luksChangeKey)"},
                               {"remove-key", "remove the keyslot a passphrase opens (cryptsetup luksRemoveKey)"},
                               {"kill-slot", "remove keyslot SLOT (cryptsetup luksKillSlot)"},
+                              {"erase", "remove every keyslot (cryptsetup luksErase)"},
                               {"header-backup", "save the header and keyslots (cryptsetup luksHeaderBackup)"},
                               {"header-restore", "write a saved header back (cryptsetup luksHeaderRestore)"}});
     only_for(cl, {"format", "dump", "test-passphrase", "decrypt", "encrypt", "add-key", "change-key", "remove-key",
@@ -598,7 +610,7 @@ int run_luks(Args args) {
     only_for(cl, {"format", "dump", "test-passphrase", "decrypt", "encrypt", "add-key", "change-key", "remove-key"},
              {"key-slot"});
     only_for(cl, {"dump"}, {"dump-volume-key"});
-    only_for(cl, {"dump", "format", "remove-key", "kill-slot", "uuid", "header-restore"}, {"batch-mode"});
+    only_for(cl, {"dump", "format", "remove-key", "kill-slot", "uuid", "header-restore", "erase"}, {"batch-mode"});
     only_for(cl, {"header-backup", "header-restore"}, {"header-backup-file"});
     only_for(cl, {"test-passphrase", "add-key", "change-key", "remove-key"}, {"verbose"});
     only_for(cl, {"add-key", "change-key"}, {"iter-time", "pbkdf-force-iterations"});
@@ -616,6 +628,7 @@ int run_luks(Args args) {
     if (action == "add-key") return run_add_key(*vm, files);
     if (action == "remove-key") return run_remove_key(*vm, files);
     if (action == "change-key") return run_change_key(*vm, files);
+    if (action == "erase") return run_erase(*vm, files);
     if (action == "header-backup") return run_header_backup(*vm, files);
     if (action == "header-restore") return run_header_restore(*vm, files);
     if (action == "kill-slot") return run_kill_slot(*vm, files);
@@ -625,7 +638,7 @@ int run_luks(Args args) {
     if (action == "is-luks") return run_is_luks(*vm, files);
     if (action == "test-passphrase") return run_test_passphrase(*vm, files);
     if (action == "decrypt") return run_decrypt(*vm, files);
-    throw UsageError("unknown action '" + action + "': use format, dump, uuid, is-luks, test-passphrase, decrypt, encrypt, add-key, change-key, remove-key, kill-slot, header-backup or header-restore");
+    throw UsageError("unknown action '" + action + "': use format, dump, uuid, is-luks, test-passphrase, decrypt, encrypt, add-key, change-key, remove-key, kill-slot, erase, header-backup or header-restore");
 }
 
 }  // namespace cli

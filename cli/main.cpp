@@ -50,6 +50,7 @@ constexpr Alias kAliases[] = {
     {"luksChangeKey", "luks", "change-key"},
     {"luksRemoveKey", "luks", "remove-key"},
     {"luksKillSlot", "luks", "kill-slot"},
+    {"luksErase", "luks", "erase"},
     {"luksHeaderBackup", "luks", "header-backup"},
     {"luksHeaderRestore", "luks", "header-restore"},
     {"luksUUID", "luks", "uuid"},

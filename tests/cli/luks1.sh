@@ -338,4 +338,14 @@ cryptsetup luksFormat -q --type luks1 --key-size 256 "${FAST[@]}" --key-file "$T
 expect_exit 1 "$BLKCRYPT" luks header-restore -q --header-backup-file "$TMP/bk-ours" "$TMP/wiped"
 grep -q "Data offset or key size differs" "$TMP/stderr" || fail "other key size: $(cat "$TMP/stderr")"
 
+# luksErase: every keyslot gone and its area overwritten, the header still LUKS.
+cp "$img" "$TMP/erased"
+"$BLKCRYPT" luksErase -q "$TMP/erased" || fail "erase"
+[[ $(cryptsetup luksDump "$TMP/erased" | grep -c ': DISABLED$') == 8 ]] || fail "erase left a keyslot"
+expect_exit 2 "$BLKCRYPT" luks test-passphrase --key-file "$TMP/p1" "$TMP/erased"
+off=$(cryptsetup luksDump "$img" | awk '/^Key Slot 0/{f=1} f && /Key material offset/{print $4; exit}')
+cmp -s <(dd if="$img" bs=512 skip="$off" count=8 status=none) <(dd if="$TMP/erased" bs=512 skip="$off" count=8 status=none) &&
+    fail "erase kept keyslot 0's material"
+"$BLKCRYPT" isLuks "$TMP/erased" || fail "erase destroyed the header"
+
 echo "luks1: all passed"
