@@ -14,6 +14,7 @@
 #include <blkcrypt/luks/luks1.hpp>
 #include <blkcrypt/random.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <iostream>
@@ -279,7 +280,10 @@ int run_format(const po::variables_map& vm, const std::vector<std::string>& file
     probe.force_iterations = luks1::kMinIterations;
     auto layout = luks1::make_header(registry(), probe, vk, luks1::kMinIterations);
     if (!layout) throw UsageError(layout.error().message);
-    grow_file(header_path, luks1::device_sectors(*layout) * luks1::kSector);
+    // A file grows to hold the keyslots and, when it holds the data too, up to
+    // the payload (what cryptsetup leaves).
+    grow_file(header_path, std::max<uint64_t>(luks1::device_sectors(*layout), detached ? 0 : layout->payload_offset) *
+                               luks1::kSector);
     auto store = blkcrypt::open_file_store(header_path, true);
     if (!store) throw Failure(store.error().message);
     auto h = luks1::format(registry(), **store, p, vk, pass);

@@ -230,6 +230,13 @@ random_file "$TMP/big" $((7 * 1048576))
 expect_exit 2 "$BLKCRYPT" luks encrypt --key-file - "$TMP/big" "$img" < <(printf piped)
 grep -q "do not fit" "$TMP/stderr" || fail "too big: $(cat "$TMP/stderr")"
 
+# A file too small for the header grows as cryptsetup's does, to the payload.
+rm -f "$TMP/small" && truncate -s 1M "$TMP/small"
+"$BLKCRYPT" luks format --type luks1 -q "${FAST[@]}" --key-file "$TMP/p1" "$TMP/small" 2>"$TMP/stderr" || fail "small"
+[[ $(stat -c %s "$TMP/small") == 2097152 ]] || fail "small image: $(stat -c %s "$TMP/small") bytes"
+grep -q "too small for activation" "$TMP/stderr" || fail "no warning for a full image"
+cryptsetup open --test-passphrase --key-file "$TMP/p1" "$TMP/small" || fail "small: cryptsetup"
+
 # IN from a pipe, read to its end; a stream larger than the data segment fails.
 rm -f "$img" && truncate -s 4M "$img"
 "$BLKCRYPT" luks format --type luks1 -q "${FAST[@]}" --key-file "$TMP/p1" "$img"
