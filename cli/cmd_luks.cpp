@@ -559,13 +559,14 @@ int run_luks(Args args) {
                    "       blkcrypt luks add-key|change-key|remove-key [OPTIONS] IMAGE [KEY_FILE]\n"
                    "       blkcrypt luks kill-slot [OPTIONS] IMAGE SLOT [KEY_FILE] | erase [-q] IMAGE\n"
                    "       blkcrypt luks header-backup|header-restore --header-backup-file FILE IMAGE",
-                   "LUKS containers as cryptsetup reads them, without root or device-mapper.\n"
-                   "cryptsetup's names work at the top level too: blkcrypt luksFormat, luksDump,\n"
-                   "luksAddKey, luksChangeKey, luksRemoveKey, luksKillSlot, luksErase, luksHeaderBackup,\n"
-                   "luksHeaderRestore, isLuks, luksUUID. A passphrase is prompted for on a terminal, else one line of stdin;\n"
-                   "--key-file reads the whole file ('-': all of stdin). A passphrase that opens\n"
-                   "no keyslot exits 2 (\"No key available with this passphrase.\"). OUT follows\n"
-                   "the output policy (docs/outputs.md)."};
+                   "LUKS containers as cryptsetup reads and writes them, without root or\n"
+                   "device-mapper (LUKS1). cryptsetup's names work at the top level too:\n"
+                   "blkcrypt luksFormat, luksDump, luksAddKey, luksChangeKey, luksRemoveKey,\n"
+                   "luksKillSlot, luksErase, luksHeaderBackup, luksHeaderRestore, isLuks, luksUUID.\n"
+                   "A passphrase is prompted for on a terminal, else one line of stdin; --key-file\n"
+                   "reads the whole file ('-': all of stdin). A passphrase that opens no keyslot\n"
+                   "exits 2 (\"No key available with this passphrase.\"). OUT follows the output\n"
+                   "policy (docs/outputs.md); the other actions write IMAGE in place."};
     cl.options.add_options()
         ("header", po::value<std::string>()->value_name("FILE"), "the LUKS header is in FILE (detached), not IMAGE")
         ("key-file,d", po::value<std::string>()->value_name("FILE"), "read the passphrase from FILE ('-': all of stdin)")
