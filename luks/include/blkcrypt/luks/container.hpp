@@ -1,0 +1,53 @@
+// The LUKS front API: what kind of container a header is, unlocking it with a
+// passphrase into a Volume (its dm-crypt table with the volume key), and the
+// CryptTarget over its data segment that any engine (copy, serve) runs on.
+#pragma once
+
+#include <blkcrypt/backing_store.hpp>
+#include <blkcrypt/bytes.hpp>
+#include <blkcrypt/dm/crypt_target.hpp>
+#include <blkcrypt/dm/table.hpp>
+#include <blkcrypt/registry.hpp>
+#include <blkcrypt/status.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace blkcrypt::luks {
+
+enum class Version { Luks1 = 1, Luks2 = 2 };
+
+// The LUKS version of the header at the start of `header`: Invalid "not a
+// LUKS device" for anything else (a wrong magic, an unknown version).
+Result<Version> detect(BackingStore& header);
+
+struct Volume {
+    Version version = Version::Luks1;
+    std::string uuid, label;
+    // cipher, key, sector_size, iv_large_sectors, offset (512-byte sectors
+    // into the data device), iv_offset.
+    dm::CryptTable table;
+    uint64_t length_sectors = 0;  // 0 = to the end of the data device
+    int keyslot = -1;             // the keyslot that opened it
+};
+
+struct OpenOptions {
+    int keyslot = -1;  // try only this keyslot (-1: every one, in order)
+};
+
+// Unlocks the container whose header is in `header` (the data device itself,
+// or a detached header). A passphrase that opens no keyslot: NoKey "No key
+// available with this passphrase.".
+Result<Volume> open(Registry& reg, BackingStore& header, ConstBytes passphrase, OpenOptions opts = {});
+
+// The same from the volume key itself (cryptsetup's --volume-key-file): NoKey
+// "Volume key does not match the volume." when the digest disagrees.
+Result<Volume> open_with_volume_key(Registry& reg, BackingStore& header, ConstBytes volume_key);
+
+// The dm-crypt target over the volume's data segment in `data`.
+Result<std::unique_ptr<dm::CryptTarget>> make_target(Registry& reg, const Volume& vol,
+                                                     std::shared_ptr<BackingStore> data,
+                                                     dm::TargetOptions opts = {});
+
+}  // namespace blkcrypt::luks
