@@ -48,6 +48,19 @@ inline std::string bm_name(const char* type, const std::string& driver, std::siz
     return std::string("BM_") + type + "/" + driver + "/" + std::to_string(bytes);
 }
 
+// BM_direct/<what>/<bytes> for every size: a library's SHA-256 called without
+// the registry; fn(state, data, out[32]) runs the timing loop.
+template <class Fn>
+void register_direct(const char* what, Fn fn) {
+    for (std::size_t n : sizes())
+        benchmark::RegisterBenchmark(bm_name("direct", what, n).c_str(), [fn, n](benchmark::State& st) {
+            std::vector<uint8_t> data(n, 0x5a);
+            uint8_t out[32];
+            fn(st, data, out);
+            st.SetBytesProcessed(static_cast<int64_t>(st.iterations()) * static_cast<int64_t>(n));
+        });
+}
+
 // Every name worth measuring: each template over Crypto++'s AES or SHA-256
 // (whatever templates exist: each is tried, those that resolve are kept),
 // the OpenSSL and x86 drivers (where the CPU has them), and the multi-argument compositions on either

@@ -80,6 +80,8 @@ void register_requests(const Spec& spec, std::size_t ss) {
 void register_engine(const Spec& spec, dm::BioDir dir, std::size_t bio_bytes) {
     auto t = make_table(spec, 512);
     if (!t) return;
+    // As register_requests: only what this build has (no xts-aes-openssl without OpenSSL).
+    if (!Skcipher::alloc(bench::registry(), t->alg_name)) return;
     auto table = std::make_shared<dm::CryptTable>(std::move(t).value());
     std::string name = std::string("BM_dmcrypt_engine/") + (dir == dm::BioDir::Write ? "write/" : "read/") +
                        spec.cipher + "/" + std::to_string(bio_bytes);

@@ -6,6 +6,7 @@
 // writes OUT. Data moves in 1 MiB bios, several in flight, so memory stays
 // bounded whatever the image size.
 #include "commands.hpp"
+#include "image_copy.hpp"
 #include "json.hpp"
 #include "number_option.hpp"
 #include "output_file.hpp"
@@ -41,7 +42,6 @@ namespace {
 
 namespace dm = blkcrypt::dm;
 constexpr uint64_t kSector = 512;
-constexpr std::size_t kChunk = 1 << 20;  // bytes per bio
 constexpr std::size_t kMaxKeyBytes = 1024;  // more than any cipher needs (8192 bits)
 
 // cryptsetup's compiled-in plain-mode defaults (cryptsetup --help).
@@ -133,68 +133,11 @@ dm::CryptTable build_table(const po::variables_map& vm, const std::string& devic
     return std::move(t).value();
 }
 
-// Creation errors are the table's fault (cipher, key length, sizes) unless
-// the store failed underneath.
-std::unique_ptr<dm::CryptTarget> make_target(blkcrypt::Registry& reg, const dm::CryptTable& t,
-                                             std::shared_ptr<dm::BackingStore> store,
-                                             uint64_t length_sectors, const dm::TargetOptions& opts) {
-    auto target = dm::CryptTarget::create(reg, t, std::move(store), length_sectors, opts);
-    if (!target) {
-        const auto s = target.error().status;
-        if (s == blkcrypt::Status::IoError || s == blkcrypt::Status::NoMem)
-            throw Failure(target.error().message);
-        throw UsageError(target.error().message);
-    }
-    return std::move(target).value();
-}
-
 uint64_t store_size(const std::string& path) {
     auto s = dm::open_file_store(path, false);
     if (!s) throw Failure(s.error().message);
     return (*s)->size();
 }
-
-// stdin, a FIFO or a character device: read in order, no size known.
-bool is_stream_input(const std::string& path) {
-    struct stat st {};
-    return path == "-" || (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode));
-}
-
-// The target's store when IN or OUT is a stream: one chunk buffer per bio in
-// flight, found from the offset (bios start at multiples of kChunk and never
-// cross one). Encryption leaves the ciphertext there for the writer; a
-// decryption's reader fills it before the bio is submitted.
-class RingStore final : public dm::BackingStore {
-public:
-    RingStore(uint64_t base, uint64_t size, std::size_t depth)
-        : base_(base), size_(size), bufs_(depth, std::vector<uint8_t>(kChunk)) {}
-    blkcrypt::Bytes chunk(uint64_t pos) { return bufs_[(pos / kChunk) % bufs_.size()]; }
-    blkcrypt::Status read(uint64_t offset, blkcrypt::Bytes out) override {
-        const auto src = locate(offset, out.size());
-        if (src.size() != out.size()) return blkcrypt::Status::IoError;
-        if (!out.empty()) std::memcpy(out.data(), src.data(), out.size());
-        return blkcrypt::Status::Ok;
-    }
-    blkcrypt::Status write(uint64_t offset, blkcrypt::ConstBytes in) override {
-        const auto dst = locate(offset, in.size());
-        if (dst.size() != in.size()) return blkcrypt::Status::IoError;
-        if (!in.empty()) std::memcpy(dst.data(), in.data(), in.size());
-        return blkcrypt::Status::Ok;
-    }
-    uint64_t size() const override { return size_; }
-
-private:
-    // The bytes [offset, offset+len) of the store, or an empty span.
-    blkcrypt::Bytes locate(uint64_t offset, std::size_t len) {
-        if (offset < base_) return {};
-        const uint64_t rel = offset - base_;
-        const std::size_t within = static_cast<std::size_t>(rel % kChunk);
-        if (len > kChunk - within) return {};
-        return chunk(rel).subspan(within, len);
-    }
-    const uint64_t base_, size_;
-    std::vector<std::vector<uint8_t>> bufs_;
-};
 
 int run_table(const po::variables_map& vm, const std::vector<std::string>& files) {
     if (files.size() > 1) throw UsageError("crypt table takes at most one DEVICE");
@@ -220,7 +163,7 @@ int run_table(const po::variables_map& vm, const std::vector<std::string>& files
     opts.threads = 1;
     dm::CryptTable probe = t;  // one sector at the start of the memory store
     probe.offset = probe.length = 0;
-    make_target(reg, probe, std::make_shared<dm::MemoryStore>(t.sector_size), step, opts);
+    make_crypt_target(reg, probe, std::make_shared<dm::MemoryStore>(t.sector_size), step, opts);
     const std::string line = t.table_line(vm["show-key"].as<bool>());
     if (vm["json"].as<bool>()) {
         JsonWriter w(std::cout);
@@ -249,7 +192,6 @@ int run_copy(const po::variables_map& vm, bool enc, const std::vector<std::strin
     if (vm["show-key"].as<bool>()) throw UsageError("--show-key is for crypt table");
     const std::string key_path = vm.count("key-file") ? vm["key-file"].as<std::string>() : "";
     if (in_path == "-" && key_path == "-") throw UsageError("IN and --key-file cannot both be stdin");
-    const bool in_stream = is_stream_input(in_path);
 
     // OUT, through the output policy; IN and the key file may not be it (the
     // target would read ciphertext it has just overwritten).
@@ -260,171 +202,19 @@ int run_copy(const po::variables_map& vm, bool enc, const std::vector<std::strin
     dm::CryptTable table = build_table(vm, enc ? out_path : in_path);  // the encrypted image names the prompt
     table.offset = vm["offset"].as<uint64_t>();
     const uint64_t step = table.sector_size / kSector;
-    const uint64_t offset_bytes = table.offset * kSector;
     if (table.offset % step)
         throw UsageError("--offset must be a multiple of the sector size (" + std::to_string(step) + " sectors)");
     if (vm.count("size") && (vm["size"].as<uint64_t>() == 0 || vm["size"].as<uint64_t>() % step))
         throw UsageError("--size must be a non-zero multiple of the sector size (" + std::to_string(step) + " sectors)");
 
-    // Plaintext size: all of IN (encrypt) or IN after --offset (decrypt), unless
-    // --size; unknown for a stream without --size, which is read to its end.
-    std::shared_ptr<dm::BackingStore> in_store;
-    std::optional<InputFile> in;
-    std::optional<uint64_t> total;
-    if (in_stream) {
-        in.emplace(in_path);
-        if (vm.count("size")) total = vm["size"].as<uint64_t>() * kSector;
-        if (!enc) {  // the ciphertext starts at --offset: skip what comes before
-            std::vector<uint8_t> skip(kChunk);
-            for (uint64_t left = offset_bytes; left;) {
-                const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(left, kChunk));
-                if (in->read(blkcrypt::Bytes(skip).first(n)) != n)
-                    throw UsageError("--offset is past the end of " + in->display_name());
-                left -= n;
-            }
-        }
-    } else {
-        auto s = dm::open_file_store(in_path, false);
-        if (!s) throw Failure(s.error().message);
-        in_store = *s;
-        const uint64_t in_size = in_store->size();
-        uint64_t avail = in_size;
-        if (!enc) {
-            if (in_size < offset_bytes) throw UsageError("--offset is past the end of " + in_path);
-            avail = in_size - offset_bytes;
-        }
-        if (!vm.count("size") && avail % table.sector_size)
-            throw UsageError(in_path + ": " + std::to_string(avail) + " bytes" + (enc ? "" : " after --offset") +
-                             " is not a multiple of the sector size " + std::to_string(table.sector_size));
-        uint64_t length = avail / kSector;  // 512-byte sectors
-        if (vm.count("size")) {
-            length = vm["size"].as<uint64_t>();
-            if (length > avail / kSector)
-                throw UsageError("--size " + std::to_string(length) + " is more than the " +
-                                 std::to_string(avail / kSector) + " sectors of " + in_path);
-        }
-        if (length == 0) throw UsageError(in_path + ": nothing to " + verb);
-        total = length * kSector;
-    }
-    const std::string in_name = in ? in->display_name() : in_path;
-    // A stream of unknown size: the target spans far more than any input.
-    const uint64_t length = total ? *total / kSector : (uint64_t{1} << 50) / step * step;
-
-    if (total) out.reserve((enc ? offset_bytes : 0) + *total);  // the device must be large enough
-    // Encryption into a seekable OUT of known size writes through a file store
-    // on it; any other case goes through the ring of chunk buffers.
-    std::shared_ptr<dm::BackingStore> store;
-    std::shared_ptr<RingStore> ring;
-    dm::TargetOptions opts;
-    if (vm.count("threads")) opts.threads = vm["threads"].as<unsigned>();
-    const std::size_t depth = std::max<std::size_t>(8, 2 * std::size_t{opts.threads});
-    opts.queue_depth = depth;
-    opts.max_request = kChunk;
-    if (enc && out.seekable() && total) {
-        auto s = dm::open_file_store(out.write_path(), true);
-        if (!s) throw Failure(s.error().message);
-        store = *s;
-    } else if (!enc && !in_stream) {
-        store = in_store;
-    } else {
-        ring = std::make_shared<RingStore>(offset_bytes, offset_bytes + length * kSector, depth);
-        store = ring;
-    }
-    if (enc && !out.seekable()) {  // a stream's ciphertext also starts at --offset
-        const std::vector<uint8_t> zeros(kChunk);
-        for (uint64_t left = offset_bytes; left;) {
-            const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(left, kChunk));
-            out.write(blkcrypt::ConstBytes(zeros).first(n));
-            left -= n;
-        }
-    }
-
-    // Encryption reads a mappable IN in place: the engine never writes a
-    // write bio's memory, so its pages go from the page cache straight to
-    // the cipher, without a copy into a buffer of ours.
-    const blkcrypt::ConstBytes in_map = enc && in_store ? in_store->mapped() : blkcrypt::ConstBytes{};
-    blkcrypt::Registry& reg = registry();
-    auto target = make_target(reg, table, store, length, opts);
-
-    if (out_path == "-" && vm["progress-json"].as<bool>())
-        throw UsageError("--progress-json prints to stdout, which OUT '-' already uses");
-    if (out_path == "-" && vm["json"].as<bool>())
-        throw UsageError("--json prints to stdout, which OUT '-' already uses");
-    const auto started = std::chrono::steady_clock::now();
-    Progress progress(progress_settings(vm), enc ? out_path : in_path, total.value_or(0));
-    uint64_t next = 0, done = 0;
-
-    // Writes out what the oldest bio produced, in order.
-    auto retire = [&](const dm::RetiredBio& r) {
-        if (r.status != blkcrypt::Status::Ok)
-            throw Failure(std::string(enc ? "writing " : "reading ") + (enc ? out.name() : in_name) +
-                          " at sector " + std::to_string(r.sector) + ": " + blkcrypt::to_string(r.status));
-        const uint64_t pos = r.sector * kSector;  // byte offset into the target
-        const std::size_t n = r.data.size();
-        if (enc && ring) {
-            out.pwrite(ring->chunk(pos).first(n), offset_bytes + pos);
-        } else if (enc) {
-            if (!in_map.empty()) in_store->release_mapped(pos, n);  // bounded memory
-            // Truncated under us: the mapping read zeros, not the file.
-            if (in_store && in_store->changed()) throw Failure(in_path + ": changed size while being read");
-            store->start_writeback(offset_bytes + pos, n);
-        } else {
-            out.pwrite(r.data, pos);
-            // Start writeback now, so the final fsync waits for the tail only
-            // (advice: an error here resurfaces at that fsync).
-            if (out.seekable())
-                (void)::sync_file_range(out.fd(), static_cast<off64_t>(pos), static_cast<off64_t>(n),
-                                        SYNC_FILE_RANGE_WRITE);
-        }
-        done += n;
-        progress.update(done);
-        return blkcrypt::Status::Ok;
-    };
-    // Its destructor waits for the bios in flight, also when an exception
-    // leaves this function. Slots own a chunk buffer unless IN is mapped.
-    dm::BioRing bios(*target, depth, in_map.empty() ? kChunk : 0, retire);
-    auto refused = [](blkcrypt::Status st) {
-        throw Failure(std::string("bio refused: ") + blkcrypt::to_string(st));
-    };
-
-    for (bool eof = false; !eof && (!total || next < *total);) {
-        if (const blkcrypt::Status st = bios.reserve(); st != blkcrypt::Status::Ok) refused(st);
-        std::size_t n = static_cast<std::size_t>(total ? std::min<uint64_t>(kChunk, *total - next) : kChunk);
-        uint8_t* data = bios.next_buffer().data();
-        if (!in_map.empty()) {
-            data = const_cast<uint8_t*>(in_map.data() + next);  // read-only mapping, never written
-        } else if (in) {
-            // Sequential reads: plaintext into the bio, ciphertext into the ring.
-            const std::size_t got = in->read(enc ? blkcrypt::Bytes(data, n) : ring->chunk(next).first(n));
-            if (got < n) {
-                if (total)
-                    throw Failure(in_name + " ended after " + std::to_string(next + got) +
-                                  " bytes; --size asks for " + std::to_string(*total));
-                if (got % table.sector_size)
-                    throw Failure(in_name + " ends with a partial sector: " + std::to_string(next + got) +
-                                  " bytes is not a multiple of the sector size " +
-                                  std::to_string(table.sector_size));
-                eof = true;
-                n = got;
-                if (n == 0) break;
-            }
-        } else if (enc && in_store->read(next, blkcrypt::Bytes(data, n)) != blkcrypt::Status::Ok) {
-            throw Failure(in_path + ": read error at byte " + std::to_string(next));
-        }
-        if (const blkcrypt::Status st = bios.submit(next / kSector, enc ? dm::BioDir::Write : dm::BioDir::Read,
-                                                    blkcrypt::Bytes(data, n));
-            st != blkcrypt::Status::Ok)
-            refused(st);
-        next += n;
-    }
-    if (const blkcrypt::Status st = bios.finish(); st != blkcrypt::Status::Ok) refused(st);
-    if (next == 0) throw UsageError(in_name + ": nothing to " + verb);
-    if (in_store && in_store->changed()) throw Failure(in_path + ": changed size while being read");
-    progress.finish(done);
-
-    target.reset();
-    store.reset();
-    out.commit();  // its fsync also covers what the file store wrote
+    ImageCopy job{.encrypt = enc, .in_path = in_path, .out = out, .table = table};
+    if (vm.count("size")) job.size_sectors = vm["size"].as<uint64_t>();
+    if (vm.count("threads")) job.threads = vm["threads"].as<unsigned>();
+    job.progress = progress_settings(vm);
+    job.progress_name = enc ? out_path : in_path;
+    job.json = vm["json"].as<bool>();
+    job.progress_json = vm["progress-json"].as<bool>();
+    const CopyResult done = copy_image(job);
     if (vm["json"].as<bool>()) {
         JsonWriter w(std::cout);
         w.begin_object();
@@ -436,9 +226,9 @@ int run_copy(const po::variables_map& vm, bool enc, const std::vector<std::strin
         w.key("iv_offset"), w.number(static_cast<int64_t>(table.iv_offset));
         w.key("sector_size"), w.number(static_cast<int64_t>(table.sector_size));
         w.key("offset"), w.number(static_cast<int64_t>(table.offset));
-        w.key("sectors"), w.number(static_cast<int64_t>(done / kSector));
-        w.key("bytes"), w.number(static_cast<int64_t>(done));
-        w.key("seconds"), w.decimal(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+        w.key("sectors"), w.number(static_cast<int64_t>(done.bytes / kSector));
+        w.key("bytes"), w.number(static_cast<int64_t>(done.bytes));
+        w.key("seconds"), w.decimal(done.seconds);
         w.end_object();
     }
     return 0;

@@ -34,6 +34,27 @@ constexpr Command kCommands[] = {
     {"verity", "build, check and read dm-verity hash trees", cli::run_verity},
     {"fsverity", "compute fs-verity file digests", cli::run_fsverity},
     {"bench", "measure cipher and hash throughput, like cryptsetup benchmark", cli::run_bench},
+    {"luks", "read LUKS containers as cryptsetup does, without root", cli::run_luks},
+};
+
+// cryptsetup's action names, accepted at the top level: `blkcrypt luksDump
+// IMG` is `blkcrypt luks dump IMG`.
+struct Alias {
+    std::string_view name, command, action;
+};
+
+constexpr Alias kAliases[] = {
+    {"luksFormat", "luks", "format"},
+    {"luksDump", "luks", "dump"},
+    {"luksAddKey", "luks", "add-key"},
+    {"luksChangeKey", "luks", "change-key"},
+    {"luksRemoveKey", "luks", "remove-key"},
+    {"luksKillSlot", "luks", "kill-slot"},
+    {"luksErase", "luks", "erase"},
+    {"luksHeaderBackup", "luks", "header-backup"},
+    {"luksHeaderRestore", "luks", "header-restore"},
+    {"luksUUID", "luks", "uuid"},
+    {"isLuks", "luks", "is-luks"},
 };
 
 void print_help() {
@@ -48,6 +69,12 @@ void print_help() {
         std::string name(c.name);
         name.resize(10, ' ');
         std::cout << "  " << name << c.summary << "\n";
+    }
+    std::cout << "\ncryptsetup's names for the same actions:\n";
+    for (const auto& a : kAliases) {
+        std::string name(a.name);
+        name.resize(19, ' ');
+        std::cout << "  " << name << "blkcrypt " << a.command << " " << a.action << "\n";
     }
     std::cout << "\nRun 'blkcrypt COMMAND --help' for the options of a command.\n";
 }
@@ -97,6 +124,13 @@ int dispatch(const std::vector<std::string>& words) {
     }
     for (const auto& c : kCommands)
         if (c.name == first) return c.run(cli::Args(words).subspan(1));
+    for (const auto& a : kAliases) {
+        if (a.name != first) continue;
+        std::vector<std::string> rest{std::string(a.action)};
+        rest.insert(rest.end(), words.begin() + 1, words.end());
+        for (const auto& c : kCommands)
+            if (c.name == a.command) return c.run(rest);
+    }
     throw cli::UsageError("unknown command '" + first + "' (see blkcrypt --help)");
 }
 

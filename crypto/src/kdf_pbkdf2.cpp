@@ -18,6 +18,10 @@ Result<void> pbkdf2(Registry& reg, std::string_view hash, ConstBytes password, C
     if (!mac) return mac.error();
     if (Status s = mac->setkey(password); s != Status::Ok)
         return make_error(s, name + ": the passphrase was refused as a key");
+    // One running computation reused for every iteration: no allocation
+    // per HMAC (millions of them for one keyslot).
+    Result<ShashDesc> desc = mac->new_desc();
+    if (!desc) return desc.error();
     const std::size_t hlen = mac->digestsize();
     if (hlen == 0) return make_error(Status::Invalid, name + " has no digest");
     if (out.size() / hlen >= 0xffffffffu)
@@ -26,7 +30,9 @@ Result<void> pbkdf2(Registry& reg, std::string_view hash, ConstBytes password, C
     // salt || INT(block), then U_j and the running XOR T, all secret.
     SecureBuffer first(salt.size() + 4);
     std::copy(salt.begin(), salt.end(), first.data());
-    SecureBuffer u(hlen), next(hlen), t(hlen);
+    // U_j alternates between two halves of one buffer (a driver may write
+    // its digest before it has read all of its input, so never in place).
+    SecureBuffer us(2 * hlen), t(hlen);
     uint32_t block = 1;
     for (std::size_t done = 0; done < out.size(); done += hlen, ++block) {
         uint8_t* idx = first.data() + salt.size();
@@ -34,14 +40,16 @@ Result<void> pbkdf2(Registry& reg, std::string_view hash, ConstBytes password, C
         idx[1] = static_cast<uint8_t>(block >> 16);
         idx[2] = static_cast<uint8_t>(block >> 8);
         idx[3] = static_cast<uint8_t>(block);
-        if (Status s = mac->digest(first, u.span()); s != Status::Ok) return make_error(s, name);
-        std::copy(u.data(), u.data() + hlen, t.data());
+        uint8_t* u = us.data();
+        uint8_t* next = us.data() + hlen;
+        uint8_t* acc = t.data();
+        if (Status s = desc->digest(first, Bytes(u, hlen)); s != Status::Ok) return make_error(s, name);
+        std::copy(u, u + hlen, acc);
         for (uint32_t j = 1; j < iterations; ++j) {
-            // Separate buffers: a driver may write its digest before it has
-            // read all of its input.
-            if (Status s = mac->digest(u, next.span()); s != Status::Ok) return make_error(s, name);
+            if (Status s = desc->digest(ConstBytes(u, hlen), Bytes(next, hlen)); s != Status::Ok)
+                return make_error(s, name);
             std::swap(u, next);
-            for (std::size_t k = 0; k < hlen; ++k) t[k] ^= u[k];
+            for (std::size_t k = 0; k < hlen; ++k) acc[k] ^= u[k];
         }
         const std::size_t n = std::min(hlen, out.size() - done);
         std::copy(t.data(), t.data() + n, out.data() + done);

@@ -51,7 +51,7 @@ public:
     }
     ~Rollback() {
         if (committed_) return;
-        for (const auto& [text, source] : vectors) remove_vectors(text, source);
+        for (const auto& [text, source] : vectors) remove_vectors(reg_, text, source);
         reg_.unregister_templates(templates);
         for (const auto& s : reg_.list())
             if (!before_.count(s.info.driver)) (void)reg_.unregister_alg(s.info.driver);
@@ -71,12 +71,7 @@ private:
 
 struct PluginTable {
     std::mutex mu;  // one load or unload at a time per registry
-    std::vector<Loaded> plugins;
-    // The registry is going: its plugins' references to their vectors go too.
-    ~PluginTable() {
-        for (const auto& p : plugins)
-            for (const auto& [text, source] : p.vectors) remove_vectors(text, source);
-    }
+    std::vector<Loaded> plugins;  // their vectors go with the registry
 };
 
 PluginTable& table(Registry& reg) {
@@ -176,7 +171,7 @@ Result<PluginInfo> load_plugin(Registry& reg, const std::string& path) {
     if (!host.error.empty()) return refused(path, host.error);
     Rollback undo(reg);
     for (const auto& [text, source] : host.vectors) {
-        if (auto r = add_vectors(text, source); !r) return refused(path, r.error().message);
+        if (auto r = add_vectors(reg, text, source); !r) return refused(path, r.error().message);
         undo.vectors.emplace_back(text, source);
     }
 
@@ -236,7 +231,7 @@ Result<void> unload_plugin(Registry& reg, std::string_view name) {
         return make_error(Status::NotFound, "no plugin named '" + std::string(name) + "' is loaded");
     for (const auto& d : it->info.drivers) (void)reg.unregister_alg(d);
     reg.unregister_templates(it->templates);
-    for (const auto& [text, source] : it->vectors) remove_vectors(text, source);
+    for (const auto& [text, source] : it->vectors) remove_vectors(reg, text, source);
     tab.plugins.erase(it);  // the object closes when the last transform goes
     return {};
 }

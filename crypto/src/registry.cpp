@@ -14,7 +14,7 @@
 
 namespace blkcrypt {
 
-SelftestOutcome run_testmgr(const Alg& alg, bool full);  // testmgr.cpp
+SelftestOutcome run_testmgr(Registry& reg, const Alg& alg, bool full);  // testmgr.cpp
 
 namespace {
 
@@ -162,7 +162,9 @@ struct Registry::Impl {
     }
 };
 
-Registry::Registry() : Registry(SelftestFn(run_testmgr)) {}
+// The self-tests use this registry's vectors (compiled-in, and its plugins').
+Registry::Registry()
+    : Registry(SelftestFn([this](const Alg& alg, bool full) { return run_testmgr(*this, alg, full); })) {}
 
 Registry::Registry(SelftestFn selftest) : impl_(std::make_unique<Impl>()) {
     impl_->selftest = std::move(selftest);

@@ -382,9 +382,9 @@ SelftestOutcome run_test_vectors(const Alg& alg, const std::vector<TestVector>& 
     return {SelftestState::Passed, std::to_string(ran) + " vectors" + (full ? " (full)" : "")};
 }
 
-SelftestOutcome run_testmgr(const Alg& alg, bool full) {
+SelftestOutcome run_testmgr(Registry& reg, const Alg& alg, bool full) {
     const std::string& name = alg.test_name.empty() ? alg.info().name : alg.test_name;
-    const auto vecs = find_vectors(name);  // shared: a plugin may remove its vectors meanwhile
+    const auto vecs = find_vectors(reg, name);  // shared: a plugin may remove its vectors meanwhile
     if (!vecs || vecs->empty()) return {SelftestState::NoVectors, "no vectors for '" + name + "'"};
     return run_test_vectors(alg, *vecs, full);
 }

@@ -142,10 +142,9 @@ std::vector<std::string> builtin_vector_names() {
 }
 
 namespace {
-// Vectors added at run time (plugins). A set is shared with the self-tests
-// running on it, so removing it (its plugin refused or unloaded) is safe while
-// one runs. The same text from the same source (one plugin loaded into two
-// registries) is counted, and its sets go with the last remove_vectors.
+// Vectors added at run time (plugins), held by their registry. A set is
+// shared with the self-tests running on it, so removing it (its plugin
+// refused or unloaded) is safe while one runs.
 struct Added {
     std::mutex mu;
     std::map<std::string, std::shared_ptr<const std::vector<TestVector>>, std::less<>> sets;
@@ -155,34 +154,35 @@ struct Added {
     };
     std::map<std::string, Text> texts;  // source + '\n' + text
 };
-Added& added() {
-    static Added a;
-    return a;
+
+Added& added(Registry& reg) {
+    static std::mutex create_mu;  // the slot itself is not guarded by the registry
+    std::lock_guard lk(create_mu);
+    auto& slot = reg.attachment("vectors");
+    if (!slot) slot = std::make_shared<Added>();
+    return *static_cast<Added*>(slot.get());
 }
 }  // namespace
 
 const std::vector<TestVector>& vectors_for(std::string_view generic_name) {
     static const std::vector<TestVector> none;
-    if (auto it = index().find(generic_name); it != index().end()) return it->second;
-    Added& a = added();
-    std::lock_guard lk(a.mu);
-    auto it = a.sets.find(generic_name);
-    return it == a.sets.end() ? none : *it->second;
+    auto it = index().find(generic_name);
+    return it == index().end() ? none : it->second;
 }
 
-std::shared_ptr<const std::vector<TestVector>> find_vectors(std::string_view generic_name) {
+std::shared_ptr<const std::vector<TestVector>> find_vectors(Registry& reg, std::string_view generic_name) {
     if (auto it = index().find(generic_name); it != index().end())
         return {std::shared_ptr<void>(), &it->second};  // static: no owner needed
-    Added& a = added();
+    Added& a = added(reg);
     std::lock_guard lk(a.mu);
     auto it = a.sets.find(generic_name);
     return it == a.sets.end() ? nullptr : it->second;
 }
 
-Result<void> add_vectors(std::string_view text, std::string_view source) {
+Result<void> add_vectors(Registry& reg, std::string_view text, std::string_view source) {
     auto sets = parse_vector_file(text, source);
     if (!sets) return sets.error();
-    Added& a = added();
+    Added& a = added(reg);
     std::lock_guard lk(a.mu);
     const std::string key = std::string(source) + '\n' + std::string(text);
     if (auto it = a.texts.find(key); it != a.texts.end()) {
@@ -206,8 +206,8 @@ Result<void> add_vectors(std::string_view text, std::string_view source) {
     return {};
 }
 
-void remove_vectors(std::string_view text, std::string_view source) {
-    Added& a = added();
+void remove_vectors(Registry& reg, std::string_view text, std::string_view source) {
+    Added& a = added(reg);
     std::lock_guard lk(a.mu);
     auto it = a.texts.find(std::string(source) + '\n' + std::string(text));
     if (it == a.texts.end() || --it->second.refs > 0) return;

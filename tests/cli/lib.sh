@@ -29,6 +29,13 @@ expect_one_error_line() {
         fail "stderr is not one 'blkcrypt: ...' line: $(cat "$TMP/stderr")"
 }
 
+# have_driver NAME: whether `blkcrypt list` names the driver NAME (the
+# OpenSSL drivers exist only in a build with BLKCRYPT_WITH_OPENSSL; tested by
+# providers.sh). Through a file: grep -q may close a pipe before list ends.
+have_driver() {
+    "$BLKCRYPT" list >"$TMP/.list" && grep -qE "^driver +: $1\$" "$TMP/.list"
+}
+
 # random_file PATH BYTES
 random_file() {
     head -c "$2" /dev/urandom >"$1"

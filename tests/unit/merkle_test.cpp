@@ -1,4 +1,5 @@
 // The one Merkle builder and the one block reader of the verity engines.
+#include "reference.hpp"
 #include "test_util.hpp"
 
 #include "../../verity/src/block_stream.hpp"
@@ -10,7 +11,6 @@
 #include <blkcrypt/verity/fsverity.hpp>
 
 #include <catch2/catch.hpp>
-#include <openssl/sha.h>
 
 #include <chrono>
 #include <fcntl.h>
@@ -24,11 +24,7 @@ using namespace blkcrypt::verity;
 
 namespace {
 
-std::vector<uint8_t> sha256(ConstBytes b) {
-    std::vector<uint8_t> md(32);
-    SHA256(b.data(), b.size(), md.data());
-    return md;
-}
+std::vector<uint8_t> sha256(ConstBytes b) { return ref::sha256(b); }
 
 std::vector<uint8_t> cat(std::initializer_list<std::vector<uint8_t>> parts, std::size_t size) {
     std::vector<uint8_t> out;

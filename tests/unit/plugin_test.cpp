@@ -1,6 +1,7 @@
 // Plugins: the two shipped ones (sm3 hash driver, offset64 IV template) used
-// through the dm-crypt engine and checked against OpenSSL, unloading while a
+// through the dm-crypt engine and checked against Crypto++, unloading while a
 // transform is in use, and every refusal of a broken plugin.
+#include "reference.hpp"
 #include "test_util.hpp"
 #include <blkcrypt/dm/backing_store.hpp>
 #include <blkcrypt/dm/bio.hpp>
@@ -13,7 +14,6 @@
 #include <blkcrypt/verity/tree.hpp>
 
 #include <catch2/catch.hpp>
-#include <openssl/evp.h>
 
 #include <dlfcn.h>
 
@@ -30,27 +30,6 @@ using testutil::hex;
 
 const std::string kPlugins = BLKCRYPT_PLUGIN_DIR;
 const std::string kBroken = BLKCRYPT_TEST_PLUGIN_DIR;
-
-Buf openssl_digest(const EVP_MD* md, const Buf& m) {
-    Buf out(EVP_MD_get_size(md));
-    unsigned n = 0;
-    REQUIRE(EVP_Digest(m.data(), m.size(), out.data(), &n, md, nullptr) == 1);
-    return out;
-}
-
-// One cipher call through OpenSSL: mode "aes-256-xts", "aes-256-cbc", "aes-256-ecb".
-Buf openssl_crypt(const char* mode, const Buf& key, const Buf& iv, const Buf& in) {
-    EVP_CIPHER_CTX* c = EVP_CIPHER_CTX_new();
-    Buf out(in.size() + 32);
-    int n1 = 0, n2 = 0;
-    REQUIRE(EVP_EncryptInit_ex(c, EVP_get_cipherbyname(mode), nullptr, key.data(), iv.empty() ? nullptr : iv.data()) == 1);
-    EVP_CIPHER_CTX_set_padding(c, 0);
-    REQUIRE(EVP_EncryptUpdate(c, out.data(), &n1, in.data(), static_cast<int>(in.size())) == 1);
-    REQUIRE(EVP_EncryptFinal_ex(c, out.data() + n1, &n2) == 1);
-    EVP_CIPHER_CTX_free(c);
-    out.resize(static_cast<std::size_t>(n1 + n2));
-    return out;
-}
 
 // Writes pt through a crypt target with this table; returns the store.
 Buf encrypt_image(Registry& reg, const std::string& args, const Buf& pt) {
@@ -76,10 +55,11 @@ Buf random_buf(std::size_t n, unsigned seed) {
     return b;
 }
 
-// Whether the vectors a broken_vec_* plugin adds are still known.
-bool builtin_vectors_exist(const std::string& file) {
+// Whether the vectors a broken_vec_* plugin adds are still known to reg.
+bool plugin_vectors_exist(Registry& reg, const std::string& file) {
     const char* name = file == "broken_vec_no_key.so" ? "cmac(camellia)" : "rfc4309(ccm(camellia))";
-    return !vectors_for(name).empty();
+    auto v = find_vectors(reg, name);
+    return v && !v->empty();
 }
 
 bool still_mapped(const std::string& path) {
@@ -113,18 +93,18 @@ TEST_CASE("sm3 plugin: a new hash driver with its own vectors", "[plugin]") {
         const Buf m = random_buf(n, static_cast<unsigned>(n));
         Buf d(32);
         REQUIRE(h->digest(m, d) == Status::Ok);
-        CHECK(d == openssl_digest(EVP_sm3(), m));
+        CHECK(d == ref::sm3(m));
     }
 
     SECTION("ESSIV over sm3 through the dm-crypt engine") {
         const Buf key = random_buf(32, 1), pt = random_buf(8 * 512, 2);
         const Buf img = encrypt_image(reg, "aes-cbc-essiv:sm3 " + hex(key) + " 7", pt);
-        const Buf salt = openssl_digest(EVP_sm3(), key);
+        const Buf salt = ref::sm3(key);
         for (uint64_t s = 0; s < 8; ++s) {
             Buf sector_iv(16, 0);
             for (int i = 0; i < 8; ++i) sector_iv[i] = static_cast<uint8_t>((s + 7) >> (8 * i));
-            const Buf iv = openssl_crypt("aes-256-ecb", salt, {}, sector_iv);
-            const Buf want = openssl_crypt("aes-256-cbc", key, iv, Buf(pt.begin() + s * 512, pt.begin() + (s + 1) * 512));
+            const Buf iv = ref::aes("ecb", salt, {}, sector_iv, true);
+            const Buf want = ref::aes("cbc", key, iv, Buf(pt.begin() + s * 512, pt.begin() + (s + 1) * 512), true);
             CHECK(Buf(img.begin() + s * 512, img.begin() + (s + 1) * 512) == want);
         }
     }
@@ -180,7 +160,7 @@ TEST_CASE("offset64 plugin: an IV template usable from a dm-crypt table", "[plug
             const uint64_t byte_offset = large ? cc / (ss / 512) * ss : cc * 512;
             Buf tweak(16, 0);
             for (int i = 0; i < 8; ++i) tweak[i] = static_cast<uint8_t>(byte_offset >> (8 * i));
-            const Buf want = openssl_crypt("aes-256-xts", key, tweak, Buf(pt.begin() + u * ss, pt.begin() + (u + 1) * ss));
+            const Buf want = ref::aes("xts", key, tweak, Buf(pt.begin() + u * ss, pt.begin() + (u + 1) * ss), true);
             CHECK(Buf(img.begin() + u * ss, img.begin() + (u + 1) * ss) == want);
         }
     }
@@ -230,7 +210,7 @@ TEST_CASE("a plugin refused for malformed vectors leaves no instance and no vect
         REQUIRE_FALSE(load_plugin(reg, kBroken + "/" + file).ok());
         // The instances its self-tests built (rfc4309(ccm(camellia-...)), ccm(...)) are gone.
         CHECK(reg.list().size() == before);
-        CHECK_FALSE(builtin_vectors_exist(file));
+        CHECK_FALSE(plugin_vectors_exist(reg, file));
     }
     // Built again from scratch, with no vectors: usable, not "already registered".
     auto aead = reg.describe("rfc4309(ccm(camellia))");
@@ -246,21 +226,27 @@ TEST_CASE("a plugin refused for malformed vectors leaves no instance and no vect
     CHECK_THAT(r.error().message, Catch::Contains("malformed vector"));
 }
 
-TEST_CASE("unloading a plugin removes its vectors", "[plugin]") {
+TEST_CASE("plugin vectors belong to the registry that loaded the plugin", "[plugin]") {
     Registry reg;
     register_defaults(reg);
     REQUIRE(load_plugin(reg, kPlugins + "/sm3.so").ok());
-    CHECK_FALSE(vectors_for("sm3").empty());
-    // A second registry holding the same plugin keeps the vectors alive.
+    auto has = [](Registry& r) { auto v = find_vectors(r, "sm3"); return v && !v->empty(); };
+    CHECK(has(reg));
+    CHECK(vectors_for("sm3").empty());  // not compiled in
     {
+        // Another registry sees none of them until it loads the plugin itself,
+        // and its unload leaves the first registry's vectors alone.
         Registry other;
         register_defaults(other);
+        CHECK_FALSE(has(other));
         REQUIRE(load_plugin(other, kPlugins + "/sm3.so").ok());
+        CHECK(has(other));
         REQUIRE(unload_plugin(other, "sm3").ok());
-        CHECK_FALSE(vectors_for("sm3").empty());
+        CHECK_FALSE(has(other));
+        CHECK(has(reg));
     }
     REQUIRE(unload_plugin(reg, "sm3").ok());
-    CHECK(vectors_for("sm3").empty());
+    CHECK_FALSE(has(reg));
     REQUIRE(load_plugin(reg, kPlugins + "/sm3.so").ok());  // and back, with its vectors
-    CHECK_FALSE(vectors_for("sm3").empty());
+    CHECK(has(reg));
 }

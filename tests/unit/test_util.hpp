@@ -21,6 +21,16 @@
 
 namespace testutil {
 
+// Whether the library was built with the OpenSSL provider
+// (-DBLKCRYPT_WITH_OPENSSL, tests/CMakeLists.txt).
+constexpr bool kWithOpenssl = BLKCRYPT_WITH_OPENSSL != 0;
+
+// The driver a test about our own code compares with: the OpenSSL one when
+// it is built, else the Crypto++ one (or composition) serving the same name.
+inline const char* openssl_or(const char* openssl_driver, const char* otherwise) {
+    return kWithOpenssl ? openssl_driver : otherwise;
+}
+
 // n pseudo-random bytes from rng (any std random engine), for reproducible tests.
 template <class Rng>
 std::vector<uint8_t> random_bytes(Rng& rng, std::size_t n) {

@@ -1,17 +1,16 @@
 // Helpers for the verity tests: deterministic data (the same AES-128-CTR
 // keystream tests/verity/veritysetup/make-golden.sh makes with openssl),
-// hex, sha256 through OpenSSL (independent of the registry), and the golden
+// hex, sha256 through Crypto++ directly (independent of the registry), and the golden
 // case tables.
 #pragma once
 
+#include "reference.hpp"
 #include "test_util.hpp"
 
 #include <blkcrypt/dm/backing_store.hpp>
 #include <blkcrypt/registry.hpp>
 #include <blkcrypt/skcipher.hpp>
 #include <blkcrypt/verity/params.hpp>
-
-#include <openssl/sha.h>
 
 #include <fstream>
 #include <memory>
@@ -25,11 +24,7 @@ namespace verity_test {
 using testutil::hex;
 using testutil::unhex;
 
-inline std::string sha256_hex(blkcrypt::ConstBytes b) {
-    uint8_t md[32];
-    SHA256(b.data(), b.size(), md);
-    return hex(md);
-}
+inline std::string sha256_hex(blkcrypt::ConstBytes b) { return hex(ref::sha256(b)); }
 
 // head -c n /dev/zero | openssl enc -aes-128-ctr -K 000102..0f -iv IV
 inline std::vector<uint8_t> ctr_data(blkcrypt::Registry& reg, std::size_t n, const std::string& iv_hex) {

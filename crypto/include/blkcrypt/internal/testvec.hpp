@@ -47,19 +47,22 @@ struct VectorSet {
 // Parse one file's text. Errors name the file and line.
 Result<std::vector<VectorSet>> parse_vector_file(std::string_view text, std::string_view file);
 
-// The vectors for this generic name: compiled into the library, or added
-// with add_vectors (empty if none). A reference to added vectors is valid
-// until they are removed; find_vectors shares ownership instead.
+// The compiled-in vectors for this generic name (empty if none).
 const std::vector<TestVector>& vectors_for(std::string_view generic_name);
-std::shared_ptr<const std::vector<TestVector>> find_vectors(std::string_view generic_name);
 
-// Adds vectors at run time (a plugin's own), in the format above. Refused
-// for a name that already has vectors. Process-wide; the same text from the
+// The vectors reg's self-tests use for this name: compiled-in, else added to
+// reg with add_vectors (null if none). Shared: a plugin may remove its
+// vectors while a self-test still runs on them.
+std::shared_ptr<const std::vector<TestVector>> find_vectors(Registry& reg, std::string_view generic_name);
+
+// Adds vectors (a plugin's own, in the format above) to reg only: another
+// registry neither sees them nor is refused by them. Refused for a name
+// that already has vectors in reg or compiled in. The same text from the
 // same source may be added again (one more reference).
-Result<void> add_vectors(std::string_view text, std::string_view source);
+Result<void> add_vectors(Registry& reg, std::string_view text, std::string_view source);
 // Drops one reference taken by add_vectors; the last one removes the sets
-// (their plugin was refused or unloaded).
-void remove_vectors(std::string_view text, std::string_view source);
+// (their plugin was refused or unloaded). They also go with reg.
+void remove_vectors(Registry& reg, std::string_view text, std::string_view source);
 
 // Runs vectors through alg as the registry's self-test does (each checked
 // against alg's sizes first); the first failure names its vector. For tests

@@ -1,0 +1,54 @@
+// The whole-image copy through a dm-crypt target that `crypt encrypt|decrypt`
+// and `luks encrypt|decrypt` share: plaintext IN written through a target
+// whose backing store is OUT (encrypt), or a target over IN read into OUT
+// (decrypt), 1 MiB bios with several in flight (dm::BioRing), the output
+// policy of output_file.hpp, progress, streams in and out.
+#pragma once
+
+#include "common.hpp"
+#include "output_file.hpp"
+#include "progress.hpp"
+
+#include <blkcrypt/dm/backing_store.hpp>
+#include <blkcrypt/dm/crypt_target.hpp>
+#include <blkcrypt/dm/table.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace cli {
+
+struct ImageCopy {
+    bool encrypt = false;
+    std::string in_path;  // "-", a FIFO, a character device, a file or a block device
+    Output& out;          // opened by the caller (before any passphrase prompt)
+    // table.offset: where the ciphertext starts in the encrypted file, in
+    // 512-byte sectors (a multiple of the sector size).
+    const blkcrypt::dm::CryptTable& table;
+    std::optional<uint64_t> size_sectors;  // plaintext sectors; default: all of IN (after the offset)
+    std::optional<uint64_t> max_sectors;   // a stream IN of unknown size may hold at most this much
+    unsigned threads = 0;                  // 0: one per core
+    ProgressSettings progress;
+    std::string progress_name;  // the device the progress lines name
+    bool json = false, progress_json = false;  // stdout taken: OUT may not be '-'
+};
+
+struct CopyResult {
+    uint64_t bytes = 0;
+    double seconds = 0;
+};
+
+// Runs the copy and commits OUT. UsageError/Failure as the commands throw them.
+CopyResult copy_image(const ImageCopy& job);
+
+// CryptTarget::create with its errors as exceptions: the table's fault
+// (UsageError) unless the store failed underneath (Failure).
+std::unique_ptr<blkcrypt::dm::CryptTarget> make_crypt_target(blkcrypt::Registry& reg,
+                                                             const blkcrypt::dm::CryptTable& t,
+                                                             std::shared_ptr<blkcrypt::dm::BackingStore> store,
+                                                             uint64_t length_sectors,
+                                                             const blkcrypt::dm::TargetOptions& opts);
+
+}  // namespace cli
