@@ -227,7 +227,7 @@ TEST_CASE("dm engine: random bios and segmentations equal one bio", "[dmcrypt]")
     }
 }
 
-TEST_CASE("dm engine: cryptd gives the same store; concurrent submitters", "[dmcrypt]") {
+TEST_CASE("dm engine: cryptd gives the same store, concurrent submitters", "[dmcrypt]") {
     std::mt19937 rng(3);
     for (const CryptTable& t : shape_tables(rng)) {
         INFO(t.cipher << " sector_size " << t.sector_size);

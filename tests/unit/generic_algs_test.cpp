@@ -177,7 +177,7 @@ TEST_CASE("nhpoly1305: any split of the message gives the same digest", "[generi
     CHECK(a != b);
 }
 
-TEST_CASE("cipher_null: copies, in place and out of place; only an empty key", "[generic][null]") {
+TEST_CASE("cipher_null: copies, in place and out of place, only an empty key", "[generic][null]") {
     Registry reg;
     register_defaults(reg);
     auto tfm = Skcipher::alloc(reg, "ecb(cipher_null)");

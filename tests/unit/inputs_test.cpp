@@ -185,7 +185,7 @@ TEST_CASE("dm WorkerPool runs with the threads it could start", "[threads]") {
     CHECK(ran == 3);
 }
 
-TEST_CASE("a crypt target without threads fails with a Result; with one it works", "[threads]") {
+TEST_CASE("a crypt target without threads fails with a Result, with one it works", "[threads]") {
     REQUIRE_INTERPOSER();
     Registry& reg = testutil::registry();
     auto table = dm::parse_crypt_args("aes-xts-plain64 " + std::string(64, '1') + " 0");
@@ -287,7 +287,7 @@ TEST_CASE("verity: one pool of threads per run, whatever the number of tree leve
     CHECK(started() == 4);  // the data and three levels on the same two threads
 }
 
-TEST_CASE("cryptd: a queue without threads refuses jobs; with one it runs them", "[threads][cryptd]") {
+TEST_CASE("cryptd: a queue without threads refuses jobs, with one it runs them", "[threads][cryptd]") {
     REQUIRE_INTERPOSER();
     {
         ThreadLimit none(0);
@@ -387,7 +387,7 @@ TEST_CASE("MappedFile: a truncated file reads zeros and is flagged, not SIGBUS",
     ::close(fd);
 }
 
-TEST_CASE("file stores report a size change; hashing a shrinking file fails cleanly", "[mapped]") {
+TEST_CASE("file stores report a size change, hashing a shrinking file fails cleanly", "[mapped]") {
     Registry& reg = testutil::registry();
     constexpr std::size_t kSize = 12 << 20;  // three 4 MiB chunks
     TempFile f(kSize);

@@ -56,7 +56,7 @@ TEST_CASE("pbkdf2: refuses zero iterations and unknown hashes", "[kdf]") {
     CHECK(pbkdf2(registry(), "no-such-hash", pw, pw, 1, out).status() == Status::NotFound);
 }
 
-TEST_CASE("af: split then merge gives the key back; every stripe matters", "[kdf][luks]") {
+TEST_CASE("af: split then merge gives the key back, every stripe matters", "[kdf][luks]") {
     for (const char* hash : {"sha1", "sha256", "sha512"}) {
         for (std::size_t n : {16u, 32u, 64u, 65u}) {
             INFO(hash << " key " << n);

@@ -348,7 +348,7 @@ TEST_CASE("modes: random messages agree with Crypto++'s modes", "[modes]") {
     }
 }
 
-TEST_CASE("modes: in place and out of place agree; a message may span requests", "[modes]") {
+TEST_CASE("modes: in place and out of place agree, a message may span requests", "[modes]") {
     std::mt19937 rng(99);
     for (const char* name : kModes) {
         INFO(name);

@@ -26,7 +26,7 @@ const AlgStatus* find_status(const std::vector<AlgStatus>& l, const std::string&
 }
 }  // namespace
 
-TEST_CASE("highest priority wins; driver name reaches any driver", "[registry]") {
+TEST_CASE("highest priority wins, driver name reaches any driver", "[registry]") {
     Registry reg(fake_selftest);
     REQUIRE(reg.register_alg(std::make_shared<toy::XorAlg>("toy-low", 100, 1)));
     REQUIRE(reg.register_alg(std::make_shared<toy::XorAlg>("toy-high", 300, 2)));
@@ -160,7 +160,7 @@ TEST_CASE("a better inner algorithm supersedes existing instances", "[registry]"
     CHECK(s->refcnt == 2);  // registered + one live transform
 }
 
-TEST_CASE("template arrays register all or nothing; unregister removes instances", "[registry]") {
+TEST_CASE("template arrays register all or nothing, unregister removes instances", "[registry]") {
     Registry reg(fake_selftest);
     auto a = std::make_shared<toy::WrapTemplate>();
     auto b = std::make_shared<toy::WrapTemplate>();  // same name: clash
