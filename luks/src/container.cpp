@@ -1,7 +1,8 @@
-// See <blkcrypt/luks/container.hpp>. LUKS1 is opened here; LUKS2 has its own
-// reader (luks2.hpp) joined at this one front.
+// See <blkcrypt/luks/container.hpp>. LUKS1 is opened here; LUKS2 goes to its
+// own reader (luks2.hpp) from this one front.
 #include <blkcrypt/luks/container.hpp>
 #include <blkcrypt/luks/luks1.hpp>
+#include <blkcrypt/luks/luks2.hpp>
 
 #include <blkcrypt/internal/bytes_util.hpp>
 
@@ -26,12 +27,6 @@ Result<Version> detect(BackingStore& header) {
 
 namespace {
 
-Result<luks1::Header> luks1_header(Registry& reg, BackingStore& header) {
-    Result<Version> v = detect(header);
-    if (!v) return v.error();
-    if (*v != Version::Luks1) return make_error(Status::Unsupported, "LUKS2 containers are not supported yet");
-    return luks1::read_header(reg, header);
-}
 
 // The volume of an unlocked LUKS1 header: its payload as a dm-crypt table.
 Result<Volume> luks1_volume(const luks1::Header& h, SecureBuffer key, int keyslot) {
@@ -50,15 +45,29 @@ Result<Volume> luks1_volume(const luks1::Header& h, SecureBuffer key, int keyslo
 }  // namespace
 
 Result<Volume> open(Registry& reg, BackingStore& header, ConstBytes passphrase, OpenOptions opts) {
-    Result<luks1::Header> h = luks1_header(reg, header);
+    Result<Version> v = detect(header);
+    if (!v) return v.error();
+    if (*v == Version::Luks2) return luks2::open(reg, header, passphrase, opts);
+    Result<luks1::Header> h = luks1::read_header(reg, header);
     if (!h) return h.error();
     Result<luks1::Unlocked> u = luks1::open_any(reg, header, *h, passphrase, opts.keyslot);
     if (!u) return u.error();
     return luks1_volume(*h, std::move(u->volume_key), static_cast<int>(u->keyslot));
 }
 
-Result<Volume> open_with_volume_key(Registry& reg, BackingStore& header, ConstBytes volume_key) {
-    Result<luks1::Header> h = luks1_header(reg, header);
+Result<Volume> open_with_volume_key(Registry& reg, BackingStore& header, ConstBytes volume_key,
+                                    OpenOptions opts) {
+    Result<Version> v = detect(header);
+    if (!v) return v.error();
+    if (*v == Version::Luks2) {
+        Result<luks2::Header> h = luks2::read_header(reg, header);
+        if (!h) return h.error();
+        if (opts.warnings) opts.warnings->insert(opts.warnings->end(), h->warnings.begin(), h->warnings.end());
+        if (!opts.ignore_requirements)
+            if (auto r = luks2::check_requirements(h->md); !r) return r.error();
+        return luks2::volume_from_key(reg, h->md, volume_key);
+    }
+    Result<luks1::Header> h = luks1::read_header(reg, header);
     if (!h) return h.error();
     Result<bool> ok = luks1::check_volume_key(reg, *h, volume_key);
     if (!ok) return ok.error();

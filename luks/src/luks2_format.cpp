@@ -376,7 +376,7 @@ Result<int> change_keyslot(Registry& reg, BackingStore& header, ConstBytes old_p
     // Which slot the old passphrase opens (cryptsetup's order, or the named one).
     OpenOptions oo;
     oo.keyslot = o.keyslot;
-    Result<luks::Volume> v = open(reg, header, old_passphrase, oo);
+    Result<luks::Volume> v = luks2::open(reg, header, old_passphrase, oo);
     if (!v) return v.error();
     const int k = v->keyslot;
     const Keyslot& old_ks = md.keyslots.at(k);

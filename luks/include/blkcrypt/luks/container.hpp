@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace blkcrypt::luks {
 
@@ -32,8 +33,16 @@ struct Volume {
     int keyslot = -1;             // the keyslot that opened it
 };
 
+// One set of options for both versions (luks2::OpenOptions is this struct).
 struct OpenOptions {
     int keyslot = -1;  // try only this keyslot (-1: every one, in order)
+    // LUKS2: header warnings (a damaged copy read from the other) are
+    // appended here, for the caller to print as cryptsetup does.
+    std::vector<std::string>* warnings = nullptr;
+    // LUKS2: unlock despite mandatory requirements, for a passphrase test
+    // only (cryptsetup open --test-passphrase): the Volume must not be used
+    // for data.
+    bool ignore_requirements = false;
 };
 
 // Unlocks the container whose header is in `header` (the data device itself,
@@ -43,7 +52,9 @@ Result<Volume> open(Registry& reg, BackingStore& header, ConstBytes passphrase, 
 
 // The same from the volume key itself (cryptsetup's --volume-key-file): NoKey
 // "Volume key does not match the volume." when the digest disagrees.
-Result<Volume> open_with_volume_key(Registry& reg, BackingStore& header, ConstBytes volume_key);
+// opts.keyslot is not used.
+Result<Volume> open_with_volume_key(Registry& reg, BackingStore& header, ConstBytes volume_key,
+                                    OpenOptions opts = {});
 
 // The dm-crypt target over the volume's data segment in `data`.
 Result<std::unique_ptr<dm::CryptTarget>> make_target(Registry& reg, const Volume& vol,

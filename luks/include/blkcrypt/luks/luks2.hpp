@@ -151,14 +151,8 @@ Result<Header> read_header(Registry& reg, BackingStore& store);
 // progress, or requirements unknown to cryptsetup 2.6 and to us).
 Result<void> check_requirements(const Metadata& md);
 
-struct OpenOptions {
-    int keyslot = -1;                         // try only this one (any priority)
-    std::vector<std::string>* warnings = nullptr;  // header warnings are appended
-    // Unlock despite mandatory requirements, for a passphrase test only
-    // (cryptsetup open --test-passphrase does; activation and keyslot
-    // changes refuse): the Volume must not be used for data.
-    bool ignore_requirements = false;
-};
+// {keyslot, warnings, ignore_requirements}: the front's options.
+using OpenOptions = luks::OpenOptions;
 
 // The volume key in keyslot k for passphrase: KDF, keyslot area decrypted
 // through the dm-crypt engine, AF merge, checked against its digest.
