@@ -12,6 +12,7 @@
 #include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/luks/container.hpp>
 #include <blkcrypt/luks/luks1.hpp>
+#include <blkcrypt/luks/luks2.hpp>
 #include <blkcrypt/random.hpp>
 
 #include <algorithm>
@@ -21,6 +22,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <fcntl.h>
@@ -32,6 +34,7 @@ namespace {
 
 namespace luks = blkcrypt::luks;
 namespace luks1 = blkcrypt::luks::luks1;
+namespace luks2 = blkcrypt::luks2;
 
 // cryptsetup's exit status for a passphrase that opens no keyslot (EPERM).
 constexpr int kExitNoKey = 2;
@@ -68,11 +71,39 @@ luks::Version version_of(const Devices& d) {
 }
 
 luks1::Header luks1_header(const Devices& d) {
-    if (version_of(d) != luks::Version::Luks1)
-        throw Failure(d.header_path + ": LUKS2 is not supported by this build yet");
+    if (version_of(d) != luks::Version::Luks1) throw Failure(d.header_path + ": not a LUKS1 header");
     auto h = luks1::read_header(registry(), *d.header);
     if (!h) throw Failure(h.error().message);
     return std::move(h).value();
+}
+
+// Header warnings (one copy damaged, read from the other) go to stderr once
+// per run, as cryptsetup prints them, however often the header is read.
+void print_warnings(const std::vector<std::string>& warnings) {
+    static bool printed = false;
+    if (printed || warnings.empty()) return;
+    printed = true;
+    for (const std::string& w : warnings) std::cerr << w << "\n";
+}
+
+luks2::Header luks2_header(const Devices& d) {
+    auto h = luks2::read_header(registry(), *d.header);
+    if (!h) throw Failure(h.error().message);
+    print_warnings(h->warnings);
+    return std::move(h).value();
+}
+
+bool is_luks2(const Devices& d) { return version_of(d) == luks::Version::Luks2; }
+
+// The volume key size of a LUKS2 data segment: that of a keyslot bound to
+// its digest (cryptsetup's LUKS2_get_volume_key_size).
+std::size_t luks2_key_size(const luks2::Metadata& md) {
+    for (const auto& [id, dg] : md.digests) {
+        if (std::find(dg.segments.begin(), dg.segments.end(), 0) == dg.segments.end()) continue;
+        for (int k : dg.keyslots)
+            if (auto it = md.keyslots.find(k); it != md.keyslots.end()) return it->second.key_size;
+    }
+    throw Failure("Cannot determine volume key size for LUKS without keyslots, please use --key-size option.");
 }
 
 // The passphrase as cryptsetup reads it (tools_get_key): --key-file whole
@@ -100,18 +131,25 @@ luks::OpenOptions open_options(const po::variables_map& vm) {
 // that opens nothing, 1 for the rest.
 // With --volume-key-file, the key itself (exactly the header's key size, as
 // cryptsetup reads it) instead of a passphrase.
-luks::Volume unlock(const po::variables_map& vm, const Devices& d) {
-    version_of(d);
+// test_only: a LUKS2 passphrase test ignores mandatory requirements, as
+// cryptsetup open --test-passphrase does; the key must not touch data then.
+luks::Volume unlock(const po::variables_map& vm, const Devices& d, bool test_only = false) {
+    const luks::Version ver = version_of(d);
+    std::vector<std::string> warnings;
+    luks::OpenOptions o = open_options(vm);
+    o.warnings = &warnings;
+    o.ignore_requirements = test_only;
     blkcrypt::Result<luks::Volume> vol = blkcrypt::make_error(blkcrypt::Status::Invalid, "");
     if (vm.count("volume-key-file")) {
         refuse_given(vm, {"key-file", "keyfile-offset", "keyfile-size", "key-slot"}, "not with --volume-key-file");
-        const blkcrypt::SecureBuffer vk =
-            read_key_input(vm["volume-key-file"].as<std::string>(), 0, luks1_header(d).key_bytes, false);
-        vol = luks::open_with_volume_key(registry(), *d.header, vk);
+        const std::size_t size = ver == luks::Version::Luks1 ? luks1_header(d).key_bytes : luks2_key_size(luks2_header(d).md);
+        const blkcrypt::SecureBuffer vk = read_key_input(vm["volume-key-file"].as<std::string>(), 0, size, false);
+        vol = luks::open_with_volume_key(registry(), *d.header, vk, o);
     } else {
         const blkcrypt::SecureBuffer pass = read_passphrase(vm, d.image);
-        vol = luks::open(registry(), *d.header, pass, open_options(vm));
+        vol = luks::open(registry(), *d.header, pass, o);
     }
+    print_warnings(warnings);
     if (!vol) {
         if (vol.status() == blkcrypt::Status::NoKey) throw StatusFailure(vol.error().message, kExitNoKey);
         throw Failure(vol.error().message);
@@ -137,17 +175,46 @@ std::string one_file(const std::vector<std::string>& files, const std::string& a
     return files[0];
 }
 
+const char* const kVolumeKeyWarning =
+    "Header dump with volume key is sensitive information\n"
+    "which allows access to encrypted partition without a passphrase.\n"
+    "This dump should be stored encrypted in a safe place.";
+
+int run_dump2(const po::variables_map& vm, const Devices& d) {
+    const luks2::Header h = luks2_header(d);
+    const bool json = vm["dump-json-metadata"].as<bool>(), with_key = vm["dump-volume-key"].as<bool>();
+    if (json && with_key) throw UsageError("--dump-json-metadata and --dump-volume-key exclude each other");
+    if (!with_key) {
+        refuse_given(vm, {"key-file", "keyfile-offset", "keyfile-size", "key-slot"}, "only with --dump-volume-key");
+        std::cout << (json ? luks2::dump_json(h.md) : luks2::dump(h.md));
+        return 0;
+    }
+    confirm(vm, kVolumeKeyWarning);
+    const luks::Volume vol = unlock(vm, d);
+    // cryptsetup prints the same lines for both versions: the data
+    // segment's cipher split at its first '-' and its offset in sectors.
+    const std::string spec = h.md.segments.at(0).encryption;
+    luks1::Header fields;
+    const std::size_t dash = spec.find('-');
+    fields.cipher_name = spec.substr(0, dash);
+    fields.cipher_mode = dash == std::string::npos ? "" : spec.substr(dash + 1);
+    fields.payload_offset = static_cast<uint32_t>(vol.table.offset);
+    fields.uuid = h.md.hdr.uuid;
+    write_stdout(luks1::dump_volume_key(fields, d.header_path, vol.table.key));
+    return 0;
+}
+
 int run_dump(const po::variables_map& vm, const std::vector<std::string>& files) {
     const Devices d = open_devices(vm, one_file(files, "dump"));
+    if (is_luks2(d)) return run_dump2(vm, d);
+    if (vm["dump-json-metadata"].as<bool>()) throw Failure("LUKS1 has no JSON metadata (--dump-json-metadata is for LUKS2)");
     const luks1::Header h = luks1_header(d);
     if (!vm["dump-volume-key"].as<bool>()) {
         refuse_given(vm, {"key-file", "keyfile-offset", "keyfile-size", "key-slot"}, "only with --dump-volume-key");
         std::cout << luks1::dump(h, d.header_path);
         return 0;
     }
-    confirm(vm, "Header dump with volume key is sensitive information\n"
-                "which allows access to encrypted partition without a passphrase.\n"
-                "This dump should be stored encrypted in a safe place.");
+    confirm(vm, kVolumeKeyWarning);
     const luks::Volume vol = unlock(vm, d);
     const blkcrypt::SecureBuffer text = luks1::dump_volume_key(h, d.header_path, vol.table.key);
     write_stdout(text);
@@ -156,7 +223,7 @@ int run_dump(const po::variables_map& vm, const std::vector<std::string>& files)
 
 int run_test_passphrase(const po::variables_map& vm, const std::vector<std::string>& files) {
     const Devices d = open_devices(vm, one_file(files, "test-passphrase"));
-    const luks::Volume vol = unlock(vm, d);
+    const luks::Volume vol = unlock(vm, d, true);
     if (vm["verbose"].as<bool>()) std::cout << "Key slot " << vol.keyslot << " unlocked.\n";
     return 0;
 }
@@ -172,7 +239,7 @@ int run_is_luks(const po::variables_map& vm, const std::vector<std::string>& fil
 
 int run_uuid(const po::variables_map& vm, const std::vector<std::string>& files) {
     const Devices d = open_devices(vm, one_file(files, "uuid"));
-    std::cout << luks1_header(d).uuid << "\n";
+    std::cout << (is_luks2(d) ? luks2_header(d).md.hdr.uuid : luks1_header(d).uuid) << "\n";
     return 0;
 }
 
@@ -220,18 +287,149 @@ void grow_file(const std::string& path, uint64_t bytes) {
     if (::truncate(path.c_str(), static_cast<off_t>(bytes)) != 0) throw Failure(errno_message(path));
 }
 
+// The PBKDF options cryptsetup takes for a LUKS2 keyslot (format, add-key,
+// change-key): --pbkdf, --hash, --pbkdf-force-iterations or --iter-time,
+// --pbkdf-memory, --pbkdf-parallel.
+luks2::KeyslotOptions luks2_kdf_options(const po::variables_map& vm) {
+    luks2::KeyslotOptions k;
+    if (vm.count("pbkdf")) k.pbkdf = vm["pbkdf"].as<std::string>();
+    if (k.pbkdf != "pbkdf2" && k.pbkdf != "argon2i" && k.pbkdf != "argon2id")
+        throw UsageError("Unknown PBKDF type " + k.pbkdf + ".");
+    if (vm.count("hash")) k.hash = vm["hash"].as<std::string>();
+    if (vm.count("pbkdf-force-iterations") && vm.count("iter-time"))
+        throw UsageError("--pbkdf-force-iterations and --iter-time exclude each other");
+    if (vm.count("pbkdf-force-iterations")) {
+        k.iterations = vm["pbkdf-force-iterations"].as<unsigned>();
+        // cryptsetup's floors: 1000 PBKDF2 iterations, 4 Argon2 passes.
+        const uint32_t floor = k.pbkdf == "pbkdf2" ? 1000 : 4;
+        if (k.iterations < floor)
+            throw UsageError("Forced iteration count is too low for " + k.pbkdf + " (minimum is " + std::to_string(floor) + ").");
+    }
+    if (vm.count("iter-time")) k.iter_time_ms = vm["iter-time"].as<unsigned>();
+    const bool argon = k.pbkdf != "pbkdf2";
+    if (!argon && (vm.count("pbkdf-memory") || vm.count("pbkdf-parallel")))
+        throw UsageError("PBKDF max memory or parallel threads must not be set with pbkdf2.");
+    if (vm.count("pbkdf-memory")) k.memory_kib = vm["pbkdf-memory"].as<unsigned>();
+    if (vm.count("pbkdf-parallel")) k.parallel = vm["pbkdf-parallel"].as<unsigned>();
+    // Forced Argon2 passes take cryptsetup's defaults for what is not given.
+    if (argon && k.iterations) {
+        if (!k.memory_kib) k.memory_kib = 1024 * 1024;
+        if (!k.parallel) k.parallel = std::min(4u, std::max(1u, ::sysconf(_SC_NPROCESSORS_ONLN) > 0
+                                                               ? static_cast<unsigned>(::sysconf(_SC_NPROCESSORS_ONLN)) : 1u));
+    }
+    return k;
+}
+
+bool is_power_of_two(uint64_t v) { return v && !(v & (v - 1)); }
+
+// luksFormat --type luks2, cryptsetup 2.6.1's defaults: aes-xts-plain64,
+// 512-bit key, sha256, argon2id benchmarked to 2 s, 16 MiB data offset and
+// 4096-byte sectors (what it picks for an image file, checked on 2.6.1).
+int run_format2(const po::variables_map& vm, const std::string& image, bool detached, const std::string& header_path) {
+    if (vm.count("align-payload")) throw UsageError("--align-payload is for LUKS1; use --offset with LUKS2");
+    luks2::FormatOptions o;
+    const luks2::KeyslotOptions k = luks2_kdf_options(vm);
+    o.pbkdf = k.pbkdf;
+    o.hash = k.hash;
+    o.iterations = k.iterations;
+    o.memory_kib = k.memory_kib;
+    o.parallel = k.parallel;
+    o.iter_time_ms = k.iter_time_ms;
+    if (vm.count("cipher")) o.cipher = vm["cipher"].as<std::string>();
+    unsigned bits = o.cipher.find("-xts-") != std::string::npos ? 512 : 256;
+    if (vm.count("key-size")) bits = vm["key-size"].as<unsigned>();
+    if (bits % 8) throw UsageError("--key-size must be a multiple of 8 bits");
+    o.key_size = bits / 8;
+    if (vm.count("sector-size")) {
+        o.sector_size = vm["sector-size"].as<unsigned>();
+        if (o.sector_size < 512 || o.sector_size > 4096 || !is_power_of_two(o.sector_size))
+            throw UsageError("Unsupported encryption sector size.");
+    }
+    if (vm.count("label")) o.label = vm["label"].as<std::string>();
+    if (vm.count("subsystem")) o.subsystem = vm["subsystem"].as<std::string>();
+    // cryptsetup's limits: 47 characters for each (48 bytes with the NUL).
+    if (o.label.size() > 47) throw UsageError("Label is too long.");
+    if (o.subsystem.size() > 47) throw UsageError("Subsystem is too long.");
+    if (vm.count("luks2-metadata-size")) {
+        o.metadata_size = vm["luks2-metadata-size"].as<uint64_t>();
+        if (!is_power_of_two(o.metadata_size) || o.metadata_size < luks2::kMinHdrSize || o.metadata_size > luks2::kMaxHdrSize)
+            throw UsageError("Unsupported LUKS2 metadata size.");
+    }
+    if (vm.count("luks2-keyslots-size")) {
+        o.keyslots_size = vm["luks2-keyslots-size"].as<uint64_t>();
+        if (o.keyslots_size % 4096 || o.keyslots_size > luks2::kMaxKeyslotsSize)
+            throw UsageError("Unsupported LUKS2 keyslots size.");
+    }
+    if (vm.count("offset")) {
+        o.data_offset = uint64_t{vm["offset"].as<unsigned>()} * 512;
+    } else if (detached) {
+        o.data_offset = 0;
+    } else if (o.keyslots_size) {
+        // A given keyslots area that reaches past 16 MiB pushes the data on
+        // to the next MiB, as cryptsetup aligns it.
+        const uint64_t end = 2 * o.metadata_size + o.keyslots_size;
+        o.data_offset = std::max<uint64_t>(16u << 20, (end + (1u << 20) - 1) / (1u << 20) * (1u << 20));
+    }
+    if (vm.count("key-slot")) {
+        o.keyslot = static_cast<int>(vm["key-slot"].as<unsigned>());
+        if (o.keyslot >= luks2::kMaxKeyslots) throw UsageError("Key slot " + std::to_string(o.keyslot) + " is invalid.");
+    }
+    if (vm.count("uuid")) {
+        o.uuid = vm["uuid"].as<std::string>();
+        if (!valid_uuid(o.uuid)) throw UsageError("Wrong LUKS UUID format provided.");
+        for (char& c : o.uuid) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    }
+
+    struct stat st {};
+    if (::stat(image.c_str(), &st) != 0) throw Failure(errno_message(image));
+    if (detached && ::stat(header_path.c_str(), &st) != 0) {  // a new header file, as cryptsetup creates it
+        const int fd = ::open(header_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0) throw Failure(errno_message(header_path));
+        ::close(fd);
+    }
+    confirm(vm, "\nWARNING!\n========\nThis will overwrite data on " + header_path + " irrevocably.\n");
+
+    blkcrypt::SecureBuffer vk;
+    if (vm.count("volume-key-file")) vk = read_key_input(vm["volume-key-file"].as<std::string>(), 0, o.key_size, false);
+    o.volume_key = vk;
+    const blkcrypt::SecureBuffer pass = read_passphrase(vm, header_path, true);
+
+    // The header device holds both copies and the keyslots area (default:
+    // up to the data offset, or 16 MiB detached); an image file also grows
+    // to its data offset, as cryptsetup leaves it.
+    const uint64_t areas_end = o.keyslots_size ? 2 * o.metadata_size + o.keyslots_size
+                                               : std::min<uint64_t>(o.data_offset ? o.data_offset : 16u << 20,
+                                                                    2 * o.metadata_size + luks2::kMaxKeyslotsSize);
+    grow_file(header_path, std::max<uint64_t>(areas_end, detached ? 0 : o.data_offset));
+    auto store = blkcrypt::open_file_store(header_path, true);
+    if (!store) throw Failure(store.error().message);
+    auto vol = luks2::format(registry(), **store, pass, o);
+    if (!vol) {
+        if (vol.status() == blkcrypt::Status::IoError) throw Failure(vol.error().message);
+        throw UsageError(vol.error().message);
+    }
+    if (!detached && o.data_offset >= (*store)->size())
+        std::cerr << "Device " << image << " is too small for activation, there is no remaining space for data.\n";
+    return 0;
+}
+
 int run_format(const po::variables_map& vm, const std::vector<std::string>& files) {
     const std::string image = one_file(files, "format");
     const std::string type = vm.count("type") ? vm["type"].as<std::string>() : "luks2";
-    if (type == "luks2" || type == "luks")
-        throw UsageError("LUKS2 format is not in this build yet: use --type luks1");
-    if (type != "luks1") throw UsageError("--type must be luks1 or luks2, not '" + type + "'");
+    if (type != "luks1" && type != "luks2" && type != "luks")
+        throw UsageError("--type must be luks1 or luks2, not '" + type + "'");
+    const bool detached = vm.count("header") > 0;
+    const std::string header_path = detached ? vm["header"].as<std::string>() : image;
+    if (type != "luks1") return run_format2(vm, image, detached, header_path);  // "luks" is luks2, as cryptsetup
+    refuse_given(vm, {"sector-size", "label", "subsystem", "luks2-metadata-size", "luks2-keyslots-size", "pbkdf-memory",
+                      "pbkdf-parallel"},
+                 "not with --type luks1");
     if (vm.count("pbkdf") && vm["pbkdf"].as<std::string>() != "pbkdf2")
         throw UsageError("LUKS1 keyslots use --pbkdf pbkdf2 only");
     if (vm.count("pbkdf-force-iterations") && vm.count("iter-time"))
         throw UsageError("--pbkdf-force-iterations and --iter-time exclude each other");
-    const bool detached = vm.count("header") > 0;
-    const std::string header_path = detached ? vm["header"].as<std::string>() : image;
+    if (vm.count("pbkdf-force-iterations") && vm["pbkdf-force-iterations"].as<unsigned>() < luks1::kMinIterations)
+        throw UsageError("Forced iteration count is too low for pbkdf2 (minimum is 1000).");
 
     blkcrypt::luks::luks1::FormatParams p;
     if (vm.count("cipher")) p.cipher = vm["cipher"].as<std::string>();
@@ -303,6 +501,16 @@ int run_set_uuid(const po::variables_map& vm, const std::vector<std::string>& fi
     if (!valid_uuid(uuid)) throw UsageError("Wrong LUKS UUID format provided.");
     for (char& c : uuid) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     Devices d = open_devices(vm, image);
+    if (is_luks2(d)) {
+        luks2::Metadata md = luks2_header(d).md;
+        if (auto r = luks2::check_requirements(md); !r) throw Failure(r.error().message);
+        confirm(vm, "Do you really want to change UUID of device?");
+        auto w = blkcrypt::open_file_store(d.header_path, true);
+        if (!w) throw Failure(w.error().message);
+        md.hdr.uuid = uuid;  // the binary headers carry it; the JSON stays
+        if (auto r = luks2::write_metadata(registry(), **w, md, md.json); !r) throw Failure(r.error().message);
+        return 0;
+    }
     luks1::Header h = luks1_header(d);
     confirm(vm, "Do you really want to change UUID of device?");
     auto w = blkcrypt::open_file_store(d.header_path, true);
@@ -331,7 +539,8 @@ int run_encrypt(const po::variables_map& vm, const std::vector<std::string>& fil
     auto data = blkcrypt::open_file_store(image, false);
     if (!data) throw Failure(data.error().message);
     const uint64_t start = vol.table.offset * luks1::kSector;
-    const uint64_t room = (*data)->size() > start ? (*data)->size() - start : 0;
+    uint64_t room = (*data)->size() > start ? (*data)->size() - start : 0;
+    if (vol.length_sectors) room = std::min(room, vol.length_sectors * luks1::kSector);  // a LUKS2 fixed-size segment
     ImageCopy job{.encrypt = true, .in_path = in_path, .out = out, .table = vol.table};
     if (in_stream) {
         job.max_sectors = room / luks1::kSector;
@@ -400,8 +609,134 @@ void check(blkcrypt::Result<void> r) {
     }
 }
 
+// ---- LUKS2 keyslot actions: the luks2 library does the crash-safe writes.
+
+struct Writable2 {
+    Devices dev;
+    std::shared_ptr<blkcrypt::BackingStore> store;  // the header device, writable
+    luks2::Metadata md;
+};
+
+Writable2 open_writable2(Devices d) {
+    luks2::Metadata md = luks2_header(d).md;
+    // A keyslot change under unknown requirements (or a reencryption) is refused, as cryptsetup.
+    if (auto r = luks2::check_requirements(md); !r) throw Failure(r.error().message);
+    auto w = blkcrypt::open_file_store(d.header_path, true);
+    if (!w) throw Failure(w.error().message);
+    return {std::move(d), *w, std::move(md)};
+}
+
+template <typename T>
+T value_or_exit(blkcrypt::Result<T> r) {
+    if (!r) {
+        if (r.status() == blkcrypt::Status::NoKey) throw StatusFailure(r.error().message, kExitNoKey);
+        if (r.status() == blkcrypt::Status::IoError) throw Failure(r.error().message);
+        throw UsageError(r.error().message);
+    }
+    if constexpr (!std::is_void_v<T>) return std::move(r).value();
+}
+
+blkcrypt::SecureBuffer new_passphrase(const std::optional<std::string>& file, const std::string& prompt) {
+    if (file) return read_key_input(*file, 0, 0, false);
+    if (::isatty(STDIN_FILENO)) return prompt_passphrase(prompt, true);
+    return read_key_input("-", 0, 0, true);
+}
+
+int run_add_key2(const po::variables_map& vm, const std::vector<std::string>& files, Devices d) {
+    Writable2 w = open_writable2(std::move(d));
+    luks2::KeyslotOptions ko = luks2_kdf_options(vm);
+    if (vm.count("key-slot")) {
+        ko.keyslot = static_cast<int>(vm["key-slot"].as<unsigned>());
+        if (w.md.keyslots.count(ko.keyslot))
+            throw UsageError("Key slot " + std::to_string(ko.keyslot) + " is full, please select another one.");
+    } else if (static_cast<int>(w.md.keyslots.size()) >= luks2::kMaxKeyslots) {
+        throw UsageError("All key slots full.");
+    }
+    blkcrypt::SecureBuffer vk;
+    if (vm.count("volume-key-file")) {
+        refuse_given(vm, {"key-file", "keyfile-offset", "keyfile-size"}, "not with --volume-key-file");
+        vk = read_key_input(vm["volume-key-file"].as<std::string>(), 0, luks2_key_size(w.md), false);
+        value_or_exit(luks2::volume_from_key(registry(), w.md, vk));
+    } else {
+        const blkcrypt::SecureBuffer old = positional_or_prompt(vm, std::nullopt, "Enter any existing passphrase: ", false);
+        vk = std::move(value_or_exit(luks2::open(registry(), *w.store, old)).table.key);
+    }
+    std::optional<std::string> file;
+    if (files.size() == 2) file = files[1];
+    const blkcrypt::SecureBuffer fresh = new_passphrase(file, "Enter new passphrase for key slot: ");
+    const int slot = value_or_exit(luks2::add_keyslot(registry(), *w.store, vk, fresh, ko));
+    if (vm["verbose"].as<bool>()) std::cout << "Key slot " << slot << " created.\n";
+    return 0;
+}
+
+// luksChangeKey on LUKS2: the same keyslot number gets the new passphrase
+// (the library moves it through a free area, crash-safe).
+int run_change_key2(const po::variables_map& vm, const std::vector<std::string>& files, Devices d) {
+    Writable2 w = open_writable2(std::move(d));
+    luks2::KeyslotOptions ko = luks2_kdf_options(vm);
+    if (vm.count("key-slot")) ko.keyslot = static_cast<int>(vm["key-slot"].as<unsigned>());
+    const blkcrypt::SecureBuffer old = positional_or_prompt(vm, std::nullopt, "Enter passphrase to be changed: ", false);
+    // A wrong passphrase stops here, before the new one is asked for.
+    {
+        luks::OpenOptions oo;
+        oo.keyslot = ko.keyslot;
+        value_or_exit(luks2::open(registry(), *w.store, old, oo));
+    }
+    std::optional<std::string> file;
+    if (files.size() == 2) file = files[1];
+    const blkcrypt::SecureBuffer fresh = new_passphrase(file, "Enter new passphrase: ");
+    const int slot = value_or_exit(luks2::change_keyslot(registry(), *w.store, old, fresh, ko));
+    if (vm["verbose"].as<bool>()) std::cout << "Key slot " << slot << " changed.\n";
+    return 0;
+}
+
+void confirm_last2(const po::variables_map& vm, const luks2::Metadata& md) {
+    if (md.keyslots.size() == 1)
+        confirm(vm, "\nWARNING!\n========\nThis is the last keyslot. Device will become unusable after purging this key.");
+}
+
+int run_remove_key2(const po::variables_map& vm, const std::vector<std::string>& files, Devices d) {
+    Writable2 w = open_writable2(std::move(d));
+    std::optional<std::string> file;
+    if (files.size() == 2) file = files[1];
+    const blkcrypt::SecureBuffer pass = positional_or_prompt(vm, file, "Enter passphrase to be deleted: ", false);
+    luks::OpenOptions oo;
+    if (vm.count("key-slot")) oo.keyslot = static_cast<int>(vm["key-slot"].as<unsigned>());
+    const int slot = value_or_exit(luks2::open(registry(), *w.store, pass, oo)).keyslot;
+    confirm_last2(vm, w.md);
+    value_or_exit(luks2::kill_keyslot(registry(), *w.store, slot));
+    if (vm["verbose"].as<bool>()) std::cout << "Key slot " << slot << " removed.\n";
+    return 0;
+}
+
+int run_kill_slot2(const po::variables_map& vm, const std::vector<std::string>& files, Devices d, int slot) {
+    Writable2 w = open_writable2(std::move(d));
+    if (slot >= luks2::kMaxKeyslots) throw UsageError("Key slot " + std::to_string(slot) + " is invalid.");
+    if (!w.md.keyslots.count(slot)) throw UsageError("Keyslot " + std::to_string(slot) + " is not active.");
+    confirm_last2(vm, w.md);
+    std::optional<std::string> file;
+    if (files.size() == 3) file = files[2];
+    // cryptsetup asks for a remaining passphrase unless --batch-mode on a terminal.
+    if (!vm["batch-mode"].as<bool>() || file || vm.count("key-file") || !::isatty(STDIN_FILENO)) {
+        const blkcrypt::SecureBuffer pass = positional_or_prompt(vm, file, "Enter any remaining passphrase: ", false);
+        value_or_exit(luks2::open(registry(), *w.store, pass));
+    }
+    value_or_exit(luks2::kill_keyslot(registry(), *w.store, slot));
+    return 0;
+}
+
+// luksErase on LUKS2: every keyslot removed, each area wiped.
+int run_erase2(Devices d) {
+    Writable2 w = open_writable2(std::move(d));
+    for (const auto& [k, ks] : w.md.keyslots) value_or_exit(luks2::kill_keyslot(registry(), *w.store, k));
+    return 0;
+}
+
 int run_add_key(const po::variables_map& vm, const std::vector<std::string>& files) {
     if (files.empty() || files.size() > 2) throw UsageError("luks add-key needs IMAGE [NEW_KEY_FILE]");
+    if (Devices d = open_devices(vm, files[0]); is_luks2(d)) return run_add_key2(vm, files, std::move(d));
+    refuse_given(vm, {"pbkdf-memory", "pbkdf-parallel"}, "not for LUKS1");
+    if (vm.count("pbkdf") && vm["pbkdf"].as<std::string>() != "pbkdf2") throw UsageError("LUKS1 keyslots use --pbkdf pbkdf2 only");
     Writable w = open_writable(vm, files[0]);
     int slot = -1;  // the new keyslot: --key-slot, else the first free one
     if (vm.count("key-slot")) {
@@ -444,6 +779,9 @@ int run_add_key(const po::variables_map& vm, const std::vector<std::string>& fil
 // old keyslot removed.
 int run_change_key(const po::variables_map& vm, const std::vector<std::string>& files) {
     if (files.empty() || files.size() > 2) throw UsageError("luks change-key needs IMAGE [NEW_KEY_FILE]");
+    if (Devices d = open_devices(vm, files[0]); is_luks2(d)) return run_change_key2(vm, files, std::move(d));
+    refuse_given(vm, {"pbkdf-memory", "pbkdf-parallel"}, "not for LUKS1");
+    if (vm.count("pbkdf") && vm["pbkdf"].as<std::string>() != "pbkdf2") throw UsageError("LUKS1 keyslots use --pbkdf pbkdf2 only");
     Writable w = open_writable(vm, files[0]);
     if (vm.count("pbkdf-force-iterations") && vm.count("iter-time"))
         throw UsageError("--pbkdf-force-iterations and --iter-time exclude each other");
@@ -472,10 +810,12 @@ int run_header_backup(const po::variables_map& vm, const std::vector<std::string
     const Devices d = open_devices(vm, one_file(files, "header-backup"));
     if (!vm.count("header-backup-file")) throw UsageError("luks header-backup needs --header-backup-file FILE");
     const std::string file = vm["header-backup-file"].as<std::string>();
-    luks1_header(d);  // "not a valid LUKS device" first
+    const bool v2 = is_luks2(d);  // "not a valid LUKS device" first
+    if (v2) luks2_header(d);
+    else luks1_header(d);
     struct stat st {};
     if (::lstat(file.c_str(), &st) == 0) throw Failure("Requested header backup file " + file + " already exists.");
-    auto b = luks1::header_backup(registry(), *d.header);
+    auto b = v2 ? luks2::header_backup(registry(), *d.header) : luks1::header_backup(registry(), *d.header);
     if (!b) throw Failure(b.error().message);
     write_output(file, *b, OutputOptions{.role = "--header-backup-file", .secret = true,
                                          .inputs = {{"IMAGE", d.image}, {"the header", d.header_path}}});
@@ -492,6 +832,14 @@ int run_header_restore(const po::variables_map& vm, const std::vector<std::strin
     const bool has = luks::detect(**store).ok();
     confirm(vm, "Device " + path + (has ? " already contains LUKS header. Replacing header will destroy existing keyslots."
                                         : " does not contain LUKS header. Replacing header can destroy data on that device."));
+    // The backup's own version picks the format (cryptsetup restores either).
+    const bool v2 = backup.size() >= 8 && backup[6] == 0 && backup[7] == 2;
+    if (v2) {
+        auto b = blkcrypt::open_file_store(vm["header-backup-file"].as<std::string>(), false);
+        if (!b) throw Failure(b.error().message);
+        if (auto r = luks2::header_restore(registry(), **store, **b); !r) throw Failure(r.error().message);
+        return 0;
+    }
     if (auto r = luks1::header_restore(registry(), **store, backup); !r) throw Failure(r.error().message);
     return 0;
 }
@@ -499,9 +847,12 @@ int run_header_restore(const po::variables_map& vm, const std::vector<std::strin
 // luksErase: every active keyslot removed (its area overwritten), as
 // cryptsetup erases them; the header stays, without a way to open it.
 int run_erase(const po::variables_map& vm, const std::vector<std::string>& files) {
-    Writable w = open_writable(vm, one_file(files, "erase"));
+    Devices d = open_devices(vm, one_file(files, "erase"));
+    const bool v2 = is_luks2(d);
     confirm(vm, "\nWARNING!\n========\nThis operation will erase all keyslots on device " + files[0] +
                     ".\nDevice will become unusable after this operation.");
+    if (v2) return run_erase2(std::move(d));
+    Writable w = open_writable(vm, files[0]);
     for (unsigned i = 0; i < luks1::kNumKeyslots; ++i)
         if (w.header.keyslots[i].enabled()) check(luks1::remove_keyslot(*w.store, w.header, i));
     return 0;
@@ -520,6 +871,7 @@ void confirm_last(const po::variables_map& vm, const luks1::Header& h) {
 
 int run_remove_key(const po::variables_map& vm, const std::vector<std::string>& files) {
     if (files.empty() || files.size() > 2) throw UsageError("luks remove-key needs IMAGE [KEY_FILE]");
+    if (Devices d = open_devices(vm, files[0]); is_luks2(d)) return run_remove_key2(vm, files, std::move(d));
     Writable w = open_writable(vm, files[0]);
     std::optional<std::string> file;
     if (files.size() == 2) file = files[1];
@@ -533,11 +885,13 @@ int run_remove_key(const po::variables_map& vm, const std::vector<std::string>& 
 
 int run_kill_slot(const po::variables_map& vm, const std::vector<std::string>& files) {
     if (files.size() < 2 || files.size() > 3) throw UsageError("luks kill-slot needs IMAGE SLOT [KEY_FILE]");
-    Writable w = open_writable(vm, files[0]);
     const std::string& n = files[1];
     if (n.empty() || n.size() > 2 || n.find_first_not_of("0123456789") != std::string::npos)
         throw UsageError("kill-slot: '" + n + "' is not a keyslot number");
     const unsigned slot = static_cast<unsigned>(std::stoul(n));
+    if (Devices d = open_devices(vm, files[0]); is_luks2(d))
+        return run_kill_slot2(vm, files, std::move(d), static_cast<int>(slot));
+    Writable w = open_writable(vm, files[0]);
     if (slot >= luks1::kNumKeyslots) throw UsageError("Key slot " + n + " is invalid.");
     if (!w.header.keyslots[slot].enabled()) throw UsageError("Keyslot " + n + " is not active.");
     confirm_last(vm, w.header);
@@ -560,7 +914,7 @@ int run_luks(Args args) {
                    "       blkcrypt luks kill-slot [OPTIONS] IMAGE SLOT [KEY_FILE] | erase [-q] IMAGE\n"
                    "       blkcrypt luks header-backup|header-restore --header-backup-file FILE IMAGE",
                    "LUKS containers as cryptsetup reads and writes them, without root or\n"
-                   "device-mapper (LUKS1). cryptsetup's names work at the top level too:\n"
+                   "device-mapper (LUKS1 and LUKS2). cryptsetup's names work at the top level too:\n"
                    "blkcrypt luksFormat, luksDump, luksAddKey, luksChangeKey, luksRemoveKey,\n"
                    "luksKillSlot, luksErase, luksHeaderBackup, luksHeaderRestore, isLuks, luksUUID.\n"
                    "A passphrase is prompted for on a terminal, else one line of stdin; --key-file\n"
@@ -574,6 +928,7 @@ int run_luks(Args args) {
         ("keyfile-size,l", number_value<uint64_t>(1, kMaxKeyFileSize)->value_name("BYTES"), "read exactly BYTES of the key file")
         ("key-slot,S", number_value<unsigned>(0, 31)->value_name("N"), "try only keyslot N")
         ("dump-volume-key", po::bool_switch(), "dump: also print the volume key (asks for the passphrase)")
+        ("dump-json-metadata", po::bool_switch(), "dump: print the LUKS2 JSON metadata, as cryptsetup")
         ("batch-mode,q", po::bool_switch(), "do not ask for confirmation")
         ("verbose,v", po::bool_switch(), "name the keyslot opened, created or removed")
         ("threads,t", threads_value()->value_name("N"), "crypt worker threads, at most 256 (default: one per core)")
@@ -582,10 +937,22 @@ int run_luks(Args args) {
         ("cipher,c", po::value<std::string>()->value_name("SPEC"), "format: cipher (default: aes-xts-plain64)")
         ("key-size,s", number_value<unsigned>(8, 4096)->value_name("BITS"), "format: volume key bits (default: 512 for XTS, else 256)")
         ("hash,h", po::value<std::string>()->value_name("HASH"), "format: PBKDF2 and anti-forensic hash (default: sha256)")
-        ("pbkdf", po::value<std::string>()->value_name("KDF"), "format: pbkdf2 (LUKS1's only one)")
-        ("iter-time,i", number_value<unsigned>(1, 3600000)->value_name("MS"), "format: PBKDF2 time to aim for (default: 2000)")
-        ("pbkdf-force-iterations", number_value<unsigned>(1000, UINT32_MAX)->value_name("N"),
-         "format: N keyslot iterations, no benchmark")
+        ("pbkdf", po::value<std::string>()->value_name("KDF"),
+         "keyslot KDF: pbkdf2, argon2i, argon2id (LUKS2 default: argon2id; LUKS1: pbkdf2 only)")
+        ("iter-time,i", number_value<unsigned>(1, 3600000)->value_name("MS"), "keyslot KDF time to aim for (default: 2000)")
+        ("pbkdf-force-iterations", number_value<unsigned>(1, UINT32_MAX)->value_name("N"),
+         "N keyslot iterations (Argon2: passes), no benchmark (minimum: 1000 for pbkdf2, 4 for Argon2)")
+        ("pbkdf-memory", number_value<unsigned>(32, 4194304)->value_name("KIB"),
+         "Argon2 memory cost (default: benchmarked, at most 1 GiB)")
+        ("pbkdf-parallel", number_value<unsigned>(1, 4)->value_name("N"), "Argon2 threads (default: up to 4, one per core)")
+        ("sector-size", number_value<unsigned>(512, 4096)->value_name("BYTES"),
+         "format: LUKS2 encryption sector size (default: 4096, as cryptsetup picks for an image file)")
+        ("label", po::value<std::string>()->value_name("LABEL"), "format: LUKS2 label")
+        ("subsystem", po::value<std::string>()->value_name("NAME"), "format: LUKS2 subsystem")
+        ("luks2-metadata-size", number_value<uint64_t>(16384, 4194304)->value_name("BYTES"),
+         "format: each LUKS2 header copy, 16 KiB..4 MiB, a power of two (default: 16 KiB)")
+        ("luks2-keyslots-size", number_value<uint64_t>(4096, 128u << 20)->value_name("BYTES"),
+         "format: the LUKS2 keyslots area (default: up to the data offset, at most 128 MiB)")
         ("volume-key-file", po::value<std::string>()->value_name("FILE"),
          "the volume key from FILE instead of a passphrase (format: instead of a random one)")
         ("offset,o", number_value<unsigned>(0, UINT32_MAX)->value_name("SECTORS"), "format: data offset, 512-byte sectors")
@@ -595,7 +962,7 @@ int run_luks(Args args) {
         ("uuid", po::value<std::string>()->value_name("UUID"), "format: this UUID (default: random); uuid: set it")
         ("verify-passphrase,y", po::bool_switch(), "format: ask for the passphrase twice (always on a terminal)");
     add_progress_options(cl.options);
-    add_action_arguments(cl, {{"format", "create a container, as cryptsetup luksFormat (--type luks1)"},
+    add_action_arguments(cl, {{"format", "create a container, as cryptsetup luksFormat (--type luks1|luks2, default luks2)"},
                               {"dump", "print the header as cryptsetup luksDump does"},
                               {"uuid", "print the UUID, as cryptsetup luksUUID"},
                               {"is-luks", "exit 0 for a LUKS container, 1 otherwise (cryptsetup isLuks)"},
@@ -614,16 +981,17 @@ int run_luks(Args args) {
              {"key-file", "keyfile-offset", "keyfile-size"});
     only_for(cl, {"format", "dump", "test-passphrase", "decrypt", "encrypt", "add-key", "change-key", "remove-key"},
              {"key-slot"});
-    only_for(cl, {"dump"}, {"dump-volume-key"});
+    only_for(cl, {"dump"}, {"dump-volume-key", "dump-json-metadata"});
     only_for(cl, {"dump", "format", "remove-key", "kill-slot", "uuid", "header-restore", "erase"}, {"batch-mode"});
     only_for(cl, {"header-backup", "header-restore"}, {"header-backup-file"});
     only_for(cl, {"test-passphrase", "add-key", "change-key", "remove-key"}, {"verbose"});
-    only_for(cl, {"add-key", "change-key"}, {"iter-time", "pbkdf-force-iterations"});
+    only_for(cl, {"format", "add-key", "change-key"},
+             {"iter-time", "pbkdf-force-iterations", "pbkdf", "pbkdf-memory", "pbkdf-parallel", "hash"});
     only_for(cl, {"decrypt"}, {"in-place"});
     only_for(cl, {"decrypt", "encrypt"}, {"threads"});
     only_for(cl, {"decrypt", "encrypt"}, progress_option_names());
-    only_for(cl, {"format"}, {"type", "cipher", "key-size", "hash", "pbkdf", "iter-time", "pbkdf-force-iterations",
-                              "offset", "align-payload", "verify-passphrase"});
+    only_for(cl, {"format"}, {"type", "cipher", "key-size", "offset", "align-payload", "verify-passphrase", "sector-size",
+                              "label", "subsystem", "luks2-metadata-size", "luks2-keyslots-size"});
     only_for(cl, {"format", "test-passphrase", "decrypt", "encrypt", "add-key"}, {"volume-key-file"});
     only_for(cl, {"format", "uuid"}, {"uuid"});
     auto vm = parse_command_line(cl, args);
