@@ -294,21 +294,21 @@ luks2::KeyslotOptions luks2_kdf_options(const po::variables_map& vm) {
     luks2::KeyslotOptions k;
     if (vm.count("pbkdf")) k.pbkdf = vm["pbkdf"].as<std::string>();
     if (k.pbkdf != "pbkdf2" && k.pbkdf != "argon2i" && k.pbkdf != "argon2id")
-        throw UsageError("Unknown PBKDF type " + k.pbkdf + ".");
+        throw Failure("Unknown PBKDF type " + k.pbkdf + ".");
     if (vm.count("hash")) k.hash = vm["hash"].as<std::string>();
     if (vm.count("pbkdf-force-iterations") && vm.count("iter-time"))
-        throw UsageError("--pbkdf-force-iterations and --iter-time exclude each other");
+        throw Failure("--pbkdf-force-iterations and --iter-time exclude each other");
     if (vm.count("pbkdf-force-iterations")) {
         k.iterations = vm["pbkdf-force-iterations"].as<unsigned>();
         // cryptsetup's floors: 1000 PBKDF2 iterations, 4 Argon2 passes.
         const uint32_t floor = k.pbkdf == "pbkdf2" ? 1000 : 4;
         if (k.iterations < floor)
-            throw UsageError("Forced iteration count is too low for " + k.pbkdf + " (minimum is " + std::to_string(floor) + ").");
+            throw Failure("Forced iteration count is too low for " + k.pbkdf + " (minimum is " + std::to_string(floor) + ").");
     }
     if (vm.count("iter-time")) k.iter_time_ms = vm["iter-time"].as<unsigned>();
     const bool argon = k.pbkdf != "pbkdf2";
     if (!argon && (vm.count("pbkdf-memory") || vm.count("pbkdf-parallel")))
-        throw UsageError("PBKDF max memory or parallel threads must not be set with pbkdf2.");
+        throw Failure("PBKDF max memory or parallel threads must not be set with pbkdf2.");
     if (vm.count("pbkdf-memory")) k.memory_kib = vm["pbkdf-memory"].as<unsigned>();
     if (vm.count("pbkdf-parallel")) k.parallel = vm["pbkdf-parallel"].as<unsigned>();
     // Forced Argon2 passes take cryptsetup's defaults for what is not given.
@@ -322,11 +322,12 @@ luks2::KeyslotOptions luks2_kdf_options(const po::variables_map& vm) {
 
 bool is_power_of_two(uint64_t v) { return v && !(v & (v - 1)); }
 
-// luksFormat --type luks2, cryptsetup 2.6.1's defaults: aes-xts-plain64,
+// Bad values exit 1, as cryptsetup's do. luksFormat --type luks2,
+// cryptsetup 2.6.1's defaults: aes-xts-plain64,
 // 512-bit key, sha256, argon2id benchmarked to 2 s, 16 MiB data offset and
 // 4096-byte sectors (what it picks for an image file, checked on 2.6.1).
 int run_format2(const po::variables_map& vm, const std::string& image, bool detached, const std::string& header_path) {
-    if (vm.count("align-payload")) throw UsageError("--align-payload is for LUKS1; use --offset with LUKS2");
+    if (vm.count("align-payload")) throw Failure("--align-payload is for LUKS1; use --offset with LUKS2");
     luks2::FormatOptions o;
     const luks2::KeyslotOptions k = luks2_kdf_options(vm);
     o.pbkdf = k.pbkdf;
@@ -338,27 +339,27 @@ int run_format2(const po::variables_map& vm, const std::string& image, bool deta
     if (vm.count("cipher")) o.cipher = vm["cipher"].as<std::string>();
     unsigned bits = o.cipher.find("-xts-") != std::string::npos ? 512 : 256;
     if (vm.count("key-size")) bits = vm["key-size"].as<unsigned>();
-    if (bits % 8) throw UsageError("--key-size must be a multiple of 8 bits");
+    if (bits % 8) throw Failure("--key-size must be a multiple of 8 bits");
     o.key_size = bits / 8;
     if (vm.count("sector-size")) {
         o.sector_size = vm["sector-size"].as<unsigned>();
         if (o.sector_size < 512 || o.sector_size > 4096 || !is_power_of_two(o.sector_size))
-            throw UsageError("Unsupported encryption sector size.");
+            throw Failure("Unsupported encryption sector size.");
     }
     if (vm.count("label")) o.label = vm["label"].as<std::string>();
     if (vm.count("subsystem")) o.subsystem = vm["subsystem"].as<std::string>();
     // cryptsetup's limits: 47 characters for each (48 bytes with the NUL).
-    if (o.label.size() > 47) throw UsageError("Label is too long.");
-    if (o.subsystem.size() > 47) throw UsageError("Subsystem is too long.");
+    if (o.label.size() > 47) throw Failure("Label is too long.");
+    if (o.subsystem.size() > 47) throw Failure("Subsystem is too long.");
     if (vm.count("luks2-metadata-size")) {
         o.metadata_size = vm["luks2-metadata-size"].as<uint64_t>();
         if (!is_power_of_two(o.metadata_size) || o.metadata_size < luks2::kMinHdrSize || o.metadata_size > luks2::kMaxHdrSize)
-            throw UsageError("Unsupported LUKS2 metadata size.");
+            throw Failure("Unsupported LUKS2 metadata size.");
     }
     if (vm.count("luks2-keyslots-size")) {
         o.keyslots_size = vm["luks2-keyslots-size"].as<uint64_t>();
         if (o.keyslots_size % 4096 || o.keyslots_size > luks2::kMaxKeyslotsSize)
-            throw UsageError("Unsupported LUKS2 keyslots size.");
+            throw Failure("Unsupported LUKS2 keyslots size.");
     }
     if (vm.count("offset")) {
         o.data_offset = uint64_t{vm["offset"].as<unsigned>()} * 512;
@@ -372,11 +373,11 @@ int run_format2(const po::variables_map& vm, const std::string& image, bool deta
     }
     if (vm.count("key-slot")) {
         o.keyslot = static_cast<int>(vm["key-slot"].as<unsigned>());
-        if (o.keyslot >= luks2::kMaxKeyslots) throw UsageError("Key slot " + std::to_string(o.keyslot) + " is invalid.");
+        if (o.keyslot >= luks2::kMaxKeyslots) throw Failure("Key slot " + std::to_string(o.keyslot) + " is invalid.");
     }
     if (vm.count("uuid")) {
         o.uuid = vm["uuid"].as<std::string>();
-        if (!valid_uuid(o.uuid)) throw UsageError("Wrong LUKS UUID format provided.");
+        if (!valid_uuid(o.uuid)) throw Failure("Wrong LUKS UUID format provided.");
         for (char& c : o.uuid) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     }
 
@@ -406,7 +407,7 @@ int run_format2(const po::variables_map& vm, const std::string& image, bool deta
     auto vol = luks2::format(registry(), **store, pass, o);
     if (!vol) {
         if (vol.status() == blkcrypt::Status::IoError) throw Failure(vol.error().message);
-        throw UsageError(vol.error().message);
+        throw Failure(vol.error().message);
     }
     if (!detached && o.data_offset >= (*store)->size())
         std::cerr << "Device " << image << " is too small for activation, there is no remaining space for data.\n";
