@@ -13,6 +13,7 @@
 #include <blkcrypt/luks/container.hpp>
 #include <blkcrypt/luks/luks1.hpp>
 #include <blkcrypt/luks/luks2.hpp>
+#include <blkcrypt/luks/pbkdf_bench.hpp>
 #include <blkcrypt/random.hpp>
 
 #include <algorithm>
@@ -370,6 +371,13 @@ int run_format2(const po::variables_map& vm, const std::string& image, bool deta
         // to the next MiB, as cryptsetup aligns it.
         const uint64_t end = 2 * o.metadata_size + o.keyslots_size;
         o.data_offset = std::max<uint64_t>(16u << 20, (end + (1u << 20) - 1) / (1u << 20) * (1u << 20));
+    }
+    // The volume key digest: PBKDF2 benchmarked to 125 ms as cryptsetup's
+    // LUKS2 digest is, its 1000 minimum when the keyslot costs are forced.
+    if (!o.iterations) {
+        auto it = luks::benchmark_pbkdf2(registry(), o.hash, o.key_size, 125);
+        if (!it) throw Failure(it.error().message);
+        o.digest_iterations = *it;
     }
     if (vm.count("key-slot")) {
         o.keyslot = static_cast<int>(vm["key-slot"].as<unsigned>());

@@ -193,6 +193,14 @@ expect_exit 1 "$BLKCRYPT" luks format -q --type luks2 --sector-size 1000 "${PBKD
 # (cryptsetup ignores --label for luks1; we refuse it, as every option outside its scope.)
 expect_exit 2 "$BLKCRYPT" luks format -q --type luks1 --label x "${PBKDF2[@]}" --key-file "$TMP/p1" "$img"
 cryptsetup open --test-passphrase --key-file "$TMP/p1" "$img" || fail "a refused format changed the container"
+# The digest's PBKDF2 is benchmarked (125 ms, as cryptsetup) unless the
+# keyslot costs are forced (then cryptsetup's minimum, 1000).
+digest_iterations() { cryptsetup luksDump "$1" | sed -n '/^Digests:/,$s/^\tIterations: //p'; }
+[[ $(digest_iterations "$img") == 1000 ]] || fail "forced costs: digest iterations $(digest_iterations "$img")"
+rm -f "$TMP/b.img" && truncate -s 17M "$TMP/b.img"
+"$BLKCRYPT" luks format -q --pbkdf pbkdf2 --iter-time 1 --key-file "$TMP/p1" "$TMP/b.img" || fail "benchmarked format"
+(($(digest_iterations "$TMP/b.img") > 1000)) || fail "digest iterations not benchmarked: $(digest_iterations "$TMP/b.img")"
+cryptsetup open --test-passphrase --key-file "$TMP/p1" "$TMP/b.img" || fail "cryptsetup: benchmarked format"
 
 # header-backup / -restore, both directions with cryptsetup.
 "$BLKCRYPT" luks header-backup --header-backup-file "$TMP/bk-ours" "$img" || fail "header-backup"
