@@ -438,7 +438,7 @@ int run_format(const po::variables_map& vm, const std::vector<std::string>& file
     if (vm.count("pbkdf-force-iterations") && vm.count("iter-time"))
         throw UsageError("--pbkdf-force-iterations and --iter-time exclude each other");
     if (vm.count("pbkdf-force-iterations") && vm["pbkdf-force-iterations"].as<unsigned>() < luks1::kMinIterations)
-        throw UsageError("Forced iteration count is too low for pbkdf2 (minimum is 1000).");
+        throw Failure("Forced iteration count is too low for pbkdf2 (minimum is 1000).");
 
     blkcrypt::luks::luks1::FormatParams p;
     if (vm.count("cipher")) p.cipher = vm["cipher"].as<std::string>();
@@ -603,6 +603,15 @@ blkcrypt::SecureBuffer positional_or_prompt(const po::variables_map& vm, const s
     return read_key_input("-", 0, 0, true);
 }
 
+// The KDF options of a LUKS1 keyslot change, checked before any passphrase
+// is asked for: PBKDF2 only, cryptsetup's 1000-iteration floor (exit 1).
+void check_luks1_kdf(const po::variables_map& vm) {
+    refuse_given(vm, {"pbkdf-memory", "pbkdf-parallel"}, "not for LUKS1");
+    if (vm.count("pbkdf") && vm["pbkdf"].as<std::string>() != "pbkdf2") throw UsageError("LUKS1 keyslots use --pbkdf pbkdf2 only");
+    if (vm.count("pbkdf-force-iterations") && vm["pbkdf-force-iterations"].as<unsigned>() < luks1::kMinIterations)
+        throw Failure("Forced iteration count is too low for pbkdf2 (minimum is 1000).");
+}
+
 uint32_t keyslot_iterations(const po::variables_map& vm, const luks1::Header& h) {
     if (vm.count("pbkdf-force-iterations")) return vm["pbkdf-force-iterations"].as<unsigned>();
     const uint32_t ms = vm.count("iter-time") ? vm["iter-time"].as<unsigned>() : 2000;
@@ -744,8 +753,7 @@ int run_erase2(Devices d) {
 int run_add_key(const po::variables_map& vm, const std::vector<std::string>& files) {
     if (files.empty() || files.size() > 2) throw UsageError("luks add-key needs IMAGE [NEW_KEY_FILE]");
     if (Devices d = open_devices(vm, files[0]); is_luks2(d)) return run_add_key2(vm, files, std::move(d));
-    refuse_given(vm, {"pbkdf-memory", "pbkdf-parallel"}, "not for LUKS1");
-    if (vm.count("pbkdf") && vm["pbkdf"].as<std::string>() != "pbkdf2") throw UsageError("LUKS1 keyslots use --pbkdf pbkdf2 only");
+    check_luks1_kdf(vm);
     Writable w = open_writable(vm, files[0]);
     int slot = -1;  // the new keyslot: --key-slot, else the first free one
     if (vm.count("key-slot")) {
@@ -789,8 +797,7 @@ int run_add_key(const po::variables_map& vm, const std::vector<std::string>& fil
 int run_change_key(const po::variables_map& vm, const std::vector<std::string>& files) {
     if (files.empty() || files.size() > 2) throw UsageError("luks change-key needs IMAGE [NEW_KEY_FILE]");
     if (Devices d = open_devices(vm, files[0]); is_luks2(d)) return run_change_key2(vm, files, std::move(d));
-    refuse_given(vm, {"pbkdf-memory", "pbkdf-parallel"}, "not for LUKS1");
-    if (vm.count("pbkdf") && vm["pbkdf"].as<std::string>() != "pbkdf2") throw UsageError("LUKS1 keyslots use --pbkdf pbkdf2 only");
+    check_luks1_kdf(vm);
     Writable w = open_writable(vm, files[0]);
     if (vm.count("pbkdf-force-iterations") && vm.count("iter-time"))
         throw UsageError("--pbkdf-force-iterations and --iter-time exclude each other");

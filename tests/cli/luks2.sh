@@ -158,6 +158,10 @@ cmp -s <(dd if="$img" bs=1M skip=16 status=none) "$TMP/ct" || fail "encrypt into
 cryptsetup open --test-passphrase --key-slot 1 --key-file "$TMP/p3" "$img" || fail "cryptsetup: our added slot"
 expect_exit 2 "$BLKCRYPT" luks add-key "${PBKDF2[@]}" --key-file "$TMP/p4" "$img" "$TMP/p4"
 cryptsetup open --test-passphrase --key-file "$TMP/p4" "$img" 2>/dev/null && fail "add-key with a wrong passphrase added it"
+# cryptsetup's floors for forced costs (exit 1, before any passphrase).
+expect_exit 1 "$BLKCRYPT" luks add-key --pbkdf pbkdf2 --pbkdf-force-iterations 999 --key-file "$TMP/p1" "$img" "$TMP/p4"
+expect_exit 1 "$BLKCRYPT" luks add-key --pbkdf argon2id --pbkdf-force-iterations 3 --key-file "$TMP/p1" "$img" "$TMP/p4"
+expect_exit 1 "$BLKCRYPT" luks add-key --pbkdf pbkdf2 --pbkdf-memory 64 --key-file "$TMP/p1" "$img" "$TMP/p4"
 "$BLKCRYPT" luks change-key "${PBKDF2[@]}" --key-file "$TMP/p3" "$img" "$TMP/p4" || fail "change-key"
 cryptsetup open --test-passphrase --key-slot 1 --key-file "$TMP/p4" "$img" || fail "cryptsetup: changed key"
 cryptsetup open --test-passphrase --key-file "$TMP/p3" "$img" 2>/dev/null && fail "the old passphrase still opens"
