@@ -328,7 +328,6 @@ bool is_power_of_two(uint64_t v) { return v && !(v & (v - 1)); }
 // 512-bit key, sha256, argon2id benchmarked to 2 s, 16 MiB data offset and
 // 4096-byte sectors (what it picks for an image file, checked on 2.6.1).
 int run_format2(const po::variables_map& vm, const std::string& image, bool detached, const std::string& header_path) {
-    if (vm.count("align-payload")) throw Failure("--align-payload is for LUKS1; use --offset with LUKS2");
     luks2::FormatOptions o;
     const luks2::KeyslotOptions k = luks2_kdf_options(vm);
     o.pbkdf = k.pbkdf;
@@ -362,8 +361,21 @@ int run_format2(const po::variables_map& vm, const std::string& image, bool deta
         if (o.keyslots_size % 4096 || o.keyslots_size > luks2::kMaxKeyslotsSize)
             throw Failure("Unsupported LUKS2 keyslots size.");
     }
+    if (vm.count("offset") && vm.count("align-payload")) throw Failure("--offset and --align-payload exclude each other");
     if (vm.count("offset")) {
         o.data_offset = uint64_t{vm["offset"].as<unsigned>()} * 512;
+    } else if (const uint64_t align = vm.count("align-payload") ? uint64_t{vm["align-payload"].as<unsigned>()} * 512 : 0) {
+        // As cryptsetup 2.6.1 does it (checked on this host): a detached
+        // header puts the data at the alignment itself, its keyslots area
+        // up to there; else the default 16 MiB offset is rounded up to the
+        // alignment and the keyslots area stays the default one.
+        if (detached) {
+            o.data_offset = align;
+        } else {
+            if (!o.keyslots_size) o.keyslots_size = (16u << 20) - 2 * o.metadata_size;
+            const uint64_t end = std::max<uint64_t>(16u << 20, 2 * o.metadata_size + o.keyslots_size);
+            o.data_offset = (end + align - 1) / align * align;
+        }
     } else if (detached) {
         o.data_offset = 0;
     } else if (o.keyslots_size) {
@@ -389,6 +401,9 @@ int run_format2(const po::variables_map& vm, const std::string& image, bool deta
         for (char& c : o.uuid) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     }
 
+    if (o.data_offset % o.sector_size)
+        throw Failure("Data offset is not multiple of " + std::to_string(o.sector_size) + " bytes.");
+
     struct stat st {};
     if (::stat(image.c_str(), &st) != 0) throw Failure(errno_message(image));
     if (detached && ::stat(header_path.c_str(), &st) != 0) {  // a new header file, as cryptsetup creates it
@@ -413,10 +428,7 @@ int run_format2(const po::variables_map& vm, const std::string& image, bool deta
     auto store = blkcrypt::open_file_store(header_path, true);
     if (!store) throw Failure(store.error().message);
     auto vol = luks2::format(registry(), **store, pass, o);
-    if (!vol) {
-        if (vol.status() == blkcrypt::Status::IoError) throw Failure(vol.error().message);
-        throw Failure(vol.error().message);
-    }
+    if (!vol) throw Failure(vol.error().message);  // exit 1, as cryptsetup's refusals
     if (!detached && o.data_offset >= (*store)->size())
         std::cerr << "Device " << image << " is too small for activation, there is no remaining space for data.\n";
     return 0;

@@ -197,6 +197,29 @@ expect_exit 1 "$BLKCRYPT" luks format -q --type luks2 --sector-size 1000 "${PBKD
 # (cryptsetup ignores --label for luks1; we refuse it, as every option outside its scope.)
 expect_exit 2 "$BLKCRYPT" luks format -q --type luks1 --label x "${PBKDF2[@]}" --key-file "$TMP/p1" "$img"
 cryptsetup open --test-passphrase --key-file "$TMP/p1" "$img" || fail "a refused format changed the container"
+# --offset, --align-payload: the data offset and keyslots area cryptsetup
+# picks for the same options (attached and detached).
+layout() { cryptsetup luksDump "$1" | grep -E '^Keyslots area:|^	offset:'; }
+for opts in "--offset 8192" "--align-payload 3000" "--align-payload 24576" "--align-payload 24576 --header HDR"; do
+    for who in ours theirs; do
+        rm -f "$TMP/l-$who.img" "$TMP/l-$who.hdr" && truncate -s 40M "$TMP/l-$who.img"
+        o=${opts/HDR/$TMP/l-$who.hdr}
+        dev=$TMP/l-$who.img
+        [[ $opts == *HDR* ]] && dev=$TMP/l-$who.hdr
+        if [[ $who == ours ]]; then
+            "$BLKCRYPT" luks format -q "${PBKDF2[@]}" $o --key-file "$TMP/p1" "$TMP/l-$who.img" || fail "format $opts"
+        else
+            cryptsetup luksFormat -q "${PBKDF2[@]}" $o --key-file "$TMP/p1" "$TMP/l-$who.img" || fail "cryptsetup $opts"
+        fi
+        layout "$dev" >"$TMP/layout-$who"
+    done
+    [[ $(grep -c . "$TMP/layout-ours") == 2 ]] || fail "$opts: no layout in $(cat "$TMP/layout-ours")"
+    cmp -s "$TMP/layout-ours" "$TMP/layout-theirs" ||
+        fail "$opts: layout differs: $(diff "$TMP/layout-ours" "$TMP/layout-theirs")"
+done
+expect_exit 1 "$BLKCRYPT" luks format -q "${PBKDF2[@]}" --offset 4100 --key-file "$TMP/p1" "$TMP/l-ours.img"
+grep -q "^blkcrypt: Data offset is not multiple of 4096 bytes.$" "$TMP/stderr" || fail "offset: $(cat "$TMP/stderr")"
+
 # The digest's PBKDF2 is benchmarked (125 ms, as cryptsetup) unless the
 # keyslot costs are forced (then cryptsetup's minimum, 1000).
 digest_iterations() { cryptsetup luksDump "$1" | sed -n '/^Digests:/,$s/^\tIterations: //p'; }
