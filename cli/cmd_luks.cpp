@@ -985,7 +985,7 @@ int run_luks(Args args) {
          "the volume key from FILE instead of a passphrase (format: instead of a random one)")
         ("offset,o", number_value<unsigned>(0, UINT32_MAX)->value_name("SECTORS"), "format: data offset, 512-byte sectors")
         ("align-payload", number_value<unsigned>(0, UINT32_MAX)->value_name("SECTORS"),
-         "format: align the data to SECTORS (default: 2048, 1 MiB)")
+         "format: align the data to SECTORS (LUKS1 default: 2048, 1 MiB)")
         ("header-backup-file", po::value<std::string>()->value_name("FILE"), "header-backup/-restore: the backup file")
         ("uuid", po::value<std::string>()->value_name("UUID"), "format: this UUID (default: random); uuid: set it")
         ("verify-passphrase,y", po::bool_switch(), "format: ask for the passphrase twice (always on a terminal)");
