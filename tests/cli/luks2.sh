@@ -127,6 +127,42 @@ check_theirs "cbc-essiv 4096 argon2i" aes-cbc-essiv:sha256 256 4096 argon2i 0
 check_theirs "cbc-essiv 512 pbkdf2 detached" aes-cbc-essiv:sha256 256 512 pbkdf2 1
 check_theirs "xts-512 4096 argon2id detached" aes-xts-plain64 512 4096 argon2id 1
 
+# An unknown mandatory requirement (set in both copies, checksums redone):
+# test-passphrase and dump still work, data and keyslot changes refuse, as
+# cryptsetup's open --test-passphrase, luksDump and luksAddKey do.
+img=$TMP/req.img
+rm -f "$img" && truncate -s 4M "$img"
+cryptsetup luksFormat -q --type luks2 "${PBKDF2[@]}" --offset 4096 --key-file "$TMP/p1" "$img" || fail "req: luksFormat"
+python3 - "$img" <<'PY'
+import hashlib, json, struct, sys
+f = open(sys.argv[1], "r+b")
+f.seek(8)
+hdr_size = struct.unpack(">Q", f.read(8))[0]
+for off in (0, hdr_size):
+    f.seek(off)
+    blob = bytearray(f.read(hdr_size))
+    md = json.loads(blob[4096:].rstrip(b"\0"))
+    md["config"]["requirements"] = {"mandatory": ["blkcrypt-unknown"]}
+    text = json.dumps(md, separators=(",", ":")).encode()
+    blob[4096:] = text + bytes(hdr_size - 4096 - len(text))
+    blob[448:512] = bytes(64)  # the checksum covers the copy with its own field zeroed
+    blob[448:480] = hashlib.sha256(blob).digest()
+    f.seek(off)
+    f.write(blob)
+PY
+cryptsetup open --test-passphrase --key-file "$TMP/p1" "$img" || fail "req: cryptsetup refuses the test"
+cryptsetup luksAddKey -q "${PBKDF2[@]}" --key-file "$TMP/p1" "$img" "$TMP/p3" 2>/dev/null && fail "req: cryptsetup adds a key"
+"$BLKCRYPT" luks dump "$img" | cmp -s - <(cryptsetup luksDump "$img") || fail "req: dump differs"
+"$BLKCRYPT" luks test-passphrase --key-file "$TMP/p1" "$img" || fail "req: test-passphrase"
+cp "$img" "$TMP/req.before"
+expect_exit 1 "$BLKCRYPT" luks decrypt --key-file "$TMP/p1" "$img" "$TMP/req.out"
+grep -q "Unmet LUKS2 requirements detected (blkcrypt-unknown)." "$TMP/stderr" || fail "req: $(cat "$TMP/stderr")"
+[[ ! -e $TMP/req.out ]] || fail "req: decrypt left OUT behind"
+expect_exit 1 "$BLKCRYPT" luks add-key "${PBKDF2[@]}" --key-file "$TMP/p1" "$img" "$TMP/p3"
+expect_exit 1 "$BLKCRYPT" luks kill-slot -q --key-file "$TMP/p1" "$img" 0
+expect_exit 1 "$BLKCRYPT" luks encrypt --key-file "$TMP/p1" "$TMP/p3" "$img"
+cmp -s "$img" "$TMP/req.before" || fail "req: a refused action changed the container"
+
 # --- Ours, read by cryptsetup.
 img=$TMP/ours.img
 head -c 64 /dev/urandom >"$TMP/vk"
