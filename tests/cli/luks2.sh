@@ -182,6 +182,14 @@ grep -q "^	PBKDF:      argon2id$" "$TMP/theirs" || fail "pbkdf"
 "$BLKCRYPT" luks dump "$img" | cmp -s - "$TMP/theirs" || fail "our dump of our format differs"
 cryptsetup open --test-passphrase --key-file "$TMP/p1" "$img" || fail "cryptsetup rejects our passphrase"
 [[ $(volume_key "$TMP/p1" "$img") == "$vkhex" ]] || fail "cryptsetup sees another volume key"
+# --volume-key-file instead of a passphrase: test-passphrase, add-key.
+"$BLKCRYPT" luks test-passphrase --volume-key-file "$TMP/vk" "$img" || fail "test-passphrase --volume-key-file"
+head -c 64 /dev/zero >"$TMP/vk0"
+expect_exit 2 "$BLKCRYPT" luks test-passphrase --volume-key-file "$TMP/vk0" "$img"
+grep -q "Volume key does not match the volume." "$TMP/stderr" || fail "wrong volume key: $(cat "$TMP/stderr")"
+"$BLKCRYPT" luks add-key "${PBKDF2[@]}" --key-slot 7 --volume-key-file "$TMP/vk" "$img" "$TMP/p4" || fail "add-key by volume key"
+cryptsetup open --test-passphrase --key-slot 7 --key-file "$TMP/p4" "$img" || fail "cryptsetup: slot 7"
+"$BLKCRYPT" luks kill-slot -q --key-file "$TMP/p4" "$img" 7 || fail "kill-slot 7"
 # encrypt into our container: the reference bytes.
 random_file "$TMP/plain" $((1024 * 1024))
 encrypt_ref aes-xts-plain64 "$vkhex" "$TMP/plain" "$TMP/ct" 4096
