@@ -88,7 +88,10 @@ public:
 
 int main() {
     Registry reg;
-    register_defaults(reg);
+    if (auto r = register_defaults(reg); !r) {
+        std::fprintf(stderr, "%s\n", r.error().message.c_str());
+        return 1;
+    }
     auto tmpl = std::make_shared<DoubleTemplate>();
     tmpl->module = "example";
     if (auto r = reg.register_template(tmpl); !r) {

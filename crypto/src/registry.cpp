@@ -58,6 +58,7 @@ struct Registry::Impl {
     struct Found {
         std::shared_ptr<const Alg> alg;
         std::string why_not;  // when alg is null but the name exists
+        Status status = Status::NotFound;  // SelftestFailed when that is why
     };
 
     Found find(std::string_view name, const AlgType* type) const {
@@ -67,6 +68,7 @@ struct Registry::Impl {
             if (in.driver != name) continue;
             if (e.state == SelftestState::Failed) {
                 f.why_not = "driver '" + in.driver + "' failed its self-test: " + e.message;
+                f.status = Status::SelftestFailed;
                 return f;
             }
             if (type && !usable_as(in.type, *type)) {
@@ -82,14 +84,17 @@ struct Registry::Impl {
             const AlgInfo& in = e.alg->info();
             if (in.name != name) continue;
             if (!visible(e)) {
-                if (f.why_not.empty())
+                if (f.why_not.empty()) {
                     f.why_not = "'" + std::string(name) + "': driver '" + in.driver +
                                 "' failed its self-test: " + e.message;
+                    f.status = Status::SelftestFailed;
+                }
                 continue;
             }
             if (type && !usable_as(in.type, *type)) {
                 f.why_not = "'" + std::string(name) + "' is " + article(in.type) + ", not " +
                             article(*type);
+                f.status = Status::NotFound;
                 continue;
             }
             if (in.internal || e.alg->superseded.load()) continue;
@@ -98,6 +103,7 @@ struct Registry::Impl {
         if (best) {
             f.alg = best->alg;
             f.why_not.clear();
+            f.status = Status::NotFound;
         }
         return f;
     }
@@ -274,9 +280,9 @@ Result<std::shared_ptr<const Alg>> lookup_impl(Registry& reg, Registry::Impl& im
         // A template name whose registered drivers all failed (or have the
         // wrong type) may still be built from its parts.
         if (!parsed->is_template())
-            return make_error(Status::NotFound, found.why_not.empty()
-                                                    ? "unknown algorithm '" + key + "'"
-                                                    : found.why_not);
+            return make_error(found.status, found.why_not.empty()
+                                                ? "unknown algorithm '" + key + "'"
+                                                : found.why_not);
         if (auto it = im.inflight.find(key); it != im.inflight.end()) {
             auto fut = it->second;
             lk.unlock();
@@ -311,7 +317,7 @@ Result<std::shared_ptr<const Alg>> lookup_impl(Registry& reg, Registry::Impl& im
             else if (!r)
                 outcome = r.error();
             else
-                outcome = make_error(Status::NotFound, again.why_not);
+                outcome = make_error(again.status, again.why_not);
         }
         {
             std::lock_guard lk2(im.mu);

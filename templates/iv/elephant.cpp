@@ -162,7 +162,7 @@ private:
         secure_wipe(ks, sizeof ks);
     }
 
-    void pre(GenivUnit& u) const override {
+    Status pre(GenivUnit& u) const override {
         if (u.enc) {
             // The source stays as it is: the diffused copy goes to dst, and
             // the cipher then runs in place there (CRYPT_ENCRYPT_PREPROCESS).
@@ -177,16 +177,17 @@ private:
         const std::size_t bs = inner_ivsize();
         uint8_t zero[kMaxBlock] = {}, off[kMaxBlock] = {};
         put_le64(off, u.iv_sector * params().sector_size);
-        (void)inner_crypt(0, ConstBytes(zero, bs), u.iv.first(bs), Bytes(off, bs), true);
+        return inner_crypt(0, ConstBytes(zero, bs), u.iv.first(bs), Bytes(off, bs), true);
     }
 
-    void post(GenivUnit& u) const override {
-        if (u.enc) return;
+    Status post(GenivUnit& u) const override {
+        if (u.enc) return Status::Ok;
         uint8_t buf[kMaxSector];
         sg_gather(u.dst, 0, Bytes(buf, u.size));
         elephant(u, buf);
         sg_scatter(u.dst, 0, ConstBytes(buf, u.size));
         secure_wipe(buf, u.size);
+        return Status::Ok;
     }
 
     std::unique_ptr<CipherTfm> aes_;

@@ -72,7 +72,7 @@ GenivTfm::~GenivTfm() = default;
 std::size_t GenivTfm::extra_key_size(std::size_t) const { return 0; }
 Status GenivTfm::set_extra_key(ConstBytes) { return Status::Ok; }
 Status GenivTfm::check_params(const SectorParams&) const { return Status::Ok; }
-void GenivTfm::post(GenivUnit&) const {}
+Status GenivTfm::post(GenivUnit&) const { return Status::Ok; }
 
 Status GenivTfm::set_sector_params(const SectorParams& p) {
     if (p.sector_size < 512 || p.sector_size > 4096 || !std::has_single_bit(p.sector_size))
@@ -148,7 +148,7 @@ Status GenivTfm::crypt(SkcipherRequest& req, bool enc) const {
         u.dst = dst.take(req.dst, k * ss, ss);
         std::fill(ivbuf, ivbuf + ivlen, 0);
         u.iv = Bytes(ivbuf, ivlen);
-        pre(u);
+        if (st = pre(u); st != Status::Ok) break;
         SkcipherRequest sub;
         sub.src = u.src;
         sub.dst = u.dst;
@@ -156,7 +156,7 @@ Status GenivTfm::crypt(SkcipherRequest& req, bool enc) const {
         sub.iv = u.iv.first(inner_ivsize_);
         const SkcipherTfm& t = *inner_[u.key_index];
         st = enc ? t.encrypt(sub) : t.decrypt(sub);
-        if (st == Status::Ok) post(u);
+        if (st == Status::Ok) st = post(u);
     }
     secure_wipe(ivbuf, sizeof ivbuf);  // lmk's IV is derived from plaintext
     return st;
@@ -179,9 +179,8 @@ struct GenivTfm::AsyncRun {
 
     // True when this was the last outstanding piece of work.
     bool finish(std::size_t i, Status s) {
-        if (s == Status::Ok) {
-            tfm->post(units[i].u);
-        } else {
+        if (s == Status::Ok) s = tfm->post(units[i].u);
+        if (s != Status::Ok) {
             int ok = static_cast<int>(Status::Ok);
             err.compare_exchange_strong(ok, static_cast<int>(s));
         }
@@ -208,7 +207,10 @@ Status GenivTfm::crypt_async(SkcipherRequest& req, bool enc, uint64_t start) con
         x.u.dst = x.dst.take(req.dst, k * ss, ss);
         std::fill(x.iv, x.iv + ivlen, 0);
         x.u.iv = Bytes(x.iv, ivlen);
-        pre(x.u);
+        if (Status s = pre(x.u); s != Status::Ok) {
+            run->finish(k, s);  // this unit fails; the others already in flight finish
+            continue;
+        }
         x.sub.src = x.u.src;
         x.sub.dst = x.u.dst;
         x.sub.len = ss;

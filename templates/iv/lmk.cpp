@@ -79,16 +79,17 @@ private:
         st->init();  // drop the state derived from the plaintext
     }
 
-    void pre(GenivUnit& u) const override {
-        if (!u.enc) return;  // read: zero IV
+    Status pre(GenivUnit& u) const override {
+        if (!u.enc) return Status::Ok;  // read: zero IV
         uint8_t buf[kSector];
         sg_gather(u.src, 0, Bytes(buf, kSector));
         lmk_one(u, buf, u.iv.data());
         secure_wipe(buf, sizeof buf);
+        return Status::Ok;
     }
 
-    void post(GenivUnit& u) const override {
-        if (u.enc) return;
+    Status post(GenivUnit& u) const override {
+        if (u.enc) return Status::Ok;
         uint8_t buf[kSector], iv[kMd5Digest];
         sg_gather(u.dst, 0, Bytes(buf, kSector));
         lmk_one(u, buf, iv);
@@ -96,6 +97,7 @@ private:
         sg_scatter(u.dst, 0, ConstBytes(buf, ivsize_));
         secure_wipe(buf, sizeof buf);
         secure_wipe(iv, sizeof iv);
+        return Status::Ok;
     }
 
     std::unique_ptr<ShashTfm> md5_;

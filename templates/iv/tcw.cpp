@@ -77,7 +77,7 @@ private:
         secure_wipe(buf, sizeof buf);
     }
 
-    void pre(GenivUnit& u) const override {
+    Status pre(GenivUnit& u) const override {
         if (!u.enc) {
             // Unwhiten the ciphertext into dst and decrypt there.
             uint8_t buf[kSector];
@@ -89,14 +89,16 @@ private:
         uint8_t sector[8];
         put_le64(sector, u.iv_sector);
         for (std::size_t i = 0; i < ivsize_; ++i) u.iv[i] = seed_[i] ^ sector[i % 8];
+        return Status::Ok;
     }
 
-    void post(GenivUnit& u) const override {
-        if (!u.enc) return;
+    Status post(GenivUnit& u) const override {
+        if (!u.enc) return Status::Ok;
         uint8_t buf[kSector];
         sg_gather(u.dst, 0, Bytes(buf, kSector));
         whiten(u, buf);
         sg_scatter(u.dst, 0, ConstBytes(buf, kSector));
+        return Status::Ok;
     }
 
     std::unique_ptr<ShashTfm> crc32_;

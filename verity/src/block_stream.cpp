@@ -68,7 +68,7 @@ Result<void> hash_blocks(const std::shared_ptr<BlockHasher>& hasher, dm::Backing
         if (!next) return next.error();
         if (auto r = sink(first, count, ConstBytes(digests).first(count * ds)); !r) return r;
         if (opts.progress && !opts.progress((first + count) * bs, nblocks * bs))
-            return make_error(Status::IoError, "interrupted");
+            return make_error(Status::Interrupted, "interrupted");
         cur = next;
     }
     if (store.changed()) return changed_error(store);  // grew (or shrank) meanwhile

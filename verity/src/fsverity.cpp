@@ -342,7 +342,7 @@ Result<FsverityDigest> fsverity_compute_fd(Registry& reg, const FsverityParams& 
             m->release(off, n);
             if (m->truncated()) return make_error(Status::IoError, "fs-verity: the file shrank while being read");
             if (!r) return r.error();
-            if (p.progress && !p.progress(off + n, size)) return make_error(Status::IoError, "interrupted");
+            if (p.progress && !p.progress(off + n, size)) return make_error(Status::Interrupted, "interrupted");
         }
         m.reset();
         return finish_checked(*b, fd, size);
@@ -370,7 +370,7 @@ Result<FsverityDigest> fsverity_compute_fd(Registry& reg, const FsverityParams& 
         if (!hashed) return hashed.error();
         if (!read_result) return read_result.error();
         off = next;
-        if (p.progress && !p.progress(off, size)) return make_error(Status::IoError, "interrupted");
+        if (p.progress && !p.progress(off, size)) return make_error(Status::Interrupted, "interrupted");
     }
     return finish_checked(*b, fd, size);
 }
