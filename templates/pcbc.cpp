@@ -19,21 +19,13 @@ namespace {
 
 constexpr std::size_t kMaxBlock = 32;
 
-// "an 8-byte block", "a 16-byte block": for error messages.
-std::string block_phrase(std::size_t n) {
-    const std::string s = std::to_string(n);
-    const bool an = s[0] == '8' || s == "11" || s == "18";
-    return (an ? "an " : "a ") + s + "-byte block";
-}
-
 void xor_into(uint8_t* dst, const uint8_t* a, const uint8_t* b, std::size_t n) noexcept {
     for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<uint8_t>(a[i] ^ b[i]);
 }
 
 class PcbcTfm final : public SkcipherTfm {
 public:
-    PcbcTfm(std::unique_ptr<CipherTfm> cipher, std::size_t bs)
-        : cipher_(std::move(cipher)), bs_(bs) {}
+    explicit PcbcTfm(const Spawn<CipherAlg>& c) : cipher_(c.create_tfm()), bs_(c.info().blocksize) {}
 
     Status setkey(ConstBytes key) override {
         return cipher_->setkey(key) == Status::Ok ? Status::Ok : Status::Invalid;
@@ -73,50 +65,10 @@ private:
     std::size_t bs_;
 };
 
-class PcbcAlg final : public SkcipherAlg {
-public:
-    PcbcAlg(AlgInfo info, std::shared_ptr<const Alg> cipher)
-        : SkcipherAlg(std::move(info)), cipher_(std::move(cipher)) {}
-    std::unique_ptr<SkcipherTfm> create_tfm() const override {
-        return std::make_unique<PcbcTfm>(static_cast<const CipherAlg&>(*cipher_).create_tfm(),
-                                         cipher_->info().blocksize);
-    }
-
-private:
-    std::shared_ptr<const Alg> cipher_;
-};
-
-class PcbcTemplate final : public Template {
-public:
-    std::string_view name() const override { return "pcbc"; }
-
-    Result<std::shared_ptr<Alg>> create(Registry& reg, const AlgName& name) const override {
-        if (auto r = check_arg_count(name, 1); !r) return r.error();
-        auto cipher = grab_spawn(reg, "pcbc", name.args()[0], AlgType::Cipher);
-        if (!cipher) return cipher.error();
-        const AlgInfo& c = (*cipher)->info();
-        if (c.blocksize == 0 || c.blocksize > kMaxBlock)
-            return make_error(Status::Invalid, "pcbc: cipher '" + c.name + "' has " +
-                                                   block_phrase(c.blocksize) +
-                                                   "; pcbc supports 1 to 32");
-        AlgInfo info;
-        info.module = module;
-        set_instance_names(info, "pcbc", {cipher->get()});
-        info.type = AlgType::Skcipher;
-        info.needs_key = true;
-        info.blocksize = c.blocksize;
-        info.chunksize = c.blocksize;
-        info.ivsize = c.blocksize;
-        info.min_keysize = c.min_keysize;
-        info.max_keysize = c.max_keysize;
-        auto alg = std::make_shared<PcbcAlg>(info, *cipher);
-        alg->spawns = {*cipher};
-        return std::shared_ptr<Alg>(alg);
-    }
-};
-
 }  // namespace
 
-std::shared_ptr<Template> make_pcbc_template() { return std::make_shared<PcbcTemplate>(); }
+std::shared_ptr<Template> make_pcbc_template() {
+    return make_cipher_mode<PcbcTfm>({.name = "pcbc", .max_block = kMaxBlock, .accepted = "pcbc supports 1 to 32"});
+}
 
 }  // namespace blkcrypt

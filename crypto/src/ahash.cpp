@@ -12,10 +12,7 @@ AhashRequest::~AhashRequest() = default;
 Result<Ahash> Ahash::alloc(Registry& reg, std::string_view name) {
     auto alg = reg.lookup(name, AlgType::Ahash);
     if (!alg) return alg.error();
-    const Alg& a = **alg;
-    std::unique_ptr<AhashTfm> tfm = a.info().type == AlgType::Shash
-                                        ? make_shash_ahash_tfm(static_cast<const ShashAlg&>(a))
-                                        : static_cast<const AhashAlg&>(a).create_tfm();
+    auto tfm = create_ahash_tfm(**alg);
     return Ahash(AlgRef(*alg), std::move(tfm));
 }
 

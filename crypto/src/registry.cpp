@@ -1,6 +1,8 @@
 // The registry: a list of algorithms, a table of templates, and the
 // in-flight constructions that make concurrent lookups of a new template
 // name wait for one another (the kernel's larvals).
+#include "alg_record.hpp"
+
 #include <blkcrypt/alg_name.hpp>
 #include <blkcrypt/internal/alg.hpp>
 #include <blkcrypt/internal/template.hpp>
@@ -14,6 +16,11 @@
 
 namespace blkcrypt {
 
+bool usable_as(AlgType have, AlgType want) noexcept {
+    return have == want || (want == AlgType::Skcipher && have == AlgType::Cipher) ||
+           (want == AlgType::Ahash && have == AlgType::Shash);
+}
+
 SelftestOutcome run_testmgr(const Alg& alg, bool full);  // testmgr.cpp
 
 namespace {
@@ -25,18 +32,14 @@ struct Entry {
     const Template* origin = nullptr;  // the template that made this instance
 };
 
-bool usable_as(AlgType have, AlgType want) {
-    return have == want || (want == AlgType::Skcipher && have == AlgType::Cipher) ||
-           (want == AlgType::Ahash && have == AlgType::Shash);
-}
 
 AlgStatus status_of(const Entry& e) {
     AlgStatus s;
     s.info = e.alg->info();
     s.selftest = e.state;
     s.selftest_message = e.message;
-    s.refcnt = 1 + e.alg->users.load();
-    s.superseded = e.alg->superseded.load();
+    s.refcnt = 1 + detail::record_of(*e.alg).users.load();
+    s.superseded = detail::record_of(*e.alg).superseded.load();
     return s;
 }
 
@@ -97,7 +100,7 @@ struct Registry::Impl {
                 f.status = Status::NotFound;
                 continue;
             }
-            if (in.internal || e.alg->superseded.load()) continue;
+            if (in.internal || detail::record_of(*e.alg).superseded.load()) continue;
             if (!best || in.priority > best->alg->info().priority) best = &e;
         }
         if (best) {
@@ -137,13 +140,13 @@ struct Registry::Impl {
     void supersede_for(const Alg& better) {
         std::set<const Alg*> stale;
         for (const auto& e : algs)
-            for (const auto& s : e.alg->spawns)
+            for (const auto& s : detail::record_of(*e.alg).spawns)
                 if (s->info().name == better.info().name &&
                     s->info().priority < better.info().priority)
                     stale.insert(e.alg.get());
         propagate(stale);
         for (const auto& e : algs)
-            if (stale.count(e.alg.get())) e.alg->superseded = true;
+            if (stale.count(e.alg.get())) detail::record_of(*e.alg).superseded = true;
     }
 
     // Grow `set` with everything that depends on a member, transitively.
@@ -152,7 +155,7 @@ struct Registry::Impl {
             grew = false;
             for (const auto& e : algs) {
                 if (set.count(e.alg.get())) continue;
-                for (const auto& s : e.alg->spawns)
+                for (const auto& s : detail::record_of(*e.alg).spawns)
                     if (set.count(s.get())) {
                         set.insert(e.alg.get());
                         grew = true;

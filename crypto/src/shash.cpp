@@ -11,7 +11,7 @@ namespace blkcrypt {
 Result<Shash> Shash::alloc(Registry& reg, std::string_view name) {
     auto alg = reg.lookup(name, AlgType::Shash);
     if (!alg) return alg.error();
-    return Shash(AlgRef(*alg), static_cast<const ShashAlg&>(**alg).create_tfm());
+    return Shash(AlgRef(*alg), create_shash_tfm(**alg));
 }
 
 Shash::Shash(AlgRef ref, std::unique_ptr<ShashTfm> tfm)

@@ -2,6 +2,7 @@
 // transform under several buffer layouts (the kernel's testmgr configs) and
 // reports the first mismatch. Called by the registry before an algorithm
 // becomes visible, and by `blkcrypt selftest`.
+#include "alg_record.hpp"
 #include <blkcrypt/internal/alg.hpp>
 #include <blkcrypt/internal/testvec.hpp>
 #include <blkcrypt/registry.hpp>
@@ -315,7 +316,8 @@ std::string run_one(const Alg& alg, const TestVector& v, bool full) {
 }  // namespace
 
 SelftestOutcome run_testmgr(const Alg& alg, bool full) {
-    const std::string& name = alg.test_name.empty() ? alg.info().name : alg.test_name;
+    const std::string& test_name = detail::record_of(alg).test_name;
+    const std::string& name = test_name.empty() ? alg.info().name : test_name;
     const auto& vecs = builtin_vectors(name);
     if (vecs.empty()) return {SelftestState::NoVectors, "no vectors for '" + name + "'"};
     std::size_t ran = 0;

@@ -104,8 +104,8 @@ void diffuser_b_encrypt(uint32_t* d, int n) {
 
 class ElephantTfm final : public GenivTfm {
 public:
-    ElephantTfm(std::shared_ptr<const Alg> inner, const CipherAlg& aes)
-        : GenivTfm(std::move(inner)), aes_(aes.create_tfm()) {}
+    ElephantTfm(std::shared_ptr<const Alg> inner, const Alg& aes)
+        : GenivTfm(std::move(inner)), aes_(create_cipher_tfm(aes)) {}
 
 private:
     std::size_t extra_key_size(std::size_t key_len) const override { return key_len / 2; }
@@ -209,7 +209,7 @@ std::shared_ptr<Template> make_elephant_template() {
         spawns.push_back(*aes);
         std::shared_ptr<const Alg> cipher = *aes;
         return GenivTemplate::MakeTfm([cipher](std::shared_ptr<const Alg> in) {
-            return std::make_unique<ElephantTfm>(std::move(in), static_cast<const CipherAlg&>(*cipher));
+            return std::make_unique<ElephantTfm>(std::move(in), *cipher);
         });
     };
     return std::make_shared<GenivTemplate>("elephant", prepare);

@@ -13,11 +13,7 @@ namespace {
 constexpr std::size_t kMaxIv = 64;
 constexpr unsigned kMaxKeys = 1024;
 
-std::unique_ptr<SkcipherTfm> make_inner(const Alg& a) {
-    return a.info().type == AlgType::Cipher
-               ? make_cipher_skcipher_tfm(static_cast<const CipherAlg&>(a))
-               : static_cast<const SkcipherAlg&>(a).create_tfm();
-}
+std::unique_ptr<SkcipherTfm> make_inner(const Alg& a) { return create_skcipher_tfm(a); }
 
 // One unit's window of a scatter-gather list, on the stack unless the unit
 // spans many segments.
@@ -48,8 +44,11 @@ private:
 
 class GenivAlg final : public SkcipherAlg {
 public:
-    GenivAlg(AlgInfo info, std::shared_ptr<const Alg> inner, GenivTemplate::MakeTfm make)
-        : SkcipherAlg(std::move(info)), inner_(std::move(inner)), make_(std::move(make)) {}
+    // spawns: the inner skcipher, then what the mode's Prepare looked up.
+    GenivAlg(AlgInfo info, const std::vector<std::shared_ptr<const Alg>>& spawns, GenivTemplate::MakeTfm make)
+        : SkcipherAlg(std::move(info)), inner_(spawns.front()), make_(std::move(make)) {
+        for (const auto& s : spawns) detail::record_spawn(*this, s);
+    }
     std::unique_ptr<SkcipherTfm> create_tfm() const override { return make_(inner_); }
 
 private:
@@ -260,8 +259,7 @@ Result<std::shared_ptr<Alg>> GenivTemplate::create(Registry& reg, const AlgName&
     info.module = module;
     info.ivsize = 8;  // LE64 of the first 512-byte sector
     info.needs_key = true;
-    auto alg = std::make_shared<GenivAlg>(info, *inner, std::move(*make));
-    alg->spawns = std::move(spawns);
+    auto alg = std::make_shared<GenivAlg>(info, spawns, std::move(*make));
     return std::shared_ptr<Alg>(alg);
 }
 

@@ -31,8 +31,8 @@ constexpr std::size_t kMaxState = 256;    // room for the md5 driver's exported 
 
 class LmkTfm final : public GenivTfm {
 public:
-    LmkTfm(std::shared_ptr<const Alg> inner, const ShashAlg& md5)
-        : GenivTfm(std::move(inner)), md5_(md5.create_tfm()), statesize_(md5.info().statesize),
+    LmkTfm(std::shared_ptr<const Alg> inner, const Alg& md5)
+        : GenivTfm(std::move(inner)), md5_(create_shash_tfm(md5)), statesize_(md5.info().statesize),
           ivsize_(std::max<std::size_t>(inner_ivsize(), 8)) {}
     ~LmkTfm() override { secure_wipe(seed_.data(), seed_.size()); }
 
@@ -131,7 +131,7 @@ std::shared_ptr<Template> make_lmk_template() {
         spawns.push_back(*md5);
         std::shared_ptr<const Alg> hash = *md5;
         return GenivTemplate::MakeTfm([hash](std::shared_ptr<const Alg> x) {
-            return std::make_unique<LmkTfm>(std::move(x), static_cast<const ShashAlg&>(*hash));
+            return std::make_unique<LmkTfm>(std::move(x), *hash);
         });
     };
     return std::make_shared<GenivTemplate>("lmk", prepare);

@@ -28,8 +28,8 @@ constexpr std::size_t kMaxIv = 16;      // the sector number covers at most 16 I
 
 class TcwTfm final : public GenivTfm {
 public:
-    TcwTfm(std::shared_ptr<const Alg> inner, const ShashAlg& crc32)
-        : GenivTfm(std::move(inner)), crc32_(crc32.create_tfm()),
+    TcwTfm(std::shared_ptr<const Alg> inner, const Alg& crc32)
+        : GenivTfm(std::move(inner)), crc32_(create_shash_tfm(crc32)),
           ivsize_(std::max<std::size_t>(inner_ivsize(), 8)) {}
     ~TcwTfm() override {
         secure_wipe(seed_, sizeof seed_);
@@ -129,7 +129,7 @@ std::shared_ptr<Template> make_tcw_template() {
         spawns.push_back(*crc);
         std::shared_ptr<const Alg> hash = *crc;
         return GenivTemplate::MakeTfm([hash](std::shared_ptr<const Alg> x) {
-            return std::make_unique<TcwTfm>(std::move(x), static_cast<const ShashAlg&>(*hash));
+            return std::make_unique<TcwTfm>(std::move(x), *hash);
         });
     };
     return std::make_shared<GenivTemplate>("tcw", prepare);

@@ -199,7 +199,7 @@ public:
     RenamedShash(AlgInfo info, std::shared_ptr<const Alg> real)
         : ShashAlg(std::move(info)), real_(std::move(real)) {}
     std::unique_ptr<ShashTfm> create_tfm() const override {
-        return static_cast<const ShashAlg&>(*real_).create_tfm();
+        return create_shash_tfm(*real_);
     }
 
 private:
