@@ -31,18 +31,12 @@ void xor_into(uint8_t* dst, const uint8_t* a, const uint8_t* b, std::size_t n) n
     for (; i < n; ++i) dst[i] = static_cast<uint8_t>(a[i] ^ b[i]);
 }
 
-class CbcTfm final : public SkcipherTfm {
+class CbcTfm final : public CipherModeTfm {
 public:
-    explicit CbcTfm(const Spawn<CipherAlg>& c) : cipher_(c.create_tfm()), bs_(c.info().blocksize) {}
-
-    Status setkey(ConstBytes key) override {
-        return cipher_->setkey(key) == Status::Ok ? Status::Ok : Status::Invalid;
-    }
-    Status encrypt(SkcipherRequest& req) const override { return crypt(req, true); }
-    Status decrypt(SkcipherRequest& req) const override { return crypt(req, false); }
+    using CipherModeTfm::CipherModeTfm;
 
 private:
-    Status crypt(SkcipherRequest& req, bool enc) const {
+    Status crypt(SkcipherRequest& req, bool enc) const override {
         if (req.len % bs_) return Status::Invalid;  // checked before any output
         uint8_t iv[kMaxBlock];
         std::memcpy(iv, req.iv.data(), bs_);
@@ -91,9 +85,6 @@ private:
             n -= k;
         }
     }
-
-    std::unique_ptr<CipherTfm> cipher_;
-    std::size_t bs_;
 };
 
 }  // namespace

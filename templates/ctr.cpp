@@ -38,19 +38,13 @@ void increment(uint8_t* ctr, std::size_t n) noexcept {
         if (++ctr[i] != 0) break;
 }
 
-class CtrTfm final : public SkcipherTfm {
+class CtrTfm final : public CipherModeTfm {
 public:
-    explicit CtrTfm(const Spawn<CipherAlg>& c) : cipher_(c.create_tfm()), bs_(c.info().blocksize) {}
-
-    Status setkey(ConstBytes key) override {
-        return cipher_->setkey(key) == Status::Ok ? Status::Ok : Status::Invalid;
-    }
-    // Encryption and decryption are the same operation.
-    Status encrypt(SkcipherRequest& req) const override { return crypt(req); }
-    Status decrypt(SkcipherRequest& req) const override { return crypt(req); }
+    using CipherModeTfm::CipherModeTfm;
 
 private:
-    Status crypt(SkcipherRequest& req) const {
+    // Encryption and decryption are the same operation.
+    Status crypt(SkcipherRequest& req, bool) const override {
         uint8_t ctr[kMaxBlock];
         uint8_t ks[kBatchBytes];
         std::memcpy(ctr, req.iv.data(), bs_);
@@ -83,9 +77,6 @@ private:
         secure_wipe(ks, sizeof ks);
         return Status::Ok;
     }
-
-    std::unique_ptr<CipherTfm> cipher_;
-    std::size_t bs_;
 };
 
 }  // namespace

@@ -181,8 +181,27 @@ private:
     CipherMode mode_;
 };
 
+// The usual shape of such a mode's transform: one cipher transform keyed with
+// the whole key (a refused key is Invalid), whose block size is bs_, and one
+// crypt(req, enc) for both directions.
+class CipherModeTfm : public SkcipherTfm {
+public:
+    explicit CipherModeTfm(const Spawn<CipherAlg>& c) : cipher_(c.create_tfm()), bs_(c.info().blocksize) {}
+    Status setkey(ConstBytes key) override {
+        return cipher_->setkey(key) == Status::Ok ? Status::Ok : Status::Invalid;
+    }
+    Status encrypt(SkcipherRequest& req) const final { return crypt(req, true); }
+    Status decrypt(SkcipherRequest& req) const final { return crypt(req, false); }
+
+protected:
+    virtual Status crypt(SkcipherRequest& req, bool enc) const = 0;
+
+    std::unique_ptr<CipherTfm> cipher_;
+    const std::size_t bs_;
+};
+
 // Tfm: an SkcipherTfm (or a ShashTfm, for a MAC) constructible from
-// const Spawn<CipherAlg>&.
+// const Spawn<CipherAlg>&, e.g. a CipherModeTfm.
 template <class Tfm>
 std::shared_ptr<Template> make_cipher_mode(CipherMode mode) {
     return std::make_shared<CipherModeTemplate<Tfm>>(mode);
