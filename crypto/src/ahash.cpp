@@ -1,3 +1,5 @@
+#include "alg_record.hpp"
+
 #include <blkcrypt/ahash.hpp>
 #include <blkcrypt/internal/alg.hpp>
 #include <blkcrypt/registry.hpp>
@@ -14,6 +16,11 @@ Result<Ahash> Ahash::alloc(Registry& reg, std::string_view name) {
     if (!alg) return alg.error();
     auto tfm = create_ahash_tfm(**alg);
     return Ahash(AlgRef(*alg), std::move(tfm));
+}
+
+const std::string& Ahash::computes() const noexcept {
+    const std::string& tested_as = detail::record_of(ref_.alg()).test_name;
+    return tested_as.empty() ? info().name : tested_as;
 }
 
 Ahash::Ahash(AlgRef ref, std::unique_ptr<AhashTfm> tfm)

@@ -3,6 +3,7 @@
 // kernel's, and essiv takes its cipher from the mode's spawn.
 #include "toy_algs.hpp"
 
+#include <blkcrypt/ahash.hpp>
 #include <blkcrypt/internal/alg.hpp>
 #include <blkcrypt/internal/builtin.hpp>
 #include <blkcrypt/registry.hpp>
@@ -125,4 +126,12 @@ TEST_CASE("cryptd records its inner algorithm as its spawn", "[spawn]") {
     REQUIRE(c);
     REQUIRE(detail::spawns_of(**c).size() == 1);
     CHECK(detail::spawns_of(**c).front()->info().name == "sha256");
+    // What the handle computes comes from that record, not from the name.
+    auto h = Ahash::alloc(reg, "cryptd(sha256)");
+    REQUIRE(h);
+    CHECK(h->info().name == "cryptd(sha256)");
+    CHECK(h->computes() == "sha256");
+    auto plain = Ahash::alloc(reg, "hmac(sha256)");
+    REQUIRE(plain);
+    CHECK(plain->computes() == "hmac(sha256)");
 }

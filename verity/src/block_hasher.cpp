@@ -146,7 +146,8 @@ public:
     std::size_t digest_size() const noexcept override { return tfm_.digestsize(); }
     bool is_async() const noexcept override { return tfm_.is_async(); }
     const std::string& driver() const noexcept override { return tfm_.info().driver; }
-    const std::string& generic_name() const noexcept override { return tfm_.info().name; }
+    // cryptd(sha256) computes sha256: the name its record keeps.
+    const std::string& generic_name() const noexcept override { return tfm_.computes(); }
 
     Result<std::unique_ptr<HashContext>> new_context() const override {
         return std::unique_ptr<HashContext>(std::make_unique<AhashContext>(tfm_, salt_, place_));
@@ -164,11 +165,7 @@ Error not_a_hash(std::string_view name, const Error& e) {
 
 }  // namespace
 
-std::string BlockHasher::algorithm() const {
-    std::string n = generic_name();
-    while (n.rfind("cryptd(", 0) == 0 && n.back() == ')') n = n.substr(7, n.size() - 8);
-    return n;
-}
+std::string BlockHasher::algorithm() const { return generic_name(); }
 
 Result<std::shared_ptr<BlockHasher>> BlockHasher::create(Registry& reg, std::string_view name,
                                                          ConstBytes salt, SaltPlacement place,
