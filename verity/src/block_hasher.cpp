@@ -20,13 +20,13 @@ public:
     Status hash(const ConstBytes* blocks, const Bytes* out, std::size_t n) override {
         if (fast_) return desc_.finup_mb({blocks, n}, {out, n});
         for (std::size_t i = 0; i < n; ++i) {
-            (void)desc_.init();
+            desc_.init();
             if (place_ == SaltPlacement::Before) {
-                (void)desc_.update(salt_);
+                desc_.update(salt_);
                 if (Status s = desc_.finup(blocks[i], out[i]); s != Status::Ok) return s;
             } else {
-                (void)desc_.update(blocks[i]);
-                (void)desc_.update(salt_);
+                desc_.update(blocks[i]);
+                desc_.update(salt_);
                 if (Status s = desc_.final(out[i]); s != Status::Ok) return s;
             }
         }
@@ -56,8 +56,8 @@ public:
         // The salted-state fast path needs the salt first and an exportable state.
         const bool fast = place_ == SaltPlacement::Before && tfm_.statesize() > 0;
         if (fast) {
-            (void)desc->init();
-            (void)desc->update(salt_);
+            desc->init();
+            desc->update(salt_);
         }
         return std::unique_ptr<HashContext>(
             std::make_unique<ShashContext>(std::move(*desc), salt_, place_, fast));
