@@ -47,16 +47,15 @@ private:
 class CryptdSkcipherAlg final : public SkcipherAlg {
 public:
     CryptdSkcipherAlg(AlgInfo info, std::shared_ptr<const Alg> inner, QueuePtr q)
-        : SkcipherAlg(std::move(info)), inner_(std::move(inner)), q_(std::move(q)) {}
+        : SkcipherAlg(std::move(info)), inner_(*this, std::move(inner)), q_(std::move(q)) {
+        set_test_name(inner_.info().name);  // tested with X's vectors
+    }
     std::unique_ptr<SkcipherTfm> create_tfm() const override {
-        auto t = inner_->info().type == AlgType::Cipher
-                     ? make_cipher_skcipher_tfm(static_cast<const CipherAlg&>(*inner_))
-                     : static_cast<const SkcipherAlg&>(*inner_).create_tfm();
-        return std::make_unique<CryptdSkcipherTfm>(std::move(t), q_);
+        return std::make_unique<CryptdSkcipherTfm>(inner_.create_tfm(), q_);
     }
 
 private:
-    std::shared_ptr<const Alg> inner_;
+    Spawn<SkcipherAlg> inner_;
     QueuePtr q_;
 };
 
@@ -82,14 +81,15 @@ private:
 class CryptdAeadAlg final : public AeadAlg {
 public:
     CryptdAeadAlg(AlgInfo info, std::shared_ptr<const Alg> inner, QueuePtr q)
-        : AeadAlg(std::move(info)), inner_(std::move(inner)), q_(std::move(q)) {}
+        : AeadAlg(std::move(info)), inner_(*this, std::move(inner)), q_(std::move(q)) {
+        set_test_name(inner_.info().name);
+    }
     std::unique_ptr<AeadTfm> create_tfm() const override {
-        return std::make_unique<CryptdAeadTfm>(
-            static_cast<const AeadAlg&>(*inner_).create_tfm(), q_);
+        return std::make_unique<CryptdAeadTfm>(inner_.create_tfm(), q_);
     }
 
 private:
-    std::shared_ptr<const Alg> inner_;
+    Spawn<AeadAlg> inner_;
     QueuePtr q_;
 };
 
@@ -123,16 +123,15 @@ private:
 class CryptdAhashAlg final : public AhashAlg {
 public:
     CryptdAhashAlg(AlgInfo info, std::shared_ptr<const Alg> inner, QueuePtr q)
-        : AhashAlg(std::move(info)), inner_(std::move(inner)), q_(std::move(q)) {}
+        : AhashAlg(std::move(info)), inner_(*this, std::move(inner)), q_(std::move(q)) {
+        set_test_name(inner_.info().name);
+    }
     std::unique_ptr<AhashTfm> create_tfm() const override {
-        auto t = inner_->info().type == AlgType::Shash
-                     ? make_shash_ahash_tfm(static_cast<const ShashAlg&>(*inner_))
-                     : static_cast<const AhashAlg&>(*inner_).create_tfm();
-        return std::make_unique<CryptdAhashTfm>(std::move(t), q_);
+        return std::make_unique<CryptdAhashTfm>(inner_.create_tfm(), q_);
     }
 
 private:
-    std::shared_ptr<const Alg> inner_;
+    Spawn<AhashAlg> inner_;
     QueuePtr q_;
 };
 
@@ -169,8 +168,6 @@ public:
             alg = std::make_shared<CryptdAhashAlg>(info, *inner, queue());
             break;
         }
-        alg->spawns = {*inner};
-        alg->test_name = in.name;
         return alg;
     }
 

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -23,15 +24,13 @@ inline std::unique_ptr<blkcrypt::Registry> make_registry() {
     static thread_local bool loading = false;
     auto selftest = [](const blkcrypt::Alg& a, bool full) -> blkcrypt::SelftestOutcome {
         if (loading) return {blkcrypt::SelftestState::NoVectors, "not tested (fuzzing)"};
-        const std::string& name = a.test_name.empty() ? a.info().name : a.test_name;
-        auto v = blkcrypt::find_vectors(name);
-        if (!v || v->empty()) return {blkcrypt::SelftestState::NoVectors, "no vectors"};
-        return blkcrypt::run_test_vectors(a, *v, full);
+        return blkcrypt::run_testmgr(a, full);
     };
     auto reg = std::make_unique<blkcrypt::Registry>(selftest);
     loading = true;
-    blkcrypt::register_defaults(*reg);
+    auto r = blkcrypt::register_defaults(*reg);
     loading = false;
+    if (!r) std::abort();  // an incomplete registry would fuzz less than it claims
     return reg;
 }
 

@@ -160,7 +160,7 @@ TEST_CASE("CryptdQueue: full queue backlogs or rejects", "[cryptd]") {
 
 TEST_CASE("cryptd(sha256) as an ahash equals sha256", "[cryptd]") {
     Registry reg;
-    register_defaults(reg);
+    REQUIRE(register_defaults(reg));
     auto sh = Shash::alloc(reg, "sha256");
     auto ah = Ahash::alloc(reg, "cryptd(sha256)");
     REQUIRE(sh);
