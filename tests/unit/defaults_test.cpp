@@ -41,7 +41,7 @@ TEST_CASE("the default registry has every provider's drivers and every template"
     // in the default registry.
     std::size_t expected = 0;
     for (auto provider : {register_cryptopp_provider, register_cryptopp_chacha_poly,
-                          register_openssl_provider}) {
+                          register_openssl_provider, register_generic_provider}) {
         Registry alone(nullptr);
         REQUIRE(provider(alone));
         const auto mine = drivers_of(alone);
@@ -64,7 +64,7 @@ TEST_CASE("the default registry has every provider's drivers and every template"
         listed.insert(t.name);
     }
     CHECK(registered == listed);
-    for (const char* n : {"ecb", "cbc", "xts", "essiv", "cryptd", "gcm", "plain64", "elephant"}) {
+    for (const char* n : {"ecb", "cbc", "xts", "essiv", "cryptd", "gcm", "plain64", "elephant", "adiantum"}) {
         INFO(n);
         CHECK(registered.count(n) == 1);
     }

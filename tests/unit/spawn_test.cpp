@@ -135,3 +135,18 @@ TEST_CASE("cryptd records its inner algorithm as its spawn", "[spawn]") {
     REQUIRE(plain);
     CHECK(plain->computes() == "hmac(sha256)");
 }
+
+TEST_CASE("adiantum records its stream cipher, block cipher and hash as spawns", "[spawn][adiantum]") {
+    Registry reg;
+    REQUIRE(register_defaults(reg));
+    for (const std::string name : {"adiantum(xchacha12,aes)", "adiantum(xchacha20,aes,nhpoly1305)"}) {
+        INFO(name);
+        auto a = reg.lookup_any(name);
+        REQUIRE(a);
+        const auto& spawns = detail::spawns_of(**a);
+        REQUIRE(spawns.size() == 3);  // without them a better aes would not supersede it
+        CHECK(spawns[0]->info().name.rfind("xchacha", 0) == 0);
+        CHECK(spawns[1]->info().name == "aes");
+        CHECK(spawns[2]->info().name == "nhpoly1305");
+    }
+}
