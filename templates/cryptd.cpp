@@ -16,14 +16,26 @@ constexpr std::size_t kMaxQueued = 1000;  // the kernel's cryptd_max_cpu_qlen
 
 using QueuePtr = std::shared_ptr<CryptdQueue>;
 
-template <class Req>
-Status submit(const QueuePtr& q, Req& req, std::function<Status()> op) {
+// Queues op of the transform `self` on req: a job of plain data (no
+// std::function to build, nothing allocated). Self::run_op(req, op, arg) runs
+// on a worker and its status goes to req.complete.
+template <class Self, class Req>
+Status submit(const QueuePtr& q, const Self* self, Req& req, unsigned op, std::size_t arg = 0) {
     if (!req.complete) return Status::Invalid;  // nobody to tell the result
     CryptdQueue::Job job;
-    job.run = [&req, op = std::move(op)] { req.complete(op()); };
-    job.left_backlog = [&req] { req.complete(Status::InProgress); };
-    return q->enqueue(std::move(job), (req.flags & kMayBacklog) != 0);
+    job.run = [](const CryptdQueue::Job& j) {
+        auto& r = *static_cast<Req*>(j.req);
+        r.complete(static_cast<const Self*>(j.owner)->run_op(r, j.op, j.arg));
+    };
+    job.left_backlog = [](const CryptdQueue::Job& j) { static_cast<Req*>(j.req)->complete(Status::InProgress); };
+    job.owner = self;
+    job.req = &req;
+    job.op = op;
+    job.arg = arg;
+    return q->enqueue(job, (req.flags & kMayBacklog) != 0);
 }
+
+enum Op : unsigned { kEncrypt, kDecrypt };
 
 // ---- skcipher --------------------------------------------------------------
 class CryptdSkcipherTfm final : public SkcipherTfm {
@@ -32,11 +44,10 @@ public:
         : inner_(std::move(inner)), q_(std::move(q)) {}
     Status setkey(ConstBytes key) override { return inner_->setkey(key); }
     Status set_sector_params(const SectorParams& p) override { return inner_->set_sector_params(p); }
-    Status encrypt(SkcipherRequest& req) const override {
-        return submit(q_, req, [this, &req] { return inner_->encrypt(req); });
-    }
-    Status decrypt(SkcipherRequest& req) const override {
-        return submit(q_, req, [this, &req] { return inner_->decrypt(req); });
+    Status encrypt(SkcipherRequest& req) const override { return submit(q_, this, req, kEncrypt); }
+    Status decrypt(SkcipherRequest& req) const override { return submit(q_, this, req, kDecrypt); }
+    Status run_op(SkcipherRequest& req, unsigned op, std::size_t) const {
+        return op == kEncrypt ? inner_->encrypt(req) : inner_->decrypt(req);
     }
 
 private:
@@ -67,10 +78,13 @@ public:
     Status setkey(ConstBytes key) override { return inner_->setkey(key); }
     Status setauthsize(std::size_t n) override { return inner_->setauthsize(n); }
     Status encrypt(AeadRequest& req, std::size_t authsize) const override {
-        return submit(q_, req, [this, &req, authsize] { return inner_->encrypt(req, authsize); });
+        return submit(q_, this, req, kEncrypt, authsize);
     }
     Status decrypt(AeadRequest& req, std::size_t authsize) const override {
-        return submit(q_, req, [this, &req, authsize] { return inner_->decrypt(req, authsize); });
+        return submit(q_, this, req, kDecrypt, authsize);
+    }
+    Status run_op(AeadRequest& req, unsigned op, std::size_t authsize) const {
+        return op == kEncrypt ? inner_->encrypt(req, authsize) : inner_->decrypt(req, authsize);
     }
 
 private:
@@ -100,22 +114,29 @@ public:
         : inner_(std::move(inner)), q_(std::move(q)) {}
     Status setkey(ConstBytes key) override { return inner_->setkey(key); }
     std::unique_ptr<AhashState> new_state() const override { return inner_->new_state(); }
-    Status init(AhashRequest& r) const override { return run(r, &AhashTfm::init); }
-    Status update(AhashRequest& r) const override { return run(r, &AhashTfm::update); }
-    Status final(AhashRequest& r) const override { return run(r, &AhashTfm::final); }
-    Status finup(AhashRequest& r) const override { return run(r, &AhashTfm::finup); }
-    Status digest(AhashRequest& r) const override { return run(r, &AhashTfm::digest); }
+    Status init(AhashRequest& r) const override { return submit(q_, this, r, kInit); }
+    Status update(AhashRequest& r) const override { return submit(q_, this, r, kUpdate); }
+    Status final(AhashRequest& r) const override { return submit(q_, this, r, kFinal); }
+    Status finup(AhashRequest& r) const override { return submit(q_, this, r, kFinup); }
+    Status digest(AhashRequest& r) const override { return submit(q_, this, r, kDigest); }
     Status export_state(const AhashRequest& r, Bytes out) const override {
         return inner_->export_state(r, out);
     }
     Status import_state(AhashRequest& r, ConstBytes in) const override {
         return inner_->import_state(r, in);
     }
+    Status run_op(AhashRequest& r, unsigned op, std::size_t) const {
+        switch (op) {
+        case kInit: return inner_->init(r);
+        case kUpdate: return inner_->update(r);
+        case kFinal: return inner_->final(r);
+        case kFinup: return inner_->finup(r);
+        default: return inner_->digest(r);
+        }
+    }
 
 private:
-    Status run(AhashRequest& r, Status (AhashTfm::*op)(AhashRequest&) const) const {
-        return submit(q_, r, [this, &r, op] { return (inner_.get()->*op)(r); });
-    }
+    enum HashOp : unsigned { kInit, kUpdate, kFinal, kFinup, kDigest };
     std::unique_ptr<AhashTfm> inner_;
     QueuePtr q_;
 };
