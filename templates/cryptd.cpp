@@ -55,21 +55,6 @@ private:
     QueuePtr q_;
 };
 
-class CryptdSkcipherAlg final : public SkcipherAlg {
-public:
-    CryptdSkcipherAlg(AlgInfo info, std::shared_ptr<const Alg> inner, QueuePtr q)
-        : SkcipherAlg(std::move(info)), inner_(*this, std::move(inner)), q_(std::move(q)) {
-        set_test_name(inner_.info().name);  // tested with X's vectors
-    }
-    std::unique_ptr<SkcipherTfm> create_tfm() const override {
-        return std::make_unique<CryptdSkcipherTfm>(inner_.create_tfm(), q_);
-    }
-
-private:
-    Spawn<SkcipherAlg> inner_;
-    QueuePtr q_;
-};
-
 // ---- aead --------------------------------------------------------------------
 class CryptdAeadTfm final : public AeadTfm {
 public:
@@ -89,21 +74,6 @@ public:
 
 private:
     std::unique_ptr<AeadTfm> inner_;
-    QueuePtr q_;
-};
-
-class CryptdAeadAlg final : public AeadAlg {
-public:
-    CryptdAeadAlg(AlgInfo info, std::shared_ptr<const Alg> inner, QueuePtr q)
-        : AeadAlg(std::move(info)), inner_(*this, std::move(inner)), q_(std::move(q)) {
-        set_test_name(inner_.info().name);
-    }
-    std::unique_ptr<AeadTfm> create_tfm() const override {
-        return std::make_unique<CryptdAeadTfm>(inner_.create_tfm(), q_);
-    }
-
-private:
-    Spawn<AeadAlg> inner_;
     QueuePtr q_;
 };
 
@@ -141,18 +111,23 @@ private:
     QueuePtr q_;
 };
 
-class CryptdAhashAlg final : public AhashAlg {
+// ---- the instance -------------------------------------------------------------
+// cryptd(X) as a Base (SkcipherAlg, AeadAlg, AhashAlg): X is its spawn, as a
+// Base too (an shash comes as a synchronous ahash), and Tfm runs X's
+// transform on the queue.
+template <class Base, class Tfm>
+class CryptdAlg final : public Base {
 public:
-    CryptdAhashAlg(AlgInfo info, std::shared_ptr<const Alg> inner, QueuePtr q)
-        : AhashAlg(std::move(info)), inner_(*this, std::move(inner)), q_(std::move(q)) {
-        set_test_name(inner_.info().name);
+    CryptdAlg(AlgInfo info, std::shared_ptr<const Alg> inner, QueuePtr q)
+        : Base(std::move(info)), inner_(*this, std::move(inner)), q_(std::move(q)) {
+        this->set_test_name(inner_.info().name);  // tested with X's vectors
     }
-    std::unique_ptr<AhashTfm> create_tfm() const override {
-        return std::make_unique<CryptdAhashTfm>(inner_.create_tfm(), q_);
+    decltype(std::declval<const Base&>().create_tfm()) create_tfm() const override {
+        return std::make_unique<Tfm>(inner_.create_tfm(), q_);
     }
 
 private:
-    Spawn<AhashAlg> inner_;
+    Spawn<Base> inner_;
     QueuePtr q_;
 };
 
@@ -178,15 +153,15 @@ public:
             info.type = AlgType::Skcipher;
             [[fallthrough]];
         case AlgType::Skcipher:
-            alg = std::make_shared<CryptdSkcipherAlg>(info, *inner, queue());
+            alg = std::make_shared<CryptdAlg<SkcipherAlg, CryptdSkcipherTfm>>(info, *inner, queue());
             break;
         case AlgType::Aead:
-            alg = std::make_shared<CryptdAeadAlg>(info, *inner, queue());
+            alg = std::make_shared<CryptdAlg<AeadAlg, CryptdAeadTfm>>(info, *inner, queue());
             break;
         case AlgType::Shash:
         case AlgType::Ahash:
             info.type = AlgType::Ahash;
-            alg = std::make_shared<CryptdAhashAlg>(info, *inner, queue());
+            alg = std::make_shared<CryptdAlg<AhashAlg, CryptdAhashTfm>>(info, *inner, queue());
             break;
         }
         return alg;
