@@ -16,5 +16,6 @@ int run_crypt(Args args);
 int run_verity(Args args);
 int run_fsverity(Args args);
 int run_bench(Args args);
+int run_serve(Args args);
 
 }  // namespace cli

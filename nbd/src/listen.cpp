@@ -159,6 +159,9 @@ struct Server::Impl {
         c.thread = std::thread([this, &c, fd, id, peer] {
             FdTransport t(fd);
             const ConnectionStats st = serve_connection(*exp, t);
+            // The client waits for the close after NBD_CMD_DISC; the fd itself
+            // is closed when the thread is joined, so stop() never sees a reused fd.
+            ::shutdown(fd, SHUT_RDWR);
             if (opts.log) {
                 std::string line = "connection " + std::to_string(id) + " (" + peer + ")";
                 if (st.transmission)
