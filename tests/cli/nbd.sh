@@ -114,6 +114,26 @@ open(sys.argv[1], "wb").write(m)
 PY
 cmp "$TMP/model" "$TMP/dec" || fail "flushed write lost by kill -9"
 
+# --- nbdfuse: the view as a file, without root (needs /dev/fuse) --------
+if [[ -c /dev/fuse ]] && command -v nbdfuse >/dev/null && command -v fusermount3 >/dev/null; then
+    start_server crypt serve --table "$TABLE" --socket "$SOCK" "$TMP/enc"
+    mkdir "$TMP/mnt"
+    nbdfuse "$TMP/mnt/disk" "$URI" &
+    FUSE_PID=$!
+    for _ in $(seq 100); do [[ -e $TMP/mnt/disk ]] && break; sleep 0.1; done
+    T cmp "$TMP/mnt/disk" "$TMP/model" || fail "nbdfuse read differs"
+    head -c 8192 /dev/urandom >"$TMP/patch"
+    # Whole sectors: libnbd refuses requests below the advertised minimum block size.
+    T dd if="$TMP/patch" of="$TMP/mnt/disk" bs=4096 seek=3 conv=notrunc,fsync status=none || fail "dd to nbdfuse"
+    T fusermount3 -u "$TMP/mnt"
+    wait $FUSE_PID || fail "nbdfuse exit"
+    stop_server TERM
+    dd if="$TMP/patch" of="$TMP/model" bs=4096 seek=3 conv=notrunc status=none
+    cmp "$TMP/model" <(decrypt -) || fail "nbdfuse write not in the image"
+else
+    echo "SKIP nbdfuse: no /dev/fuse, nbdfuse or fusermount3" >&2
+fi
+
 # --- read-only; plain serve on loopback TCP; refusals -------------------
 start_server crypt serve --table "$TABLE" --socket "$SOCK" --read-only "$TMP/enc"
 T nbdinfo --json "$URI" | grep -q '"is_read_only": true' || fail "read-only not advertised"
@@ -128,6 +148,14 @@ T nbdinfo --json "nbd://127.0.0.1:$PORT/disk" | grep -q '"export-size": 8388608'
 T nbdcopy "nbd://127.0.0.1:$PORT/disk" "$TMP/out2"
 cmp "$TMP/plain" "$TMP/out2" || fail "plain serve over TCP differs"
 T nbdinfo --list "nbd://127.0.0.1:$PORT" | grep -q 'export="disk"' || fail "nbdinfo --list"
+stop_server TERM
+
+# --- memory: 4 connections x 64 requests of 256 KiB stay under 64 MiB ----
+truncate -s 1G "$TMP/sparse"
+start_server serve --socket "$SOCK" --read-only "$TMP/sparse"
+T nbdcopy --connections=4 --requests=64 --request-size=$((256 << 10)) "$URI" null:
+hwm=$(awk '/VmHWM/ {print $2}' /proc/$SERVER_PID/status)
+(( hwm < 64 * 1024 )) || fail "peak resident memory ${hwm} KiB with 4 x 64 requests in flight"
 stop_server TERM
 
 expect_exit 2 "$BLKCRYPT" serve --port $PORT --bind 0.0.0.0 "$TMP/plain"
