@@ -67,7 +67,9 @@ public:
         std::unique_lock lk(mu_);
         idle_.wait(lk, [&] { return jobs_.empty() && running_ == 0; });
     }
-    std::string describe() const override { return "plain " + store_->name(); }
+    std::string describe() const override {
+        return opts_.description.empty() ? "plain " + store_->name() : opts_.description;
+    }
 
 private:
     bool aligned(uint64_t offset, std::size_t len) const {

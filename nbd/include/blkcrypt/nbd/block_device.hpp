@@ -52,6 +52,7 @@ struct StoreDeviceOptions {
     uint32_t block_size = 512;
     bool read_only = false;
     unsigned threads = 0;  // I/O threads; 0 = one per core (at least 2)
+    std::string description;  // for describe(); default "plain <store name>"
 };
 
 // A BackingStore as a block device: its I/O runs on a pool of threads so that
