@@ -141,6 +141,11 @@ struct Server::Impl {
         socklen_t sl = sizeof ss;
         const int fd = ::accept4(lfd, reinterpret_cast<sockaddr*>(&ss), &sl, SOCK_CLOEXEC);
         if (fd < 0) return;  // the client gave up already, or EMFILE: try again later
+        // A client that stops reading its replies fails after this long instead
+        // of holding its requests' memory, and a stop, forever.
+        const timeval send_timeout{static_cast<time_t>(opts.send_timeout_ms / 1000),
+                                   static_cast<suseconds_t>(opts.send_timeout_ms % 1000 * 1000)};
+        ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof send_timeout);
         if (ss.ss_family != AF_UNIX) {
             const int one = 1;
             ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);

@@ -11,6 +11,7 @@
 #include <blkcrypt/nbd/server.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -362,6 +363,10 @@ private:
     void transmission() {
         for (;;) {
             uint8_t h[28];
+            if (broken_) {
+                stats_.end = "a reply could not be sent";
+                return;
+            }
             if (!t_.read(h)) {
                 stats_.end = "end of stream";
                 return;
@@ -553,7 +558,7 @@ private:
     unsigned count_ = 0;
     std::size_t bytes_ = 0;
     bool stop_writer_ = false;
-    bool broken_ = false;   // writer thread only
+    std::atomic<bool> broken_{false};  // a reply failed: the stream is lost
     uint64_t errors_ = 0;   // writer thread only
     std::thread writer_;
 };

@@ -18,6 +18,10 @@
 #include <chrono>
 #include <vector>
 
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
 using namespace blkcrypt;
 namespace proto = blkcrypt::nbd::proto;
 
@@ -349,4 +353,41 @@ TEST_CASE("nbd: a dm-crypt device stores what the target reads back", "[nbd]") {
     REQUIRE(target->submit_sync(bio) == Status::Ok);
     CHECK(std::equal(data.begin(), data.end(), plain.begin() + 5000));
     CHECK(mem->data() != plain);  // ciphertext underneath
+}
+
+TEST_CASE("nbd: a stop ends a connection whose client no longer reads its replies", "[nbd]") {
+    char dir[] = "/tmp/nbd-test-XXXXXX";
+    REQUIRE(::mkdtemp(dir));
+    const std::string path = std::string(dir) + "/s.sock";
+    auto mem = std::make_shared<MemoryStore>(4 << 20);
+    auto exp = std::make_shared<nbd::Export>("", store_device(mem, 512));
+    nbd::ServerOptions so;
+    so.socket_path = path;
+    so.send_timeout_ms = 300;
+    auto srv = nbd::Server::listen(exp, so);
+    REQUIRE(srv);
+    std::thread runner([&] { (void)(*srv)->run(); });
+
+    // 64 reads of 1 MiB and never a byte read back: the replies fill the socket.
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un sa{};
+    sa.sun_family = AF_UNIX;
+    std::memcpy(sa.sun_path, path.c_str(), path.size() + 1);
+    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0);
+    Script s;
+    s.u32(proto::kClientFixedNewstyle | proto::kClientNoZeroes);
+    s.go();
+    for (uint64_t c = 1; c <= 64; ++c) s.request(proto::kCmdRead, c, 0, 1 << 20);
+    REQUIRE(::send(fd, s.in.data(), s.in.size(), MSG_NOSIGNAL) == ssize_t(s.in.size()));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+
+    const auto t0 = std::chrono::steady_clock::now();
+    (*srv)->stop();
+    runner.join();
+    const auto took = std::chrono::steady_clock::now() - t0;
+    CHECK(took < std::chrono::seconds(5));
+    ::close(fd);
+    srv->reset();
+    CHECK(::access(path.c_str(), F_OK) != 0);  // the socket is removed
+    ::rmdir(dir);
 }

@@ -89,6 +89,8 @@ struct ServerOptions {
     std::optional<uint16_t> port;     // TCP (0: any free port)
     std::string bind = "127.0.0.1";   // loopback only: no TLS yet
     unsigned max_connections = 64;    // more are closed at once
+    // A reply that cannot be sent for this long ends its connection.
+    unsigned send_timeout_ms = 30000;
     // One line per connection when it ends (no trailing newline).
     std::function<void(const std::string&)> log;
 };
