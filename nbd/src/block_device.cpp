@@ -63,6 +63,13 @@ public:
         return queue([this, offset, in, done = std::move(done)] { done(store_->write(offset, in)); });
     }
     Status flush() override { return opts_.read_only ? Status::Ok : store_->flush(); }
+    bool can_discard() const override { return opts_.discard && !opts_.read_only; }
+    Status discard(uint64_t offset, uint64_t len) override {
+        if (!can_discard()) return Status::Unsupported;
+        if (offset % opts_.block_size || len % opts_.block_size || offset > size_ || len > size_ - offset)
+            return Status::Invalid;
+        return store_->discard(offset, len);
+    }
     void drain() override {
         std::unique_lock lk(mu_);
         idle_.wait(lk, [&] { return jobs_.empty() && running_ == 0; });
@@ -129,6 +136,13 @@ public:
         return submit(dm::BioDir::Write, offset, const_cast<uint8_t*>(in.data()), in.size(), std::move(done));
     }
     Status flush() override { return read_only_ ? Status::Ok : store_->flush(); }
+    bool can_discard() const override { return !read_only_ && target_->table().allow_discards; }
+    Status discard(uint64_t offset, uint64_t len) override {
+        const uint32_t bs = block_size();
+        if (!can_discard()) return Status::Unsupported;
+        if (offset % bs || len % bs || offset > size() || len > size() - offset) return Status::Invalid;
+        return store_->discard(target_->table().offset * 512 + offset, len);
+    }
     void drain() override { target_->drain(); }
     std::string describe() const override {
         return "crypt " + target_->table().cipher + " over " + store_->name();

@@ -69,6 +69,7 @@ uint16_t Export::transmission_flags() const {
         f |= proto::kReadOnly;
     else
         f |= proto::kSendFlush | proto::kSendFua | proto::kSendWriteZeroes;
+    if (!dev_->read_only() && dev_->can_discard()) f |= proto::kSendTrim;
     return f;
 }
 
@@ -425,7 +426,17 @@ private:
                 ++stats_.other;
                 reply_now(cookie, type, flags || !len || !in_range(offset, len) ? proto::kEinval : 0);
                 break;
-            default:  // TRIM (never advertised), BLOCK_STATUS, unknown: no payload
+            case proto::kCmdTrim: {
+                ++stats_.other;
+                uint32_t err = 0;
+                if (dev_.read_only()) err = proto::kEperm;
+                else if (!dev_.can_discard() || (flags & ~proto::kCmdFlagFua) || !len) err = proto::kEinval;
+                else if (!in_range(offset, len)) err = proto::kEnospc;
+                else err = nbd_error(trim(offset, len, flags & proto::kCmdFlagFua));
+                reply_now(cookie, type, err);
+                break;
+            }
+            default:  // BLOCK_STATUS, unknown: no payload
                 ++stats_.other;
                 reply_now(cookie, type, proto::kEinval);
                 break;
@@ -520,6 +531,20 @@ private:
             finish(p);
         }
         return true;
+    }
+
+    // The whole blocks inside the range (a trim is advice: partial blocks are
+    // kept), locked against writes. A store that cannot discard keeps its data.
+    Status trim(uint64_t offset, uint64_t len, bool fua) {
+        const uint32_t bs = dev_.block_size();
+        const uint64_t a = (offset + bs - 1) / bs * bs, e = (offset + len) / bs * bs;
+        if (e > a) {
+            exp_.locks().lock(a / bs, e / bs);
+            Status s = dev_.discard(a, e - a);
+            exp_.locks().unlock(a / bs, e / bs);
+            if (s != Status::Ok && s != Status::Unsupported) return s;
+        }
+        return fua ? dev_.flush() : Status::Ok;
     }
 
     // Synchronous, piece by piece through one scratch buffer: zeroes need no

@@ -150,6 +150,17 @@ cmp "$TMP/plain" "$TMP/out2" || fail "plain serve over TCP differs"
 T nbdinfo --list "nbd://127.0.0.1:$PORT" | grep -q 'export="disk"' || fail "nbdinfo --list"
 stop_server TERM
 
+# --- TRIM only when the table allows discards: a hole in the ciphertext ---
+cp "$TMP/enc" "$TMP/enc.trim"
+start_server crypt serve --table "$TABLE 1 allow_discards" --socket "$SOCK" "$TMP/enc.trim"
+T nbdinfo --json "$URI" | grep -q '"can_trim": true' || fail "allow_discards: TRIM not offered"
+T qemu-io -f raw -c "discard 1M 1M" "$URI" >"$TMP/qemu-io.out" 2>&1 || fail "discard: $(cat "$TMP/qemu-io.out")"
+stop_server TERM
+cmp <(dd if="$TMP/enc.trim" bs=1M skip=1 count=1 status=none) <(head -c 1M /dev/zero) ||
+    fail "TRIM did not reach the ciphertext"
+cmp <(dd if="$TMP/enc.trim" bs=1M count=1 status=none) <(dd if="$TMP/enc" bs=1M count=1 status=none) ||
+    fail "TRIM changed what it was not asked to"
+
 # --- verity serve: verified reads, EIO for a flipped block only -----------
 "$BLKCRYPT" verity format "$TMP/plain" "$TMP/vhash" --root-hash-file "$TMP/root" >/dev/null
 ROOT=$(cat "$TMP/root")

@@ -353,6 +353,7 @@ TEST_CASE("nbd: a dm-crypt device stores what the target reads back", "[nbd]") {
     REQUIRE(target->submit_sync(bio) == Status::Ok);
     CHECK(std::equal(data.begin(), data.end(), plain.begin() + 5000));
     CHECK(mem->data() != plain);  // ciphertext underneath
+    CHECK((exp.transmission_flags() & proto::kSendTrim) == 0);  // the table has no allow_discards
 }
 
 TEST_CASE("nbd: a stop ends a connection whose client no longer reads its replies", "[nbd]") {

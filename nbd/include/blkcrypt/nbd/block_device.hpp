@@ -38,6 +38,10 @@ public:
     virtual Status submit_write(uint64_t offset, ConstBytes in, Completion done) = 0;
     // Every write completed before the call is on stable storage (fdatasync).
     virtual Status flush() = 0;
+    // True when discard() may work (advertised to clients as TRIM).
+    virtual bool can_discard() const { return false; }
+    // Synchronous; whole blocks. The data there then reads as anything.
+    virtual Status discard(uint64_t /*offset*/, uint64_t /*len*/) { return Status::Unsupported; }
     // Waits for every I/O submitted so far.
     virtual void drain() = 0;
     // For logs: what is served ("plain image.raw", "crypt aes-xts-plain64 over ...").
@@ -53,6 +57,7 @@ struct StoreDeviceOptions {
     bool read_only = false;
     unsigned threads = 0;  // I/O threads; 0 = one per core (at least 2)
     std::string description;  // for describe(); default "plain <store name>"
+    bool discard = false;     // pass discards to the store
 };
 
 // A BackingStore as a block device: its I/O runs on a pool of threads so that
@@ -63,7 +68,8 @@ Result<std::shared_ptr<BlockDevice>> make_store_device(std::shared_ptr<BackingSt
 
 // A dm-crypt target as a block device: each I/O is one bio on the target's
 // async path; the block size is the table's sector size, flush flushes the
-// target's store. read_only refuses writes.
+// target's store. read_only refuses writes. Discards reach the store (a hole
+// in the ciphertext) when the table has allow_discards, as dm-crypt passes them.
 std::shared_ptr<BlockDevice> make_crypt_device(std::shared_ptr<dm::CryptTarget> target,
                                                std::shared_ptr<BackingStore> store, bool read_only);
 
