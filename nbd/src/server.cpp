@@ -279,11 +279,11 @@ private:
         bytes_ += bytes;
     }
     // Queues p's reply for the writer thread (from any thread).
+    // Notifies under the lock: once it is released the writer may send this
+    // last reply and the connection may end, destroying the condition variable.
     void finish(Pending* p) {
-        {
-            std::lock_guard lk(mu_);
-            replies_.push_back(p);
-        }
+        std::lock_guard lk(mu_);
+        replies_.push_back(p);
         wake_writer_.notify_one();
     }
     void reply_now(uint64_t cookie, uint16_t type, uint32_t error) {
