@@ -158,7 +158,7 @@ std::shared_ptr<nbd::BlockDevice> store_device(std::shared_ptr<MemoryStore> m, u
 
 }  // namespace
 
-TEST_CASE("nbd: GO tells size, flags and block sizes; unaligned writes sharing blocks all land", "[nbd]") {
+TEST_CASE("nbd: GO tells size, flags and block sizes, and unaligned writes sharing blocks all land", "[nbd]") {
     auto mem = std::make_shared<MemoryStore>(256 * 1024);
     std::mt19937 rng(3);
     for (auto& b : mem->data()) b = uint8_t(rng());
@@ -233,7 +233,7 @@ TEST_CASE("nbd: GO tells size, flags and block sizes; unaligned writes sharing b
     }
 }
 
-TEST_CASE("nbd: limits, ranges and unknown commands get errors; the stream stays in step", "[nbd]") {
+TEST_CASE("nbd: limits, ranges and unknown commands get errors and the stream stays in step", "[nbd]") {
     auto mem = std::make_shared<MemoryStore>(64 * 1024);
     nbd::Limits lim;
     lim.max_request = 16 * 1024;
