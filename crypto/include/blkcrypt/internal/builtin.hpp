@@ -11,7 +11,9 @@ namespace blkcrypt {
 
 Result<void> register_cryptopp_provider(Registry& reg);     // providers/cryptopp
 Result<void> register_cryptopp_chacha_poly(Registry& reg);  // providers/cryptopp/chacha_poly.cpp
-Result<void> register_openssl_provider(Registry& reg);      // providers/openssl
+#if defined(BLKCRYPT_WITH_OPENSSL) && BLKCRYPT_WITH_OPENSSL
+Result<void> register_openssl_provider(Registry& reg);      // providers/openssl (BLKCRYPT_WITH_OPENSSL)
+#endif
 Result<void> register_generic_provider(Registry& reg);      // providers/generic
 #ifdef BLKCRYPT_HAVE_X86
 Result<void> register_x86_provider(Registry& reg);  // providers/x86 (CPU-detected)
