@@ -32,8 +32,8 @@ std::shared_ptr<Fixture> fixture(const std::string& driver) {
     if (!d) return nullptr;
     auto f = std::make_shared<Fixture>(Fixture{std::move(*h), std::move(*d)});
     f->state.resize(f->tfm.statesize());
-    (void)f->desc.init();
-    (void)f->desc.update(f->salt);
+    f->desc.init();
+    f->desc.update(f->salt);
     if (f->desc.export_state(f->state) != Status::Ok) return nullptr;
     return f;
 }
@@ -49,9 +49,9 @@ const bool registered = [] {
         const std::string d = driver;
         benchmark::RegisterBenchmark(("BM_verity_init_update/" + d).c_str(), [f](benchmark::State& st) {
             for (auto _ : st) {
-                (void)f->desc.init();
-                (void)f->desc.update(f->salt);
-                (void)f->desc.update(ConstBytes(f->blocks).first(kBlock));
+                f->desc.init();
+                f->desc.update(f->salt);
+                f->desc.update(ConstBytes(f->blocks).first(kBlock));
                 (void)f->desc.final(f->out);
                 benchmark::DoNotOptimize(f->out.data());
             }

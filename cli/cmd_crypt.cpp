@@ -12,6 +12,7 @@
 #include "output_file.hpp"
 #include "passphrase.hpp"
 #include "progress.hpp"
+#include "serve.hpp"
 
 #include <blkcrypt/dm/backing_store.hpp>
 #include <blkcrypt/dm/bio.hpp>
@@ -19,6 +20,7 @@
 #include <blkcrypt/dm/crypt_target.hpp>
 #include <blkcrypt/dm/plain_key.hpp>
 #include <blkcrypt/dm/table.hpp>
+#include <blkcrypt/nbd/block_device.hpp>
 #include <blkcrypt/registry.hpp>
 
 #include <algorithm>
@@ -234,20 +236,59 @@ int run_copy(const po::variables_map& vm, bool enc, const std::vector<std::strin
     return 0;
 }
 
+// crypt serve: the plaintext view of IMAGE over NBD, read-write unless
+// --read-only, as `cryptsetup open` would make it a device.
+int run_serve(const po::variables_map& vm, const std::vector<std::string>& files) {
+    if (files.size() != 1) throw UsageError("crypt serve needs one IMAGE");
+    const std::string& image = files[0];
+    if (vm.count("device")) throw UsageError("--device is for crypt table");
+    if (vm["show-key"].as<bool>()) throw UsageError("--show-key is for crypt table");
+    const bool read_only = vm["read-only"].as<bool>();
+    dm::CryptTable table = build_table(vm, image);
+    table.offset = vm["offset"].as<uint64_t>();
+    const uint64_t step = table.sector_size / kSector;
+    if (table.offset % step)
+        throw UsageError("--offset must be a multiple of the sector size (" + std::to_string(step) + " sectors)");
+    block_stop_signals();  // before any thread exists
+    auto s = dm::open_file_store(image, !read_only);
+    if (!s) throw Failure(s.error().message);
+    std::shared_ptr<dm::BackingStore> store = *s;
+    if (store->size() / kSector <= table.offset) throw UsageError("--offset is past the end of " + image);
+    const uint64_t avail = (store->size() / kSector - table.offset) / step * step;
+    uint64_t length = avail;
+    if (vm.count("size")) {
+        length = vm["size"].as<uint64_t>();
+        if (length % step)
+            throw UsageError("--size must be a multiple of the sector size (" + std::to_string(step) + " sectors)");
+        if (length > avail)
+            throw UsageError("--size " + std::to_string(length) + " is more than the " + std::to_string(avail) +
+                             " sectors of " + image);
+    }
+    if (length == 0) throw UsageError(image + ": smaller than one sector after --offset");
+    dm::TargetOptions opts;
+    if (vm.count("threads")) opts.threads = vm["threads"].as<unsigned>();
+    std::shared_ptr<dm::CryptTarget> target = make_crypt_target(registry(), table, store, length, opts);
+    return serve_device(vm, blkcrypt::nbd::make_crypt_device(std::move(target), std::move(store), read_only));
+}
+
 }  // namespace
 
 int run_crypt(Args args) {
     CommandLine cl{"blkcrypt crypt encrypt|decrypt [--table ARGS | --cipher SPEC [--key-size BITS]\n"
                    "                              [--key-file FILE | --hash HASH] [...]] IN OUT\n"
                    "       blkcrypt crypt table [--table ARGS | --cipher SPEC ...]\n"
-                   "                            [--device PATH] [--size SECTORS] [--show-key]",
+                   "                            [--device PATH] [--size SECTORS] [--show-key]\n"
+                   "       blkcrypt crypt serve [--table ARGS | --cipher SPEC ...]\n"
+                   "                            (--socket PATH | --port N) [--read-only] IMAGE",
                    "Encrypt a plain image IN into OUT as dm-crypt stores it, or decrypt such an\n"
                    "image, or print the dm table line. ARGS is '<cipher> <key> <iv_offset> [<#opts>\n"
                    "<opts>...]'. Without --table the key is made as `cryptsetup open --type plain`\n"
                    "makes it: a key file is the key; a passphrase (prompted for on a terminal, or\n"
                    "one line of stdin) is hashed with --hash. IN and OUT may be '-' (stdin/stdout),\n"
                    "FIFOs or devices; a stream without --size is read to its end. OUT follows the\n"
-                   "output policy (docs/outputs.md). Sizes and offsets are 512-byte sectors."};
+                   "output policy (docs/outputs.md). Sizes and offsets are 512-byte sectors.\n"
+                   "serve makes the plaintext view of IMAGE a network block device (NBD) for\n"
+                   "nbdcopy, nbdinfo, nbdfuse, qemu-img and qemu (docs/nbd.md)."};
     cl.options.add_options()
         ("table", po::value<std::string>()->value_name("ARGS"), "dm-crypt target arguments (key in hex)")
         ("cipher,c", po::value<std::string>()->value_name("SPEC"),
@@ -270,11 +311,16 @@ int run_crypt(Args args) {
         ("json", po::bool_switch(), "print the result as one JSON object (docs/json.md)")
         ("device", po::value<std::string>()->value_name("PATH"), "crypt table: the device of the line")
         ("show-key", po::bool_switch(), "crypt table: print the key instead of zeros");
+    add_serve_options(cl.options);
     add_progress_options(cl.options);
     add_action_arguments(cl, {{"encrypt", "encrypt the plain image IN into OUT"},
                               {"decrypt", "decrypt the image IN into the plain image OUT"},
-                              {"table", "print the dm-crypt table line for dmsetup"}});
-    only_for(cl, {"encrypt", "decrypt"}, {"threads", "in-place"});
+                              {"table", "print the dm-crypt table line for dmsetup"},
+                              {"serve", "serve the plaintext view of IMAGE over NBD"}});
+    only_for(cl, {"encrypt", "decrypt", "serve"}, {"threads"});
+    only_for(cl, {"encrypt", "decrypt"}, {"in-place"});
+    only_for(cl, {"encrypt", "decrypt", "table"}, {"json"});
+    only_for(cl, {"serve"}, serve_option_names());
     only_for(cl, {"encrypt", "decrypt"}, progress_option_names());
     only_for(cl, {"table"}, {"device", "show-key"});
     auto vm = parse_command_line(cl, args);
@@ -282,7 +328,8 @@ int run_crypt(Args args) {
     const auto [action, files] = action_arguments(*vm);
     if (action == "table") return run_table(*vm, files);
     if (action == "encrypt" || action == "decrypt") return run_copy(*vm, action == "encrypt", files);
-    throw UsageError("unknown action '" + action + "': use encrypt, decrypt or table");
+    if (action == "serve") return run_serve(*vm, files);
+    throw UsageError("unknown action '" + action + "': use encrypt, decrypt, table or serve");
 }
 
 }  // namespace cli

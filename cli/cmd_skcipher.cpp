@@ -35,7 +35,7 @@ int run_skcipher(Args args) {
     blkcrypt::Registry& reg = registry();
     const std::string name = name_to_alloc(reg, *vm);
     auto tfm = blkcrypt::Skcipher::alloc(reg, name);
-    if (!tfm) throw_alloc_error(reg, name, tfm.error());
+    if (!tfm) throw_alloc_error(tfm.error());
     const blkcrypt::AlgInfo& info = tfm->info();
     {
         const auto key = decode_secret_hex((*vm)["key"].as<std::string>(), "--key");

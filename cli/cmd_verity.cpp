@@ -10,6 +10,7 @@
 #include "number_option.hpp"
 #include "output_file.hpp"
 #include "progress.hpp"
+#include "serve.hpp"
 #include "verity_actions.hpp"
 #include "verity_params.hpp"
 
@@ -173,29 +174,35 @@ int run_verity(Args args) {
                    "       blkcrypt verity verify DATA HASH [ROOT_HEX] [options]\n"
                    "       blkcrypt verity dump HASH [--hash-offset BYTES]\n"
                    "       blkcrypt verity table DATA HASH ROOT_HEX [options]\n"
-                   "       blkcrypt verity read (--table LINE | DATA HASH ROOT_HEX) [--out FILE] [options]",
+                   "       blkcrypt verity read (--table LINE | DATA HASH ROOT_HEX) [--out FILE] [options]\n"
+                   "       blkcrypt verity serve (--table LINE | DATA HASH ROOT_HEX) (--socket PATH | --port N)",
                    "Build, check or show a dm-verity hash tree as veritysetup does. HASH may be\n"
                    "DATA itself (the tree then goes past the data, at --hash-offset). verify exits\n"
                    "0 only when every block matches; it names each corrupted block. table prints the\n"
                    "dm-verity table line cryptsetup would load; read serves the data through the\n"
-                   "verity read path (per-block checks, kernel policies), like reading /dev/mapper."};
+                   "verity read path (per-block checks, kernel policies), like reading /dev/mapper;\n"
+                   "serve makes that view a read-only NBD device (docs/nbd.md)."};
     add_verity_options(cl.options);
+    add_serve_options(cl.options);
     add_progress_options(cl.options);
     add_action_arguments(cl, {{"format", "build the hash tree of DATA into HASH and print the root hash"},
                               {"verify", "check DATA against HASH and the root hash"},
                               {"dump", "print the superblock of HASH"},
                               {"table", "print the dm-verity table line for dmsetup"},
-                              {"read", "read DATA through the verity target, checking every block"}});
+                              {"read", "read DATA through the verity target, checking every block"},
+                              {"serve", "serve DATA over NBD, read-only, every block checked on read"}});
     // Which action honours what (the rest go with every action).
     const std::vector<std::string> params = {"hash", "data-block-size", "hash-block-size", "data-blocks",
                                              "salt", "uuid", "format"};
-    only_for(cl, {"format", "verify", "table", "read"}, params);
-    only_for(cl, {"format", "verify", "table", "read"}, {"no-superblock", "root-hash-file"});
-    only_for(cl, {"format", "verify", "read"}, {"threads", "async"});
+    only_for(cl, {"format", "verify", "table", "read", "serve"}, params);
+    only_for(cl, {"format", "verify", "table", "read", "serve"}, {"no-superblock", "root-hash-file"});
+    only_for(cl, {"format", "verify", "read", "serve"}, {"threads", "async"});
     only_for(cl, {"format", "verify", "read"}, progress_option_names());
-    only_for(cl, {"table", "read"}, {"ignore-corruption", "restart-on-corruption", "panic-on-corruption",
+    only_for(cl, {"table", "read", "serve"}, {"ignore-corruption", "restart-on-corruption", "panic-on-corruption",
                                      "ignore-zero-blocks", "check-at-most-once"});
-    only_for(cl, {"read"}, {"table", "out"});
+    only_for(cl, {"read", "serve"}, {"table"});
+    only_for(cl, {"read"}, {"out"});
+    only_for(cl, {"serve"}, serve_option_names());
     auto vm = parse_command_line(cl, args);
     if (!vm) return 0;
     const auto [action, files] = action_arguments(*vm);
@@ -204,7 +211,8 @@ int run_verity(Args args) {
     if (action == "dump") return run_dump(*vm, files);
     if (action == "table") return run_verity_table(*vm, files);
     if (action == "read") return run_verity_read(*vm, files);
-    throw UsageError("unknown action '" + action + "': use format, verify, dump, table or read");
+    if (action == "serve") return run_verity_serve(*vm, files);
+    throw UsageError("unknown action '" + action + "': use format, verify, dump, table, read or serve");
 }
 
 }  // namespace cli

@@ -4,9 +4,11 @@
 #include "json.hpp"
 #include "output_file.hpp"
 #include "progress.hpp"
+#include "serve.hpp"
 #include "verity_actions.hpp"
 #include "verity_params.hpp"
 
+#include <blkcrypt/nbd/block_device.hpp>
 #include <blkcrypt/registry.hpp>
 #include <blkcrypt/verity/superblock.hpp>
 #include <blkcrypt/verity/table.hpp>
@@ -130,6 +132,71 @@ int run_verity_table(const po::variables_map& vm, const std::vector<std::string>
     return 0;
 }
 
+namespace {
+
+// --table LINE or DATA HASH ROOT_HEX, with the policy options applied.
+vy::VerityTable read_table(blkcrypt::Registry& reg, const po::variables_map& vm,
+                           const std::vector<std::string>& files) {
+    if (vm.count("table")) {
+        if (!files.empty()) throw UsageError("give either --table or DATA HASH ROOT_HEX");
+        auto t = vy::parse_verity_table(vm["table"].as<std::string>());
+        if (!t) throw UsageError("--table: " + t.error().message);
+        vy::VerityTable table = std::move(*t);
+        apply_policies(vm, table);
+        return table;
+    }
+    return table_from_files(reg, vm, files);
+}
+
+// The verified view as a read-only store, so the NBD server's store device
+// (its I/O pool, whole blocks) serves it; a corrupt block fails its read.
+class VerifiedStore final : public blkcrypt::BackingStore {
+public:
+    VerifiedStore(std::unique_ptr<vy::VerityTarget> t, std::string name) : t_(std::move(t)), name_(std::move(name)) {}
+    blkcrypt::Status read(uint64_t offset, blkcrypt::Bytes out) override { return t_->read(offset, out); }
+    blkcrypt::Status write(uint64_t, blkcrypt::ConstBytes) override { return blkcrypt::Status::Unsupported; }
+    uint64_t size() const override { return t_->size(); }
+    std::string name() const override { return name_; }
+
+private:
+    std::unique_ptr<vy::VerityTarget> t_;
+    std::string name_;
+};
+
+}  // namespace
+
+// verity serve: the verified data, read-only, over NBD.
+int run_verity_serve(const po::variables_map& vm, const std::vector<std::string>& files) {
+    if (vm.count("table"))
+        refuse_given(vm, {"hash", "data-block-size", "hash-block-size", "data-blocks", "salt", "uuid", "format",
+                          "no-superblock", "hash-offset", "root-hash-file"},
+                     "the --table line gives the parameters");
+    block_stop_signals();  // before any thread exists
+    blkcrypt::Registry& reg = registry();
+    vy::VerityTable table = read_table(reg, vm, files);
+    Store data = open_store(table.data_dev, false);
+    Store hash = same_file(table.data_dev, table.hash_dev) ? data : open_store(table.hash_dev, false);
+    vy::VerityTargetOptions topts;
+    topts.mode = vm["async"].as<bool>() ? vy::HashMode::Async : vy::HashMode::Auto;
+    topts.log = [](const vy::Corruption& c) {
+        static std::mutex mu;
+        std::lock_guard lk(mu);
+        std::cerr << "blkcrypt: " << describe(c) << "\n";
+    };
+    auto target = vy::VerityTarget::create(reg, table, data, hash, topts);
+    if (!target) throw Failure(target.error().message);
+    const uint32_t bs = (*target)->block_size();
+    blkcrypt::nbd::StoreDeviceOptions o;
+    o.read_only = true;
+    o.block_size = bs;
+    if (vm.count("threads")) o.threads = vm["threads"].as<unsigned>();
+    o.description = "verity " + table.data_dev;
+    auto dev = blkcrypt::nbd::make_store_device(
+        std::make_shared<VerifiedStore>(std::move(target).value(), table.data_dev), o);
+    if (!dev) throw UsageError(dev.error().message);
+    return serve_device(vm, *dev);
+}
+
 int run_verity_read(const po::variables_map& vm, const std::vector<std::string>& files) {
     if (vm.count("out") && vm["out"].as<std::string>() == "-" && vm["progress-json"].as<bool>())
         throw UsageError("--progress-json prints to stdout, which --out - already uses");
@@ -138,16 +205,7 @@ int run_verity_read(const po::variables_map& vm, const std::vector<std::string>&
                           "no-superblock", "hash-offset", "root-hash-file"},
                      "the --table line gives the parameters");
     blkcrypt::Registry& reg = registry();
-    vy::VerityTable table;
-    if (vm.count("table")) {
-        if (!files.empty()) throw UsageError("give either --table or DATA HASH ROOT_HEX");
-        auto t = vy::parse_verity_table(vm["table"].as<std::string>());
-        if (!t) throw UsageError("--table: " + t.error().message);
-        table = std::move(*t);
-        apply_policies(vm, table);
-    } else {
-        table = table_from_files(reg, vm, files);
-    }
+    vy::VerityTable table = read_table(reg, vm, files);
     Store data = open_store(table.data_dev, false);
     Store hash = same_file(table.data_dev, table.hash_dev) ? data : open_store(table.hash_dev, false);
 

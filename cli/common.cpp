@@ -212,7 +212,7 @@ std::string checked_driver(blkcrypt::Registry& reg, const std::string& alg, cons
     auto canon = blkcrypt::AlgName::parse(alg);
     if (!canon) throw UsageError(canon.error().message);
     auto found = reg.describe(driver);  // instantiates template drivers such as cbc(aes-cryptopp)
-    if (!found) throw_alloc_error(reg, driver, found.error());
+    if (!found) throw_alloc_error(found.error());
     const blkcrypt::AlgInfo& info = *found;
     if (info.driver != driver)
         throw UsageError("'" + driver + "' is not a driver name (it names " + info.driver + ")");
@@ -221,11 +221,8 @@ std::string checked_driver(blkcrypt::Registry& reg, const std::string& alg, cons
     return driver;
 }
 
-void throw_alloc_error(blkcrypt::Registry& reg, std::string_view name, const blkcrypt::Error& err) {
-    for (const auto& st : reg.list())
-        if ((st.info.name == name || st.info.driver == name) &&
-            st.selftest == blkcrypt::SelftestState::Failed)
-            throw Failure(err.message);
+void throw_alloc_error(const blkcrypt::Error& err) {
+    if (err.status == blkcrypt::Status::SelftestFailed) throw Failure(err.message);
     throw UsageError(err.message);
 }
 

@@ -127,9 +127,9 @@ std::string name_to_alloc(blkcrypt::Registry& reg, const po::variables_map& vm);
 std::string checked_driver(blkcrypt::Registry& reg, const std::string& alg, const std::string& driver);
 
 // Turns a failed alloc into the right exception: Failure when the name exists
-// but its self-test failed, UsageError (unknown algorithm, wrong type) otherwise.
-[[noreturn]] void throw_alloc_error(blkcrypt::Registry& reg, std::string_view name,
-                                    const blkcrypt::Error& err);
+// but its self-test failed (Status::SelftestFailed), UsageError (unknown
+// algorithm, wrong type) otherwise.
+[[noreturn]] void throw_alloc_error(const blkcrypt::Error& err);
 
 // A file or stdin ("-") opened for reading.
 class InputFile {

@@ -108,7 +108,7 @@ std::string default_plugin_dir() {
 blkcrypt::Registry& registry() {
     static std::unique_ptr<blkcrypt::Registry> reg = [] {
         auto r = std::make_unique<blkcrypt::Registry>();
-        blkcrypt::register_defaults(*r);
+        if (auto d = blkcrypt::register_defaults(*r); !d) throw Failure(d.error().message);
         Loader loader(*r);
         if (const std::string dir = default_plugin_dir(); !dir.empty()) loader.load_dir(dir, false);
         if (const char* dirs = std::getenv("BLKCRYPT_PLUGIN_PATH")) {

@@ -32,5 +32,6 @@ std::string describe(const blkcrypt::verity::Corruption& c);
 
 int run_verity_table(const po::variables_map& vm, const std::vector<std::string>& files);
 int run_verity_read(const po::variables_map& vm, const std::vector<std::string>& files);
+int run_verity_serve(const po::variables_map& vm, const std::vector<std::string>& files);
 
 }  // namespace cli

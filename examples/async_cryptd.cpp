@@ -18,7 +18,10 @@ using namespace blkcrypt;
 
 int main() {
     Registry reg;
-    register_defaults(reg);
+    if (auto r = register_defaults(reg); !r) {
+        std::fprintf(stderr, "%s\n", r.error().message.c_str());
+        return 1;
+    }
     auto async = Skcipher::alloc(reg, "cryptd(xts(aes))");
     auto sync = Skcipher::alloc(reg, "xts(aes)");
     if (!async || !sync) return 1;

@@ -47,17 +47,18 @@ private:
     std::size_t ds_;
 };
 
-// The registered algorithm: a description plus a factory. It holds its spawn.
+// The registered algorithm: a description plus a factory. Its Spawn member
+// holds the inner hash and records itself with the instance (so the registry
+// rebuilds double(sha256) when a better sha256 registers).
 class DoubleAlg final : public ShashAlg {
 public:
-    DoubleAlg(AlgInfo info, std::shared_ptr<const Alg> h) : ShashAlg(std::move(info)), h_(std::move(h)) {}
+    DoubleAlg(AlgInfo info, SpawnRef<ShashAlg> h) : ShashAlg(std::move(info)), h_(*this, std::move(h)) {}
     std::unique_ptr<ShashTfm> create_tfm() const override {
-        const auto& h = static_cast<const ShashAlg&>(*h_);
-        return std::make_unique<DoubleTfm>(h.create_tfm(), h.info().digestsize);
+        return std::make_unique<DoubleTfm>(h_.create_tfm(), h_.info().digestsize);
     }
 
 private:
-    std::shared_ptr<const Alg> h_;
+    Spawn<ShashAlg> h_;
 };
 
 class DoubleTemplate final : public Template {
@@ -66,21 +67,19 @@ public:
     // Called by the registry on a lookup miss for "double(<something>)".
     Result<std::shared_ptr<Alg>> create(Registry& reg, const AlgName& name) const override {
         if (auto r = check_arg_count(name, 1); !r) return r.error();
-        auto h = grab_spawn(reg, "double", name.args()[0], AlgType::Shash);
+        auto h = grab_spawn<ShashAlg>(reg, "double", name.args()[0]);
         if (!h) return h.error();
-        const AlgInfo& hi = (*h)->info();
+        const AlgInfo& hi = h->info();
         if (hi.type != AlgType::Shash || hi.needs_key)
             return make_error(Status::Invalid, "double: '" + hi.name + "' is not an unkeyed shash");
         AlgInfo info;
         info.module = module;
-        set_instance_names(info, "double", {h->get()});  // double(sha256), double(sha256-openssl)
+        set_instance_names(info, "double", {&h->alg()});  // double(sha256), double(sha256-openssl)
         info.type = AlgType::Shash;
         info.blocksize = hi.blocksize;
         info.digestsize = hi.digestsize;
         info.statesize = hi.statesize;
-        auto alg = std::make_shared<DoubleAlg>(info, *h);
-        alg->spawns = {*h};
-        return std::shared_ptr<Alg>(alg);
+        return std::shared_ptr<Alg>(std::make_shared<DoubleAlg>(info, std::move(*h)));
     }
 };
 
@@ -88,7 +87,10 @@ public:
 
 int main() {
     Registry reg;
-    register_defaults(reg);
+    if (auto r = register_defaults(reg); !r) {
+        std::fprintf(stderr, "%s\n", r.error().message.c_str());
+        return 1;
+    }
     auto tmpl = std::make_shared<DoubleTemplate>();
     tmpl->module = "example";
     if (auto r = reg.register_template(tmpl); !r) {

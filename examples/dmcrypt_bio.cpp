@@ -14,7 +14,10 @@ using namespace blkcrypt;
 
 int main() {
     Registry reg;
-    register_defaults(reg);
+    if (auto r = register_defaults(reg); !r) {
+        std::fprintf(stderr, "%s\n", r.error().message.c_str());
+        return 1;
+    }
 
     // The crypt part of a dm table line: <cipher> <key> <iv_offset>.
     // A 64-byte key (128 hex digits) is AES-256-XTS: two 32-byte halves,

@@ -16,7 +16,10 @@ using namespace blkcrypt;
 
 int main() {
     Registry reg;            // with the self-test manager
-    register_defaults(reg);  // Crypto++ and OpenSSL providers, built-in templates
+    if (auto r = register_defaults(reg); !r) {  // Crypto++ and OpenSSL providers, built-in templates
+        std::fprintf(stderr, "%s\n", r.error().message.c_str());
+        return 1;
+    }
 
     auto tfm = Skcipher::alloc(reg, "essiv(cbc(aes),sha256)");
     if (!tfm) {

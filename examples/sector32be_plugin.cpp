@@ -10,8 +10,9 @@ class Sector32BeTfm final : public GenivTfm {
 public:
     using GenivTfm::GenivTfm;
 private:
-    void pre(GenivUnit& u) const override {  // u.iv is zeroed already
+    Status pre(GenivUnit& u) const override {  // u.iv is zeroed already
         for (int i = 0; i < 4; ++i) u.iv[i] = static_cast<uint8_t>(u.iv_sector >> (24 - 8 * i));
+        return Status::Ok;
     }
 };
 

@@ -17,7 +17,10 @@ using namespace blkcrypt::verity;
 
 int main() {
     Registry reg;
-    register_defaults(reg);
+    if (auto r = register_defaults(reg); !r) {
+        std::fprintf(stderr, "%s\n", r.error().message.c_str());
+        return 1;
+    }
 
     VerityParams p;  // sha256, format 1, 4 KiB blocks, superblock at offset 0
     p.data_blocks = 64;

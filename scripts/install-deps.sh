@@ -12,6 +12,7 @@ PKGS=(
   man-db groff-base bsdextrautils
   clang-14 libclang-rt-14-dev
   libargon2-dev nlohmann-json3-dev
+  qemu-utils libnbd-bin nbdkit fuse3
 )
 
 missing=()

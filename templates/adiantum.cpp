@@ -177,19 +177,18 @@ private:
 
 class AdiantumAlg final : public SkcipherAlg {
 public:
-    AdiantumAlg(AlgInfo info, std::shared_ptr<const Alg> stream, std::shared_ptr<const Alg> block,
-                std::shared_ptr<const Alg> hash)
-        : SkcipherAlg(std::move(info)), stream_(std::move(stream)), block_(std::move(block)),
-          hash_(std::move(hash)) {}
+    AdiantumAlg(AlgInfo info, SpawnRef<SkcipherAlg> stream, SpawnRef<CipherAlg> block, SpawnRef<ShashAlg> hash)
+        : SkcipherAlg(std::move(info)), stream_(*this, std::move(stream)), block_(*this, std::move(block)),
+          hash_(*this, std::move(hash)) {}
     std::unique_ptr<SkcipherTfm> create_tfm() const override {
-        return std::make_unique<AdiantumTfm>(static_cast<const SkcipherAlg&>(*stream_).create_tfm(),
-                                             stream_->info().async,
-                                             static_cast<const CipherAlg&>(*block_).create_tfm(),
-                                             static_cast<const ShashAlg&>(*hash_).create_tfm());
+        return std::make_unique<AdiantumTfm>(stream_.create_tfm(), stream_.info().async, block_.create_tfm(),
+                                             hash_.create_tfm());
     }
 
 private:
-    std::shared_ptr<const Alg> stream_, block_, hash_;
+    Spawn<SkcipherAlg> stream_;
+    Spawn<CipherAlg> block_;
+    Spawn<ShashAlg> hash_;
 };
 
 class AdiantumTemplate final : public Template {
@@ -201,14 +200,13 @@ public:
         if (args.size() != 2 && args.size() != 3)
             return make_error(Status::Invalid,
                               "'" + name.str() + "': template 'adiantum' takes 2 or 3 arguments");
-        auto stream = grab_spawn(reg, "adiantum", args[0], AlgType::Skcipher);
+        auto stream = grab_spawn<SkcipherAlg>(reg, "adiantum", args[0]);
         if (!stream) return stream.error();
-        auto block = grab_spawn(reg, "adiantum", args[1], AlgType::Cipher);
+        auto block = grab_spawn<CipherAlg>(reg, "adiantum", args[1]);
         if (!block) return block.error();
-        auto hash = args.size() == 3 ? grab_spawn(reg, "adiantum", args[2], AlgType::Shash)
-                                     : reg.lookup("nhpoly1305", AlgType::Shash);
-        if (!hash) return make_error(hash.error().status, "adiantum: " + hash.error().message);
-        const AlgInfo &s = (*stream)->info(), &b = (*block)->info(), &h = (*hash)->info();
+        auto hash = args.size() == 3 ? grab_spawn<ShashAlg>(reg, "adiantum", args[2]) : default_hash(reg);
+        if (!hash) return hash.error();
+        const AlgInfo &s = stream->info(), &b = block->info(), &h = hash->info();
         auto bad = [](const std::string& what) { return make_error(Status::Invalid, "adiantum: " + what); };
         if (s.type != AlgType::Skcipher || s.ivsize != kStreamIv || s.blocksize != 1)
             return bad("'" + s.name + "' is not an XChaCha stream cipher with a 32-byte IV");
@@ -230,9 +228,16 @@ public:
         info.min_keysize = s.min_keysize;
         info.max_keysize = s.max_keysize;
         info.ivsize = kTweak;
-        auto alg = std::make_shared<AdiantumAlg>(info, *stream, *block, *hash);
-        alg->spawns = {*stream, *block, *hash};
-        return std::shared_ptr<Alg>(alg);
+        return std::shared_ptr<Alg>(
+            std::make_shared<AdiantumAlg>(std::move(info), std::move(*stream), std::move(*block), std::move(*hash)));
+    }
+
+private:
+    // Two arguments: the hash is nhpoly1305, whichever driver is best.
+    static Result<SpawnRef<ShashAlg>> default_hash(Registry& reg) {
+        auto h = reg.lookup("nhpoly1305", AlgType::Shash);
+        if (!h) return make_error(h.error().status, "adiantum: " + h.error().message);
+        return spawn_ref<ShashAlg>("adiantum", std::move(h.value()));
     }
 };
 

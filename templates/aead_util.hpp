@@ -98,7 +98,6 @@ public:
         info.min_keysize = c.min_keysize;
         info.max_keysize = c.max_keysize;
         auto alg = std::make_shared<Instance>(info, *cipher);
-        alg->spawns = {*cipher};
         return std::shared_ptr<Alg>(alg);
     }
 
@@ -106,13 +105,13 @@ private:
     class Instance final : public AeadAlg {
     public:
         Instance(AlgInfo info, std::shared_ptr<const Alg> cipher)
-            : AeadAlg(std::move(info)), cipher_(std::move(cipher)) {}
+            : AeadAlg(std::move(info)), cipher_(*this, std::move(cipher)) {}
         std::unique_ptr<AeadTfm> create_tfm() const override {
-            return std::make_unique<Tfm>(static_cast<const CipherAlg&>(*cipher_).create_tfm());
+            return std::make_unique<Tfm>(cipher_.create_tfm());
         }
 
     private:
-        std::shared_ptr<const Alg> cipher_;
+        Spawn<CipherAlg> cipher_;
     };
 
     std::string_view name_;  // a string literal

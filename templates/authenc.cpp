@@ -123,18 +123,15 @@ private:
 class AuthencAlg final : public AeadAlg {
 public:
     AuthencAlg(AlgInfo info, std::shared_ptr<const Alg> auth, std::shared_ptr<const Alg> enc)
-        : AeadAlg(std::move(info)), auth_(std::move(auth)), enc_(std::move(enc)) {}
+        : AeadAlg(std::move(info)), auth_(*this, std::move(auth)), enc_(*this, std::move(enc)) {}
     std::unique_ptr<AeadTfm> create_tfm() const override {
-        auto e = enc_->info().type == AlgType::Cipher
-                     ? make_cipher_skcipher_tfm(static_cast<const CipherAlg&>(*enc_))
-                     : static_cast<const SkcipherAlg&>(*enc_).create_tfm();
-        return std::make_unique<AuthencTfm>(static_cast<const ShashAlg&>(*auth_).create_tfm(),
-                                            std::move(e), auth_->info().digestsize,
-                                            enc_->info().ivsize);
+        return std::make_unique<AuthencTfm>(auth_.create_tfm(), enc_.create_tfm(), auth_.info().digestsize,
+                                            enc_.info().ivsize);
     }
 
 private:
-    std::shared_ptr<const Alg> auth_, enc_;
+    Spawn<ShashAlg> auth_;
+    Spawn<SkcipherAlg> enc_;
 };
 
 class AuthencTemplate final : public Template {
@@ -180,7 +177,6 @@ public:
         info.maxauthsize = a.digestsize;
         // The rtattr key has no fixed size: min/max_keysize stay 0.
         auto alg = std::make_shared<AuthencAlg>(info, *auth, *enc);
-        alg->spawns = {*auth, *enc};
         return std::shared_ptr<Alg>(alg);
     }
 };

@@ -20,19 +20,12 @@ namespace {
 constexpr std::size_t kMaxBlock = 32;
 constexpr std::size_t kBatchBytes = 512;  // ciphertext kept aside per in-place batch
 
-class CbcTfm final : public SkcipherTfm {
+class CbcTfm final : public CipherModeTfm {
 public:
-    CbcTfm(std::unique_ptr<CipherTfm> cipher, std::size_t bs)
-        : cipher_(std::move(cipher)), bs_(bs) {}
-
-    Status setkey(ConstBytes key) override {
-        return cipher_->setkey(key) == Status::Ok ? Status::Ok : Status::Invalid;
-    }
-    Status encrypt(SkcipherRequest& req) const override { return crypt(req, true); }
-    Status decrypt(SkcipherRequest& req) const override { return crypt(req, false); }
+    using CipherModeTfm::CipherModeTfm;
 
 private:
-    Status crypt(SkcipherRequest& req, bool enc) const {
+    Status crypt(SkcipherRequest& req, bool enc) const override {
         if (req.len % bs_) return Status::Invalid;  // checked before any output
         uint8_t iv[kMaxBlock];
         std::memcpy(iv, req.iv.data(), bs_);
@@ -81,55 +74,12 @@ private:
             n -= k;
         }
     }
-
-    std::unique_ptr<CipherTfm> cipher_;
-    std::size_t bs_;
-};
-
-class CbcAlg final : public SkcipherAlg {
-public:
-    CbcAlg(AlgInfo info, std::shared_ptr<const Alg> cipher)
-        : SkcipherAlg(std::move(info)), cipher_(std::move(cipher)) {}
-    std::unique_ptr<SkcipherTfm> create_tfm() const override {
-        return std::make_unique<CbcTfm>(static_cast<const CipherAlg&>(*cipher_).create_tfm(),
-                                        cipher_->info().blocksize);
-    }
-
-private:
-    std::shared_ptr<const Alg> cipher_;
-};
-
-class CbcTemplate final : public Template {
-public:
-    std::string_view name() const override { return "cbc"; }
-
-    Result<std::shared_ptr<Alg>> create(Registry& reg, const AlgName& name) const override {
-        if (auto r = check_arg_count(name, 1); !r) return r.error();
-        auto cipher = grab_spawn(reg, "cbc", name.args()[0], AlgType::Cipher);
-        if (!cipher) return cipher.error();
-        const AlgInfo& c = (*cipher)->info();
-        if (c.blocksize == 0 || c.blocksize > kMaxBlock)
-            return make_error(Status::Invalid, "cbc: cipher '" + c.name + "' has " +
-                                                   block_phrase(c.blocksize) +
-                                                   "; cbc supports 1 to 32");
-        AlgInfo info;
-        info.module = module;
-        set_instance_names(info, "cbc", {cipher->get()});
-        info.type = AlgType::Skcipher;
-        info.needs_key = true;
-        info.blocksize = c.blocksize;
-        info.chunksize = c.blocksize;
-        info.ivsize = c.blocksize;
-        info.min_keysize = c.min_keysize;
-        info.max_keysize = c.max_keysize;
-        auto alg = std::make_shared<CbcAlg>(info, *cipher);
-        alg->spawns = {*cipher};
-        return std::shared_ptr<Alg>(alg);
-    }
 };
 
 }  // namespace
 
-std::shared_ptr<Template> make_cbc_template() { return std::make_shared<CbcTemplate>(); }
+std::shared_ptr<Template> make_cbc_template() {
+    return make_cipher_mode<CbcTfm>({.name = "cbc", .max_block = kMaxBlock, .accepted = "cbc supports 1 to 32"});
+}
 
 }  // namespace blkcrypt

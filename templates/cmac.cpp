@@ -34,8 +34,8 @@ void gf_double(uint8_t* out, const uint8_t* in, std::size_t bs) noexcept {
 
 class CmacTfm final : public ShashTfm {
 public:
-    CmacTfm(std::unique_ptr<CipherTfm> cipher, std::size_t bs)
-        : cipher_(std::move(cipher)), bs_(bs), subkeys_(2 * bs) {}
+    explicit CmacTfm(const Spawn<CipherAlg>& c)
+        : cipher_(c.create_tfm()), bs_(c.info().blocksize), subkeys_(2 * bs_) {}
 
     Status setkey(ConstBytes key) override {
         if (cipher_->setkey(key) != Status::Ok) return Status::Invalid;
@@ -58,53 +58,18 @@ private:
     SecureBuffer subkeys_;  // K1 || K2
 };
 
-class CmacAlg final : public ShashAlg {
-public:
-    CmacAlg(AlgInfo info, std::shared_ptr<const Alg> cipher)
-        : ShashAlg(std::move(info)), cipher_(std::move(cipher)) {}
-    std::unique_ptr<ShashTfm> create_tfm() const override {
-        return std::make_unique<CmacTfm>(static_cast<const CipherAlg&>(*cipher_).create_tfm(),
-                                         cipher_->info().blocksize);
-    }
-
-private:
-    std::shared_ptr<const Alg> cipher_;
-};
-
-class CmacTemplate final : public Template {
-public:
-    std::string_view name() const override { return "cmac"; }
-
-    Result<std::shared_ptr<Alg>> create(Registry& reg, const AlgName& name) const override {
-        if (auto r = check_arg_count(name, 1); !r) return r.error();
-        auto cipher = grab_spawn(reg, "cmac", name.args()[0], AlgType::Cipher);
-        if (!cipher) return cipher.error();
-        const AlgInfo& c = (*cipher)->info();
-        if (c.type != AlgType::Cipher)
-            return make_error(Status::Invalid, "cmac: '" + c.name + "' is not a block cipher");
-        // The subkey polynomials of SP 800-38B exist for 64- and 128-bit blocks only.
-        if (c.blocksize != 8 && c.blocksize != 16)
-            return make_error(Status::Invalid, "cmac: cipher '" + c.name + "' has a " +
-                                                   std::to_string(c.blocksize) +
-                                                   "-byte block; cmac needs 8 or 16");
-        AlgInfo info;
-        info.module = module;
-        set_instance_names(info, "cmac", {cipher->get()});
-        info.type = AlgType::Shash;
-        info.needs_key = true;
-        info.blocksize = c.blocksize;
-        info.digestsize = c.blocksize;
-        info.statesize = CbcMacState::statesize(c.blocksize);
-        info.min_keysize = c.min_keysize;
-        info.max_keysize = c.max_keysize;
-        auto alg = std::make_shared<CmacAlg>(info, *cipher);
-        alg->spawns = {*cipher};
-        return std::shared_ptr<Alg>(alg);
-    }
-};
-
 }  // namespace
 
-std::shared_ptr<Template> make_cmac_template() { return std::make_shared<CmacTemplate>(); }
+std::shared_ptr<Template> make_cmac_template() {
+    // The subkey polynomials of SP 800-38B exist for 64- and 128-bit blocks only.
+    return make_cipher_mode<CmacTfm>({.name = "cmac",
+                                      .min_block = 8,
+                                      .max_block = 16,
+                                      .block_step = 8,
+                                      .accepted = "cmac needs 8 or 16",
+                                      .adjust = [](AlgInfo& i, const AlgInfo& c) {
+                                          i.statesize = CbcMacState::statesize(c.blocksize);
+                                      }});
+}
 
 }  // namespace blkcrypt

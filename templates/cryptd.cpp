@@ -16,14 +16,26 @@ constexpr std::size_t kMaxQueued = 1000;  // the kernel's cryptd_max_cpu_qlen
 
 using QueuePtr = std::shared_ptr<CryptdQueue>;
 
-template <class Req>
-Status submit(const QueuePtr& q, Req& req, std::function<Status()> op) {
+// Queues op of the transform `self` on req: a job of plain data (no
+// std::function to build, nothing allocated). Self::run_op(req, op, arg) runs
+// on a worker and its status goes to req.complete.
+template <class Self, class Req>
+Status submit(const QueuePtr& q, const Self* self, Req& req, unsigned op, std::size_t arg = 0) {
     if (!req.complete) return Status::Invalid;  // nobody to tell the result
     CryptdQueue::Job job;
-    job.run = [&req, op = std::move(op)] { req.complete(op()); };
-    job.left_backlog = [&req] { req.complete(Status::InProgress); };
-    return q->enqueue(std::move(job), (req.flags & kMayBacklog) != 0);
+    job.run = [](const CryptdQueue::Job& j) {
+        auto& r = *static_cast<Req*>(j.req);
+        r.complete(static_cast<const Self*>(j.owner)->run_op(r, j.op, j.arg));
+    };
+    job.left_backlog = [](const CryptdQueue::Job& j) { static_cast<Req*>(j.req)->complete(Status::InProgress); };
+    job.owner = self;
+    job.req = &req;
+    job.op = op;
+    job.arg = arg;
+    return q->enqueue(job, (req.flags & kMayBacklog) != 0);
 }
+
+enum Op : unsigned { kEncrypt, kDecrypt };
 
 // ---- skcipher --------------------------------------------------------------
 class CryptdSkcipherTfm final : public SkcipherTfm {
@@ -32,31 +44,14 @@ public:
         : inner_(std::move(inner)), q_(std::move(q)) {}
     Status setkey(ConstBytes key) override { return inner_->setkey(key); }
     Status set_sector_params(const SectorParams& p) override { return inner_->set_sector_params(p); }
-    Status encrypt(SkcipherRequest& req) const override {
-        return submit(q_, req, [this, &req] { return inner_->encrypt(req); });
-    }
-    Status decrypt(SkcipherRequest& req) const override {
-        return submit(q_, req, [this, &req] { return inner_->decrypt(req); });
+    Status encrypt(SkcipherRequest& req) const override { return submit(q_, this, req, kEncrypt); }
+    Status decrypt(SkcipherRequest& req) const override { return submit(q_, this, req, kDecrypt); }
+    Status run_op(SkcipherRequest& req, unsigned op, std::size_t) const {
+        return op == kEncrypt ? inner_->encrypt(req) : inner_->decrypt(req);
     }
 
 private:
     std::unique_ptr<SkcipherTfm> inner_;
-    QueuePtr q_;
-};
-
-class CryptdSkcipherAlg final : public SkcipherAlg {
-public:
-    CryptdSkcipherAlg(AlgInfo info, std::shared_ptr<const Alg> inner, QueuePtr q)
-        : SkcipherAlg(std::move(info)), inner_(std::move(inner)), q_(std::move(q)) {}
-    std::unique_ptr<SkcipherTfm> create_tfm() const override {
-        auto t = inner_->info().type == AlgType::Cipher
-                     ? make_cipher_skcipher_tfm(static_cast<const CipherAlg&>(*inner_))
-                     : static_cast<const SkcipherAlg&>(*inner_).create_tfm();
-        return std::make_unique<CryptdSkcipherTfm>(std::move(t), q_);
-    }
-
-private:
-    std::shared_ptr<const Alg> inner_;
     QueuePtr q_;
 };
 
@@ -68,28 +63,17 @@ public:
     Status setkey(ConstBytes key) override { return inner_->setkey(key); }
     Status setauthsize(std::size_t n) override { return inner_->setauthsize(n); }
     Status encrypt(AeadRequest& req, std::size_t authsize) const override {
-        return submit(q_, req, [this, &req, authsize] { return inner_->encrypt(req, authsize); });
+        return submit(q_, this, req, kEncrypt, authsize);
     }
     Status decrypt(AeadRequest& req, std::size_t authsize) const override {
-        return submit(q_, req, [this, &req, authsize] { return inner_->decrypt(req, authsize); });
+        return submit(q_, this, req, kDecrypt, authsize);
+    }
+    Status run_op(AeadRequest& req, unsigned op, std::size_t authsize) const {
+        return op == kEncrypt ? inner_->encrypt(req, authsize) : inner_->decrypt(req, authsize);
     }
 
 private:
     std::unique_ptr<AeadTfm> inner_;
-    QueuePtr q_;
-};
-
-class CryptdAeadAlg final : public AeadAlg {
-public:
-    CryptdAeadAlg(AlgInfo info, std::shared_ptr<const Alg> inner, QueuePtr q)
-        : AeadAlg(std::move(info)), inner_(std::move(inner)), q_(std::move(q)) {}
-    std::unique_ptr<AeadTfm> create_tfm() const override {
-        return std::make_unique<CryptdAeadTfm>(
-            static_cast<const AeadAlg&>(*inner_).create_tfm(), q_);
-    }
-
-private:
-    std::shared_ptr<const Alg> inner_;
     QueuePtr q_;
 };
 
@@ -100,39 +84,50 @@ public:
         : inner_(std::move(inner)), q_(std::move(q)) {}
     Status setkey(ConstBytes key) override { return inner_->setkey(key); }
     std::unique_ptr<AhashState> new_state() const override { return inner_->new_state(); }
-    Status init(AhashRequest& r) const override { return run(r, &AhashTfm::init); }
-    Status update(AhashRequest& r) const override { return run(r, &AhashTfm::update); }
-    Status final(AhashRequest& r) const override { return run(r, &AhashTfm::final); }
-    Status finup(AhashRequest& r) const override { return run(r, &AhashTfm::finup); }
-    Status digest(AhashRequest& r) const override { return run(r, &AhashTfm::digest); }
+    Status init(AhashRequest& r) const override { return submit(q_, this, r, kInit); }
+    Status update(AhashRequest& r) const override { return submit(q_, this, r, kUpdate); }
+    Status final(AhashRequest& r) const override { return submit(q_, this, r, kFinal); }
+    Status finup(AhashRequest& r) const override { return submit(q_, this, r, kFinup); }
+    Status digest(AhashRequest& r) const override { return submit(q_, this, r, kDigest); }
     Status export_state(const AhashRequest& r, Bytes out) const override {
         return inner_->export_state(r, out);
     }
     Status import_state(AhashRequest& r, ConstBytes in) const override {
         return inner_->import_state(r, in);
     }
+    Status run_op(AhashRequest& r, unsigned op, std::size_t) const {
+        switch (op) {
+        case kInit: return inner_->init(r);
+        case kUpdate: return inner_->update(r);
+        case kFinal: return inner_->final(r);
+        case kFinup: return inner_->finup(r);
+        default: return inner_->digest(r);
+        }
+    }
 
 private:
-    Status run(AhashRequest& r, Status (AhashTfm::*op)(AhashRequest&) const) const {
-        return submit(q_, r, [this, &r, op] { return (inner_.get()->*op)(r); });
-    }
+    enum HashOp : unsigned { kInit, kUpdate, kFinal, kFinup, kDigest };
     std::unique_ptr<AhashTfm> inner_;
     QueuePtr q_;
 };
 
-class CryptdAhashAlg final : public AhashAlg {
+// ---- the instance -------------------------------------------------------------
+// cryptd(X) as a Base (SkcipherAlg, AeadAlg, AhashAlg): X is its spawn, as a
+// Base too (an shash comes as a synchronous ahash), and Tfm runs X's
+// transform on the queue.
+template <class Base, class Tfm>
+class CryptdAlg final : public Base {
 public:
-    CryptdAhashAlg(AlgInfo info, std::shared_ptr<const Alg> inner, QueuePtr q)
-        : AhashAlg(std::move(info)), inner_(std::move(inner)), q_(std::move(q)) {}
-    std::unique_ptr<AhashTfm> create_tfm() const override {
-        auto t = inner_->info().type == AlgType::Shash
-                     ? make_shash_ahash_tfm(static_cast<const ShashAlg&>(*inner_))
-                     : static_cast<const AhashAlg&>(*inner_).create_tfm();
-        return std::make_unique<CryptdAhashTfm>(std::move(t), q_);
+    CryptdAlg(AlgInfo info, std::shared_ptr<const Alg> inner, QueuePtr q)
+        : Base(std::move(info)), inner_(*this, std::move(inner)), q_(std::move(q)) {
+        this->set_test_name(inner_.info().name);  // tested with X's vectors
+    }
+    decltype(std::declval<const Base&>().create_tfm()) create_tfm() const override {
+        return std::make_unique<Tfm>(inner_.create_tfm(), q_);
     }
 
 private:
-    std::shared_ptr<const Alg> inner_;
+    Spawn<Base> inner_;
     QueuePtr q_;
 };
 
@@ -158,19 +153,17 @@ public:
             info.type = AlgType::Skcipher;
             [[fallthrough]];
         case AlgType::Skcipher:
-            alg = std::make_shared<CryptdSkcipherAlg>(info, *inner, queue());
+            alg = std::make_shared<CryptdAlg<SkcipherAlg, CryptdSkcipherTfm>>(info, *inner, queue());
             break;
         case AlgType::Aead:
-            alg = std::make_shared<CryptdAeadAlg>(info, *inner, queue());
+            alg = std::make_shared<CryptdAlg<AeadAlg, CryptdAeadTfm>>(info, *inner, queue());
             break;
         case AlgType::Shash:
         case AlgType::Ahash:
             info.type = AlgType::Ahash;
-            alg = std::make_shared<CryptdAhashAlg>(info, *inner, queue());
+            alg = std::make_shared<CryptdAlg<AhashAlg, CryptdAhashTfm>>(info, *inner, queue());
             break;
         }
-        alg->spawns = {*inner};
-        alg->test_name = in.name;
         return alg;
     }
 

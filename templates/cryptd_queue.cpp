@@ -1,7 +1,7 @@
 #include "cryptd_queue.hpp"
 
 #include <algorithm>
-#include <optional>
+#include <new>
 #include <system_error>
 
 namespace blkcrypt {
@@ -24,6 +24,13 @@ bool CryptdQueue::start_locked() {
     // Near the process's thread limit creation fails: the queue runs with the
     // threads it got, and tries again on a later request when it got none.
     if (!threads_.empty()) return true;
+    if (ring_.empty()) {
+        try {
+            ring_.resize(max_queued_);
+        } catch (const std::bad_alloc&) {
+            return false;
+        }
+    }
     threads_.reserve(nthreads_);
     for (std::size_t i = 0; i < nthreads_; ++i) {
         try {
@@ -40,16 +47,19 @@ std::size_t CryptdQueue::threads() const {
     return threads_.size();
 }
 
-Status CryptdQueue::enqueue(Job job, bool may_backlog) {
+void CryptdQueue::push_locked(const Job& job) {
+    ring_[(head_ + count_) % ring_.size()] = job;
+    ++count_;
+}
+
+Status CryptdQueue::enqueue(const Job& job, bool may_backlog) {
     {
         std::lock_guard lk(mu_);
         if (!start_locked()) return Status::NoMem;  // nothing would ever run the job
-        if (queue_.size() < max_queued_ && backlog_.empty()) {
-            queue_.push_back(std::move(job));
-        } else if (may_backlog) {
-            backlog_.push_back(std::move(job));
-            return Status::Busy;
+        if (count_ + reserved_ < max_queued_ && backlog_.empty()) {
+            push_locked(job);
         } else {
+            if (may_backlog) backlog_.push_back(job);
             return Status::Busy;
         }
     }
@@ -59,30 +69,32 @@ Status CryptdQueue::enqueue(Job job, bool may_backlog) {
 
 void CryptdQueue::worker() {
     for (;;) {
-        Job job;
-        std::optional<Job> promoted;
+        Job job, promoted;
         {
             std::unique_lock lk(mu_);
-            cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
-            if (queue_.empty()) return;  // stopping and drained
-            job = std::move(queue_.front());
-            queue_.pop_front();
+            cv_.wait(lk, [&] { return stop_ || count_ != 0; });
+            if (count_ == 0) return;  // stopping and drained
+            job = ring_[head_];
+            head_ = (head_ + 1) % ring_.size();
+            --count_;
             if (!backlog_.empty()) {
-                promoted = std::move(backlog_.front());
+                promoted = backlog_.front();
                 backlog_.pop_front();
+                ++reserved_;  // the slot just freed
             }
         }
-        if (promoted) {
+        if (promoted.run) {
             // The submitter must hear InProgress before the final status, so
             // the job becomes runnable only after it has been told.
-            if (promoted->left_backlog) promoted->left_backlog();
+            if (promoted.left_backlog) promoted.left_backlog(promoted);
             {
                 std::lock_guard lk(mu_);
-                queue_.push_back(std::move(*promoted));
+                --reserved_;
+                push_locked(promoted);
             }
             cv_.notify_one();
         }
-        job.run();
+        job.run(job);
     }
 }
 

@@ -27,20 +27,13 @@ void increment(uint8_t* ctr, std::size_t n) noexcept {
         if (++ctr[i] != 0) break;
 }
 
-class CtrTfm final : public SkcipherTfm {
+class CtrTfm final : public CipherModeTfm {
 public:
-    CtrTfm(std::unique_ptr<CipherTfm> cipher, std::size_t bs)
-        : cipher_(std::move(cipher)), bs_(bs) {}
-
-    Status setkey(ConstBytes key) override {
-        return cipher_->setkey(key) == Status::Ok ? Status::Ok : Status::Invalid;
-    }
-    // Encryption and decryption are the same operation.
-    Status encrypt(SkcipherRequest& req) const override { return crypt(req); }
-    Status decrypt(SkcipherRequest& req) const override { return crypt(req); }
+    using CipherModeTfm::CipherModeTfm;
 
 private:
-    Status crypt(SkcipherRequest& req) const {
+    // Encryption and decryption are the same operation.
+    Status crypt(SkcipherRequest& req, bool) const override {
         uint8_t ctr[kMaxBlock];
         uint8_t ks[kBatchBytes];
         std::memcpy(ctr, req.iv.data(), bs_);
@@ -73,55 +66,17 @@ private:
         secure_wipe(ks, sizeof ks);
         return Status::Ok;
     }
-
-    std::unique_ptr<CipherTfm> cipher_;
-    std::size_t bs_;
-};
-
-class CtrAlg final : public SkcipherAlg {
-public:
-    CtrAlg(AlgInfo info, std::shared_ptr<const Alg> cipher)
-        : SkcipherAlg(std::move(info)), cipher_(std::move(cipher)) {}
-    std::unique_ptr<SkcipherTfm> create_tfm() const override {
-        return std::make_unique<CtrTfm>(static_cast<const CipherAlg&>(*cipher_).create_tfm(),
-                                        cipher_->info().blocksize);
-    }
-
-private:
-    std::shared_ptr<const Alg> cipher_;
-};
-
-class CtrTemplate final : public Template {
-public:
-    std::string_view name() const override { return "ctr"; }
-
-    Result<std::shared_ptr<Alg>> create(Registry& reg, const AlgName& name) const override {
-        if (auto r = check_arg_count(name, 1); !r) return r.error();
-        auto cipher = grab_spawn(reg, "ctr", name.args()[0], AlgType::Cipher);
-        if (!cipher) return cipher.error();
-        const AlgInfo& c = (*cipher)->info();
-        if (c.blocksize < 4 || c.blocksize % 4 || c.blocksize > kMaxBlock)
-            return make_error(Status::Invalid, "ctr: cipher '" + c.name + "' has " +
-                                                   block_phrase(c.blocksize) +
-                                                   "; ctr needs a multiple of 4 from 4 to 32");
-        AlgInfo info;
-        info.module = module;
-        set_instance_names(info, "ctr", {cipher->get()});
-        info.type = AlgType::Skcipher;
-        info.needs_key = true;
-        info.blocksize = 1;
-        info.chunksize = c.blocksize;
-        info.ivsize = c.blocksize;
-        info.min_keysize = c.min_keysize;
-        info.max_keysize = c.max_keysize;
-        auto alg = std::make_shared<CtrAlg>(info, *cipher);
-        alg->spawns = {*cipher};
-        return std::shared_ptr<Alg>(alg);
-    }
 };
 
 }  // namespace
 
-std::shared_ptr<Template> make_ctr_template() { return std::make_shared<CtrTemplate>(); }
+std::shared_ptr<Template> make_ctr_template() {
+    return make_cipher_mode<CtrTfm>({.name = "ctr",
+                                     .min_block = 4,
+                                     .max_block = kMaxBlock,
+                                     .block_step = 4,
+                                     .accepted = "ctr needs a multiple of 4 from 4 to 32",
+                                     .adjust = [](AlgInfo& i, const AlgInfo&) { i.blocksize = 1; }});
+}
 
 }  // namespace blkcrypt

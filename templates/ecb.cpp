@@ -6,80 +6,34 @@
 // Name: ecb(<cipher>), e.g. ecb(aes), ecb(des3_ede). The argument is a single
 // block cipher. No IV; the length must be a whole number of blocks.
 #include <blkcrypt/internal/template.hpp>
-#include <blkcrypt/internal/walk.hpp>
+#include <cstdint>
 
 namespace blkcrypt {
 namespace {
 
+// A cipher used as an skcipher is ECB already (the type layer's adapter);
+// ecb(C) names it, with setkey failures reported as Invalid like the modes.
 class EcbTfm final : public SkcipherTfm {
 public:
-    EcbTfm(std::unique_ptr<CipherTfm> cipher, std::size_t bs)
-        : cipher_(std::move(cipher)), bs_(bs) {}
+    explicit EcbTfm(const Spawn<CipherAlg>& c) : ecb_(create_skcipher_tfm(c.alg())) {}
 
     Status setkey(ConstBytes key) override {
-        return cipher_->setkey(key) == Status::Ok ? Status::Ok : Status::Invalid;
+        return ecb_->setkey(key) == Status::Ok ? Status::Ok : Status::Invalid;
     }
-    Status encrypt(SkcipherRequest& req) const override { return crypt(req, true); }
-    Status decrypt(SkcipherRequest& req) const override { return crypt(req, false); }
+    Status encrypt(SkcipherRequest& req) const override { return ecb_->encrypt(req); }
+    Status decrypt(SkcipherRequest& req) const override { return ecb_->decrypt(req); }
 
 private:
-    Status crypt(SkcipherRequest& req, bool enc) const {
-        if (req.len % bs_) return Status::Invalid;  // checked before any output
-        // Blocks are independent, so each contiguous run goes to the cipher at once.
-        for (SgWalk w(req.src, req.dst, req.len, bs_); w.next(); w.done()) {
-            if (enc) cipher_->encrypt(w.in(), w.out(), w.len() / bs_);
-            else cipher_->decrypt(w.in(), w.out(), w.len() / bs_);
-        }
-        return Status::Ok;
-    }
-
-    std::unique_ptr<CipherTfm> cipher_;
-    std::size_t bs_;
-};
-
-class EcbAlg final : public SkcipherAlg {
-public:
-    EcbAlg(AlgInfo info, std::shared_ptr<const Alg> cipher)
-        : SkcipherAlg(std::move(info)), cipher_(std::move(cipher)) {}
-    std::unique_ptr<SkcipherTfm> create_tfm() const override {
-        return std::make_unique<EcbTfm>(static_cast<const CipherAlg&>(*cipher_).create_tfm(),
-                                        cipher_->info().blocksize);
-    }
-
-private:
-    std::shared_ptr<const Alg> cipher_;
-};
-
-class EcbTemplate final : public Template {
-public:
-    std::string_view name() const override { return "ecb"; }
-
-    Result<std::shared_ptr<Alg>> create(Registry& reg, const AlgName& name) const override {
-        if (auto r = check_arg_count(name, 1); !r) return r.error();
-        auto cipher = grab_spawn(reg, "ecb", name.args()[0], AlgType::Cipher);
-        if (!cipher) return cipher.error();
-        const AlgInfo& c = (*cipher)->info();
-        if (c.blocksize == 0)
-            return make_error(Status::Invalid,
-                              "ecb: cipher '" + c.name + "' reports no block size");
-        AlgInfo info;
-        info.module = module;
-        set_instance_names(info, "ecb", {cipher->get()});
-        info.type = AlgType::Skcipher;
-        info.needs_key = true;
-        info.blocksize = c.blocksize;
-        info.chunksize = c.blocksize;
-        info.min_keysize = c.min_keysize;
-        info.max_keysize = c.max_keysize;
-        info.ivsize = 0;
-        auto alg = std::make_shared<EcbAlg>(info, *cipher);
-        alg->spawns = {*cipher};
-        return std::shared_ptr<Alg>(alg);
-    }
+    std::unique_ptr<SkcipherTfm> ecb_;
 };
 
 }  // namespace
 
-std::shared_ptr<Template> make_ecb_template() { return std::make_shared<EcbTemplate>(); }
+std::shared_ptr<Template> make_ecb_template() {
+    return make_cipher_mode<EcbTfm>({.name = "ecb",
+                                     .max_block = SIZE_MAX,
+                                     .accepted = "ecb needs one of at least 1 byte",
+                                     .adjust = [](AlgInfo& i, const AlgInfo&) { i.ivsize = 0; }});
+}
 
 }  // namespace blkcrypt

@@ -67,13 +67,11 @@ namespace {
 class WrapAlg final : public AeadAlg {
 public:
     WrapAlg(AlgInfo info, std::shared_ptr<const Alg> inner, MakeTfm make_tfm)
-        : AeadAlg(std::move(info)), inner_(std::move(inner)), make_tfm_(make_tfm) {}
-    std::unique_ptr<AeadTfm> create_tfm() const override {
-        return make_tfm_(static_cast<const AeadAlg&>(*inner_).create_tfm());
-    }
+        : AeadAlg(std::move(info)), inner_(*this, std::move(inner)), make_tfm_(make_tfm) {}
+    std::unique_ptr<AeadTfm> create_tfm() const override { return make_tfm_(inner_.create_tfm()); }
 
 private:
-    std::shared_ptr<const Alg> inner_;
+    Spawn<AeadAlg> inner_;
     MakeTfm make_tfm_;
 };
 
@@ -106,7 +104,6 @@ public:
         info.min_keysize = g.min_keysize + spec_.salt;
         info.max_keysize = g.max_keysize + spec_.salt;
         auto alg = std::make_shared<WrapAlg>(info, *inner, make_tfm_);
-        alg->spawns = {*inner};
         return std::shared_ptr<Alg>(alg);
     }
 

@@ -71,18 +71,39 @@ class EssivAlg final : public SkcipherAlg {
 public:
     EssivAlg(AlgInfo info, std::shared_ptr<const Alg> mode, std::shared_ptr<const Alg> cipher,
              std::shared_ptr<const Alg> hash)
-        : SkcipherAlg(std::move(info)), mode_(std::move(mode)), cipher_(std::move(cipher)),
-          hash_(std::move(hash)) {}
+        : SkcipherAlg(std::move(info)), mode_(*this, std::move(mode)), cipher_(*this, std::move(cipher)),
+          hash_(*this, std::move(hash)) {}
     std::unique_ptr<SkcipherTfm> create_tfm() const override {
-        return std::make_unique<EssivTfm>(static_cast<const SkcipherAlg&>(*mode_).create_tfm(),
-                                          static_cast<const CipherAlg&>(*cipher_).create_tfm(),
-                                          static_cast<const ShashAlg&>(*hash_).create_tfm(),
-                                          hash_->info().digestsize, info().ivsize);
+        return std::make_unique<EssivTfm>(mode_.create_tfm(), cipher_.create_tfm(), hash_.create_tfm(),
+                                          hash_.info().digestsize, info().ivsize);
     }
 
 private:
-    std::shared_ptr<const Alg> mode_, cipher_, hash_;
+    Spawn<SkcipherAlg> mode_;
+    Spawn<CipherAlg> cipher_;
+    Spawn<ShashAlg> hash_;
 };
+
+// The ESSIV cipher: the cipher of the mode's instance (cbc(aes-cryptopp) was
+// built on aes-cryptopp). A whole-mode driver (cbc-aes-openssl) has no spawns;
+// its generic name is all it says about its cipher: the innermost first
+// argument of it.
+Result<std::shared_ptr<const Alg>> essiv_cipher(Registry& reg, const Alg& mode) {
+    for (const Alg* a = &mode; !detail::spawns_of(*a).empty();) {
+        const auto& first = detail::spawns_of(*a).front();
+        if (first->info().type == AlgType::Cipher) return first;
+        a = first.get();
+    }
+    const std::string& n = mode.info().name;
+    auto parsed = AlgName::parse(n);
+    if (!parsed) return make_error(Status::Invalid, "essiv: " + parsed.error().message);
+    if (!parsed->is_template())
+        return make_error(Status::Invalid, "essiv: cannot tell which block cipher '" + n +
+                                               "' uses; expected a mode such as cbc(aes)");
+    const AlgName* c = &*parsed;
+    while (c->is_template()) c = &c->args()[0];
+    return grab_spawn(reg, "essiv", *c, AlgType::Cipher);
+}
 
 class EssivTemplate final : public Template {
 public:
@@ -106,14 +127,7 @@ public:
         if (h.type != AlgType::Shash) return fail("'" + h.name + "' is not a synchronous hash");
         if (h.needs_key) return fail("'" + h.name + "' is keyed");
 
-        // The ESSIV cipher: the innermost first argument of S's generic name.
-        auto parsed = AlgName::parse(s.name);
-        if (!parsed) return fail(parsed.error().message);
-        if (!parsed->is_template())
-            return fail("cannot tell which block cipher '" + s.name + "' uses; expected a mode such as cbc(aes)");
-        const AlgName* c = &*parsed;
-        while (c->is_template()) c = &c->args()[0];
-        auto cipher = grab_spawn(reg, "essiv", *c, AlgType::Cipher);
+        auto cipher = essiv_cipher(reg, **mode);
         if (!cipher) return cipher.error();
         const AlgInfo& ci = (*cipher)->info();
         if (ci.type != AlgType::Cipher) return fail("'" + ci.name + "' is not a block cipher");
@@ -127,7 +141,7 @@ public:
         // The salt keys the cipher: try a zero key of the digest's size.
         std::vector<uint8_t> zero(h.digestsize, 0);
         if (h.digestsize == 0 ||
-            static_cast<const CipherAlg&>(**cipher).create_tfm()->setkey(zero) != Status::Ok)
+            create_cipher_tfm(**cipher)->setkey(zero) != Status::Ok)
             return fail(h.name + "'s " + std::to_string(h.digestsize) +
                         "-byte digest is not a valid key for " + ci.name);
 
@@ -142,7 +156,6 @@ public:
         info.min_keysize = s.min_keysize;
         info.max_keysize = s.max_keysize;
         auto alg = std::make_shared<EssivAlg>(info, *mode, *cipher, *hash);
-        alg->spawns = {*mode, *hash, *cipher};
         return std::shared_ptr<Alg>(alg);
     }
 };

@@ -117,14 +117,13 @@ void HmacState::final(Bytes out) {
 class HmacAlg final : public ShashAlg {
 public:
     HmacAlg(AlgInfo info, std::shared_ptr<const Alg> hash)
-        : ShashAlg(std::move(info)), hash_(std::move(hash)) {}
+        : ShashAlg(std::move(info)), hash_(*this, std::move(hash)) {}
     std::unique_ptr<ShashTfm> create_tfm() const override {
-        const auto& h = static_cast<const ShashAlg&>(*hash_);
-        return std::make_unique<HmacTfm>(h.create_tfm(), h.info());
+        return std::make_unique<HmacTfm>(hash_.create_tfm(), hash_.info());
     }
 
 private:
-    std::shared_ptr<const Alg> hash_;
+    Spawn<ShashAlg> hash_;
 };
 
 class HmacTemplate final : public Template {
@@ -159,7 +158,6 @@ public:
         info.statesize = h.statesize;
         info.min_keysize = 0;  // any length: RFC 2104 hashes long keys
         auto alg = std::make_shared<HmacAlg>(info, *hash);
-        alg->spawns = {*hash};
         return std::shared_ptr<Alg>(alg);
     }
 };

@@ -56,8 +56,7 @@ void increment(uint8_t* idx) noexcept {
 
 class LrwTfm final : public SkcipherTfm {
 public:
-    explicit LrwTfm(std::unique_ptr<CipherTfm> cipher)
-        : cipher_(std::move(cipher)), tables_(2 * 128 * kBlock) {}
+    explicit LrwTfm(const Spawn<CipherAlg>& c) : cipher_(c.create_tfm()), tables_(2 * 128 * kBlock) {}
 
     Status setkey(ConstBytes key) override {
         if (key.size() <= kBlock) return Status::Invalid;
@@ -118,49 +117,17 @@ private:
     SecureBuffer tables_;  // derived from K2: as secret as the key
 };
 
-class LrwAlg final : public SkcipherAlg {
-public:
-    LrwAlg(AlgInfo info, std::shared_ptr<const Alg> cipher)
-        : SkcipherAlg(std::move(info)), cipher_(std::move(cipher)) {}
-    std::unique_ptr<SkcipherTfm> create_tfm() const override {
-        return std::make_unique<LrwTfm>(static_cast<const CipherAlg&>(*cipher_).create_tfm());
-    }
-
-private:
-    std::shared_ptr<const Alg> cipher_;
-};
-
-class LrwTemplate final : public Template {
-public:
-    std::string_view name() const override { return "lrw"; }
-
-    Result<std::shared_ptr<Alg>> create(Registry& reg, const AlgName& name) const override {
-        if (auto r = check_arg_count(name, 1); !r) return r.error();
-        auto cipher = grab_spawn(reg, "lrw", name.args()[0], AlgType::Cipher);
-        if (!cipher) return cipher.error();
-        const AlgInfo& c = (*cipher)->info();
-        if (c.blocksize != kBlock)
-            return make_error(Status::Invalid, "lrw: cipher '" + c.name + "' has " +
-                                                   block_phrase(c.blocksize) +
-                                                   "; lrw needs 16");
-        AlgInfo info;
-        info.module = module;
-        set_instance_names(info, "lrw", {cipher->get()});
-        info.type = AlgType::Skcipher;
-        info.needs_key = true;
-        info.blocksize = kBlock;
-        info.chunksize = kBlock;
-        info.ivsize = kBlock;
-        info.min_keysize = c.min_keysize + kBlock;
-        info.max_keysize = c.max_keysize + kBlock;
-        auto alg = std::make_shared<LrwAlg>(info, *cipher);
-        alg->spawns = {*cipher};
-        return std::shared_ptr<Alg>(alg);
-    }
-};
-
 }  // namespace
 
-std::shared_ptr<Template> make_lrw_template() { return std::make_shared<LrwTemplate>(); }
+std::shared_ptr<Template> make_lrw_template() {
+    return make_cipher_mode<LrwTfm>({.name = "lrw",
+                                     .min_block = kBlock,
+                                     .max_block = kBlock,
+                                     .accepted = "lrw needs 16",
+                                     .adjust = [](AlgInfo& i, const AlgInfo&) {
+                                         i.min_keysize += kBlock;  // the cipher key, then K2
+                                         i.max_keysize += kBlock;
+                                     }});
+}
 
 }  // namespace blkcrypt

@@ -20,19 +20,12 @@ namespace {
 
 constexpr std::size_t kMaxBlock = 32;
 
-class PcbcTfm final : public SkcipherTfm {
+class PcbcTfm final : public CipherModeTfm {
 public:
-    PcbcTfm(std::unique_ptr<CipherTfm> cipher, std::size_t bs)
-        : cipher_(std::move(cipher)), bs_(bs) {}
-
-    Status setkey(ConstBytes key) override {
-        return cipher_->setkey(key) == Status::Ok ? Status::Ok : Status::Invalid;
-    }
-    Status encrypt(SkcipherRequest& req) const override { return crypt(req, true); }
-    Status decrypt(SkcipherRequest& req) const override { return crypt(req, false); }
+    using CipherModeTfm::CipherModeTfm;
 
 private:
-    Status crypt(SkcipherRequest& req, bool enc) const {
+    Status crypt(SkcipherRequest& req, bool enc) const override {
         if (req.len % bs_) return Status::Invalid;  // checked before any output
         uint8_t iv[kMaxBlock], in[kMaxBlock], tmp[kMaxBlock];
         std::memcpy(iv, req.iv.data(), bs_);
@@ -58,55 +51,12 @@ private:
         secure_wipe(iv, sizeof iv);
         return Status::Ok;
     }
-
-    std::unique_ptr<CipherTfm> cipher_;
-    std::size_t bs_;
-};
-
-class PcbcAlg final : public SkcipherAlg {
-public:
-    PcbcAlg(AlgInfo info, std::shared_ptr<const Alg> cipher)
-        : SkcipherAlg(std::move(info)), cipher_(std::move(cipher)) {}
-    std::unique_ptr<SkcipherTfm> create_tfm() const override {
-        return std::make_unique<PcbcTfm>(static_cast<const CipherAlg&>(*cipher_).create_tfm(),
-                                         cipher_->info().blocksize);
-    }
-
-private:
-    std::shared_ptr<const Alg> cipher_;
-};
-
-class PcbcTemplate final : public Template {
-public:
-    std::string_view name() const override { return "pcbc"; }
-
-    Result<std::shared_ptr<Alg>> create(Registry& reg, const AlgName& name) const override {
-        if (auto r = check_arg_count(name, 1); !r) return r.error();
-        auto cipher = grab_spawn(reg, "pcbc", name.args()[0], AlgType::Cipher);
-        if (!cipher) return cipher.error();
-        const AlgInfo& c = (*cipher)->info();
-        if (c.blocksize == 0 || c.blocksize > kMaxBlock)
-            return make_error(Status::Invalid, "pcbc: cipher '" + c.name + "' has " +
-                                                   block_phrase(c.blocksize) +
-                                                   "; pcbc supports 1 to 32");
-        AlgInfo info;
-        info.module = module;
-        set_instance_names(info, "pcbc", {cipher->get()});
-        info.type = AlgType::Skcipher;
-        info.needs_key = true;
-        info.blocksize = c.blocksize;
-        info.chunksize = c.blocksize;
-        info.ivsize = c.blocksize;
-        info.min_keysize = c.min_keysize;
-        info.max_keysize = c.max_keysize;
-        auto alg = std::make_shared<PcbcAlg>(info, *cipher);
-        alg->spawns = {*cipher};
-        return std::shared_ptr<Alg>(alg);
-    }
 };
 
 }  // namespace
 
-std::shared_ptr<Template> make_pcbc_template() { return std::make_shared<PcbcTemplate>(); }
+std::shared_ptr<Template> make_pcbc_template() {
+    return make_cipher_mode<PcbcTfm>({.name = "pcbc", .max_block = kMaxBlock, .accepted = "pcbc supports 1 to 32"});
+}
 
 }  // namespace blkcrypt

@@ -147,14 +147,14 @@ private:
 class Rfc7539Alg final : public AeadAlg {
 public:
     Rfc7539Alg(AlgInfo info, std::shared_ptr<const Alg> chacha, std::shared_ptr<const Alg> poly)
-        : AeadAlg(std::move(info)), chacha_(std::move(chacha)), poly_(std::move(poly)) {}
+        : AeadAlg(std::move(info)), chacha_(*this, std::move(chacha)), poly_(*this, std::move(poly)) {}
     std::unique_ptr<AeadTfm> create_tfm() const override {
-        return std::make_unique<Rfc7539Tfm>(static_cast<const SkcipherAlg&>(*chacha_).create_tfm(),
-                                            static_cast<const ShashAlg&>(*poly_).create_tfm());
+        return std::make_unique<Rfc7539Tfm>(chacha_.create_tfm(), poly_.create_tfm());
     }
 
 private:
-    std::shared_ptr<const Alg> chacha_, poly_;
+    Spawn<SkcipherAlg> chacha_;
+    Spawn<ShashAlg> poly_;
 };
 
 class Rfc7539Template final : public Template {
@@ -195,7 +195,6 @@ public:
         info.maxauthsize = kTag;
         info.min_keysize = info.max_keysize = kKey;
         auto alg = std::make_shared<Rfc7539Alg>(info, *chacha, *poly);
-        alg->spawns = {*chacha, *poly};
         return std::shared_ptr<Alg>(alg);
     }
 };

@@ -28,7 +28,7 @@ constexpr std::size_t kStateSize = CbcMacState::statesize(kBlock);
 
 class XcbcTfm final : public ShashTfm {
 public:
-    explicit XcbcTfm(std::unique_ptr<CipherTfm> cipher) : cipher_(std::move(cipher)), k23_(2 * kBlock) {}
+    explicit XcbcTfm(const Spawn<CipherAlg>& c) : cipher_(c.create_tfm()), k23_(2 * kBlock) {}
 
     Status setkey(ConstBytes key) override {
         if (cipher_->setkey(key) != Status::Ok) return Status::Invalid;
@@ -54,56 +54,23 @@ private:
     SecureBuffer k23_;                   // K2 || K3
 };
 
-class XcbcAlg final : public ShashAlg {
-public:
-    XcbcAlg(AlgInfo info, std::shared_ptr<const Alg> cipher)
-        : ShashAlg(std::move(info)), cipher_(std::move(cipher)) {}
-    std::unique_ptr<ShashTfm> create_tfm() const override {
-        return std::make_unique<XcbcTfm>(static_cast<const CipherAlg&>(*cipher_).create_tfm());
-    }
-
-private:
-    std::shared_ptr<const Alg> cipher_;
-};
-
-class XcbcTemplate final : public Template {
-public:
-    std::string_view name() const override { return "xcbc"; }
-
-    Result<std::shared_ptr<Alg>> create(Registry& reg, const AlgName& name) const override {
-        if (auto r = check_arg_count(name, 1); !r) return r.error();
-        auto cipher = grab_spawn(reg, "xcbc", name.args()[0], AlgType::Cipher);
-        if (!cipher) return cipher.error();
-        const AlgInfo& c = (*cipher)->info();
-        if (c.type != AlgType::Cipher)
-            return make_error(Status::Invalid, "xcbc: '" + c.name + "' is not a block cipher");
-        if (c.blocksize != kBlock)
-            return make_error(Status::Invalid, "xcbc: cipher '" + c.name + "' has a " +
-                                                   std::to_string(c.blocksize) +
-                                                   "-byte block; xcbc needs 16");
-        // The derived K1 (one block) becomes the cipher key.
-        uint8_t zero[kBlock] = {};
-        if (static_cast<const CipherAlg&>(**cipher).create_tfm()->setkey(zero) != Status::Ok)
-            return make_error(Status::Invalid, "xcbc: cipher '" + c.name +
-                                                   "' does not take a 16-byte key (needed for K1)");
-        AlgInfo info;
-        info.module = module;
-        set_instance_names(info, "xcbc", {cipher->get()});
-        info.type = AlgType::Shash;
-        info.needs_key = true;
-        info.blocksize = kBlock;
-        info.digestsize = kBlock;
-        info.statesize = kStateSize;
-        info.min_keysize = c.min_keysize;
-        info.max_keysize = c.max_keysize;
-        auto alg = std::make_shared<XcbcAlg>(info, *cipher);
-        alg->spawns = {*cipher};
-        return std::shared_ptr<Alg>(alg);
-    }
-};
-
 }  // namespace
 
-std::shared_ptr<Template> make_xcbc_template() { return std::make_shared<XcbcTemplate>(); }
+std::shared_ptr<Template> make_xcbc_template() {
+    return make_cipher_mode<XcbcTfm>(
+        {.name = "xcbc",
+         .min_block = kBlock,
+         .max_block = kBlock,
+         .accepted = "xcbc needs 16",
+         .adjust = [](AlgInfo& i, const AlgInfo&) { i.statesize = kStateSize; },
+         .check = [](const SpawnRef<CipherAlg>& c) -> Result<void> {
+             // The derived K1 (one block) becomes the cipher key.
+             uint8_t zero[kBlock] = {};
+             if (c.create_tfm()->setkey(zero) != Status::Ok)
+                 return make_error(Status::Invalid, "xcbc: cipher '" + c.info().name +
+                                                        "' does not take a 16-byte key (needed for K1)");
+             return {};
+         }});
+}
 
 }  // namespace blkcrypt

@@ -50,8 +50,7 @@ struct Tweak {
 
 class XtsTfm final : public SkcipherTfm {
 public:
-    XtsTfm(std::unique_ptr<CipherTfm> data, std::unique_ptr<CipherTfm> tweak)
-        : data_(std::move(data)), tweak_(std::move(tweak)) {}
+    explicit XtsTfm(const Spawn<CipherAlg>& c) : data_(c.create_tfm()), tweak_(c.create_tfm()) {}
 
     Status setkey(ConstBytes key) override {
         if (key.empty() || key.size() % 2) return Status::Invalid;
@@ -143,50 +142,17 @@ private:
     std::unique_ptr<CipherTfm> tweak_;  // K2
 };
 
-class XtsAlg final : public SkcipherAlg {
-public:
-    XtsAlg(AlgInfo info, std::shared_ptr<const Alg> cipher)
-        : SkcipherAlg(std::move(info)), cipher_(std::move(cipher)) {}
-    std::unique_ptr<SkcipherTfm> create_tfm() const override {
-        const auto& c = static_cast<const CipherAlg&>(*cipher_);
-        return std::make_unique<XtsTfm>(c.create_tfm(), c.create_tfm());
-    }
-
-private:
-    std::shared_ptr<const Alg> cipher_;
-};
-
-class XtsTemplate final : public Template {
-public:
-    std::string_view name() const override { return "xts"; }
-
-    Result<std::shared_ptr<Alg>> create(Registry& reg, const AlgName& name) const override {
-        if (auto r = check_arg_count(name, 1); !r) return r.error();
-        auto cipher = grab_spawn(reg, "xts", name.args()[0], AlgType::Cipher);
-        if (!cipher) return cipher.error();
-        const AlgInfo& c = (*cipher)->info();
-        if (c.blocksize != kBlock)
-            return make_error(Status::Invalid, "xts: cipher '" + c.name + "' has " +
-                                                   block_phrase(c.blocksize) +
-                                                   "; xts needs 16");
-        AlgInfo info;
-        info.module = module;
-        set_instance_names(info, "xts", {cipher->get()});
-        info.type = AlgType::Skcipher;
-        info.needs_key = true;
-        info.blocksize = kBlock;
-        info.chunksize = kBlock;
-        info.ivsize = kBlock;
-        info.min_keysize = 2 * c.min_keysize;
-        info.max_keysize = 2 * c.max_keysize;
-        auto alg = std::make_shared<XtsAlg>(info, *cipher);
-        alg->spawns = {*cipher};
-        return std::shared_ptr<Alg>(alg);
-    }
-};
-
 }  // namespace
 
-std::shared_ptr<Template> make_xts_template() { return std::make_shared<XtsTemplate>(); }
+std::shared_ptr<Template> make_xts_template() {
+    return make_cipher_mode<XtsTfm>({.name = "xts",
+                                     .min_block = kBlock,
+                                     .max_block = kBlock,
+                                     .accepted = "xts needs 16",
+                                     .adjust = [](AlgInfo& i, const AlgInfo&) {
+                                         i.min_keysize *= 2;  // K1 || K2
+                                         i.max_keysize *= 2;
+                                     }});
+}
 
 }  // namespace blkcrypt

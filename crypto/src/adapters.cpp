@@ -92,12 +92,30 @@ private:
 
 }  // namespace
 
-std::unique_ptr<SkcipherTfm> make_cipher_skcipher_tfm(const CipherAlg& alg) {
-    return std::make_unique<CipherSkcipherTfm>(alg);
+// Registry::lookup only returns an algorithm usable as the type asked for,
+// and AlgInfo::type says which class it is: these are the only downcasts.
+std::unique_ptr<CipherTfm> create_cipher_tfm(const Alg& alg) {
+    return static_cast<const CipherAlg&>(alg).create_tfm();
 }
 
-std::unique_ptr<AhashTfm> make_shash_ahash_tfm(const ShashAlg& alg) {
-    return std::make_unique<ShashAhashTfm>(alg);
+std::unique_ptr<SkcipherTfm> create_skcipher_tfm(const Alg& alg) {
+    if (alg.info().type == AlgType::Cipher)
+        return std::make_unique<CipherSkcipherTfm>(static_cast<const CipherAlg&>(alg));
+    return static_cast<const SkcipherAlg&>(alg).create_tfm();
+}
+
+std::unique_ptr<AeadTfm> create_aead_tfm(const Alg& alg) {
+    return static_cast<const AeadAlg&>(alg).create_tfm();
+}
+
+std::unique_ptr<ShashTfm> create_shash_tfm(const Alg& alg) {
+    return static_cast<const ShashAlg&>(alg).create_tfm();
+}
+
+std::unique_ptr<AhashTfm> create_ahash_tfm(const Alg& alg) {
+    if (alg.info().type == AlgType::Shash)
+        return std::make_unique<ShashAhashTfm>(static_cast<const ShashAlg&>(alg));
+    return static_cast<const AhashAlg&>(alg).create_tfm();
 }
 
 }  // namespace blkcrypt

@@ -10,7 +10,7 @@ namespace blkcrypt {
 Result<Aead> Aead::alloc(Registry& reg, std::string_view name) {
     auto alg = reg.lookup(name, AlgType::Aead);
     if (!alg) return alg.error();
-    return Aead(AlgRef(*alg), static_cast<const AeadAlg&>(**alg).create_tfm());
+    return Aead(AlgRef(*alg), create_aead_tfm(**alg));
 }
 
 Aead::Aead(AlgRef ref, std::unique_ptr<AeadTfm> tfm)

@@ -1,3 +1,5 @@
+#include "alg_record.hpp"
+
 #include <blkcrypt/ahash.hpp>
 #include <blkcrypt/internal/alg.hpp>
 #include <blkcrypt/registry.hpp>
@@ -12,11 +14,13 @@ AhashRequest::~AhashRequest() = default;
 Result<Ahash> Ahash::alloc(Registry& reg, std::string_view name) {
     auto alg = reg.lookup(name, AlgType::Ahash);
     if (!alg) return alg.error();
-    const Alg& a = **alg;
-    std::unique_ptr<AhashTfm> tfm = a.info().type == AlgType::Shash
-                                        ? make_shash_ahash_tfm(static_cast<const ShashAlg&>(a))
-                                        : static_cast<const AhashAlg&>(a).create_tfm();
+    auto tfm = create_ahash_tfm(**alg);
     return Ahash(AlgRef(*alg), std::move(tfm));
+}
+
+const std::string& Ahash::computes() const noexcept {
+    const std::string& tested_as = detail::record_of(ref_.alg()).test_name;
+    return tested_as.empty() ? info().name : tested_as;
 }
 
 Ahash::Ahash(AlgRef ref, std::unique_ptr<AhashTfm> tfm)

@@ -1,10 +1,12 @@
+#include "alg_record.hpp"
+
 #include <blkcrypt/alg_ref.hpp>
 #include <blkcrypt/internal/alg.hpp>
 
 namespace blkcrypt {
 
 AlgRef::AlgRef(std::shared_ptr<const Alg> alg) : alg_(std::move(alg)) {
-    if (alg_) alg_->users.fetch_add(1, std::memory_order_relaxed);
+    if (alg_) detail::record_of(*alg_).users.fetch_add(1, std::memory_order_relaxed);
 }
 
 AlgRef::AlgRef(const AlgRef& o) : AlgRef(o.alg_) {}
@@ -13,7 +15,7 @@ AlgRef& AlgRef::operator=(const AlgRef& o) {
     if (this != &o) {
         release();
         alg_ = o.alg_;
-        if (alg_) alg_->users.fetch_add(1, std::memory_order_relaxed);
+        if (alg_) detail::record_of(*alg_).users.fetch_add(1, std::memory_order_relaxed);
     }
     return *this;
 }
@@ -29,7 +31,7 @@ AlgRef& AlgRef::operator=(AlgRef&& o) noexcept {
 AlgRef::~AlgRef() { release(); }
 
 void AlgRef::release() noexcept {
-    if (alg_) alg_->users.fetch_sub(1, std::memory_order_relaxed);
+    if (alg_) detail::record_of(*alg_).users.fetch_sub(1, std::memory_order_relaxed);
     alg_.reset();
 }
 

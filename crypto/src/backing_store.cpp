@@ -93,6 +93,15 @@ public:
                                     SYNC_FILE_RANGE_WRITE);
     }
 
+    Status discard(uint64_t offset, uint64_t len) override {
+        if (!writable_ || !regular_) return Status::Unsupported;
+        if (offset > size_ || len > size_ - offset) return Status::IoError;
+        if (::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
+                        static_cast<off_t>(len)) != 0)
+            return errno == EOPNOTSUPP ? Status::Unsupported : Status::IoError;
+        return Status::Ok;
+    }
+
     Status flush() override {
         if (!writable_) return Status::Ok;
         while (::fdatasync(fd_) != 0)

@@ -6,8 +6,7 @@ namespace blkcrypt {
 Result<Cipher> Cipher::alloc(Registry& reg, std::string_view name) {
     auto alg = reg.lookup(name, AlgType::Cipher);
     if (!alg) return alg.error();
-    const auto& calg = static_cast<const CipherAlg&>(**alg);
-    return Cipher(AlgRef(*alg), calg.create_tfm());
+    return Cipher(AlgRef(*alg), create_cipher_tfm(**alg));
 }
 
 Cipher::Cipher(AlgRef ref, std::unique_ptr<CipherTfm> tfm)

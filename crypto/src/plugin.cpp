@@ -229,6 +229,8 @@ Result<void> unload_plugin(Registry& reg, std::string_view name) {
                            [&](const Loaded& p) { return p.info.name == name; });
     if (it == tab.plugins.end())
         return make_error(Status::NotFound, "no plugin named '" + std::string(name) + "' is loaded");
+    // Best effort per driver: one the caller already unregistered is NotFound,
+    // which is the state unloading wants.
     for (const auto& d : it->info.drivers) (void)reg.unregister_alg(d);
     reg.unregister_templates(it->templates);
     for (const auto& [text, source] : it->vectors) remove_vectors(reg, text, source);

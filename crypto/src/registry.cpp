@@ -1,9 +1,12 @@
 // The registry: a list of algorithms, a table of templates, and the
 // in-flight constructions that make concurrent lookups of a new template
 // name wait for one another (the kernel's larvals).
+#include "alg_record.hpp"
+
 #include <blkcrypt/alg_name.hpp>
 #include <blkcrypt/internal/alg.hpp>
 #include <blkcrypt/internal/template.hpp>
+#include <blkcrypt/internal/testvec.hpp>
 #include <blkcrypt/registry.hpp>
 
 #include <algorithm>
@@ -14,7 +17,11 @@
 
 namespace blkcrypt {
 
-SelftestOutcome run_testmgr(Registry& reg, const Alg& alg, bool full);  // testmgr.cpp
+bool usable_as(AlgType have, AlgType want) noexcept {
+    return have == want || (want == AlgType::Skcipher && have == AlgType::Cipher) ||
+           (want == AlgType::Ahash && have == AlgType::Shash);
+}
+
 
 namespace {
 
@@ -25,18 +32,14 @@ struct Entry {
     const Template* origin = nullptr;  // the template that made this instance
 };
 
-bool usable_as(AlgType have, AlgType want) {
-    return have == want || (want == AlgType::Skcipher && have == AlgType::Cipher) ||
-           (want == AlgType::Ahash && have == AlgType::Shash);
-}
 
 AlgStatus status_of(const Entry& e) {
     AlgStatus s;
     s.info = e.alg->info();
     s.selftest = e.state;
     s.selftest_message = e.message;
-    s.refcnt = 1 + e.alg->users.load();
-    s.superseded = e.alg->superseded.load();
+    s.refcnt = 1 + detail::record_of(*e.alg).users.load();
+    s.superseded = detail::record_of(*e.alg).superseded.load();
     return s;
 }
 
@@ -58,6 +61,7 @@ struct Registry::Impl {
     struct Found {
         std::shared_ptr<const Alg> alg;
         std::string why_not;  // when alg is null but the name exists
+        Status status = Status::NotFound;  // SelftestFailed when that is why
     };
 
     Found find(std::string_view name, const AlgType* type) const {
@@ -67,6 +71,7 @@ struct Registry::Impl {
             if (in.driver != name) continue;
             if (e.state == SelftestState::Failed) {
                 f.why_not = "driver '" + in.driver + "' failed its self-test: " + e.message;
+                f.status = Status::SelftestFailed;
                 return f;
             }
             if (type && !usable_as(in.type, *type)) {
@@ -82,22 +87,26 @@ struct Registry::Impl {
             const AlgInfo& in = e.alg->info();
             if (in.name != name) continue;
             if (!visible(e)) {
-                if (f.why_not.empty())
+                if (f.why_not.empty()) {
                     f.why_not = "'" + std::string(name) + "': driver '" + in.driver +
                                 "' failed its self-test: " + e.message;
+                    f.status = Status::SelftestFailed;
+                }
                 continue;
             }
             if (type && !usable_as(in.type, *type)) {
                 f.why_not = "'" + std::string(name) + "' is " + article(in.type) + ", not " +
                             article(*type);
+                f.status = Status::NotFound;
                 continue;
             }
-            if (e.alg->superseded.load()) continue;
+            if (detail::record_of(*e.alg).superseded.load()) continue;
             if (!best || in.priority > best->alg->info().priority) best = &e;
         }
         if (best) {
             f.alg = best->alg;
             f.why_not.clear();
+            f.status = Status::NotFound;
         }
         return f;
     }
@@ -131,13 +140,13 @@ struct Registry::Impl {
     void supersede_for(const Alg& better) {
         std::set<const Alg*> stale;
         for (const auto& e : algs)
-            for (const auto& s : e.alg->spawns)
+            for (const auto& s : detail::record_of(*e.alg).spawns)
                 if (s->info().name == better.info().name &&
                     s->info().priority < better.info().priority)
                     stale.insert(e.alg.get());
         propagate(stale);
         for (const auto& e : algs)
-            if (stale.count(e.alg.get())) e.alg->superseded = true;
+            if (stale.count(e.alg.get())) detail::record_of(*e.alg).superseded = true;
     }
 
     // Grow `set` with everything that depends on a member, transitively.
@@ -146,7 +155,7 @@ struct Registry::Impl {
             grew = false;
             for (const auto& e : algs) {
                 if (set.count(e.alg.get())) continue;
-                for (const auto& s : e.alg->spawns)
+                for (const auto& s : detail::record_of(*e.alg).spawns)
                     if (set.count(s.get())) {
                         set.insert(e.alg.get());
                         grew = true;
@@ -276,9 +285,9 @@ Result<std::shared_ptr<const Alg>> lookup_impl(Registry& reg, Registry::Impl& im
         // A template name whose registered drivers all failed (or have the
         // wrong type) may still be built from its parts.
         if (!parsed->is_template())
-            return make_error(Status::NotFound, found.why_not.empty()
-                                                    ? "unknown algorithm '" + key + "'"
-                                                    : found.why_not);
+            return make_error(found.status, found.why_not.empty()
+                                                ? "unknown algorithm '" + key + "'"
+                                                : found.why_not);
         if (auto it = im.inflight.find(key); it != im.inflight.end()) {
             auto fut = it->second;
             lk.unlock();
@@ -311,11 +320,11 @@ Result<std::shared_ptr<const Alg>> lookup_impl(Registry& reg, Registry::Impl& im
             if (again.alg)
                 made = again.alg;  // ours, or an identical one that won a race
             else if (!again.why_not.empty())  // e.g. an earlier instance failed its self-test
-                outcome = make_error(Status::NotFound, again.why_not);
+                outcome = make_error(again.status, again.why_not);
             else if (!r)
                 outcome = r.error();
             else
-                outcome = make_error(Status::NotFound, again.why_not);
+                outcome = make_error(Status::NotFound, "'" + key + "' was not registered");
         }
         {
             std::lock_guard lk2(im.mu);

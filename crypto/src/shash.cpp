@@ -11,7 +11,7 @@ namespace blkcrypt {
 Result<Shash> Shash::alloc(Registry& reg, std::string_view name) {
     auto alg = reg.lookup(name, AlgType::Shash);
     if (!alg) return alg.error();
-    return Shash(AlgRef(*alg), static_cast<const ShashAlg&>(**alg).create_tfm());
+    return Shash(AlgRef(*alg), create_shash_tfm(**alg));
 }
 
 Shash::Shash(AlgRef ref, std::unique_ptr<ShashTfm> tfm)
@@ -52,15 +52,9 @@ ShashDesc::~ShashDesc() = default;
 std::size_t ShashDesc::digestsize() const noexcept { return info_->digestsize; }
 std::size_t ShashDesc::statesize() const noexcept { return info_->statesize; }
 
-Status ShashDesc::init() {
-    st_->init();
-    return Status::Ok;
-}
+void ShashDesc::init() { st_->init(); }
 
-Status ShashDesc::update(ConstBytes data) {
-    st_->update(data);
-    return Status::Ok;
-}
+void ShashDesc::update(ConstBytes data) { st_->update(data); }
 
 Status ShashDesc::final(Bytes out) {
     if (out.size() < digestsize()) return Status::Invalid;

@@ -7,11 +7,7 @@ namespace blkcrypt {
 Result<Skcipher> Skcipher::alloc(Registry& reg, std::string_view name) {
     auto alg = reg.lookup(name, AlgType::Skcipher);
     if (!alg) return alg.error();
-    const Alg& a = **alg;
-    std::unique_ptr<SkcipherTfm> tfm =
-        a.info().type == AlgType::Cipher
-            ? make_cipher_skcipher_tfm(static_cast<const CipherAlg&>(a))
-            : static_cast<const SkcipherAlg&>(a).create_tfm();
+    auto tfm = create_skcipher_tfm(**alg);
     return Skcipher(AlgRef(*alg), std::move(tfm));
 }
 

@@ -16,6 +16,8 @@ const char* to_string(Status s) noexcept {
     case Status::NoMem: return "out of memory";
     case Status::IoError: return "I/O error";
     case Status::Corrupt: return "data corrupted";
+    case Status::SelftestFailed: return "self-test failed";
+    case Status::Interrupted: return "interrupted";
     }
     return "unknown status";
 }

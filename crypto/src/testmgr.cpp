@@ -2,6 +2,8 @@
 // transform under several buffer layouts (the kernel's testmgr configs) and
 // reports the first mismatch. Called by the registry before an algorithm
 // becomes visible, and by `blkcrypt selftest`.
+#include "alg_record.hpp"
+
 #include <blkcrypt/hex.hpp>
 #include <blkcrypt/internal/alg.hpp>
 #include <blkcrypt/internal/testvec.hpp>
@@ -383,7 +385,8 @@ SelftestOutcome run_test_vectors(const Alg& alg, const std::vector<TestVector>& 
 }
 
 SelftestOutcome run_testmgr(Registry& reg, const Alg& alg, bool full) {
-    const std::string& name = alg.test_name.empty() ? alg.info().name : alg.test_name;
+    const std::string& test_name = detail::record_of(alg).test_name;
+    const std::string& name = test_name.empty() ? alg.info().name : test_name;
     const auto vecs = find_vectors(reg, name);  // shared: a plugin may remove its vectors meanwhile
     if (!vecs || vecs->empty()) return {SelftestState::NoVectors, "no vectors for '" + name + "'"};
     return run_test_vectors(alg, *vecs, full);

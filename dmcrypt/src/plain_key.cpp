@@ -45,10 +45,10 @@ Result<void> hash_rounds(Registry& reg, const std::string& alg, ConstBytes pass,
     static const uint8_t kA = 'A';
     std::size_t done = 0;
     for (std::size_t round = 0; done < out.size(); ++round) {
-        Status st = desc->init();
-        for (std::size_t i = 0; i < round && st == Status::Ok; ++i) st = desc->update(ConstBytes(&kA, 1));
-        if (st == Status::Ok) st = desc->update(pass);
-        if (st == Status::Ok) st = desc->final(digest.span());
+        desc->init();
+        for (std::size_t i = 0; i < round; ++i) desc->update(ConstBytes(&kA, 1));
+        desc->update(pass);
+        const Status st = desc->final(digest.span());
         if (st != Status::Ok) return make_error(st, "hashing the passphrase with " + alg + " failed");
         const std::size_t n = std::min(dsize, out.size() - done);
         std::memcpy(out.data() + done, digest.data(), n);

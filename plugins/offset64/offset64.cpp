@@ -18,9 +18,10 @@ public:
     using GenivTfm::GenivTfm;
 
 private:
-    void pre(GenivUnit& u) const override {
+    Status pre(GenivUnit& u) const override {
         const uint64_t unit = params().iv_large_sectors ? params().sector_size : 512;
         put_le64(u.iv.data(), u.iv_sector * unit);
+        return Status::Ok;
     }
 };
 

@@ -13,8 +13,9 @@ public:
         : GenivTfm(std::move(inner)), shift_(shift) {}
 
 private:
-    void pre(GenivUnit& u) const override {
+    Status pre(GenivUnit& u) const override {
         put_be64(u.iv.data() + inner_ivsize() - 8, (u.iv_sector << shift_) + 1);
+        return Status::Ok;
     }
     unsigned shift_;
 };

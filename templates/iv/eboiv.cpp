@@ -18,11 +18,11 @@ public:
     using GenivTfm::GenivTfm;
 
 private:
-    void pre(GenivUnit& u) const override {
+    Status pre(GenivUnit& u) const override {
         const std::size_t n = inner_ivsize();
         uint8_t zero[kGenivMaxIv] = {}, buf[kGenivMaxIv] = {};
         put_le64(buf, u.iv_sector * params().sector_size);
-        (void)inner_crypt(0, ConstBytes(zero, n), u.iv.first(n), Bytes(buf, n), true);
+        return inner_crypt(0, ConstBytes(zero, n), u.iv.first(n), Bytes(buf, n), true);
     }
 };
 

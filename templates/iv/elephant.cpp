@@ -103,8 +103,8 @@ void diffuser_b_encrypt(uint32_t* d, int n) {
 
 class ElephantTfm final : public GenivTfm {
 public:
-    ElephantTfm(std::shared_ptr<const Alg> inner, const CipherAlg& aes)
-        : GenivTfm(std::move(inner)), aes_(aes.create_tfm()) {}
+    ElephantTfm(std::shared_ptr<const Alg> inner, const Alg& aes)
+        : GenivTfm(std::move(inner)), aes_(create_cipher_tfm(aes)) {}
 
 private:
     std::size_t extra_key_size(std::size_t key_len) const override { return key_len / 2; }
@@ -161,7 +161,7 @@ private:
         secure_wipe(ks, sizeof ks);
     }
 
-    void pre(GenivUnit& u) const override {
+    Status pre(GenivUnit& u) const override {
         if (u.enc) {
             // The source stays as it is: the diffused copy goes to dst, and
             // the cipher then runs in place there (CRYPT_ENCRYPT_PREPROCESS).
@@ -176,16 +176,17 @@ private:
         const std::size_t bs = inner_ivsize();
         uint8_t zero[kGenivMaxIv] = {}, off[kGenivMaxIv] = {};
         put_le64(off, u.iv_sector * params().sector_size);
-        (void)inner_crypt(0, ConstBytes(zero, bs), u.iv.first(bs), Bytes(off, bs), true);
+        return inner_crypt(0, ConstBytes(zero, bs), u.iv.first(bs), Bytes(off, bs), true);
     }
 
-    void post(GenivUnit& u) const override {
-        if (u.enc) return;
+    Status post(GenivUnit& u) const override {
+        if (u.enc) return Status::Ok;
         uint8_t buf[kMaxSector];
         sg_gather(u.dst, 0, Bytes(buf, u.size));
         elephant(u, buf);
         sg_scatter(u.dst, 0, ConstBytes(buf, u.size));
         secure_wipe(buf, u.size);
+        return Status::Ok;
     }
 
     std::unique_ptr<CipherTfm> aes_;
@@ -207,7 +208,7 @@ std::shared_ptr<Template> make_elephant_template() {
         spawns.push_back(*aes);
         std::shared_ptr<const Alg> cipher = *aes;
         return GenivTemplate::MakeTfm([cipher](std::shared_ptr<const Alg> in) {
-            return std::make_unique<ElephantTfm>(std::move(in), static_cast<const CipherAlg&>(*cipher));
+            return std::make_unique<ElephantTfm>(std::move(in), *cipher);
         });
     };
     return std::make_shared<GenivTemplate>("elephant", prepare);

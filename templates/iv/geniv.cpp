@@ -12,11 +12,7 @@ namespace {
 
 constexpr unsigned kMaxKeys = 1024;
 
-std::unique_ptr<SkcipherTfm> make_inner(const Alg& a) {
-    return a.info().type == AlgType::Cipher
-               ? make_cipher_skcipher_tfm(static_cast<const CipherAlg&>(a))
-               : static_cast<const SkcipherAlg&>(a).create_tfm();
-}
+std::unique_ptr<SkcipherTfm> make_inner(const Alg& a) { return create_skcipher_tfm(a); }
 
 // One unit's window of a scatter-gather list, on the stack unless the unit
 // spans many segments.
@@ -81,8 +77,11 @@ private:
 
 class GenivAlg final : public SkcipherAlg {
 public:
-    GenivAlg(AlgInfo info, std::shared_ptr<const Alg> inner, GenivTemplate::MakeTfm make)
-        : SkcipherAlg(std::move(info)), inner_(std::move(inner)), make_(std::move(make)) {}
+    // spawns: the inner skcipher, then what the mode's Prepare looked up.
+    GenivAlg(AlgInfo info, const std::vector<std::shared_ptr<const Alg>>& spawns, GenivTemplate::MakeTfm make)
+        : SkcipherAlg(std::move(info)), inner_(spawns.front()), make_(std::move(make)) {
+        for (const auto& s : spawns) detail::record_spawn(*this, s);
+    }
     std::unique_ptr<SkcipherTfm> create_tfm() const override { return make_(inner_); }
 
 private:
@@ -105,7 +104,7 @@ GenivTfm::~GenivTfm() = default;
 std::size_t GenivTfm::extra_key_size(std::size_t) const { return 0; }
 Status GenivTfm::set_extra_key(ConstBytes) { return Status::Ok; }
 Status GenivTfm::check_params(const SectorParams&) const { return Status::Ok; }
-void GenivTfm::post(GenivUnit&) const {}
+Status GenivTfm::post(GenivUnit&) const { return Status::Ok; }
 
 Status GenivTfm::set_sector_params(const SectorParams& p) {
     if (p.sector_size < 512 || p.sector_size > 4096 || !std::has_single_bit(p.sector_size))
@@ -183,7 +182,7 @@ Status GenivTfm::crypt(SkcipherRequest& req, bool enc) const {
         u.dst = dst_at.take(ss, dst);
         std::fill(ivbuf, ivbuf + ivlen, 0);
         u.iv = Bytes(ivbuf, ivlen);
-        pre(u);
+        if (st = pre(u); st != Status::Ok) break;
         SkcipherRequest sub;
         sub.src = u.src;
         sub.dst = u.dst;
@@ -191,7 +190,7 @@ Status GenivTfm::crypt(SkcipherRequest& req, bool enc) const {
         sub.iv = u.iv.first(inner_ivsize_);
         const SkcipherTfm& t = *inner_[u.key_index];
         st = enc ? t.encrypt(sub) : t.decrypt(sub);
-        if (st == Status::Ok) post(u);
+        if (st == Status::Ok) st = post(u);
     }
     secure_wipe(ivbuf, sizeof ivbuf);  // lmk's IV is derived from plaintext
     return st;
@@ -214,9 +213,8 @@ struct GenivTfm::AsyncRun {
 
     // True when this was the last outstanding piece of work.
     bool finish(std::size_t i, Status s) {
-        if (s == Status::Ok) {
-            tfm->post(units[i].u);
-        } else {
+        if (s == Status::Ok) s = tfm->post(units[i].u);
+        if (s != Status::Ok) {
             int ok = static_cast<int>(Status::Ok);
             err.compare_exchange_strong(ok, static_cast<int>(s));
         }
@@ -244,7 +242,10 @@ Status GenivTfm::crypt_async(SkcipherRequest& req, bool enc, uint64_t start) con
         x.u.dst = dst_at.take(ss, x.dst);
         std::fill(x.iv, x.iv + ivlen, 0);
         x.u.iv = Bytes(x.iv, ivlen);
-        pre(x.u);
+        if (Status s = pre(x.u); s != Status::Ok) {
+            run->finish(k, s);  // this unit fails; the others already in flight finish
+            continue;
+        }
         x.sub.src = x.u.src;
         x.sub.dst = x.u.dst;
         x.sub.len = ss;
@@ -297,8 +298,7 @@ Result<std::shared_ptr<Alg>> GenivTemplate::create(Registry& reg, const AlgName&
     // dm-crypt's key is key_count inner keys plus the mode's own bytes (tcw's
     // seed and whitening, lmk's seed, elephant's sector key): no fixed range.
     info.min_keysize = info.max_keysize = 0;
-    auto alg = std::make_shared<GenivAlg>(info, *inner, std::move(*make));
-    alg->spawns = std::move(spawns);
+    auto alg = std::make_shared<GenivAlg>(info, spawns, std::move(*make));
     return std::shared_ptr<Alg>(alg);
 }
 

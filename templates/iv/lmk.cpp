@@ -33,8 +33,8 @@ constexpr std::size_t kMaxState = 256;    // room for the md5 driver's exported 
 
 class LmkTfm final : public GenivTfm {
 public:
-    LmkTfm(std::shared_ptr<const Alg> inner, const ShashAlg& md5)
-        : GenivTfm(std::move(inner)), md5_(md5.create_tfm()), statesize_(md5.info().statesize),
+    LmkTfm(std::shared_ptr<const Alg> inner, const Alg& md5)
+        : GenivTfm(std::move(inner)), md5_(create_shash_tfm(md5)), statesize_(md5.info().statesize),
           ivsize_(std::max<std::size_t>(inner_ivsize(), 8)) {}
     ~LmkTfm() override { secure_wipe(seed_.data(), seed_.size()); }
 
@@ -82,16 +82,17 @@ private:
         st->init();  // drop the state derived from the plaintext
     }
 
-    void pre(GenivUnit& u) const override {
-        if (!u.enc) return;  // read: zero IV
+    Status pre(GenivUnit& u) const override {
+        if (!u.enc) return Status::Ok;  // read: zero IV
         uint8_t buf[kSector];
         sg_gather(u.src, 0, Bytes(buf, kSector));
         lmk_one(u, buf, u.iv.data());
         secure_wipe(buf, sizeof buf);
+        return Status::Ok;
     }
 
-    void post(GenivUnit& u) const override {
-        if (u.enc) return;
+    Status post(GenivUnit& u) const override {
+        if (u.enc) return Status::Ok;
         uint8_t buf[kSector], iv[kMd5Digest];
         sg_gather(u.dst, 0, Bytes(buf, kSector));
         lmk_one(u, buf, iv);
@@ -99,6 +100,7 @@ private:
         sg_scatter(u.dst, 0, ConstBytes(buf, ivsize_));
         secure_wipe(buf, sizeof buf);
         secure_wipe(iv, sizeof iv);
+        return Status::Ok;
     }
 
     // MD5 states are reused, not made per sector: a request takes one from
@@ -165,7 +167,7 @@ std::shared_ptr<Template> make_lmk_template() {
         spawns.push_back(*md5);
         std::shared_ptr<const Alg> hash = *md5;
         return GenivTemplate::MakeTfm([hash](std::shared_ptr<const Alg> x) {
-            return std::make_unique<LmkTfm>(std::move(x), static_cast<const ShashAlg&>(*hash));
+            return std::make_unique<LmkTfm>(std::move(x), *hash);
         });
     };
     return std::make_shared<GenivTemplate>("lmk", prepare);

@@ -9,7 +9,7 @@ public:
     using GenivTfm::GenivTfm;
 
 private:
-    void pre(GenivUnit&) const override {}  // the IV buffer is already zero
+    Status pre(GenivUnit&) const override { return Status::Ok; }  // the IV buffer is already zero
 };
 }  // namespace
 

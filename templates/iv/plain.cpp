@@ -9,8 +9,9 @@ public:
     using GenivTfm::GenivTfm;
 
 private:
-    void pre(GenivUnit& u) const override {
+    Status pre(GenivUnit& u) const override {
         for (int i = 0; i < 4; ++i) u.iv[i] = static_cast<uint8_t>(u.iv_sector >> (8 * i));
+        return Status::Ok;
     }
 };
 }  // namespace

@@ -10,7 +10,7 @@ public:
     using GenivTfm::GenivTfm;
 
 private:
-    void pre(GenivUnit& u) const override { put_le64(u.iv.data(), u.iv_sector); }
+    Status pre(GenivUnit& u) const override { put_le64(u.iv.data(), u.iv_sector); return Status::Ok; }
 };
 }  // namespace
 

@@ -9,8 +9,9 @@ public:
     using GenivTfm::GenivTfm;
 
 private:
-    void pre(GenivUnit& u) const override {
+    Status pre(GenivUnit& u) const override {
         put_be64(u.iv.data() + inner_ivsize() - 8, u.iv_sector);
+        return Status::Ok;
     }
 };
 }  // namespace

@@ -28,8 +28,8 @@ constexpr std::size_t kMaxIv = 16;      // the sector number covers at most 16 I
 
 class TcwTfm final : public GenivTfm {
 public:
-    TcwTfm(std::shared_ptr<const Alg> inner, const ShashAlg& crc32)
-        : GenivTfm(std::move(inner)), crc32_(crc32.create_tfm()),
+    TcwTfm(std::shared_ptr<const Alg> inner, const Alg& crc32)
+        : GenivTfm(std::move(inner)), crc32_(create_shash_tfm(crc32)),
           ivsize_(std::max<std::size_t>(inner_ivsize(), 8)) {}
     ~TcwTfm() override {
         secure_wipe(seed_, sizeof seed_);
@@ -77,7 +77,7 @@ private:
         secure_wipe(buf, sizeof buf);
     }
 
-    void pre(GenivUnit& u) const override {
+    Status pre(GenivUnit& u) const override {
         if (!u.enc) {
             // Unwhiten the ciphertext into dst and decrypt there.
             uint8_t buf[kSector];
@@ -89,14 +89,16 @@ private:
         uint8_t sector[8];
         put_le64(sector, u.iv_sector);
         for (std::size_t i = 0; i < ivsize_; ++i) u.iv[i] = seed_[i] ^ sector[i % 8];
+        return Status::Ok;
     }
 
-    void post(GenivUnit& u) const override {
-        if (!u.enc) return;
+    Status post(GenivUnit& u) const override {
+        if (!u.enc) return Status::Ok;
         uint8_t buf[kSector];
         sg_gather(u.dst, 0, Bytes(buf, kSector));
         whiten(u, buf);
         sg_scatter(u.dst, 0, ConstBytes(buf, kSector));
+        return Status::Ok;
     }
 
     std::unique_ptr<ShashTfm> crc32_;
@@ -127,7 +129,7 @@ std::shared_ptr<Template> make_tcw_template() {
         spawns.push_back(*crc);
         std::shared_ptr<const Alg> hash = *crc;
         return GenivTemplate::MakeTfm([hash](std::shared_ptr<const Alg> x) {
-            return std::make_unique<TcwTfm>(std::move(x), static_cast<const ShashAlg&>(*hash));
+            return std::make_unique<TcwTfm>(std::move(x), *hash);
         });
     };
     return std::make_shared<GenivTemplate>("tcw", prepare);

@@ -79,8 +79,8 @@ usage_error "--threads: '%canonical_option%' is not a number" fsverity digest im
 usage_error "option '--alg' given more than once" hash --alg %value% --alg %canonical_option%
 usage_error "option '--alg' is required (see blkcrypt hash --help)" hash img
 usage_error "option '--alg' needs a value (see blkcrypt hash --help)" hash img --alg
-usage_error "missing action: encrypt, decrypt or table (see blkcrypt crypt --help)" crypt
-usage_error "missing action: format, verify, dump, table or read (see blkcrypt verity --help)" verity --hash sha1
+usage_error "missing action: encrypt, decrypt, table or serve (see blkcrypt crypt --help)" crypt
+usage_error "missing action: format, verify, dump, table, read or serve (see blkcrypt verity --help)" verity --hash sha1
 usage_error "unknown option '-z' (see blkcrypt fsverity digest --help)" fsverity digest img -z
 usage_error "option '--json' takes no value" list --json=%value%
 

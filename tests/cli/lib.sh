@@ -40,3 +40,11 @@ have_driver() {
 random_file() {
     head -c "$2" /dev/urandom >"$1"
 }
+
+# flip_byte FILE OFFSET: inverts one byte in place (a fixed byte written over
+# random data is no change one time in 256).
+flip_byte() {
+    python3 -c 'import sys
+with open(sys.argv[1], "r+b") as f:
+    f.seek(int(sys.argv[2])); b = f.read(1); f.seek(int(sys.argv[2])); f.write(bytes([b[0] ^ 0xff]))' "$1" "$2"
+}

@@ -96,7 +96,7 @@ grep -q "past the data" "$TMP/stderr" || fail "overlapping in-file tree: $(cat "
 
 # --- tampering: a data byte and a hash byte, each named
 cp "$TMP/data" "$TMP/bad"
-printf '\x5a' | dd of="$TMP/bad" bs=1 seek=$((77 * 4096 + 123)) conv=notrunc status=none
+flip_byte "$TMP/bad" $((77 * 4096 + 123))
 # A corrupted block exits 2, as veritysetup verify does (docs/exit-status.md).
 expect_exit 2 "$BLKCRYPT" verity verify "$TMP/bad" "$TMP/hash" "$root"
 grep -q "data block 77 is corrupted" "$TMP/stderr" || fail "data flip: $(cat "$TMP/stderr")"
@@ -110,7 +110,7 @@ expect_exit 1 "$BLKCRYPT" verity read "$TMP/bad" "$TMP/hash" "$root" --out "$TMP
 expect_exit 0 "$BLKCRYPT" verity read "$TMP/bad" "$TMP/hash" "$root" --ignore-corruption --out "$TMP/ign"
 grep -q "data block 77 is corrupted" "$TMP/stderr" || fail "ignore_corruption did not log"
 cp "$TMP/hash" "$TMP/badhash"
-printf '\x5a' | dd of="$TMP/badhash" bs=1 seek=$((4 * 4096 + 9)) conv=notrunc status=none
+flip_byte "$TMP/badhash" $((4 * 4096 + 9))
 expect_exit 2 "$BLKCRYPT" verity verify "$TMP/data" "$TMP/badhash" "$root"
 grep -q "hash block 4 (tree level 0) is corrupted" "$TMP/stderr" || fail "hash flip: $(cat "$TMP/stderr")"
 

@@ -31,10 +31,10 @@ void use(Registry& reg, const AlgInfo& in) {
         (void)h->digest(ConstBytes{}, d);
         (void)h->digest(Buf(200, 1), d);
         if (auto desc = h->new_desc()) {  // empty (null) spans between real updates
-            (void)desc->init();
-            (void)desc->update(ConstBytes{});
-            (void)desc->update(Buf(70, 2));
-            (void)desc->update(ConstBytes{});
+            desc->init();
+            desc->update(ConstBytes{});
+            desc->update(Buf(70, 2));
+            desc->update(ConstBytes{});
             (void)desc->finup(ConstBytes{}, d);
         }
         break;

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -21,18 +22,18 @@ namespace fuzz {
 // built for the input are self-tested as usual, from the same vectors.
 inline std::unique_ptr<blkcrypt::Registry> make_registry() {
     static thread_local bool loading = false;
-    // Plugins are not loaded here: the compiled-in vectors are all there is.
-    auto selftest = [](const blkcrypt::Alg& a, bool full) -> blkcrypt::SelftestOutcome {
+    // The self-test needs the registry it tests for, made just below.
+    auto self = std::make_shared<blkcrypt::Registry*>(nullptr);
+    auto selftest = [self](const blkcrypt::Alg& a, bool full) -> blkcrypt::SelftestOutcome {
         if (loading) return {blkcrypt::SelftestState::NoVectors, "not tested (fuzzing)"};
-        const std::string& name = a.test_name.empty() ? a.info().name : a.test_name;
-        const auto& v = blkcrypt::vectors_for(name);
-        if (v.empty()) return {blkcrypt::SelftestState::NoVectors, "no vectors"};
-        return blkcrypt::run_test_vectors(a, v, full);
+        return blkcrypt::run_testmgr(**self, a, full);
     };
     auto reg = std::make_unique<blkcrypt::Registry>(selftest);
+    *self = reg.get();
     loading = true;
-    blkcrypt::register_defaults(*reg);
+    auto r = blkcrypt::register_defaults(*reg);
     loading = false;
+    if (!r) std::abort();  // an incomplete registry would fuzz less than it claims
     return reg;
 }
 

@@ -59,7 +59,7 @@ uint64_t seed() {
 Registry& diff_registry() {
     static Registry* reg = [] {
         auto* r = new Registry;
-        register_defaults(*r);
+        REQUIRE(register_defaults(*r));
         return r;
     }();
     return *reg;
@@ -266,10 +266,10 @@ Buf hash_digest(const Shash& h, const Buf& msg) {
 Buf hash_export_at(std::mt19937_64& rng, const Shash& h, const Buf& msg, std::size_t at) {
     auto d = h.new_desc();
     REQUIRE(d);
-    REQUIRE(d->init() == Status::Ok);
+    d->init();
     for (std::size_t pos = 0; pos < at;) {
         const std::size_t n = std::min<std::size_t>(pick(rng, 0, 300), at - pos);
-        REQUIRE(d->update(ConstBytes(msg).subspan(pos, n)) == Status::Ok);
+        d->update(ConstBytes(msg).subspan(pos, n));
         pos += n;
     }
     Buf st(h.statesize());

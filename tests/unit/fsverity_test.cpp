@@ -348,5 +348,6 @@ TEST_CASE("fsverity: progress of fsverity_compute_fd, and stopping it", "[fsveri
     ::unlink(path);
     REQUIRE_FALSE(stopped);
     CHECK(stopped.error().message == "interrupted");
+    CHECK(stopped.status() == Status::Interrupted);  // not an I/O error
     CHECK(calls == 2);
 }

@@ -29,7 +29,7 @@ TEST_CASE("verity: a hash start near 2^64 is refused, not wrapped into a small d
     CHECK_THAT(g.error().message, Catch::Contains("overflows"));
 
     Registry reg;
-    register_defaults(reg);
+    REQUIRE(register_defaults(reg));
     auto data = std::make_shared<dm::MemoryStore>(1000 * 4096);
     auto hash = std::make_shared<dm::MemoryStore>(64 * 1024);
     auto tg = verity::VerityTarget::create(reg, *t, data, hash);

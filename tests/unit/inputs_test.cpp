@@ -293,16 +293,17 @@ TEST_CASE("cryptd: a queue without threads refuses jobs, with one it runs them",
         ThreadLimit none(0);
         CryptdQueue q(4, 10);
         CryptdQueue::Job job;
-        job.run = [] { FAIL("ran without a thread"); };
-        CHECK(q.enqueue(std::move(job), false) == Status::NoMem);
+        job.run = [](const CryptdQueue::Job&) { FAIL("ran without a thread"); };
+        CHECK(q.enqueue(job, false) == Status::NoMem);
         CHECK(q.threads() == 0);
     }
     ThreadLimit one(1);
     CryptdQueue q(4, 10);
     std::promise<void> ran;
     CryptdQueue::Job job;
-    job.run = [&] { ran.set_value(); };
-    CHECK(q.enqueue(std::move(job), false) == Status::InProgress);
+    job.run = [](const CryptdQueue::Job& j) { static_cast<std::promise<void>*>(j.req)->set_value(); };
+    job.req = &ran;
+    CHECK(q.enqueue(job, false) == Status::InProgress);
     ran.get_future().wait();
     CHECK(q.threads() == 1);
 }

@@ -26,7 +26,7 @@ using Buf = std::vector<uint8_t>;
 Registry& reg() {
     static Registry* r = [] {
         auto* x = new Registry;
-        register_defaults(*x);
+        REQUIRE(register_defaults(*x));
         return x;
     }();
     return *r;

@@ -72,7 +72,7 @@ bool still_mapped(const std::string& path) {
 
 TEST_CASE("sm3 plugin: a new hash driver with its own vectors", "[plugin]") {
     Registry reg;
-    register_defaults(reg);
+    REQUIRE(register_defaults(reg));
     CHECK_FALSE(Shash::alloc(reg, "sm3").ok());
     auto info = load_plugin(reg, kPlugins + "/sm3.so");
     if (!info) FAIL(info.error().message);
@@ -139,7 +139,7 @@ TEST_CASE("sm3 plugin: a new hash driver with its own vectors", "[plugin]") {
 
 TEST_CASE("offset64 plugin: an IV template usable from a dm-crypt table", "[plugin]") {
     Registry reg;
-    register_defaults(reg);
+    REQUIRE(register_defaults(reg));
     const Buf key = random_buf(64, 4), pt = random_buf(16 * 512, 5);
     auto table = dm::parse_crypt_args("aes-xts-offset64 " + hex(key) + " 0");
     REQUIRE(table.ok());  // parses; only the registry knows the IV mode
@@ -172,7 +172,7 @@ TEST_CASE("offset64 plugin: an IV template usable from a dm-crypt table", "[plug
 
 TEST_CASE("broken plugins are refused with a reason and leave nothing behind", "[plugin]") {
     Registry reg;
-    register_defaults(reg);
+    REQUIRE(register_defaults(reg));
     const std::size_t before = reg.list().size();
     const std::pair<const char*, const char*> cases[] = {
         {"broken_no_entry.so", "no entry point 'blkcrypt_plugin_entry'"},
@@ -203,7 +203,7 @@ TEST_CASE("broken plugins are refused with a reason and leave nothing behind", "
 
 TEST_CASE("a plugin refused for malformed vectors leaves no instance and no vector behind", "[plugin]") {
     Registry reg;
-    register_defaults(reg);
+    REQUIRE(register_defaults(reg));
     const std::size_t before = reg.list().size();
     for (const char* file : {"broken_vec_short_iv.so", "broken_vec_no_key.so"}) {
         INFO(file);
@@ -220,7 +220,7 @@ TEST_CASE("a plugin refused for malformed vectors leaves no instance and no vect
     if (!mac) FAIL(mac.error().message);
     // A second refusal still reports the malformed vector, not a name clash.
     Registry reg2;
-    register_defaults(reg2);
+    REQUIRE(register_defaults(reg2));
     auto r = load_plugin(reg2, kBroken + "/broken_vec_short_iv.so");
     REQUIRE_FALSE(r.ok());
     CHECK_THAT(r.error().message, Catch::Contains("malformed vector"));
@@ -228,7 +228,7 @@ TEST_CASE("a plugin refused for malformed vectors leaves no instance and no vect
 
 TEST_CASE("plugin vectors belong to the registry that loaded the plugin", "[plugin]") {
     Registry reg;
-    register_defaults(reg);
+    REQUIRE(register_defaults(reg));
     REQUIRE(load_plugin(reg, kPlugins + "/sm3.so").ok());
     auto has = [](Registry& r) { auto v = find_vectors(r, "sm3"); return v && !v->empty(); };
     CHECK(has(reg));
@@ -237,7 +237,7 @@ TEST_CASE("plugin vectors belong to the registry that loaded the plugin", "[plug
         // Another registry sees none of them until it loads the plugin itself,
         // and its unload leaves the first registry's vectors alone.
         Registry other;
-        register_defaults(other);
+        REQUIRE(register_defaults(other));
         CHECK_FALSE(has(other));
         REQUIRE(load_plugin(other, kPlugins + "/sm3.so").ok());
         CHECK(has(other));

@@ -65,6 +65,14 @@ TEST_CASE("an algorithm that fails its self-test is never returned", "[registry]
     auto direct = reg.lookup("toy-broken", AlgType::Cipher);
     REQUIRE_FALSE(direct);
     CHECK(direct.error().message.find("self-test") != std::string::npos);
+    CHECK(direct.status() == Status::SelftestFailed);  // not NotFound: the CLI exits 1 on it
+    // Only a broken driver under a generic name: the same status.
+    Registry only_broken(fake_selftest);
+    REQUIRE(only_broken.register_alg(std::make_shared<toy::XorAlg>("toy-broken", 100)));
+    auto lone = only_broken.lookup("toy", AlgType::Cipher);
+    REQUIRE_FALSE(lone);
+    CHECK(lone.status() == Status::SelftestFailed);
+    CHECK(reg.lookup("absent", AlgType::Cipher).status() == Status::NotFound);
     auto list = reg.list();
     const AlgStatus* s = find_status(list, "toy-broken");
     REQUIRE(s);

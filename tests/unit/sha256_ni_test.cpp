@@ -30,7 +30,7 @@ Buf random_buf(std::mt19937& rng, std::size_t n) {
 
 TEST_CASE("sha256-ni: digests, finup_mb and state exchange", "[shash][sha256ni]") {
     Registry reg;
-    register_defaults(reg);
+    REQUIRE(register_defaults(reg));
     auto ni = Shash::alloc(reg, "sha256-ni");
     if (!ni) {
         WARN("no SHA-NI on this CPU: sha256-ni is not registered");
@@ -58,8 +58,8 @@ TEST_CASE("sha256-ni: digests, finup_mb and state exchange", "[shash][sha256ni]"
                 for (std::size_t i = 0; i < count; ++i) msgs.push_back(random_buf(rng, len));
                 std::vector<ConstBytes> in(msgs.begin(), msgs.end());
                 std::vector<Bytes> out(outs.begin(), outs.end());
-                REQUIRE(desc->init() == Status::Ok);
-                REQUIRE(desc->update(prefix) == Status::Ok);
+                desc->init();
+                desc->update(prefix);
                 REQUIRE(desc->finup_mb(in, out) == Status::Ok);
                 for (std::size_t i = 0; i < count; ++i) REQUIRE(outs[i] == ref_sha256(prefix, msgs[i]));
                 Buf after(32);
@@ -77,14 +77,14 @@ TEST_CASE("sha256-ni: digests, finup_mb and state exchange", "[shash][sha256ni]"
         auto od = o->new_desc();
         const Buf a = random_buf(rng, 77), b = random_buf(rng, 150);
         Buf st(104), d1(32), d2(32);
-        REQUIRE(desc->init() == Status::Ok);
-        REQUIRE(desc->update(a) == Status::Ok);
+        desc->init();
+        desc->update(a);
         REQUIRE(desc->export_state(st) == Status::Ok);
         REQUIRE(od->import_state(st) == Status::Ok);
         REQUIRE(od->finup(b, d1) == Status::Ok);
         REQUIRE(d1 == ref_sha256(a, b));
-        REQUIRE(od->init() == Status::Ok);
-        REQUIRE(od->update(b) == Status::Ok);
+        od->init();
+        od->update(b);
         REQUIRE(od->export_state(st) == Status::Ok);
         REQUIRE(desc->import_state(st) == Status::Ok);
         REQUIRE(desc->finup(a, d2) == Status::Ok);

@@ -14,7 +14,7 @@ using namespace blkcrypt;
 
 TEST_CASE("finup_mb equals one finup per message from the same state", "[shash]") {
     Registry reg;
-    register_defaults(reg);
+    REQUIRE(register_defaults(reg));
     std::mt19937 rng(7);
     // Without OpenSSL: the generic sha256 (sha256-ni where the CPU has it) and sha512-cryptopp.
     using testutil::openssl_or;
@@ -35,8 +35,8 @@ TEST_CASE("finup_mb equals one finup per message from the same state", "[shash]"
             std::vector<std::vector<uint8_t>> got(5, std::vector<uint8_t>(h->digestsize()));
             std::vector<ConstBytes> in(msgs.begin(), msgs.end());
             std::vector<Bytes> out(got.begin(), got.end());
-            REQUIRE(desc->init() == Status::Ok);
-            REQUIRE(desc->update(prefix) == Status::Ok);
+            desc->init();
+            desc->update(prefix);
             REQUIRE(desc->finup_mb(in, out) == Status::Ok);
             for (std::size_t i = 0; i < msgs.size(); ++i) {
                 std::vector<uint8_t> whole(prefix);

@@ -70,9 +70,7 @@ public:
         AlgInfo info = (*inner)->info();
         info.type = AlgType::Skcipher;
         set_instance_names(info, "wrap", {inner->get()});
-        auto alg = std::make_shared<Inst>(info, *inner);
-        alg->spawns = {*inner};
-        return std::shared_ptr<Alg>(alg);
+        return std::shared_ptr<Alg>(std::make_shared<Inst>(info, *inner));
     }
     mutable std::atomic<int> calls{0};
     int delay_ms = 0;
@@ -80,13 +78,12 @@ public:
 private:
     class Inst final : public SkcipherAlg {
     public:
-        Inst(AlgInfo i, std::shared_ptr<const Alg> c) : SkcipherAlg(std::move(i)), c_(std::move(c)) {}
-        std::unique_ptr<SkcipherTfm> create_tfm() const override {
-            return make_cipher_skcipher_tfm(static_cast<const CipherAlg&>(*c_));
-        }
+        Inst(AlgInfo i, std::shared_ptr<const Alg> c) : SkcipherAlg(std::move(i)), c_(*this, std::move(c)) {}
+        // Spawn<SkcipherAlg> of a cipher: the ECB adapter.
+        std::unique_ptr<SkcipherTfm> create_tfm() const override { return c_.create_tfm(); }
 
     private:
-        std::shared_ptr<const Alg> c_;
+        Spawn<SkcipherAlg> c_;
     };
 };
 

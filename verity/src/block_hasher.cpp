@@ -20,13 +20,13 @@ public:
     Status hash(const ConstBytes* blocks, const Bytes* out, std::size_t n) override {
         if (fast_) return desc_.finup_mb({blocks, n}, {out, n});
         for (std::size_t i = 0; i < n; ++i) {
-            (void)desc_.init();
+            desc_.init();
             if (place_ == SaltPlacement::Before) {
-                (void)desc_.update(salt_);
+                desc_.update(salt_);
                 if (Status s = desc_.finup(blocks[i], out[i]); s != Status::Ok) return s;
             } else {
-                (void)desc_.update(blocks[i]);
-                (void)desc_.update(salt_);
+                desc_.update(blocks[i]);
+                desc_.update(salt_);
                 if (Status s = desc_.final(out[i]); s != Status::Ok) return s;
             }
         }
@@ -56,8 +56,8 @@ public:
         // The salted-state fast path needs the salt first and an exportable state.
         const bool fast = place_ == SaltPlacement::Before && tfm_.statesize() > 0;
         if (fast) {
-            (void)desc->init();
-            (void)desc->update(salt_);
+            desc->init();
+            desc->update(salt_);
         }
         return std::unique_ptr<HashContext>(
             std::make_unique<ShashContext>(std::move(*desc), salt_, place_, fast));
@@ -146,7 +146,8 @@ public:
     std::size_t digest_size() const noexcept override { return tfm_.digestsize(); }
     bool is_async() const noexcept override { return tfm_.is_async(); }
     const std::string& driver() const noexcept override { return tfm_.info().driver; }
-    const std::string& generic_name() const noexcept override { return tfm_.info().name; }
+    // cryptd(sha256) computes sha256: the name its record keeps.
+    const std::string& generic_name() const noexcept override { return tfm_.computes(); }
 
     Result<std::unique_ptr<HashContext>> new_context() const override {
         return std::unique_ptr<HashContext>(std::make_unique<AhashContext>(tfm_, salt_, place_));
@@ -164,11 +165,7 @@ Error not_a_hash(std::string_view name, const Error& e) {
 
 }  // namespace
 
-std::string BlockHasher::algorithm() const {
-    std::string n = generic_name();
-    while (n.rfind("cryptd(", 0) == 0 && n.back() == ')') n = n.substr(7, n.size() - 8);
-    return n;
-}
+std::string BlockHasher::algorithm() const { return generic_name(); }
 
 Result<std::shared_ptr<BlockHasher>> BlockHasher::create(Registry& reg, std::string_view name,
                                                          ConstBytes salt, SaltPlacement place,

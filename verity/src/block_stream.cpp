@@ -96,7 +96,7 @@ Result<void> hash_blocks(ParallelHasher& pool, dm::BackingStore& store, uint64_t
         }
         if (!next) return next.error();
         if (auto r = sink(first, count, ConstBytes(digests).first(count * ds)); !r) return r;
-        if (progress && !progress((first + count) * bs, length)) return make_error(Status::IoError, "interrupted");
+        if (progress && !progress((first + count) * bs, length)) return make_error(Status::Interrupted, "interrupted");
         cur = next;
     }
     if (const auto tail = static_cast<std::size_t>(length - nblocks * bs); tail > 0) {
@@ -109,7 +109,7 @@ Result<void> hash_blocks(ParallelHasher& pool, dm::BackingStore& store, uint64_t
         if (Status s = pool.own_context().hash_one(last, Bytes(digests).first(ds)); s != Status::Ok)
             return make_error(s, std::string("hashing failed: ") + to_string(s));
         if (auto r = sink(nblocks, 1, ConstBytes(digests).first(ds)); !r) return r;
-        if (progress && !progress(length, length)) return make_error(Status::IoError, "interrupted");
+        if (progress && !progress(length, length)) return make_error(Status::Interrupted, "interrupted");
     }
     if (store.changed()) return changed_error(store);  // grew (or shrank) meanwhile
     return {};

@@ -50,6 +50,10 @@ public:
     std::size_t digestsize() const noexcept { return info().digestsize; }
     std::size_t statesize() const noexcept { return info().statesize; }
     bool is_async() const noexcept { return info().async; }
+    // What it computes: the generic name, or for a wrapper that changes only
+    // how it runs (cryptd(X)) the wrapped algorithm's, as the registry
+    // recorded it when building the instance.
+    const std::string& computes() const noexcept;
 
     Status setkey(ConstBytes key);
     Result<AhashRequest> new_request() const;

@@ -21,6 +21,9 @@ public:
     virtual Status write(uint64_t offset, ConstBytes in) = 0;
     virtual uint64_t size() const = 0;
     virtual Status flush() { return Status::Ok; }
+    // Gives [offset, offset+len) back (a file gets a hole there, reading as
+    // zeros); Unsupported where the store cannot (the default).
+    virtual Status discard(uint64_t /*offset*/, uint64_t /*len*/) { return Status::Unsupported; }
     // The caller will read the whole store in order (enables OS readahead).
     virtual void hint_sequential() noexcept {}
     // The whole store as read-only memory, when it can be mapped (a regular

@@ -87,7 +87,8 @@ private:
     std::unique_ptr<Impl> impl_;
 };
 
-// The built-in providers (Crypto++, OpenSSL) and templates.
-void register_defaults(Registry& reg);
+// The built-in providers (Crypto++, OpenSSL) and templates. Fails (and stops)
+// on a name clash, e.g. when called twice on one registry.
+Result<void> register_defaults(Registry& reg);
 
 }  // namespace blkcrypt

@@ -51,8 +51,9 @@ public:
     ShashDesc& operator=(ShashDesc&&) noexcept;
     ~ShashDesc();
 
-    Status init();
-    Status update(ConstBytes data);
+    // Cannot fail (the desc exists only for a keyed transform): no Status.
+    void init();
+    void update(ConstBytes data);
     Status final(Bytes out);                    // out: digestsize bytes
     Status finup(ConstBytes data, Bytes out);   // update + final
     Status digest(ConstBytes data, Bytes out);  // init + update + final

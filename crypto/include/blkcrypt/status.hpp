@@ -22,6 +22,8 @@ enum class Status : int {
     NoMem,
     IoError,
     Corrupt,      // integrity failure in stored data (verity)
+    SelftestFailed,  // the algorithm exists but failed its known-answer test (-ELIBBAD)
+    Interrupted,     // stopped on request (a progress callback said stop)
 };
 
 const char* to_string(Status s) noexcept;

@@ -124,7 +124,7 @@ public:
 
 }  // namespace
 
-void register_cryptopp_chacha_poly(Registry& reg) {
+Result<void> register_cryptopp_chacha_poly(Registry& reg) {
     AlgInfo c = provider_info("chacha20", AlgType::Skcipher);
     c.needs_key = true;
     c.blocksize = 1;  // a stream cipher
@@ -137,7 +137,7 @@ void register_cryptopp_chacha_poly(Registry& reg) {
     p.statesize = 0;
     const std::shared_ptr<Alg> algs[] = {std::make_shared<ChachaAlg>(c),
                                          std::make_shared<Poly1305Alg>(p)};
-    (void)reg.register_algs(algs);
+    return reg.register_algs(algs);
 }
 
 }  // namespace blkcrypt

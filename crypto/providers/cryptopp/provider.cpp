@@ -6,7 +6,7 @@
 
 namespace blkcrypt {
 
-void register_cryptopp_provider(Registry& reg) {
+Result<void> register_cryptopp_provider(Registry& reg) {
     std::vector<std::shared_ptr<Alg>> all;
     for (auto make : {cryptopp::make_ciphers, cryptopp::make_hashes, cryptopp::make_crcs}) {
         auto algs = make();
@@ -14,7 +14,7 @@ void register_cryptopp_provider(Registry& reg) {
     }
     // All or nothing; a clash (the provider registered twice) leaves the
     // registry as it was.
-    (void)reg.register_algs(all);
+    return reg.register_algs(all);
 }
 
 }  // namespace blkcrypt

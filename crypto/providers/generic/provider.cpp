@@ -1,5 +1,5 @@
 // Registers the generic provider's algorithms (see generic.hpp).
-#include <blkcrypt/registry.hpp>
+#include <blkcrypt/internal/builtin.hpp>
 
 namespace blkcrypt {
 

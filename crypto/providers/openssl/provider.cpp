@@ -10,14 +10,14 @@
 
 namespace blkcrypt {
 
-void register_openssl_provider(Registry& reg) {
+Result<void> register_openssl_provider(Registry& reg) {
     std::vector<std::shared_ptr<Alg>> all;
     for (auto make : {ossl::make_skciphers, ossl::make_aeads, ossl::make_hashes}) {
         auto algs = make();
         all.insert(all.end(), algs.begin(), algs.end());
     }
     // All or nothing; a clash (registered twice) leaves the registry as it was.
-    (void)reg.register_algs(all);
+    return reg.register_algs(all);
 }
 
 }  // namespace blkcrypt

@@ -97,9 +97,11 @@ private:
 
 }  // namespace
 
-void register_aes_xts_vaes(Registry& reg) {
-    if (x86::have_vaes_avx512()) (void)reg.register_alg(std::make_shared<VaesXtsAlg>(x86::XtsWidth::Zmm));
-    if (x86::have_vaes_avx2()) (void)reg.register_alg(std::make_shared<VaesXtsAlg>(x86::XtsWidth::Ymm));
+Result<void> register_aes_xts_vaes(Registry& reg) {
+    if (x86::have_vaes_avx512())
+        if (auto r = reg.register_alg(std::make_shared<VaesXtsAlg>(x86::XtsWidth::Zmm)); !r) return r;
+    if (x86::have_vaes_avx2()) return reg.register_alg(std::make_shared<VaesXtsAlg>(x86::XtsWidth::Ymm));
+    return {};
 }
 
 }  // namespace blkcrypt

@@ -6,11 +6,11 @@
 
 namespace blkcrypt {
 
-void register_sha256_ni(Registry& reg);  // sha256_ni_driver.cpp
+Result<void> register_sha256_ni(Registry& reg);  // sha256_ni_driver.cpp
 
-void register_x86_provider(Registry& reg) {
-    register_sha256_ni(reg);     // sha256-ni, priority 400
-    register_aes_xts_vaes(reg);  // xts-aes-vaes (400), xts-aes-vaes-avx2 (350)
+Result<void> register_x86_provider(Registry& reg) {
+    if (auto r = register_sha256_ni(reg); !r) return r;  // sha256-ni, priority 400
+    return register_aes_xts_vaes(reg);  // xts-aes-vaes (400), xts-aes-vaes-avx2 (350)
 }
 
 }  // namespace blkcrypt

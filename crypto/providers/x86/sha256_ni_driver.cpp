@@ -199,8 +199,9 @@ private:
 }  // namespace
 
 // Called by register_x86_provider (provider.cpp).
-void register_sha256_ni(Registry& reg) {
-    if (x86::have_sha_ni()) (void)reg.register_alg(std::make_shared<Sha256NiAlg>());
+Result<void> register_sha256_ni(Registry& reg) {
+    if (!x86::have_sha_ni()) return {};
+    return reg.register_alg(std::make_shared<Sha256NiAlg>());
 }
 
 }  // namespace blkcrypt

@@ -24,30 +24,42 @@
 
 namespace blkcrypt {
 
+class Alg;
+namespace detail {
+// The registry's bookkeeping of one algorithm (its spawns, test name, users,
+// superseded flag): defined inside the library only, so what a plugin author
+// subclasses carries none of it as a field to get wrong.
+struct AlgRecord;
+AlgRecord& record_of(const Alg& alg) noexcept;
+// Spawn<T> calls this: `spawn` becomes part of what `owner` was built from.
+void record_spawn(Alg& owner, std::shared_ptr<const Alg> spawn);
+// What an instance was built from, in the order its spawns were constructed
+// (empty for a provider's driver): cryptd(X) -> {X}, essiv(M,H) -> {M, C, H}.
+const std::vector<std::shared_ptr<const Alg>>& spawns_of(const Alg& alg) noexcept;
+}  // namespace detail
+
 class Alg {
 public:
-    explicit Alg(AlgInfo info) : info_(std::move(info)) {}
-    virtual ~Alg() = default;
+    explicit Alg(AlgInfo info);
+    virtual ~Alg();
     Alg(const Alg&) = delete;
     Alg& operator=(const Alg&) = delete;
 
     const AlgInfo& info() const noexcept { return info_; }
 
-    // What an instance was built from (its spawns). The registry uses it to
-    // mark instances superseded when a better inner algorithm registers.
-    std::vector<std::shared_ptr<const Alg>> spawns;
-    // The generic name whose vectors test this algorithm, when it is not
-    // info().name (cryptd(X) is tested with X's vectors).
-    std::string test_name;
     // Who registered it, as `blkcrypt list` shows (the plugin loader sets it).
     void set_module(std::string module) { info_.module = std::move(module); }
 
-    // Bookkeeping owned by the registry and AlgRef.
-    mutable std::atomic<int> users{0};
-    mutable std::atomic<bool> superseded{false};
-
 protected:
+    // The generic name whose vectors test this algorithm, when it is not
+    // info().name (cryptd(X) is tested with X's vectors).
+    void set_test_name(std::string name);
+
     AlgInfo info_;
+
+private:
+    friend detail::AlgRecord& detail::record_of(const Alg&) noexcept;
+    std::unique_ptr<detail::AlgRecord> rec_;
 };
 
 // ---- cipher: one block at a time (or n independent blocks) ---------------
@@ -177,10 +189,42 @@ void rebind(AlgRef& ref, std::unique_ptr<Tfm>& tfm, AlgRef&& new_ref, std::uniqu
 // libblkcrypt, so the plugin's code is never unmapped while it still runs.
 std::shared_ptr<Alg> bind_module(std::shared_ptr<Alg> alg, std::shared_ptr<void> module);
 
-// ---- adapters the type layer applies (also useful to templates) ------------
-// A cipher as an ECB skcipher (ivsize 0, whole blocks only).
-std::unique_ptr<SkcipherTfm> make_cipher_skcipher_tfm(const CipherAlg& alg);
-// Any shash as a synchronous ahash.
-std::unique_ptr<AhashTfm> make_shash_ahash_tfm(const ShashAlg& alg);
+// ---- type adaptation: the one place that turns an Alg into a transform ----
+// `alg` must be usable as the type asked for (Registry::lookup guarantees it):
+// a cipher serves as an ECB skcipher (ivsize 0, whole blocks only) and any
+// shash as a synchronous ahash; otherwise the types must match.
+std::unique_ptr<CipherTfm> create_cipher_tfm(const Alg& alg);
+std::unique_ptr<SkcipherTfm> create_skcipher_tfm(const Alg& alg);
+std::unique_ptr<AeadTfm> create_aead_tfm(const Alg& alg);
+std::unique_ptr<ShashTfm> create_shash_tfm(const Alg& alg);
+std::unique_ptr<AhashTfm> create_ahash_tfm(const Alg& alg);
+
+// The same by algorithm class: AlgKind<SkcipherAlg>::type == AlgType::Skcipher, ...
+template <class T> struct AlgKind;
+template <> struct AlgKind<CipherAlg> {
+    static constexpr AlgType type = AlgType::Cipher;
+    using Tfm = CipherTfm;
+    static std::unique_ptr<Tfm> create(const Alg& a) { return create_cipher_tfm(a); }
+};
+template <> struct AlgKind<SkcipherAlg> {
+    static constexpr AlgType type = AlgType::Skcipher;
+    using Tfm = SkcipherTfm;
+    static std::unique_ptr<Tfm> create(const Alg& a) { return create_skcipher_tfm(a); }
+};
+template <> struct AlgKind<AeadAlg> {
+    static constexpr AlgType type = AlgType::Aead;
+    using Tfm = AeadTfm;
+    static std::unique_ptr<Tfm> create(const Alg& a) { return create_aead_tfm(a); }
+};
+template <> struct AlgKind<ShashAlg> {
+    static constexpr AlgType type = AlgType::Shash;
+    using Tfm = ShashTfm;
+    static std::unique_ptr<Tfm> create(const Alg& a) { return create_shash_tfm(a); }
+};
+template <> struct AlgKind<AhashAlg> {
+    static constexpr AlgType type = AlgType::Ahash;
+    using Tfm = AhashTfm;
+    static std::unique_ptr<Tfm> create(const Alg& a) { return create_ahash_tfm(a); }
+};
 
 }  // namespace blkcrypt

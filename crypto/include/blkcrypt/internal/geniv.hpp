@@ -50,8 +50,9 @@ protected:
     virtual std::size_t extra_key_size(std::size_t key_len) const;
     virtual Status set_extra_key(ConstBytes extra);
     virtual Status check_params(const SectorParams& p) const;
-    virtual void pre(GenivUnit& u) const = 0;
-    virtual void post(GenivUnit& u) const;
+    // A failure (e.g. of the inner cipher that derives the IV) fails the unit.
+    virtual Status pre(GenivUnit& u) const = 0;
+    virtual Status post(GenivUnit& u) const;
 
     // ---- what a mode may use ----
     const SkcipherTfm& inner(unsigned i) const { return *inner_[i]; }

@@ -68,6 +68,11 @@ void remove_vectors(Registry& reg, std::string_view text, std::string_view sourc
 // against alg's sizes first); the first failure names its vector. For tests
 // and the .vec fuzz harness.
 SelftestOutcome run_test_vectors(const Alg& alg, const std::vector<TestVector>& vecs, bool full);
+// The registry's default self-test: alg's own vectors (by its test name,
+// which only the library knows; compiled-in or added to reg), or NoVectors.
+// For a Registry built with its own SelftestFn that defers to it (the fuzz
+// harnesses).
+SelftestOutcome run_testmgr(Registry& reg, const Alg& alg, bool full);
 
 // Parse errors in the compiled-in files (a file that does not parse is
 // skipped by vectors_for; the test suite asserts this list is empty).

@@ -1,0 +1,121 @@
+// The NBD server behind `blkcrypt serve` and `blkcrypt crypt serve`.
+#include "serve.hpp"
+
+#include "number_option.hpp"
+#include "output_file.hpp"
+
+#include <blkcrypt/nbd/server.hpp>
+
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+#include <pthread.h>
+#include <unistd.h>
+
+namespace cli {
+namespace {
+
+sigset_t stop_signals() {
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, SIGINT);
+    sigaddset(&s, SIGTERM);
+    sigaddset(&s, SIGHUP);
+    return s;
+}
+
+// stderr lines from several connection threads, never interleaved.
+void log_line(const std::string& line) {
+    static std::mutex mu;
+    std::lock_guard lk(mu);
+    std::fprintf(stderr, "blkcrypt: %s\n", line.c_str());
+}
+
+}  // namespace
+
+void add_serve_options(po::options_description& opts) {
+    opts.add_options()
+        ("socket", po::value<std::string>()->value_name("PATH"),
+         "serve on the Unix socket PATH, created mode 0600 (default when no --port)")
+        ("port", number_value<unsigned>(0, 65535)->value_name("N"), "serve on TCP port N (0: any free port)")
+        ("bind", po::value<std::string>()->value_name("ADDR"),
+         "TCP address, loopback only (default: 127.0.0.1)")
+        ("read-only", po::bool_switch(), "refuse writes (the image is opened read-only)")
+        ("export-name", po::value<std::string>()->value_name("NAME"),
+         "the export's name; the default export \"\" is always this one (default: empty)")
+        ("pid-file", po::value<std::string>()->value_name("FILE"),
+         "write the process id to FILE once the server listens");
+}
+
+std::vector<std::string> serve_option_names() {
+    return {"socket", "port", "bind", "read-only", "export-name", "pid-file"};
+}
+
+void block_stop_signals() {
+    const sigset_t s = stop_signals();
+    ::pthread_sigmask(SIG_BLOCK, &s, nullptr);
+}
+
+int serve_device(const po::variables_map& vm, std::shared_ptr<blkcrypt::nbd::BlockDevice> dev) {
+    blkcrypt::nbd::ServerOptions so;
+    if (vm.count("socket")) so.socket_path = vm["socket"].as<std::string>();
+    if (vm.count("port")) so.port = static_cast<uint16_t>(vm["port"].as<unsigned>());
+    if (vm.count("bind")) {
+        if (!so.port) throw UsageError("--bind needs --port");
+        so.bind = vm["bind"].as<std::string>();
+    }
+    if (so.socket_path.empty() && !so.port) throw UsageError("serve needs --socket PATH or --port N");
+    so.log = log_line;
+    const std::string name = vm.count("export-name") ? vm["export-name"].as<std::string>() : "";
+    if (name.size() > 4096) throw UsageError("--export-name is longer than 4096 bytes");
+    const std::string what = dev->describe();
+    auto exp = std::make_shared<blkcrypt::nbd::Export>(name, std::move(dev));
+    auto srv = blkcrypt::nbd::Server::listen(exp, so);
+    if (!srv) {
+        if (srv.error().status == blkcrypt::Status::Invalid) throw UsageError(srv.error().message);
+        throw Failure(srv.error().message);
+    }
+    std::string where = so.socket_path;
+    if (so.port) where += (where.empty() ? "" : " and ") + so.bind + ":" + std::to_string((*srv)->port());
+    const std::string pid_file = vm.count("pid-file") ? vm["pid-file"].as<std::string>() : "";
+    if (!pid_file.empty()) {
+        const std::string pid = std::to_string(::getpid()) + "\n";
+        write_output(pid_file, blkcrypt::ConstBytes(reinterpret_cast<const uint8_t*>(pid.data()), pid.size()),
+                     OutputOptions{.role = "the pid file"});
+    }
+    log_line("serving " + what + " (" + std::to_string(exp->device().size()) + " bytes" +
+             (exp->device().read_only() ? ", read-only" : "") + ") on " + where);
+
+    // The only thread that takes the stop signals (they are blocked elsewhere).
+    std::atomic<bool> done{false};
+    blkcrypt::nbd::Server& server = **srv;
+    std::thread waiter([&] {
+        const sigset_t s = stop_signals();
+        const timespec tick{0, 200'000'000};
+        while (!done) {
+            const int sig = ::sigtimedwait(&s, nullptr, &tick);
+            if (sig > 0) {
+                log_line(std::string(sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP") +
+                         ": finishing the requests in flight");
+                server.stop();
+                return;
+            }
+        }
+    });
+    const blkcrypt::Status st = server.run();
+    done = true;
+    waiter.join();
+    srv->reset();
+    if (!pid_file.empty()) ::unlink(pid_file.c_str());
+    if (st != blkcrypt::Status::Ok) throw Failure("flushing " + what + ": " + blkcrypt::to_string(st));
+    log_line("stopped; everything written is flushed");
+    return 0;
+}
+
+}  // namespace cli

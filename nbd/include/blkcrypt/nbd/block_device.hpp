@@ -1,0 +1,76 @@
+// BlockDevice: what a server exports. One abstraction for every target
+// (a plain BackingStore, a dm-crypt CryptTarget, later verity views and
+// containers), in the shape of a kernel block device: a size, a logical
+// block size, read-only or not, and asynchronous whole-block I/O.
+//
+// I/O is in whole blocks: offset and length multiples of block_size(),
+// inside size(). A submit returns InProgress and `done` reports the result
+// exactly once, on any thread, possibly before submit returns; any other
+// return means the I/O was refused and `done` is not called. The memory must
+// stay valid until `done`. A write never modifies its source memory.
+// Callers that need byte granularity (NBD clients) go through the server's
+// read-modify-write, which locks the blocks it rewrites.
+#pragma once
+
+#include <blkcrypt/backing_store.hpp>
+#include <blkcrypt/bytes.hpp>
+#include <blkcrypt/request.hpp>
+#include <blkcrypt/status.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace blkcrypt::dm {
+class CryptTarget;
+}
+
+namespace blkcrypt::nbd {
+
+class BlockDevice {
+public:
+    virtual ~BlockDevice() = default;
+    virtual uint64_t size() const = 0;
+    virtual uint32_t block_size() const = 0;  // 512..4096, a power of two
+    virtual bool read_only() const = 0;
+
+    virtual Status submit_read(uint64_t offset, Bytes out, Completion done) = 0;
+    virtual Status submit_write(uint64_t offset, ConstBytes in, Completion done) = 0;
+    // Every write completed before the call is on stable storage (fdatasync).
+    virtual Status flush() = 0;
+    // True when discard() may work (advertised to clients as TRIM).
+    virtual bool can_discard() const { return false; }
+    // Synchronous; whole blocks. The data there then reads as anything.
+    virtual Status discard(uint64_t /*offset*/, uint64_t /*len*/) { return Status::Unsupported; }
+    // Waits for every I/O submitted so far.
+    virtual void drain() = 0;
+    // For logs: what is served ("plain image.raw", "crypt aes-xts-plain64 over ...").
+    virtual std::string describe() const = 0;
+};
+
+// Submits and waits; returns the final status.
+Status read_sync(BlockDevice& dev, uint64_t offset, Bytes out);
+Status write_sync(BlockDevice& dev, uint64_t offset, ConstBytes in);
+
+struct StoreDeviceOptions {
+    uint32_t block_size = 512;
+    bool read_only = false;
+    unsigned threads = 0;  // I/O threads; 0 = one per core (at least 2)
+    std::string description;  // for describe(); default "plain <store name>"
+    bool discard = false;     // pass discards to the store
+};
+
+// A BackingStore as a block device: its I/O runs on a pool of threads so that
+// several requests proceed at once. The size is the store's, rounded down to
+// the block size. Refuses a block size that is not 512..4096, a power of two.
+Result<std::shared_ptr<BlockDevice>> make_store_device(std::shared_ptr<BackingStore> store,
+                                                       StoreDeviceOptions opts = {});
+
+// A dm-crypt target as a block device: each I/O is one bio on the target's
+// async path; the block size is the table's sector size, flush flushes the
+// target's store. read_only refuses writes. Discards reach the store (a hole
+// in the ciphertext) when the table has allow_discards, as dm-crypt passes them.
+std::shared_ptr<BlockDevice> make_crypt_device(std::shared_ptr<dm::CryptTarget> target,
+                                               std::shared_ptr<BackingStore> store, bool read_only);
+
+}  // namespace blkcrypt::nbd
