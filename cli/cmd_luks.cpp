@@ -269,17 +269,6 @@ int run_decrypt(const po::variables_map& vm, const std::vector<std::string>& fil
 }
 
 
-// A UUID as libuuid's uuid_parse takes it: 8-4-4-4-12 hex digits.
-bool valid_uuid(const std::string& u) {
-    if (u.size() != 36) return false;
-    for (std::size_t i = 0; i < u.size(); ++i) {
-        const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
-        if (dash != (u[i] == '-')) return false;
-        if (!dash && !std::isxdigit(static_cast<unsigned char>(u[i]))) return false;
-    }
-    return true;
-}
-
 // A regular file shorter than `bytes` grows to it (cryptsetup fallocates a
 // header file so); devices and larger files are left alone.
 void grow_file(const std::string& path, uint64_t bytes) {
@@ -397,7 +386,7 @@ int run_format2(const po::variables_map& vm, const std::string& image, bool deta
     }
     if (vm.count("uuid")) {
         o.uuid = vm["uuid"].as<std::string>();
-        if (!valid_uuid(o.uuid)) throw Failure("Wrong LUKS UUID format provided.");
+        if (!blkcrypt::luks::valid_uuid(o.uuid)) throw Failure("Wrong LUKS UUID format provided.");
         for (char& c : o.uuid) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     }
 
@@ -473,7 +462,7 @@ int run_format(const po::variables_map& vm, const std::vector<std::string>& file
     p.detached = detached;
     if (vm.count("uuid")) {
         p.uuid = vm["uuid"].as<std::string>();
-        if (!valid_uuid(p.uuid)) throw UsageError("Wrong LUKS UUID format provided.");
+        if (!blkcrypt::luks::valid_uuid(p.uuid)) throw UsageError("Wrong LUKS UUID format provided.");
         for (char& c : p.uuid) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     }
 
@@ -519,7 +508,7 @@ int run_format(const po::variables_map& vm, const std::vector<std::string>& file
 int run_set_uuid(const po::variables_map& vm, const std::vector<std::string>& files) {
     const std::string image = one_file(files, "uuid");
     std::string uuid = vm["uuid"].as<std::string>();
-    if (!valid_uuid(uuid)) throw UsageError("Wrong LUKS UUID format provided.");
+    if (!blkcrypt::luks::valid_uuid(uuid)) throw UsageError("Wrong LUKS UUID format provided.");
     for (char& c : uuid) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     Devices d = open_devices(vm, image);
     if (is_luks2(d)) {

@@ -7,6 +7,7 @@
 #include <blkcrypt/internal/bytes_util.hpp>
 
 #include <array>
+#include <cctype>
 #include <cstring>
 
 namespace blkcrypt::luks {
@@ -83,6 +84,16 @@ Result<std::unique_ptr<dm::CryptTarget>> make_target(Registry& reg, const Volume
                                                " ends before the LUKS payload at sector " +
                                                std::to_string(vol.table.offset));
     return dm::CryptTarget::create(reg, vol.table, std::move(data), vol.length_sectors, opts);
+}
+
+bool valid_uuid(std::string_view u) noexcept {
+    if (u.size() != 36) return false;
+    for (std::size_t i = 0; i < u.size(); ++i) {
+        const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+        if (dash != (u[i] == '-')) return false;
+        if (!dash && !std::isxdigit(static_cast<unsigned char>(u[i]))) return false;
+    }
+    return true;
 }
 
 }  // namespace blkcrypt::luks

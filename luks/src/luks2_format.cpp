@@ -36,16 +36,6 @@ std::string random_uuid() {
     return s;
 }
 
-bool uuid_ok(const std::string& u) {
-    if (u.size() != 36) return false;
-    for (std::size_t i = 0; i < u.size(); ++i) {
-        const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
-        if (dash != (u[i] == '-')) return false;
-        if (!dash && !std::isxdigit(static_cast<unsigned char>(u[i]))) return false;
-    }
-    return true;
-}
-
 std::string u64s(uint64_t v) { return std::to_string(v); }
 
 // Encrypts data in place with the keyslot cipher, 512-byte sectors from 0,
@@ -167,7 +157,7 @@ Result<luks::Volume> format(Registry& reg, BackingStore& header, ConstBytes pass
     if (o.pbkdf != "pbkdf2" && o.pbkdf != "argon2i" && o.pbkdf != "argon2id") return bad("unknown PBKDF " + o.pbkdf);
     if (o.digest_iterations < 1000) return bad("the volume key digest needs at least 1000 iterations");
     const std::string uuid = o.uuid.empty() ? random_uuid() : o.uuid;
-    if (!uuid_ok(uuid)) return bad("Wrong LUKS UUID format provided.");
+    if (!luks::valid_uuid(uuid)) return bad("Wrong LUKS UUID format provided.");
     if (o.label.size() >= 48 || o.subsystem.size() >= 48) return bad("label and subsystem: at most 47 characters");
     // The data cipher must exist and take this key before anything is written.
     {

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace blkcrypt::luks {
@@ -60,5 +61,9 @@ Result<Volume> open_with_volume_key(Registry& reg, BackingStore& header, ConstBy
 Result<std::unique_ptr<dm::CryptTarget>> make_target(Registry& reg, const Volume& vol,
                                                      std::shared_ptr<BackingStore> data,
                                                      dm::TargetOptions opts = {});
+
+// A UUID as libuuid's uuid_parse (and so cryptsetup --uuid) takes it:
+// 8-4-4-4-12 hex digits.
+bool valid_uuid(std::string_view u) noexcept;
 
 }  // namespace blkcrypt::luks
