@@ -26,11 +26,11 @@ assert c["encrypt_mib_s"] > 0 and c["decrypt_mib_s"] > 0
 assert h["hash"] == "sha256" and h["mib_s"] > 0
 PY
 
-"$BLKCRYPT" bench -h | grep -q "^Usage: blkcrypt bench" || fail "bench -h is not the help"
+"$BLKCRYPT" bench -h | grep_q "^Usage: blkcrypt bench" || fail "bench -h is not the help"
 # --driver measures the named driver of the one cipher or hash.
 "$BLKCRYPT" bench --cipher aes-xts --driver "$xts_driver" --time 0.01 --json >"$TMP/drv.json"
 grep -qF "\"driver\": \"$xts_driver\"" "$TMP/drv.json" || fail "bench --driver $xts_driver: $(cat "$TMP/drv.json")"
-"$BLKCRYPT" bench --hash sha256 --driver sha256-cryptopp --time 0.01 | grep -qE '^ +sha256 .* sha256-cryptopp$' ||
+"$BLKCRYPT" bench --hash sha256 --driver sha256-cryptopp --time 0.01 | grep_q -E '^ +sha256 .* sha256-cryptopp$' ||
     fail "bench --driver sha256-cryptopp"
 expect_exit 2 "$BLKCRYPT" bench --hash sha256 --driver "$xts_driver" --time 0.01
 expect_exit 2 "$BLKCRYPT" bench --driver "$xts_driver" --time 0.01

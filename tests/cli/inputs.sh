@@ -10,7 +10,7 @@ cd "$TMP"
 # ASan/TSan builds: their runtime must be the first library loaded (no
 # LD_PRELOAD shim) and they reserve terabytes of address space (no ulimit -v).
 sanitized=0
-ldd "$BLKCRYPT" | grep -q 'lib[at]san' && sanitized=1
+ldd "$BLKCRYPT" | grep_q 'lib[at]san' && sanitized=1
 
 # usage_error PATTERN CMD...: exit 2 within 10 s, one line matching PATTERN
 # (fixed string). timeout catches the Boost placeholder loop (exit 124).

@@ -48,3 +48,12 @@ flip_byte() {
 with open(sys.argv[1], "r+b") as f:
     f.seek(int(sys.argv[2])); b = f.read(1); f.seek(int(sys.argv[2])); f.write(bytes([b[0] ^ 0xff]))' "$1" "$2"
 }
+
+# grep_q ARGS...: grep -q that reads all of its input first. Under pipefail,
+# `producer | grep -q` fails whenever grep exits on the first match before the
+# producer has finished writing (SIGPIPE): a race, not a test result.
+grep_q() {
+    local all
+    all=$(cat)
+    grep -q "$@" <<<"$all"
+}

@@ -4,7 +4,7 @@ source "$(dirname "$0")/lib.sh"
 
 expect_exit 0 "$BLKCRYPT" list
 # The aes block: name line directly followed by the Crypto++ driver line.
-grep -A1 -x 'name         : aes' "$TMP/stdout" | grep -qx 'driver       : aes-cryptopp' ||
+grep -A1 -x 'name         : aes' "$TMP/stdout" | grep_q -x 'driver       : aes-cryptopp' ||
     fail "list has no block for aes / aes-cryptopp"
 grep -qx 'selftest     : passed' "$TMP/stdout" || fail "list shows no passed self-test"
 # Every block starts with name and is closed by a blank line.

@@ -199,7 +199,7 @@ grep -q "Key Slot 4: ENABLED" <(cryptsetup luksDump "$img") && fail "keyslot 4 l
 check_format aes-cbc-plain64 128 sha256 --uuid 01234567-89AB-cdef-0123-456789abcdef
 [[ $(cryptsetup luksUUID "$img") == 01234567-89ab-cdef-0123-456789abcdef ]] || fail "--uuid"
 "$BLKCRYPT" luks format --type luks1 -q "${FAST[@]}" --key-slot 4 --key-file "$TMP/p1" "$img" || fail "--key-slot 4"
-cryptsetup luksDump "$img" | grep -q "Key Slot 4: ENABLED" || fail "--key-slot 4 not used"
+cryptsetup luksDump "$img" | grep_q "Key Slot 4: ENABLED" || fail "--key-slot 4 not used"
 cryptsetup open --test-passphrase --key-slot 4 --key-file "$TMP/p1" "$img" || fail "keyslot 4 passphrase"
 
 # Defaults as cryptsetup's (aes-xts-plain64, 512 bits, sha256, 4096 sectors),
@@ -254,7 +254,7 @@ rm -f "$TMP/hdr2"
 truncate -s 2M "$TMP/data2"
 "$BLKCRYPT" luks format --type luks1 -q "${FAST[@]}" --header "$TMP/hdr2" --key-file "$TMP/p1" "$TMP/data2" ||
     fail "format --header"
-cryptsetup luksDump "$TMP/hdr2" | grep -q "^Payload offset:.0$" || fail "detached payload offset"
+cryptsetup luksDump "$TMP/hdr2" | grep_q "^Payload offset:.0$" || fail "detached payload offset"
 cryptsetup open --test-passphrase --header "$TMP/hdr2" --key-file "$TMP/p1" "$TMP/data2" || fail "detached: cryptsetup"
 random_file "$TMP/plain" $((2 * 1048576))
 "$BLKCRYPT" luks encrypt --header "$TMP/hdr2" --key-file "$TMP/p1" "$TMP/plain" "$TMP/data2" || fail "detached encrypt"
@@ -284,12 +284,12 @@ area=$(cryptsetup luksDump "$img" | awk '/^Key Slot 5/{f=1} f && /Key material o
 dd if="$img" bs=1 skip="$area" count=4096 status=none >"$TMP/area-before"
 "$BLKCRYPT" luksRemoveKey -v "$img" "$TMP/p3" >"$TMP/out" || fail "remove-key"
 [[ $(cat "$TMP/out") == "Key slot 5 removed." ]] || fail "remove-key says $(cat "$TMP/out")"
-cryptsetup luksDump "$img" | grep -q "^Key Slot 5: DISABLED$" || fail "cryptsetup still sees slot 5"
+cryptsetup luksDump "$img" | grep_q "^Key Slot 5: DISABLED$" || fail "cryptsetup still sees slot 5"
 dd if="$img" bs=1 skip="$area" count=4096 status=none | cmp -s - "$TMP/area-before" && fail "slot 5 not wiped"
 expect_exit 2 "$BLKCRYPT" luks test-passphrase --key-file "$TMP/p3" "$img"
 expect_exit 2 "$BLKCRYPT" luksKillSlot "$img" 1 "$TMP/p3"   # no remaining passphrase given
 "$BLKCRYPT" luksKillSlot "$img" 1 "$TMP/p2" || fail "kill-slot 1"
-cryptsetup luksDump "$img" | grep -q "^Key Slot 1: DISABLED$" || fail "cryptsetup still sees slot 1"
+cryptsetup luksDump "$img" | grep_q "^Key Slot 1: DISABLED$" || fail "cryptsetup still sees slot 1"
 expect_exit 2 "$BLKCRYPT" luks kill-slot "$img" 1 "$TMP/p2"   # not active
 expect_exit 2 "$BLKCRYPT" luks kill-slot "$img" 9 "$TMP/p2"
 cryptsetup luksKillSlot -q "$img" 2 --key-file "$TMP/p1"

@@ -210,7 +210,7 @@ expect_exit 1 "$BLKCRYPT" luks add-key --pbkdf pbkdf2 --pbkdf-memory 64 --key-fi
 cryptsetup open --test-passphrase --key-slot 1 --key-file "$TMP/p4" "$img" || fail "cryptsetup: changed key"
 cryptsetup open --test-passphrase --key-file "$TMP/p3" "$img" 2>/dev/null && fail "the old passphrase still opens"
 cryptsetup luksAddKey -q "${PBKDF2[@]}" --key-slot 5 --key-file "$TMP/p1" "$img" "$TMP/p3" || fail "cryptsetup luksAddKey"
-"$BLKCRYPT" luks test-passphrase -v --key-file "$TMP/p3" "$img" | grep -q "^Key slot 5 unlocked.$" || fail "their slot 5"
+"$BLKCRYPT" luks test-passphrase -v --key-file "$TMP/p3" "$img" | grep_q "^Key slot 5 unlocked.$" || fail "their slot 5"
 "$BLKCRYPT" luks kill-slot -q --key-file "$TMP/p1" "$img" 5 || fail "kill-slot"
 cryptsetup open --test-passphrase --key-file "$TMP/p3" "$img" 2>/dev/null && fail "killed slot 5 still opens"
 "$BLKCRYPT" luks remove-key -q "$img" "$TMP/p4" || fail "remove-key"

@@ -58,7 +58,7 @@ refuse_completion() {
     got=$(complete_words "$@" | tr '\n' ' ')
     [[ " $got " != *" $bad "* ]] || fail "completing '$*' offers $bad"
 }
-bash -c 'source "$1"; complete -p blkcrypt' _ "$COMPLETION" | grep -q _blkcrypt || fail "complete -F _blkcrypt not registered"
+bash -c 'source "$1"; complete -p blkcrypt' _ "$COMPLETION" | grep_q _blkcrypt || fail "complete -F _blkcrypt not registered"
 [[ $(complete_words blkcrypt ver) == verity ]] || fail "blkcrypt ver<TAB>: $(complete_words blkcrypt ver)"
 expect_completion crypt blkcrypt --plugin x.so cr
 expect_completion format blkcrypt verity fo

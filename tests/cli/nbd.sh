@@ -58,7 +58,7 @@ PY
 T nbdcopy --connections=4 --requests=64 "$URI" "$TMP/out"
 cmp "$TMP/plain" "$TMP/out" || fail "nbdcopy out differs from the plaintext"
 T qemu-img compare -f raw -F raw "$URI" "$TMP/plain" >/dev/null || fail "qemu-img compare"
-T qemu-img info --output=json "$URI" | grep -q '"virtual-size": 8388608' || fail "qemu-img info size"
+T qemu-img info --output=json "$URI" | grep_q '"virtual-size": 8388608' || fail "qemu-img info size"
 rm -f "$TMP/out"
 T qemu-img convert -f raw -O raw "$URI" "$TMP/out"
 cmp "$TMP/plain" "$TMP/out" || fail "qemu-img convert out differs"
@@ -136,7 +136,7 @@ fi
 
 # --- read-only; plain serve on loopback TCP; refusals -------------------
 start_server crypt serve --table "$TABLE" --socket "$SOCK" --read-only "$TMP/enc"
-T nbdinfo --json "$URI" | grep -q '"is_read_only": true' || fail "read-only not advertised"
+T nbdinfo --json "$URI" | grep_q '"is_read_only": true' || fail "read-only not advertised"
 T qemu-io -f raw -c "write 0 512" "$URI" >"$TMP/qemu-io.out" 2>&1 || true
 grep -qi "permitted\|read-only\|permission denied" "$TMP/qemu-io.out" || fail "write to a read-only export: $(cat "$TMP/qemu-io.out")"
 stop_server INT
@@ -144,16 +144,16 @@ cmp "$TMP/model" <(decrypt -) || fail "read-only export changed the image"
 
 PORT=$((20000 + RANDOM % 20000))
 start_server serve --port $PORT --export-name disk "$TMP/plain"
-T nbdinfo --json "nbd://127.0.0.1:$PORT/disk" | grep -q '"export-size": 8388608' || fail "TCP nbdinfo"
+T nbdinfo --json "nbd://127.0.0.1:$PORT/disk" | grep_q '"export-size": 8388608' || fail "TCP nbdinfo"
 T nbdcopy "nbd://127.0.0.1:$PORT/disk" "$TMP/out2"
 cmp "$TMP/plain" "$TMP/out2" || fail "plain serve over TCP differs"
-T nbdinfo --list "nbd://127.0.0.1:$PORT" | grep -q 'export="disk"' || fail "nbdinfo --list"
+T nbdinfo --list "nbd://127.0.0.1:$PORT" | grep_q 'export="disk"' || fail "nbdinfo --list"
 stop_server TERM
 
 # --- TRIM only when the table allows discards: a hole in the ciphertext ---
 cp "$TMP/enc" "$TMP/enc.trim"
 start_server crypt serve --table "$TABLE 1 allow_discards" --socket "$SOCK" "$TMP/enc.trim"
-T nbdinfo --json "$URI" | grep -q '"can_trim": true' || fail "allow_discards: TRIM not offered"
+T nbdinfo --json "$URI" | grep_q '"can_trim": true' || fail "allow_discards: TRIM not offered"
 T qemu-io -f raw -c "discard 1M 1M" "$URI" >"$TMP/qemu-io.out" 2>&1 || fail "discard: $(cat "$TMP/qemu-io.out")"
 stop_server TERM
 cmp <(dd if="$TMP/enc.trim" bs=1M skip=1 count=1 status=none) <(head -c 1M /dev/zero) ||
@@ -165,7 +165,7 @@ cmp <(dd if="$TMP/enc.trim" bs=1M count=1 status=none) <(dd if="$TMP/enc" bs=1M 
 "$BLKCRYPT" verity format "$TMP/plain" "$TMP/vhash" --root-hash-file "$TMP/root" >/dev/null
 ROOT=$(cat "$TMP/root")
 start_server verity serve --socket "$SOCK" "$TMP/plain" "$TMP/vhash" "$ROOT"
-T nbdinfo --json "$URI" | grep -q '"is_read_only": true' || fail "verity view not read-only"
+T nbdinfo --json "$URI" | grep_q '"is_read_only": true' || fail "verity view not read-only"
 T nbdcopy "$URI" "$TMP/vout"
 cmp "$TMP/plain" "$TMP/vout" || fail "verity serve data differs"
 stop_server TERM
@@ -185,7 +185,7 @@ start_server serve --socket "$SOCK" --read-only "$TMP/sparse"
 T nbdcopy --connections=4 --requests=64 --request-size=$((256 << 10)) "$URI" null:
 hwm=$(awk '/VmHWM/ {print $2}' /proc/$SERVER_PID/status)
 # A sanitizer's shadow memory and quarantine are not the server's.
-if ldd "$BLKCRYPT" | grep -qE 'libasan|libtsan'; then
+if ldd "$BLKCRYPT" | grep_q -E 'libasan|libtsan'; then
     echo "SKIP memory bound under a sanitizer (peak ${hwm} KiB)" >&2
 else
     (( hwm < 64 * 1024 )) || fail "peak resident memory ${hwm} KiB with 4 x 64 requests in flight"

@@ -53,7 +53,7 @@ line=$(printf 'pass\n' | "$BLKCRYPT" crypt table -c aes-xts-plain64 -s 512 -h sh
 k1=$(printf 'pass' | sha256sum | cut -d' ' -f1)
 k2=$(printf 'Apass' | sha256sum | cut -d' ' -f1)
 [[ $line == "0 8 crypt aes-xts-plain64 $k1$k2 0 /dev/x 0" ]] || fail "crypt table -h sha256: '$line'"
-"$BLKCRYPT" crypt --help | grep -q -- '--hash' || fail "crypt --help"
+"$BLKCRYPT" crypt --help | grep_q -- '--hash' || fail "crypt --help"
 
 # --- refusals: one line, exit 2, no OUT
 expect_exit 2 "$BLKCRYPT" crypt encrypt -d "$TMP/kf" -s 1024 "$TMP/pt8k" "$TMP/bad"  # 100-byte key file, 128-byte key

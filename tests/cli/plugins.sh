@@ -17,7 +17,7 @@ expect_exit 2 "$BLKCRYPT" hash --alg sm3 "$TMP/msg"  # not loaded: unknown algor
 
 # BLKCRYPT_PLUGIN_PATH loads both; list names their module.
 BLKCRYPT_PLUGIN_PATH="/nonexistent:$PLUGINS" "$BLKCRYPT" list >"$TMP/list" 2>"$TMP/err"
-grep -A2 '^driver *: sm3-plugin$' "$TMP/list" | grep -q "^module *: $PLUGINS/sm3.so$" || fail "list: sm3 module"
+grep -A2 '^driver *: sm3-plugin$' "$TMP/list" | grep_q "^module *: $PLUGINS/sm3.so$" || fail "list: sm3 module"
 grep -q "plugin directory '/nonexistent'" "$TMP/err" || fail "a missing plugin directory is not reported"
 
 # offset64 from a dm-crypt table: each 512-byte sector is AES-256-XTS with
@@ -81,7 +81,7 @@ BLKCRYPT_PLUGIN_PATH=$defdir expect_exit 0 "$IB" hash --alg sm3 "$TMP/msg"
 [[ ! -s $TMP/stderr ]] || fail "sm3 loaded twice via BLKCRYPT_PLUGIN_PATH: $(cat "$TMP/stderr")"
 # Turned off.
 BLKCRYPT_NO_DEFAULT_PLUGINS=1 expect_exit 2 "$IB" hash --alg sm3 "$TMP/msg"
-BLKCRYPT_NO_DEFAULT_PLUGINS=1 "$IB" --help | grep -q '(disabled)' || fail "--help: disabled"
+BLKCRYPT_NO_DEFAULT_PLUGINS=1 "$IB" --help | grep_q '(disabled)' || fail "--help: disabled"
 # A broken plugin in the default directory: a warning, and the command goes on.
 cp "$BROKEN/broken_bad_abi.so" "$defdir/"
 expect_exit 0 "$IB" hash --alg sm3 "$TMP/msg"

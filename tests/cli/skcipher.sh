@@ -75,7 +75,7 @@ for drv in "${xts_drivers[@]}"; do
     --in "$TMP/xpt" --out "$TMP/x.$drv" || fail "xts(aes) with --driver $drv failed"
   cmp -s "$TMP/x.xts(aes-cryptopp)" "$TMP/x.$drv" || fail "xts(aes) drivers disagree: $drv"
 done
-"$BLKCRYPT" hash --alg sha256 --driver sha256-cryptopp "$TMP/xpt" | grep -q "^$(sha256sum "$TMP/xpt" | cut -d' ' -f1) " \
+"$BLKCRYPT" hash --alg sha256 --driver sha256-cryptopp "$TMP/xpt" | grep_q "^$(sha256sum "$TMP/xpt" | cut -d' ' -f1) " \
   || fail "hash --driver sha256-cryptopp differs from sha256sum"
 expect_exit 2 "$BLKCRYPT" skcipher --alg 'cbc(aes)' --driver "${xts_drivers[-1]}" --key "$xkey" --iv "$xiv" --encrypt --in "$TMP/xpt"
 expect_one_error_line

@@ -62,7 +62,7 @@ if ((have_veritysetup)); then
     veritysetup dump "$TMP/hash" | diff - "$TMP/dump.txt" >&2 || fail "dump differs from veritysetup dump"
 fi
 "$BLKCRYPT" verity verify "$TMP/data" "$TMP/hash" --root-hash-file "$TMP/root.txt" || fail "verify --root-hash-file"
-"$BLKCRYPT" verity format --json --salt 01 "$TMP/data" "$TMP/hash2" | grep -q '"root_hash": "[0-9a-f]\{64\}"' ||
+"$BLKCRYPT" verity format --json --salt 01 "$TMP/data" "$TMP/hash2" | grep_q '"root_hash": "[0-9a-f]\{64\}"' ||
     fail "format --json has no root_hash"
 "$BLKCRYPT" verity table "$TMP/data" "$TMP/hash" "$root" --ignore-zero-blocks >"$TMP/table"
 grep -q "^0 2400 verity 1 $TMP/data $TMP/hash 4096 4096 300 1 sha256 $root [0-9a-f]\{64\} 1 ignore_zero_blocks\$" \
