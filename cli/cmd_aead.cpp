@@ -2,6 +2,7 @@
 // followed by the tag, as the kernel lays it out; decryption writes nothing
 // at all unless the tag verifies.
 #include "commands.hpp"
+#include "oneshot.hpp"
 #include "output_file.hpp"
 #include "number_option.hpp"
 
@@ -18,17 +19,10 @@ int run_aead(Args args) {
                    "                     (--encrypt|--decrypt) [--in FILE] [--out FILE]",
                    "Encrypt to ciphertext||tag, or verify and decrypt ciphertext||tag. On a\n"
                    "failed tag check nothing is written and the exit status is 1."};
+    add_oneshot_options(cl.options, "AEAD name, e.g. gcm(aes)");
     cl.options.add_options()
-        ("alg", po::value<std::string>()->required()->value_name("NAME"), "AEAD name, e.g. gcm(aes)")
-        ("key", po::value<std::string>()->required()->value_name("HEX"), "key in hex")
-        ("iv", po::value<std::string>()->value_name("HEX"), "IV (nonce) in hex, exactly the algorithm's ivsize")
         ("aad", po::value<std::string>()->default_value("")->value_name("HEX"), "associated data in hex")
-        ("authsize", number_value<std::size_t>(0, 255)->required()->value_name("N"), "tag length in bytes")
-        ("encrypt,e", po::bool_switch(), "encrypt")
-        ("decrypt,d", po::bool_switch(), "decrypt")
-        ("in,i", po::value<std::string>()->default_value("-")->value_name("FILE"), "input file, '-' for stdin")
-        ("out,o", po::value<std::string>()->default_value("-")->value_name("FILE"), "output file, '-' for stdout");
-    add_driver_option(cl.options);
+        ("authsize", number_value<std::size_t>(0, 255)->required()->value_name("N"), "tag length in bytes");
     auto vm = parse_command_line(cl, args);
     if (!vm) return 0;
     const bool enc = encrypt_requested(*vm);
@@ -36,20 +30,13 @@ int run_aead(Args args) {
     const auto& out_path = (*vm)["out"].as<std::string>();
     const auto aad = decode_hex((*vm)["aad"].as<std::string>(), "--aad");
 
-    blkcrypt::Registry& reg = registry();
-    const std::string name = name_to_alloc(reg, *vm);
-    auto tfm = blkcrypt::Aead::alloc(reg, name);
-    if (!tfm) throw_alloc_error(tfm.error());
-    const blkcrypt::AlgInfo& info = tfm->info();
-    {
-        const auto key = decode_secret_hex((*vm)["key"].as<std::string>(), "--key");
-        if (tfm->setkey(key) != blkcrypt::Status::Ok) throw UsageError(key_rejected(info, key.size()));
-    }
+    auto tfm = alloc_keyed<blkcrypt::Aead>(*vm);
+    const blkcrypt::AlgInfo& info = tfm.info();
     const std::size_t authsize = (*vm)["authsize"].as<std::size_t>();
-    if (tfm->setauthsize(authsize) != blkcrypt::Status::Ok)
+    if (tfm.setauthsize(authsize) != blkcrypt::Status::Ok)
         throw UsageError("authsize " + std::to_string(authsize) + " rejected by " + info.driver +
                          " (max " + std::to_string(info.maxauthsize) + ")");
-    auto iv = iv_option(*vm, tfm->ivsize(), info.driver);
+    auto iv = iv_option(*vm, tfm.ivsize(), info.driver);
 
     // Opened before reading, so a refused output fails before any work; the
     // plaintext of a decryption goes to a new file only as 0600.
@@ -61,7 +48,7 @@ int run_aead(Args args) {
                       std::to_string(authsize) + "-byte tag");
     std::vector<uint8_t> output(enc ? input.size() + authsize : input.size() - authsize);
     const blkcrypt::Status s =
-        enc ? tfm->encrypt(aad, input, output, iv) : tfm->decrypt(aad, input, output, iv);
+        enc ? tfm.encrypt(aad, input, output, iv) : tfm.decrypt(aad, input, output, iv);
     if (s == blkcrypt::Status::BadMsg) throw Failure("authentication failed");
     if (s == blkcrypt::Status::Invalid)
         throw Failure(info.driver + " cannot " + (enc ? "encrypt " : "decrypt ") +

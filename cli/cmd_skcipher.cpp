@@ -1,6 +1,7 @@
 // blkcrypt skcipher: one-shot encryption or decryption of a whole input with
 // a symmetric cipher ("aes" as ECB, "cbc(aes)", "xts(aes)", ...).
 #include "commands.hpp"
+#include "oneshot.hpp"
 #include "output_file.hpp"
 
 #include <blkcrypt/registry.hpp>
@@ -16,15 +17,7 @@ int run_skcipher(Args args) {
                    "                         [--in FILE] [--out FILE]",
                    "Encrypt or decrypt the whole input (stdin by default) to --out (stdout by\n"
                    "default). --out follows the output policy (docs/outputs.md)."};
-    cl.options.add_options()
-        ("alg", po::value<std::string>()->required()->value_name("NAME"), "cipher name, e.g. aes, cbc(aes), xts(aes)")
-        ("key", po::value<std::string>()->required()->value_name("HEX"), "key in hex")
-        ("iv", po::value<std::string>()->value_name("HEX"), "IV in hex, exactly the algorithm's ivsize")
-        ("encrypt,e", po::bool_switch(), "encrypt")
-        ("decrypt,d", po::bool_switch(), "decrypt")
-        ("in,i", po::value<std::string>()->default_value("-")->value_name("FILE"), "input file, '-' for stdin")
-        ("out,o", po::value<std::string>()->default_value("-")->value_name("FILE"), "output file, '-' for stdout");
-    add_driver_option(cl.options);
+    add_oneshot_options(cl.options, "cipher name, e.g. aes, cbc(aes), xts(aes)");
     auto vm = parse_command_line(cl, args);
     if (!vm) return 0;
     const bool enc = encrypt_requested(*vm);
@@ -32,16 +25,9 @@ int run_skcipher(Args args) {
     const auto& out_path = (*vm)["out"].as<std::string>();
 
     // Every usage check happens before any input is read.
-    blkcrypt::Registry& reg = registry();
-    const std::string name = name_to_alloc(reg, *vm);
-    auto tfm = blkcrypt::Skcipher::alloc(reg, name);
-    if (!tfm) throw_alloc_error(tfm.error());
-    const blkcrypt::AlgInfo& info = tfm->info();
-    {
-        const auto key = decode_secret_hex((*vm)["key"].as<std::string>(), "--key");
-        if (tfm->setkey(key) != blkcrypt::Status::Ok) throw UsageError(key_rejected(info, key.size()));
-    }
-    auto iv = iv_option(*vm, tfm->ivsize(), info.driver);
+    auto tfm = alloc_keyed<blkcrypt::Skcipher>(*vm);
+    const blkcrypt::AlgInfo& info = tfm.info();
+    auto iv = iv_option(*vm, tfm.ivsize(), info.driver);
 
     // Opened before reading, so a refused output fails before any work; the
     // plaintext of a decryption goes to a new file only as 0600.
@@ -49,7 +35,7 @@ int run_skcipher(Args args) {
                           .inputs = {{"--in", in_path}}});
     const auto input = read_all(in_path);
     std::vector<uint8_t> output(input.size());
-    const blkcrypt::Status s = enc ? tfm->encrypt(input, output, iv) : tfm->decrypt(input, output, iv);
+    const blkcrypt::Status s = enc ? tfm.encrypt(input, output, iv) : tfm.decrypt(input, output, iv);
     if (s == blkcrypt::Status::Invalid)
         throw Failure(info.driver + " cannot " + (enc ? "encrypt " : "decrypt ") +
                       std::to_string(input.size()) + " bytes (blocksize " +

@@ -1,4 +1,5 @@
 #include "common.hpp"
+#include "oneshot.hpp"
 #include "number_option.hpp"
 #include "output_file.hpp"
 
@@ -200,6 +201,18 @@ std::string key_rejected(const blkcrypt::AlgInfo& info, std::size_t keylen) {
 void add_driver_option(po::options_description& opts) {
     opts.add_options()("driver", po::value<std::string>()->value_name("NAME"),
                        "use this driver of --alg, e.g. xts(aes-cryptopp) or xts-aes-openssl");
+}
+
+void add_oneshot_options(po::options_description& opts, const char* alg_help) {
+    opts.add_options()
+        ("alg", po::value<std::string>()->required()->value_name("NAME"), alg_help)
+        ("key", po::value<std::string>()->required()->value_name("HEX"), "key in hex")
+        ("iv", po::value<std::string>()->value_name("HEX"), "IV in hex, exactly the algorithm's ivsize")
+        ("encrypt,e", po::bool_switch(), "encrypt")
+        ("decrypt,d", po::bool_switch(), "decrypt")
+        ("in,i", po::value<std::string>()->default_value("-")->value_name("FILE"), "input file, '-' for stdin")
+        ("out,o", po::value<std::string>()->default_value("-")->value_name("FILE"), "output file, '-' for stdout");
+    add_driver_option(opts);
 }
 
 std::string name_to_alloc(blkcrypt::Registry& reg, const po::variables_map& vm) {

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -77,13 +78,18 @@ std::string mismatch(const char* what, ConstBytes got, ConstBytes want) {
     return std::string(what) + " mismatch: got " + hex(got) + ", want " + hex(want);
 }
 
+// What the vector's setkey outcome means. nullopt: go on testing; a string
+// ends the test with it ("" when a key the vector marks bad was refused).
+std::optional<std::string> key_outcome(Status s, const TestVector& v) {
+    if (v.number("setkey_fails")) return s == Status::Ok ? "setkey accepted a bad key" : "";
+    if (s != Status::Ok) return std::string("setkey failed: ") + to_string(s);
+    return std::nullopt;
+}
+
 // ---- cipher --------------------------------------------------------------
 std::string test_cipher(const CipherAlg& alg, const TestVector& v) {
     auto tfm = alg.create_tfm();
-    Buf key = v.bytes("key");
-    Status s = tfm->setkey(key);
-    if (v.number("setkey_fails")) return s == Status::Ok ? "setkey accepted a bad key" : "";
-    if (s != Status::Ok) return std::string("setkey failed: ") + to_string(s);
+    if (auto end = key_outcome(tfm->setkey(v.bytes("key")), v)) return *end;
     Buf pt = v.bytes("ptext"), ct = v.bytes("ctext");
     std::size_t bs = alg.info().blocksize;
     if (pt.size() != ct.size() || pt.size() % bs) return "vector is not whole blocks";
@@ -132,9 +138,7 @@ std::string test_skcipher(const SkcipherAlg& alg, const TestVector& v, bool full
         if (Status s = tfm->set_sector_params(p); s != Status::Ok)
             return std::string("set_sector_params failed: ") + to_string(s);
     }
-    Status s = tfm->setkey(v.bytes("key"));
-    if (v.number("setkey_fails")) return s == Status::Ok ? "setkey accepted a bad key" : "";
-    if (s != Status::Ok) return std::string("setkey failed: ") + to_string(s);
+    if (auto end = key_outcome(tfm->setkey(v.bytes("key")), v)) return *end;
     Buf pt = v.bytes("ptext"), ct = v.bytes("ctext"), iv = v.bytes("iv");
     if (iv.size() < alg.info().ivsize) return "vector IV shorter than ivsize";
     for (const Layout& l : layouts()) {
@@ -150,9 +154,7 @@ std::string test_skcipher(const SkcipherAlg& alg, const TestVector& v, bool full
 // ---- aead ----------------------------------------------------------------
 std::string test_aead(const AeadAlg& alg, const TestVector& v, bool full) {
     auto tfm = alg.create_tfm();
-    Status s = tfm->setkey(v.bytes("key"));
-    if (v.number("setkey_fails")) return s == Status::Ok ? "setkey accepted a bad key" : "";
-    if (s != Status::Ok) return std::string("setkey failed: ") + to_string(s);
+    if (auto end = key_outcome(tfm->setkey(v.bytes("key")), v)) return *end;
     Buf pt = v.bytes("ptext"), ct = v.bytes("ctext"), ad = v.bytes("assoc"), iv = v.bytes("iv");
     bool novrfy = v.number("novrfy") != 0;
     std::size_t authsize = v.number("authsize", novrfy ? 0 : ct.size() - pt.size());
@@ -181,7 +183,7 @@ std::string test_aead(const AeadAlg& alg, const TestVector& v, bool full) {
             CryptoWait w;
             req.complete = w.callback();
             req.flags = kMayBacklog;
-            s = w.wait(enc ? tfm->encrypt(req, authsize) : tfm->decrypt(req, authsize));
+            const Status s = w.wait(enc ? tfm->encrypt(req, authsize) : tfm->decrypt(req, authsize));
             if (novrfy) {
                 if (s != Status::BadMsg)
                     return std::string(l.name) + ": forged tag was not rejected (" + to_string(s) + ")";
@@ -210,11 +212,8 @@ Buf message(const TestVector& v) {
 std::string test_shash(const ShashAlg& alg, const TestVector& v, bool full) {
     if (v.number("repeat", 1) > 1 && !full) return "";
     auto tfm = alg.create_tfm();
-    if (v.has("key")) {
-        Status s = tfm->setkey(v.bytes("key"));
-        if (v.number("setkey_fails")) return s == Status::Ok ? "setkey accepted a bad key" : "";
-        if (s != Status::Ok) return std::string("setkey failed: ") + to_string(s);
-    }
+    if (v.has("key"))
+        if (auto end = key_outcome(tfm->setkey(v.bytes("key")), v)) return *end;
     const std::size_t ds = alg.info().digestsize;
     Buf msg = message(v), want = v.bytes("digest"), got(ds);
     if (want.size() != ds) return "vector digest size differs from digestsize";
@@ -259,11 +258,8 @@ Status run_sync(const AhashTfm& tfm, AhashRequest& req, Status (AhashTfm::*op)(A
 std::string test_ahash(const AhashAlg& alg, const TestVector& v, bool full) {
     if (v.number("repeat", 1) > 1 && !full) return "";
     auto tfm = alg.create_tfm();
-    if (v.has("key")) {
-        Status s = tfm->setkey(v.bytes("key"));
-        if (v.number("setkey_fails")) return s == Status::Ok ? "setkey accepted a bad key" : "";
-        if (s != Status::Ok) return std::string("setkey failed: ") + to_string(s);
-    }
+    if (v.has("key"))
+        if (auto end = key_outcome(tfm->setkey(v.bytes("key")), v)) return *end;
     const std::size_t ds = alg.info().digestsize;
     Buf msg = message(v), want = v.bytes("digest"), got(ds);
     for (const Layout& l : layouts()) {

@@ -24,6 +24,19 @@ EVP_CIPHER_CTX* keyed_ctx(const char* cipher, ConstBytes key, int enc, bool bloc
     return ctx;
 }
 
+Status key_pools(const char* cipher, ConstBytes key, bool block_mode, CtxPool& enc, CtxPool* dec) {
+    EVP_CIPHER_CTX* e = keyed_ctx(cipher, key, 1, block_mode);
+    EVP_CIPHER_CTX* d = dec && e ? keyed_ctx(cipher, key, 0, block_mode) : nullptr;
+    if (!e || (dec && !d)) {
+        EVP_CIPHER_CTX_free(e);
+        EVP_CIPHER_CTX_free(d);
+        return Status::Invalid;
+    }
+    enc.reset(e);
+    if (dec) dec->reset(d);
+    return Status::Ok;
+}
+
 CtxPool::~CtxPool() { clear(); }
 
 void CtxPool::destroy(Slot* slot) noexcept {

@@ -56,16 +56,7 @@ public:
     Status setkey(ConstBytes key) override {
         const char* name = cipher_name(key.size());
         if (!name) return Status::Invalid;
-        EVP_CIPHER_CTX* enc = keyed_ctx(name, key, 1, false);
-        EVP_CIPHER_CTX* dec = enc ? keyed_ctx(name, key, 0, false) : nullptr;
-        if (!enc || !dec) {
-            EVP_CIPHER_CTX_free(enc);
-            EVP_CIPHER_CTX_free(dec);
-            return Status::Invalid;
-        }
-        enc_.reset(enc);
-        dec_.reset(dec);
-        return Status::Ok;
+        return key_pools(name, key, false, enc_, &dec_);
     }
 
     Status setauthsize(std::size_t n) override {

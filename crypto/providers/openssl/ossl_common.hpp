@@ -114,4 +114,9 @@ private:
     mutable std::array<Cell, kMaxFree> free_;
 };
 
+// Keys a transform's pools: `enc` always, `dec` unless it is null (ctr only
+// encrypts). Both take the new key or neither does, so a refused key leaves
+// the transform as it was. Invalid when OpenSSL refuses the key.
+Status key_pools(const char* cipher, ConstBytes key, bool block_mode, CtxPool& enc, CtxPool* dec);
+
 }  // namespace blkcrypt::ossl

@@ -89,18 +89,9 @@ public:
         const char* name = cipher_name(mode_, key.size());
         if (!name) return Status::Invalid;
         const bool block_mode = mode_ == Mode::Ecb || mode_ == Mode::Cbc;
-        EVP_CIPHER_CTX* enc = keyed_ctx(name, key, 1, block_mode);
         // ctr only ever encrypts (the key stream); the others need the
         // decryption key schedule for decrypt.
-        EVP_CIPHER_CTX* dec = mode_ == Mode::Ctr || !enc ? nullptr : keyed_ctx(name, key, 0, block_mode);
-        if (!enc || (mode_ != Mode::Ctr && !dec)) {
-            EVP_CIPHER_CTX_free(enc);
-            EVP_CIPHER_CTX_free(dec);
-            return Status::Invalid;
-        }
-        enc_.reset(enc);
-        dec_.reset(dec);
-        return Status::Ok;
+        return key_pools(name, key, block_mode, enc_, mode_ == Mode::Ctr ? nullptr : &dec_);
     }
 
     Status encrypt(SkcipherRequest& req) const override { return crypt(req, true); }
