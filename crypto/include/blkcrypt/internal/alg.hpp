@@ -201,30 +201,16 @@ std::unique_ptr<AhashTfm> create_ahash_tfm(const Alg& alg);
 
 // The same by algorithm class: AlgKind<SkcipherAlg>::type == AlgType::Skcipher, ...
 template <class T> struct AlgKind;
-template <> struct AlgKind<CipherAlg> {
-    static constexpr AlgType type = AlgType::Cipher;
-    using Tfm = CipherTfm;
-    static std::unique_ptr<Tfm> create(const Alg& a) { return create_cipher_tfm(a); }
+template <AlgType T, class TfmT, std::unique_ptr<TfmT> (*Create)(const Alg&)>
+struct AlgKindOf {
+    static constexpr AlgType type = T;
+    using Tfm = TfmT;
+    static std::unique_ptr<Tfm> create(const Alg& a) { return Create(a); }
 };
-template <> struct AlgKind<SkcipherAlg> {
-    static constexpr AlgType type = AlgType::Skcipher;
-    using Tfm = SkcipherTfm;
-    static std::unique_ptr<Tfm> create(const Alg& a) { return create_skcipher_tfm(a); }
-};
-template <> struct AlgKind<AeadAlg> {
-    static constexpr AlgType type = AlgType::Aead;
-    using Tfm = AeadTfm;
-    static std::unique_ptr<Tfm> create(const Alg& a) { return create_aead_tfm(a); }
-};
-template <> struct AlgKind<ShashAlg> {
-    static constexpr AlgType type = AlgType::Shash;
-    using Tfm = ShashTfm;
-    static std::unique_ptr<Tfm> create(const Alg& a) { return create_shash_tfm(a); }
-};
-template <> struct AlgKind<AhashAlg> {
-    static constexpr AlgType type = AlgType::Ahash;
-    using Tfm = AhashTfm;
-    static std::unique_ptr<Tfm> create(const Alg& a) { return create_ahash_tfm(a); }
-};
+template <> struct AlgKind<CipherAlg> : AlgKindOf<AlgType::Cipher, CipherTfm, create_cipher_tfm> {};
+template <> struct AlgKind<SkcipherAlg> : AlgKindOf<AlgType::Skcipher, SkcipherTfm, create_skcipher_tfm> {};
+template <> struct AlgKind<AeadAlg> : AlgKindOf<AlgType::Aead, AeadTfm, create_aead_tfm> {};
+template <> struct AlgKind<ShashAlg> : AlgKindOf<AlgType::Shash, ShashTfm, create_shash_tfm> {};
+template <> struct AlgKind<AhashAlg> : AlgKindOf<AlgType::Ahash, AhashTfm, create_ahash_tfm> {};
 
 }  // namespace blkcrypt
