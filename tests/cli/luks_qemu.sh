@@ -188,4 +188,8 @@ expect_exit 2 "$BLKCRYPT" luks decrypt --key-file "$TMP/pass" --start 4 "$l2" "$
 grep -q -- '--start must be a multiple of the sector size (8 sectors)' "$TMP/stderr" || fail "$(cat "$TMP/stderr")"
 expect_exit 2 "$BLKCRYPT" luks encrypt --key-file "$TMP/pass" --start 8 --size 12 "$TMP/pa1" "$l2"
 grep -q -- '--size must be a multiple of the sector size (8 sectors)' "$TMP/stderr" || fail "$(cat "$TMP/stderr")"
+random_file "$TMP/l2plain" $((4 << 20))
+"$BLKCRYPT" luks encrypt --key-file "$TMP/pass" "$TMP/l2plain" "$l2" || fail "LUKS2 encrypt"
+"$BLKCRYPT" luks decrypt --key-file "$TMP/pass" --start 8 --size 16 "$l2" "$TMP/r9" || fail "LUKS2 range"
+dd if="$TMP/l2plain" bs=4096 skip=1 count=2 status=none | cmp - "$TMP/r9" || fail "LUKS2 4096-byte range differs"
 echo "luks_qemu: all passed"
