@@ -248,9 +248,7 @@ int run_uuid(const po::variables_map& vm, const std::vector<std::string>& files)
 // unknown). Without --size a LUKS2 fixed-size segment ends the range.
 void set_range(const po::variables_map& vm, ImageCopy& job, uint64_t segment_sectors) {
     const uint64_t step = job.table.sector_size / luks1::kSector;
-    if (vm.count("start")) job.start_sectors = vm["start"].as<uint64_t>();
-    if (job.start_sectors % step)
-        throw UsageError("--start must be a multiple of the sector size (" + std::to_string(step) + " sectors)");
+    if (vm.count("start")) job.start_sectors = vm["start"].as<uint64_t>();  // copy_image checks its alignment
     if (segment_sectors && job.start_sectors >= segment_sectors)
         throw UsageError("--start " + std::to_string(job.start_sectors) + " is past the " +
                          std::to_string(segment_sectors) + " sectors of the data segment");

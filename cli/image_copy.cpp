@@ -102,6 +102,7 @@ CopyResult copy_image(const ImageCopy& job) {
     // Where the range's ciphertext starts in the encrypted file.
     const uint64_t range_bytes = offset_bytes + start_bytes;
     if (enc && start_bytes && !out.seekable()) throw UsageError("--start needs a seekable OUT");
+    const std::string past = start_bytes ? "--start is past the end of " : "--offset is past the end of ";
     const auto started = std::chrono::steady_clock::now();
     // Plaintext size: all of IN (encrypt) or IN after --offset (decrypt), unless
     // --size; unknown for a stream without --size, which is read to its end.
@@ -116,8 +117,7 @@ CopyResult copy_image(const ImageCopy& job) {
             for (uint64_t left = range_bytes; left;) {
                 const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(left, kChunk));
                 if (in->read(blkcrypt::Bytes(skip).first(n)) != n)
-                    throw UsageError((start_bytes ? "--offset + --start" : "--offset") +
-                                     std::string(" is past the end of ") + in->display_name());
+                    throw UsageError(past + in->display_name());
                 left -= n;
             }
         }
@@ -128,9 +128,7 @@ CopyResult copy_image(const ImageCopy& job) {
         const uint64_t in_size = in_store->size();
         uint64_t avail = in_size;
         if (!enc) {
-            if (in_size < range_bytes)
-                throw UsageError((start_bytes ? "--offset + --start" : "--offset") + std::string(" is past the end of ") +
-                                 in_path);
+            if (in_size < range_bytes) throw UsageError(past + in_path);
             avail = in_size - range_bytes;
         }
         if (!job.size_sectors && avail % table.sector_size)
@@ -260,8 +258,8 @@ CopyResult copy_image(const ImageCopy& job) {
         } else if (enc && in_store->read(next, blkcrypt::Bytes(data, n)) != blkcrypt::Status::Ok) {
             throw Failure(in_path + ": read error at byte " + std::to_string(next));
         }
-        if (const blkcrypt::Status st = bios.submit((start_bytes + next) / kSector, enc ? dm::BioDir::Write : dm::BioDir::Read,
-                                                    blkcrypt::Bytes(data, n));
+        const dm::BioDir dir = enc ? dm::BioDir::Write : dm::BioDir::Read;
+        if (const blkcrypt::Status st = bios.submit((start_bytes + next) / kSector, dir, blkcrypt::Bytes(data, n));
             st != blkcrypt::Status::Ok)
             refused(st);
         next += n;
