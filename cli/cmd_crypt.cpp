@@ -211,6 +211,7 @@ int run_copy(const po::variables_map& vm, bool enc, const std::vector<std::strin
 
     ImageCopy job{.encrypt = enc, .in_path = in_path, .out = out, .table = table};
     if (vm.count("size")) job.size_sectors = vm["size"].as<uint64_t>();
+    if (vm.count("start")) job.start_sectors = vm["start"].as<uint64_t>();
     if (vm.count("threads")) job.threads = vm["threads"].as<unsigned>();
     job.progress = progress_settings(vm);
     job.progress_name = enc ? out_path : in_path;
@@ -306,6 +307,8 @@ int run_crypt(Args args) {
         ("skip,p", number_value<uint64_t>(0, UINT64_MAX)->value_name("SECTORS"), "IV offset (iv_offset in the table)")
         ("offset,o", number_value<uint64_t>(0, UINT64_MAX / kSector)->default_value(0)->value_name("SECTORS"), "where the ciphertext starts in the encrypted file")
         ("size,b", number_value<uint64_t>(1, UINT64_MAX / kSector)->value_name("SECTORS"), "sectors to process (default: all)")
+        ("start", number_value<uint64_t>(0, UINT64_MAX / kSector)->value_name("SECTORS"),
+         "encrypt/decrypt: begin at plaintext sector SECTORS (IVs count from sector 0)")
         ("threads,t", threads_value()->value_name("N"), "crypt worker threads, at most 256 (default: one per core)")
         ("in-place", po::bool_switch(), "write into the existing regular file OUT directly (devices always are)")
         ("json", po::bool_switch(), "print the result as one JSON object (docs/json.md)")
@@ -318,7 +321,7 @@ int run_crypt(Args args) {
                               {"table", "print the dm-crypt table line for dmsetup"},
                               {"serve", "serve the plaintext view of IMAGE over NBD"}});
     only_for(cl, {"encrypt", "decrypt", "serve"}, {"threads"});
-    only_for(cl, {"encrypt", "decrypt"}, {"in-place"});
+    only_for(cl, {"encrypt", "decrypt"}, {"in-place", "start"});
     only_for(cl, {"encrypt", "decrypt", "table"}, {"json"});
     only_for(cl, {"serve"}, serve_option_names());
     only_for(cl, {"encrypt", "decrypt"}, progress_option_names());

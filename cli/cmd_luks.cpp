@@ -244,6 +244,28 @@ int run_uuid(const po::variables_map& vm, const std::vector<std::string>& files)
     return 0;
 }
 
+// --start/--size: a range of the data segment (segment_sectors long, 0:
+// unknown). Without --size a LUKS2 fixed-size segment ends the range.
+void set_range(const po::variables_map& vm, ImageCopy& job, uint64_t segment_sectors) {
+    const uint64_t step = job.table.sector_size / luks1::kSector;
+    if (vm.count("start")) job.start_sectors = vm["start"].as<uint64_t>();  // copy_image checks its alignment
+    if (segment_sectors && job.start_sectors >= segment_sectors)
+        throw UsageError("--start " + std::to_string(job.start_sectors) + " is past the " +
+                         std::to_string(segment_sectors) + " sectors of the data segment");
+    if (vm.count("size")) {
+        const uint64_t n = vm["size"].as<uint64_t>();
+        if (n % step)
+            throw UsageError("--size must be a multiple of the sector size (" + std::to_string(step) + " sectors)");
+        if (segment_sectors && n > segment_sectors - job.start_sectors)
+            throw UsageError("--size " + std::to_string(n) + " is more than the " +
+                             std::to_string(segment_sectors - job.start_sectors) +
+                             " sectors of the data segment" + (job.start_sectors ? " after --start" : ""));
+        job.size_sectors = n;
+    } else if (segment_sectors && !job.encrypt) {
+        job.size_sectors = segment_sectors - job.start_sectors;
+    }
+}
+
 int run_decrypt(const po::variables_map& vm, const std::vector<std::string>& files) {
     if (files.size() != 2) throw UsageError("luks decrypt needs IMAGE and OUT");
     const std::string& image = files[0];
@@ -259,7 +281,7 @@ int run_decrypt(const po::variables_map& vm, const std::vector<std::string>& fil
     const Devices d = open_devices(vm, image);
     const luks::Volume vol = unlock(vm, d);
     ImageCopy job{.encrypt = false, .in_path = image, .out = out, .table = vol.table};
-    if (vol.length_sectors) job.size_sectors = vol.length_sectors;
+    set_range(vm, job, vol.length_sectors);
     if (vm.count("threads")) job.threads = vm["threads"].as<unsigned>();
     job.progress = progress_settings(vm);
     job.progress_name = image;
@@ -552,14 +574,20 @@ int run_encrypt(const po::variables_map& vm, const std::vector<std::string>& fil
     uint64_t room = (*data)->size() > start ? (*data)->size() - start : 0;
     if (vol.length_sectors) room = std::min(room, vol.length_sectors * luks1::kSector);  // a LUKS2 fixed-size segment
     ImageCopy job{.encrypt = true, .in_path = in_path, .out = out, .table = vol.table};
+    set_range(vm, job, room / luks1::kSector);
+    room -= std::min(room, job.start_sectors * luks1::kSector);  // what follows --start
+    const std::string where = job.start_sectors ? " after --start" : "";
+    if (job.size_sectors && *job.size_sectors * luks1::kSector > room)
+        throw UsageError("--size " + std::to_string(*job.size_sectors) + " is more than the " +
+                         std::to_string(room / luks1::kSector) + " sectors of the data segment of " + image + where);
     if (in_stream) {
         job.max_sectors = room / luks1::kSector;
-    } else {
+    } else if (!job.size_sectors) {
         auto in = blkcrypt::open_file_store(in_path, false);
         if (!in) throw Failure(in.error().message);
         if ((*in)->size() > room)
             throw UsageError(in_path + ": " + std::to_string((*in)->size()) + " bytes do not fit the " +
-                             std::to_string(room) + " bytes of the data segment of " + image);
+                             std::to_string(room) + " bytes of the data segment of " + image + where);
     }
     if (vm.count("threads")) job.threads = vm["threads"].as<unsigned>();
     job.progress = progress_settings(vm);
@@ -950,6 +978,10 @@ int run_luks(Args args) {
         ("verbose,v", po::bool_switch(), "name the keyslot opened, created or removed")
         ("threads,t", threads_value()->value_name("N"), "crypt worker threads, at most 256 (default: one per core)")
         ("in-place", po::bool_switch(), "write into the existing regular file OUT directly")
+        ("start", number_value<uint64_t>(0, UINT64_MAX / 512)->value_name("SECTORS"),
+         "decrypt/encrypt: begin at 512-byte sector SECTORS of the data segment (default: 0)")
+        ("size,b", number_value<uint64_t>(1, UINT64_MAX / 512)->value_name("SECTORS"),
+         "decrypt/encrypt: process SECTORS 512-byte sectors (default: to the end of the segment or IN)")
         ("type", po::value<std::string>()->value_name("TYPE"), "format: luks1 or luks2 (default: luks2, as cryptsetup)")
         ("cipher,c", po::value<std::string>()->value_name("SPEC"), "format: cipher (default: aes-xts-plain64)")
         ("key-size,s", number_value<unsigned>(8, 4096)->value_name("BITS"), "format: volume key bits (default: 512 for XTS, else 256)")
@@ -1005,7 +1037,7 @@ int run_luks(Args args) {
     only_for(cl, {"format", "add-key", "change-key"},
              {"iter-time", "pbkdf-force-iterations", "pbkdf", "pbkdf-memory", "pbkdf-parallel", "hash"});
     only_for(cl, {"decrypt"}, {"in-place"});
-    only_for(cl, {"decrypt", "encrypt"}, {"threads"});
+    only_for(cl, {"decrypt", "encrypt"}, {"threads", "start", "size"});
     only_for(cl, {"decrypt", "encrypt"}, progress_option_names());
     only_for(cl, {"format"}, {"type", "cipher", "key-size", "offset", "align-payload", "verify-passphrase", "sector-size",
                               "label", "subsystem", "luks2-metadata-size", "luks2-keyslots-size"});

@@ -95,6 +95,14 @@ CopyResult copy_image(const ImageCopy& job) {
     const bool in_stream = is_stream_input(in_path);
     const uint64_t step = table.sector_size / kSector;
     const uint64_t offset_bytes = table.offset * kSector;
+    if (job.start_sectors % step)
+        throw UsageError("--start must be a multiple of the sector size (" + std::to_string(step) + " sectors)");
+    if (job.start_sectors > UINT64_MAX / kSector - table.offset) throw UsageError("--start is too large");
+    const uint64_t start_bytes = job.start_sectors * kSector;  // where the range starts in the device
+    // Where the range's ciphertext starts in the encrypted file.
+    const uint64_t range_bytes = offset_bytes + start_bytes;
+    if (enc && start_bytes && !out.seekable()) throw UsageError("--start needs a seekable OUT");
+    const std::string past = start_bytes ? "--start is past the end of " : "--offset is past the end of ";
     const auto started = std::chrono::steady_clock::now();
     // Plaintext size: all of IN (encrypt) or IN after --offset (decrypt), unless
     // --size; unknown for a stream without --size, which is read to its end.
@@ -104,12 +112,12 @@ CopyResult copy_image(const ImageCopy& job) {
     if (in_stream) {
         in.emplace(in_path);
         if (job.size_sectors) total = *job.size_sectors * kSector;
-        if (!enc) {  // the ciphertext starts at --offset: skip what comes before
+        if (!enc) {  // the range's ciphertext starts at --offset + --start: skip what comes before
             std::vector<uint8_t> skip(kChunk);
-            for (uint64_t left = offset_bytes; left;) {
+            for (uint64_t left = range_bytes; left;) {
                 const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(left, kChunk));
                 if (in->read(blkcrypt::Bytes(skip).first(n)) != n)
-                    throw UsageError("--offset is past the end of " + in->display_name());
+                    throw UsageError(past + in->display_name());
                 left -= n;
             }
         }
@@ -120,11 +128,12 @@ CopyResult copy_image(const ImageCopy& job) {
         const uint64_t in_size = in_store->size();
         uint64_t avail = in_size;
         if (!enc) {
-            if (in_size < offset_bytes) throw UsageError("--offset is past the end of " + in_path);
-            avail = in_size - offset_bytes;
+            if (in_size < range_bytes) throw UsageError(past + in_path);
+            avail = in_size - range_bytes;
         }
         if (!job.size_sectors && avail % table.sector_size)
-            throw UsageError(in_path + ": " + std::to_string(avail) + " bytes" + (enc ? "" : " after --offset") +
+            throw UsageError(in_path + ": " + std::to_string(avail) + " bytes" +
+                             (enc ? "" : start_bytes ? " after --offset + --start" : " after --offset") +
                              " is not a multiple of the sector size " + std::to_string(table.sector_size));
         uint64_t length = avail / kSector;  // 512-byte sectors
         if (job.size_sectors) {
@@ -144,7 +153,8 @@ CopyResult copy_image(const ImageCopy& job) {
                             : job.max_sectors ? *job.max_sectors / step * step
                                               : (uint64_t{1} << 50) / step * step;
 
-    if (total) out.reserve((enc ? offset_bytes : 0) + *total);  // the device must be large enough
+    if (length > UINT64_MAX / kSector - table.offset - job.start_sectors) throw UsageError("--start is too large");
+    if (total) out.reserve((enc ? range_bytes : 0) + *total);  // the device must be large enough
     // Encryption into a seekable OUT of known size writes through a file store
     // on it; any other case goes through the ring of chunk buffers.
     std::shared_ptr<dm::BackingStore> store;
@@ -161,7 +171,7 @@ CopyResult copy_image(const ImageCopy& job) {
     } else if (!enc && !in_stream) {
         store = in_store;
     } else {
-        ring = std::make_shared<RingStore>(offset_bytes, offset_bytes + length * kSector, depth);
+        ring = std::make_shared<RingStore>(range_bytes, range_bytes + length * kSector, depth);
         store = ring;
     }
     if (enc && !out.seekable()) {  // a stream's ciphertext also starts at --offset
@@ -178,7 +188,8 @@ CopyResult copy_image(const ImageCopy& job) {
     // the cipher, without a copy into a buffer of ours.
     const blkcrypt::ConstBytes in_map = enc && in_store ? in_store->mapped() : blkcrypt::ConstBytes{};
     blkcrypt::Registry& reg = registry();
-    auto target = make_crypt_target(reg, table, store, length, opts);
+    // The target is the device up to the range's end; only the range is submitted.
+    auto target = make_crypt_target(reg, table, store, job.start_sectors + length, opts);
 
     if (out_path == "-" && job.progress_json)
         throw UsageError("--progress-json prints to stdout, which OUT '-' already uses");
@@ -192,15 +203,15 @@ CopyResult copy_image(const ImageCopy& job) {
         if (r.status != blkcrypt::Status::Ok)
             throw Failure(std::string(enc ? "writing " : "reading ") + (enc ? out.name() : in_name) +
                           " at sector " + std::to_string(r.sector) + ": " + blkcrypt::to_string(r.status));
-        const uint64_t pos = r.sector * kSector;  // byte offset into the target
+        const uint64_t pos = r.sector * kSector - start_bytes;  // byte offset into the range
         const std::size_t n = r.data.size();
         if (enc && ring) {
-            out.pwrite(ring->chunk(pos).first(n), offset_bytes + pos);
+            out.pwrite(ring->chunk(pos).first(n), range_bytes + pos);
         } else if (enc) {
             if (!in_map.empty()) in_store->release_mapped(pos, n);  // bounded memory
             // Truncated under us: the mapping read zeros, not the file.
             if (in_store && in_store->changed()) throw Failure(in_path + ": changed size while being read");
-            store->start_writeback(offset_bytes + pos, n);
+            store->start_writeback(range_bytes + pos, n);
         } else {
             out.pwrite(r.data, pos);
             // Start writeback now, so the final fsync waits for the tail only
@@ -247,8 +258,8 @@ CopyResult copy_image(const ImageCopy& job) {
         } else if (enc && in_store->read(next, blkcrypt::Bytes(data, n)) != blkcrypt::Status::Ok) {
             throw Failure(in_path + ": read error at byte " + std::to_string(next));
         }
-        if (const blkcrypt::Status st = bios.submit(next / kSector, enc ? dm::BioDir::Write : dm::BioDir::Read,
-                                                    blkcrypt::Bytes(data, n));
+        const dm::BioDir dir = enc ? dm::BioDir::Write : dm::BioDir::Read;
+        if (const blkcrypt::Status st = bios.submit((start_bytes + next) / kSector, dir, blkcrypt::Bytes(data, n));
             st != blkcrypt::Status::Ok)
             refused(st);
         next += n;

@@ -27,6 +27,11 @@ struct ImageCopy {
     // table.offset: where the ciphertext starts in the encrypted file, in
     // 512-byte sectors (a multiple of the sector size).
     const blkcrypt::dm::CryptTable& table;
+    // A range of the plaintext device: it starts at sector start_sectors
+    // (IVs and ciphertext positions count from the device's sector 0) and
+    // spans size_sectors. Decryption writes the range to OUT from byte 0;
+    // encryption writes IN into it. Both in 512-byte sectors.
+    uint64_t start_sectors = 0;
     std::optional<uint64_t> size_sectors;  // plaintext sectors; default: all of IN (after the offset)
     std::optional<uint64_t> max_sectors;   // a stream IN of unknown size may hold at most this much
     unsigned threads = 0;                  // 0: one per core
