@@ -5,6 +5,7 @@
 #include "output_file.hpp"
 
 #include <blkcrypt/nbd/server.hpp>
+#include <blkcrypt/nbd/tls.hpp>
 
 #include <atomic>
 #include <cerrno>
@@ -37,6 +38,34 @@ void log_line(const std::string& line) {
     std::fprintf(stderr, "blkcrypt: %s\n", line.c_str());
 }
 
+// --tls and its credentials. Credentials without --tls mean require (as
+// qemu-nbd's --tls-creds does); --tls on|require without them is an error.
+void set_tls(const po::variables_map& vm, blkcrypt::nbd::ServerOptions& so) {
+    using blkcrypt::nbd::TlsMode;
+    blkcrypt::nbd::TlsOptions to;
+    if (vm.count("tls-certs")) to.certs_dir = vm["tls-certs"].as<std::string>();
+    if (vm.count("tls-psk")) to.psk_file = vm["tls-psk"].as<std::string>();
+    to.verify_peer = vm["tls-verify-peer"].as<bool>();
+    const bool creds = !to.certs_dir.empty() || !to.psk_file.empty();
+    const std::string mode = vm.count("tls") ? vm["tls"].as<std::string>() : creds ? "require" : "off";
+    if (mode == "off") so.tls_mode = TlsMode::Off;
+    else if (mode == "on") so.tls_mode = TlsMode::On;
+    else if (mode == "require") so.tls_mode = TlsMode::Require;
+    else throw UsageError("--tls " + mode + ": not off, on or require");
+    if (so.tls_mode == TlsMode::Off) {
+        if (creds || to.verify_peer) throw UsageError("--tls-certs, --tls-psk and --tls-verify-peer need --tls on|require");
+        return;
+    }
+    if (!blkcrypt::nbd::tls_built())
+        throw UsageError("--tls: this blkcrypt was built without TLS (configure with GnuTLS, -DBLKCRYPT_WITH_TLS=ON)");
+    if (!creds) throw UsageError("--tls " + mode + " needs --tls-certs DIR or --tls-psk FILE");
+    if (!to.certs_dir.empty() && !to.psk_file.empty()) throw UsageError("--tls-certs and --tls-psk: one or the other");
+    if (to.verify_peer && to.certs_dir.empty()) throw UsageError("--tls-verify-peer needs --tls-certs (a CA to verify against)");
+    auto c = blkcrypt::nbd::TlsCredentials::load(to);
+    if (!c) throw UsageError(c.error().message);
+    so.tls = *c;
+}
+
 }  // namespace
 
 void add_serve_options(po::options_description& opts) {
@@ -45,7 +74,14 @@ void add_serve_options(po::options_description& opts) {
          "serve on the Unix socket PATH, created mode 0600 (default when no --port)")
         ("port", number_value<unsigned>(0, 65535)->value_name("N"), "serve on TCP port N (0: any free port)")
         ("bind", po::value<std::string>()->value_name("ADDR"),
-         "TCP address, loopback only (default: 127.0.0.1)")
+         "TCP address (default: 127.0.0.1); anything but loopback needs --tls require")
+        ("tls", po::value<std::string>()->value_name("MODE"),
+         "off, on (clients may use TLS) or require (they must); default: off, or require with --tls-certs/--tls-psk")
+        ("tls-certs", po::value<std::string>()->value_name("DIR"),
+         "x509: DIR/server-cert.pem, DIR/server-key.pem (mode 0600) and DIR/ca-cert.pem, as qemu lays them out")
+        ("tls-psk", po::value<std::string>()->value_name("FILE"),
+         "pre-shared keys: FILE (mode 0600) of username:hexkey lines, as psktool writes them")
+        ("tls-verify-peer", po::bool_switch(), "x509: clients must show a certificate signed by DIR/ca-cert.pem")
         ("read-only", po::bool_switch(), "refuse writes (the image is opened read-only)")
         ("export-name", po::value<std::string>()->value_name("NAME"),
          "the export's name; the default export \"\" is always this one (default: empty)")
@@ -54,7 +90,8 @@ void add_serve_options(po::options_description& opts) {
 }
 
 std::vector<std::string> serve_option_names() {
-    return {"socket", "port", "bind", "read-only", "export-name", "pid-file"};
+    return {"socket", "port", "bind", "read-only", "export-name", "pid-file",
+            "tls", "tls-certs", "tls-psk", "tls-verify-peer"};
 }
 
 void block_stop_signals() {
@@ -71,6 +108,7 @@ int serve_device(const po::variables_map& vm, std::shared_ptr<blkcrypt::nbd::Blo
         so.bind = vm["bind"].as<std::string>();
     }
     if (so.socket_path.empty() && !so.port) throw UsageError("serve needs --socket PATH or --port N");
+    set_tls(vm, so);
     so.log = log_line;
     const std::string name = vm.count("export-name") ? vm["export-name"].as<std::string>() : "";
     if (name.size() > 4096) throw UsageError("--export-name is longer than 4096 bytes");
@@ -83,6 +121,8 @@ int serve_device(const po::variables_map& vm, std::shared_ptr<blkcrypt::nbd::Blo
     }
     std::string where = so.socket_path;
     if (so.port) where += (where.empty() ? "" : " and ") + so.bind + ":" + std::to_string((*srv)->port());
+    if (so.tls) where += std::string(so.tls_mode == blkcrypt::nbd::TlsMode::Require ? ", TLS required (" : ", TLS on (") +
+                         so.tls->kind() + ")";
     const std::string pid_file = vm.count("pid-file") ? vm["pid-file"].as<std::string>() : "";
     if (!pid_file.empty()) {
         const std::string pid = std::to_string(::getpid()) + "\n";

@@ -77,6 +77,8 @@ namespace {
 
 constexpr uint32_t kMaxOptionLength = 64 * 1024;  // names are at most 4096 bytes
 constexpr std::size_t kScratch = 64 * 1024;        // dropping payloads, zero writes
+constexpr unsigned kMaxExtents = 1024;             // per BLOCK_STATUS reply (8 KiB)
+constexpr std::string_view kAllocation = "base:allocation";
 
 void put16(std::vector<uint8_t>& v, uint16_t x) {
     v.push_back(static_cast<uint8_t>(x >> 8));
@@ -115,11 +117,12 @@ struct Pending {
     std::size_t skip = 0, len = 0;    // the client's bytes within buf
     uint64_t lock_begin = 0, lock_end = 0;  // blocks locked (writes)
     bool fua = false;
+    std::vector<uint8_t> extents;     // a BLOCK_STATUS reply's payload
 };
 
 class Connection {
 public:
-    Connection(Export& e, Transport& t) : exp_(e), dev_(e.device()), t_(t), lim_(e.limits()) {}
+    Connection(Export& e, Transport& t, TlsMode tls) : exp_(e), dev_(e.device()), t_(t), lim_(e.limits()), tls_(tls) {}
 
     ConnectionStats run() {
         if (!handshake()) return stats_;
@@ -179,6 +182,12 @@ private:
             if (len > kMaxOptionLength) return fail("protocol error: option of " + std::to_string(len) + " bytes");
             std::vector<uint8_t> data(len);
             if (len && !t_.read(data)) return fail("end of stream");
+            // Before the upgrade, a server that requires TLS discusses nothing else.
+            if (tls_ == TlsMode::Require && !stats_.tls && opt != proto::kOptStartTls && opt != proto::kOptAbort) {
+                if (opt == proto::kOptExportName) return fail("protocol error: EXPORT_NAME before TLS");
+                if (!option_error(opt, proto::kRepErrTlsReqd, "TLS is required")) return fail("end of stream");
+                continue;
+            }
             switch (opt) {
             case proto::kOptExportName: {
                 const std::string name(data.begin(), data.end());
@@ -222,14 +231,68 @@ private:
                 structured_ = stats_.structured = true;
                 if (!option_reply(opt, proto::kRepAck)) return fail("end of stream");
                 break;
+            case proto::kOptListMetaContext:
+            case proto::kOptSetMetaContext:
+                if (!meta_context(opt, data)) return fail("end of stream");
+                break;
             case proto::kOptStartTls:
-                if (!option_error(opt, proto::kRepErrUnsup, "TLS is not supported")) return fail("end of stream");
+                if (tls_ == TlsMode::Off) {
+                    if (!option_error(opt, proto::kRepErrUnsup, "TLS is not enabled")) return fail("end of stream");
+                } else if (stats_.tls || len) {
+                    if (!option_error(opt, proto::kRepErrInvalid, stats_.tls ? "TLS is already on" : "STARTTLS takes no data"))
+                        return fail("end of stream");
+                } else {
+                    if (!option_reply(opt, proto::kRepAck)) return fail("end of stream");
+                    if (!t_.start_tls()) return fail("TLS handshake failed");
+                    // What was agreed in the clear could have been forged: forgotten.
+                    stats_.tls = true;
+                    structured_ = stats_.structured = allocation_ = false;
+                }
                 break;
             default:
                 if (!option_error(opt, proto::kRepErrUnsup, "unsupported option")) return fail("end of stream");
                 break;
             }
         }
+    }
+
+    // NBD_OPT_LIST_META_CONTEXT / NBD_OPT_SET_META_CONTEXT: an export name
+    // and queries; base:allocation is the one context. False: stream broken.
+    bool meta_context(uint32_t opt, const std::vector<uint8_t>& d) {
+        auto invalid = [&](const char* msg) { return option_error(opt, proto::kRepErrInvalid, msg); };
+        if (opt == proto::kOptSetMetaContext && !structured_)
+            return invalid("SET_META_CONTEXT needs structured replies first");
+        std::size_t p = 0;
+        auto string = [&](std::string& out) {
+            if (d.size() - p < 4) return false;
+            const uint32_t n = get32(d.data() + p);
+            p += 4;
+            if (n > d.size() - p) return false;
+            out.assign(d.begin() + long(p), d.begin() + long(p + n));
+            p += n;
+            return true;
+        };
+        std::string name;
+        if (!string(name) || d.size() - p < 4) return invalid("request too short");
+        const uint32_t queries = get32(d.data() + p);
+        p += 4;
+        bool match = opt == proto::kOptListMetaContext && queries == 0;  // LIST with none: all
+        for (uint32_t i = 0; i < queries; ++i) {
+            std::string q;
+            if (!string(q)) return invalid("query longer than the request");
+            // LIST also takes a namespace alone ("base:"): every context in it.
+            if (q == kAllocation || (opt == proto::kOptListMetaContext && q == "base:")) match = true;
+        }
+        if (p != d.size()) return invalid("bad length");
+        if (!exp_.matches(name)) return option_error(opt, proto::kRepErrUnknown, "no such export");
+        if (opt == proto::kOptSetMetaContext) allocation_ = match;  // each SET replaces the last
+        if (match) {
+            std::vector<uint8_t> v;
+            put32(v, proto::kAllocationContextId);
+            v.insert(v.end(), kAllocation.begin(), kAllocation.end());
+            if (!option_reply(opt, proto::kRepMetaContext, v)) return false;
+        }
+        return option_reply(opt, proto::kRepAck);
     }
 
     // NBD_OPT_INFO / NBD_OPT_GO: -1 stream broken, 0 refused, 1 acknowledged.
@@ -318,7 +381,9 @@ private:
     bool send_reply(const Pending& p) {
         std::vector<uint8_t> h;
         const bool data = p.type == proto::kCmdRead && !p.error;
-        const ConstBytes payload = data ? ConstBytes(p.buf.get() + p.skip, p.len) : ConstBytes{};
+        const bool status = p.type == proto::kCmdBlockStatus && !p.error;
+        const ConstBytes payload = data ? ConstBytes(p.buf.get() + p.skip, p.len)
+                                   : status ? ConstBytes(p.extents) : ConstBytes{};
         if (!structured_) {
             put32(h, proto::kSimpleReplyMagic);
             put32(h, p.error);
@@ -338,6 +403,10 @@ private:
             put64(h, p.cookie);
             put32(h, static_cast<uint32_t>(8 + p.len));
             put64(h, p.offset);
+        } else if (status) {
+            put16(h, proto::kReplyTypeBlockStatus);
+            put64(h, p.cookie);
+            put32(h, static_cast<uint32_t>(p.extents.size()));
         } else {
             put16(h, proto::kReplyTypeNone);
             put64(h, p.cookie);
@@ -436,7 +505,14 @@ private:
                 reply_now(cookie, type, err);
                 break;
             }
-            default:  // BLOCK_STATUS, unknown: no payload
+            case proto::kCmdBlockStatus:
+                ++stats_.other;
+                if (!allocation_ || (flags & ~proto::kCmdFlagReqOne) || !len || !in_range(offset, len))
+                    reply_now(cookie, type, proto::kEinval);
+                else
+                    block_status(cookie, offset, len, flags & proto::kCmdFlagReqOne);
+                break;
+            default:  // unknown: no payload
                 ++stats_.other;
                 reply_now(cookie, type, proto::kEinval);
                 break;
@@ -467,6 +543,32 @@ private:
             p->error = nbd_error(s == Status::Ok ? Status::IoError : s);
             finish(p);
         }
+    }
+
+    // Synchronous (the device's allocation query is a few lseeks); the
+    // reply's descriptors count in the budget like a read's data.
+    void block_status(uint64_t cookie, uint64_t offset, uint32_t len, bool one) {
+        const unsigned max = one ? 1 : kMaxExtents;
+        const std::size_t bytes = 4 + 8 * std::size_t{max};
+        acquire(bytes);
+        auto* p = new Pending;
+        p->cookie = cookie;
+        p->type = proto::kCmdBlockStatus;
+        p->budget = bytes;
+        std::vector<BlockDevice::Extent> ext = dev_.extents(offset, len, max);
+        if (ext.empty() || ext.size() > max) ext = {{len, false, false}};
+        put32(p->extents, proto::kAllocationContextId);
+        for (const auto& e : ext) {
+            if (e.length == 0 || e.length > len) break;  // a device's bad answer: stop there
+            put32(p->extents, static_cast<uint32_t>(e.length));
+            put32(p->extents, (e.hole ? proto::kStateHole : 0) | (e.zero ? proto::kStateZero : 0));
+            len -= static_cast<uint32_t>(e.length);
+        }
+        if (p->extents.size() == 4) {  // nothing usable: all data
+            put32(p->extents, len);
+            put32(p->extents, 0);
+        }
+        finish(p);
     }
 
     // Fills the bytes of buf's first and last blocks outside [skip, skip+len)
@@ -573,8 +675,10 @@ private:
     BlockDevice& dev_;
     Transport& t_;
     const Limits& lim_;
+    const TlsMode tls_;
     ConnectionStats stats_;
     bool structured_ = false;
+    bool allocation_ = false;  // base:allocation selected (SET_META_CONTEXT)
     std::vector<uint8_t> scratch_, rmw_, zero_;  // reader thread only
 
     std::mutex mu_;
@@ -590,8 +694,8 @@ private:
 
 }  // namespace
 
-ConnectionStats serve_connection(Export& exp, Transport& t) {
-    Connection c(exp, t);
+ConnectionStats serve_connection(Export& exp, Transport& t, TlsMode tls) {
+    Connection c(exp, t, tls);
     return c.run();
 }
 

@@ -10,6 +10,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -424,4 +425,96 @@ TEST_CASE("nbd: two connections writing neighbouring bytes of the same blocks lo
     t1.join();
     t2.join();
     CHECK(mem->data() == model);
+}
+
+TEST_CASE("nbd: base:allocation: LIST and SET_META_CONTEXT, BLOCK_STATUS maps a sparse file's holes", "[nbd]") {
+    char path[] = "/tmp/blkcrypt-nbd-sparse-XXXXXX";
+    const int fd = ::mkstemp(path);
+    REQUIRE(fd >= 0);
+    REQUIRE(::ftruncate(fd, 1 << 20) == 0);
+    const std::vector<uint8_t> d(64 * 1024, 0xab);
+    REQUIRE(::pwrite(fd, d.data(), 64 * 1024, 64 * 1024) == 64 * 1024);
+    REQUIRE(::pwrite(fd, d.data(), 4096, 512 * 1024) == 4096);
+    ::close(fd);
+    auto store = open_file_store(path, false);
+    ::unlink(path);
+    REQUIRE(store);
+    nbd::StoreDeviceOptions so;
+    so.read_only = true;
+    auto dev = nbd::make_store_device(*store, so);
+    REQUIRE(dev);
+    nbd::Export exp("disk", *dev);
+
+    auto meta = [](Script& s, uint32_t opt, std::vector<std::string> queries) {
+        std::vector<uint8_t> v;
+        auto u32 = [&](uint32_t x) {
+            for (int i = 24; i >= 0; i -= 8) v.push_back(uint8_t(x >> i));
+        };
+        u32(4), v.insert(v.end(), {'d', 'i', 's', 'k'});
+        u32(uint32_t(queries.size()));
+        for (const auto& q : queries) u32(uint32_t(q.size())), v.insert(v.end(), q.begin(), q.end());
+        s.option(opt, v);
+    };
+    Script s;
+    s.u32(proto::kClientFixedNewstyle | proto::kClientNoZeroes);
+    meta(s, proto::kOptListMetaContext, {});                        // all contexts
+    meta(s, proto::kOptSetMetaContext, {"base:allocation"});        // before structured replies
+    s.option(proto::kOptStructuredReply);
+    meta(s, proto::kOptListMetaContext, {"qemu:dirty-bitmap:x"});   // not ours
+    meta(s, proto::kOptSetMetaContext, {"other:x", "base:allocation"});
+    s.go("disk");
+    s.request(proto::kCmdBlockStatus, 1, 0, 1 << 20);
+    s.request(proto::kCmdBlockStatus, 2, 70 * 1024, 500 * 1024, proto::kCmdFlagReqOne);
+    s.request(proto::kCmdBlockStatus, 3, 1 << 20, 512);              // past the end
+    s.request(proto::kCmdDisc, 0, 0, 0);
+    CHECK(nbd::serve_connection(exp, s).end == "disconnect");
+
+    Parse p{s.out};
+    p.hello();
+    auto ctx = p.opt_reply();
+    CHECK(ctx.type == proto::kRepMetaContext);
+    CHECK(be32(ctx.data, 0) == proto::kAllocationContextId);
+    CHECK(std::string(ctx.data.begin() + 4, ctx.data.end()) == "base:allocation");
+    CHECK(p.opt_reply().type == proto::kRepAck);
+    CHECK(p.opt_reply().type == proto::kRepErrInvalid);
+    CHECK(p.opt_reply().type == proto::kRepAck);   // structured replies
+    CHECK(p.opt_reply().type == proto::kRepAck);   // nothing listed
+    CHECK(p.opt_reply().type == proto::kRepMetaContext);
+    CHECK(p.opt_reply().type == proto::kRepAck);
+    p.until_ack();
+    std::map<uint64_t, std::vector<std::pair<uint32_t, uint32_t>>> maps;
+    std::map<uint64_t, uint32_t> err;
+    while (p.p < p.b.size()) {
+        REQUIRE(p.n(4) == proto::kStructuredReplyMagic);
+        CHECK(p.n(2) == proto::kReplyFlagDone);
+        const auto type = uint16_t(p.n(2));
+        const uint64_t cookie = p.n(8);
+        const auto data = p.take(std::size_t(p.n(4)));
+        if (type == proto::kReplyTypeError) {
+            err[cookie] = be32(data, 0);
+            continue;
+        }
+        REQUIRE(type == proto::kReplyTypeBlockStatus);
+        CHECK(be32(data, 0) == proto::kAllocationContextId);
+        for (std::size_t i = 4; i + 8 <= data.size(); i += 8) maps[cookie].emplace_back(be32(data, i), be32(data, i + 4));
+    }
+    const uint32_t hole = proto::kStateHole | proto::kStateZero;
+    using M = std::vector<std::pair<uint32_t, uint32_t>>;
+    CHECK(maps[1] == M{{64 * 1024, hole}, {64 * 1024, 0}, {384 * 1024, hole}, {4096, 0}, {508 * 1024, hole}});
+    CHECK(maps[2] == M{{58 * 1024, 0}});  // the one extent at 70 KiB: data to 128 KiB
+    CHECK(err == std::map<uint64_t, uint32_t>{{3, proto::kEinval}});
+
+    Script n;  // BLOCK_STATUS without a context selected
+    n.u32(proto::kClientFixedNewstyle | proto::kClientNoZeroes);
+    n.option(proto::kOptStructuredReply);
+    n.go();
+    n.request(proto::kCmdBlockStatus, 1, 0, 4096);
+    (void)nbd::serve_connection(exp, n);
+    Parse q{n.out};
+    q.hello();
+    q.opt_reply();
+    q.until_ack();
+    REQUIRE(q.n(4) == proto::kStructuredReplyMagic);
+    q.n(2);
+    CHECK(q.n(2) == proto::kReplyTypeError);
 }
