@@ -6,6 +6,7 @@
 #include <blkcrypt/secure_buffer.hpp>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -13,6 +14,7 @@
 #include <sstream>
 
 #include <gnutls/gnutls.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #endif
 
@@ -176,7 +178,12 @@ public:
             }
         }
         if (rc < 0) return fail("TLS set-up", rc);
+        // Our own push: GnuTLS's send() would raise SIGPIPE when the client
+        // has gone (MSG_NOSIGNAL makes that EPIPE, as on the plain path).
         gnutls_transport_set_int(s, fd);
+        gnutls_transport_set_push_function(s, [](gnutls_transport_ptr_t p, const void* d, size_t n) -> ssize_t {
+            return ::send(static_cast<int>(reinterpret_cast<intptr_t>(p)), d, n, MSG_NOSIGNAL);
+        });
         gnutls_handshake_set_timeout(s, GNUTLS_DEFAULT_HANDSHAKE_TIMEOUT);
         do {
             rc = gnutls_handshake(s);
