@@ -1,6 +1,7 @@
 // The NBD server behind `blkcrypt serve` and `blkcrypt crypt serve`.
 #include "serve.hpp"
 
+#include "json.hpp"
 #include "number_option.hpp"
 #include "output_file.hpp"
 
@@ -36,6 +37,38 @@ void log_line(const std::string& line) {
     static std::mutex mu;
     std::lock_guard lk(mu);
     std::fprintf(stderr, "blkcrypt: %s\n", line.c_str());
+}
+
+// --json: events as JSON lines on stdout (docs/json.md), flushed one by one
+// for scripts that wait on them; whole lines whatever thread emits them.
+class Events {
+public:
+    explicit Events(bool on) : on_(on) {}
+    bool on() const noexcept { return on_; }
+    // fill(w) writes the fields after "event".
+    template <class F>
+    void emit(std::string_view event, F&& fill) {
+        if (!on_) return;
+        std::lock_guard lk(mu_);
+        JsonWriter w(std::cout);
+        w.begin_object();
+        w.key("event");
+        w.string(event);
+        fill(w);
+        w.end_object();
+        std::cout.flush();
+    }
+
+private:
+    bool on_;
+    std::mutex mu_;
+};
+
+void connection_fields(JsonWriter& w, uint64_t id, const std::string& peer) {
+    w.key("connection");
+    w.unsigned_number(id);
+    w.key("peer");
+    w.string(peer);
 }
 
 // --tls and its credentials. Credentials without --tls mean require (as
@@ -110,6 +143,49 @@ int serve_device(const po::variables_map& vm, std::shared_ptr<blkcrypt::nbd::Blo
     if (so.socket_path.empty() && !so.port) throw UsageError("serve needs --socket PATH or --port N");
     set_tls(vm, so);
     so.log = log_line;
+    static Events events(vm.count("json") && vm["json"].as<bool>());  // outlives every connection thread
+    if (events.on()) {
+        so.on_open = [](uint64_t id, const std::string& peer) {
+            events.emit("connection_open", [&](JsonWriter& w) { connection_fields(w, id, peer); });
+        };
+        so.on_close = [](uint64_t id, const std::string& peer, const blkcrypt::nbd::ConnectionStats& st) {
+            events.emit("connection_close", [&](JsonWriter& w) {
+                connection_fields(w, id, peer);
+                w.key("export");
+                w.string(st.export_name);
+                w.key("transmission");
+                w.boolean(st.transmission);
+                w.key("tls");
+                w.boolean(st.tls);
+                w.key("structured");
+                w.boolean(st.structured);
+                const std::pair<const char*, uint64_t> counts[] = {
+                    {"reads", st.reads},     {"bytes_read", st.bytes_read}, {"writes", st.writes},
+                    {"bytes_written", st.bytes_written}, {"flushes", st.flushes}, {"other", st.other},
+                    {"errors", st.errors}};
+                for (const auto& [k, v] : counts) {
+                    w.key(k);
+                    w.unsigned_number(v);
+                }
+                w.key("end");
+                w.string(st.end);
+            });
+        };
+        so.on_request_error = [](uint64_t id, const blkcrypt::nbd::RequestError& e) {
+            events.emit("request_error", [&](JsonWriter& w) {
+                w.key("connection");
+                w.unsigned_number(id);
+                w.key("command");
+                w.string(blkcrypt::nbd::command_name(e.command));
+                w.key("offset");
+                w.unsigned_number(e.offset);
+                w.key("length");
+                w.unsigned_number(e.length);
+                w.key("error");
+                w.string(blkcrypt::nbd::error_name(e.error));
+            });
+        };
+    }
     const std::string name = vm.count("export-name") ? vm["export-name"].as<std::string>() : "";
     if (name.size() > 4096) throw UsageError("--export-name is longer than 4096 bytes");
     const std::string what = dev->describe();
@@ -131,6 +207,31 @@ int serve_device(const po::variables_map& vm, std::shared_ptr<blkcrypt::nbd::Blo
     }
     log_line("serving " + what + " (" + std::to_string(exp->device().size()) + " bytes" +
              (exp->device().read_only() ? ", read-only" : "") + ") on " + where);
+    events.emit("listening", [&](JsonWriter& w) {
+        w.key("what");
+        w.string(what);
+        w.key("size");
+        w.unsigned_number(exp->device().size());
+        w.key("read_only");
+        w.boolean(exp->device().read_only());
+        w.key("export");
+        w.string(name);
+        if (!so.socket_path.empty()) {
+            w.key("socket");
+            w.string(so.socket_path);
+        }
+        if (so.port) {
+            w.key("address");
+            w.string(so.bind);
+            w.key("port");
+            w.number((*srv)->port());
+        }
+        w.key("tls");
+        w.string(so.tls_mode == blkcrypt::nbd::TlsMode::Off ? "off"
+                 : so.tls_mode == blkcrypt::nbd::TlsMode::On ? "on" : "require");
+        w.key("pid");
+        w.number(::getpid());
+    });
 
     // The only thread that takes the stop signals (they are blocked elsewhere).
     std::atomic<bool> done{false};
@@ -141,8 +242,12 @@ int serve_device(const po::variables_map& vm, std::shared_ptr<blkcrypt::nbd::Blo
         while (!done) {
             const int sig = ::sigtimedwait(&s, nullptr, &tick);
             if (sig > 0) {
-                log_line(std::string(sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP") +
-                         ": finishing the requests in flight");
+                const std::string sig_name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP";
+                log_line(sig_name + ": finishing the requests in flight");
+                events.emit("shutdown", [&](JsonWriter& w) {
+                    w.key("signal");
+                    w.string(sig_name);
+                });
                 server.stop();
                 return;
             }
@@ -153,6 +258,10 @@ int serve_device(const po::variables_map& vm, std::shared_ptr<blkcrypt::nbd::Blo
     waiter.join();
     srv->reset();
     if (!pid_file.empty()) ::unlink(pid_file.c_str());
+    events.emit("stopped", [&](JsonWriter& w) {
+        w.key("flushed");
+        w.boolean(st == blkcrypt::Status::Ok);
+    });
     if (st != blkcrypt::Status::Ok) throw Failure("flushing " + what + ": " + blkcrypt::to_string(st));
     log_line("stopped; everything written is flushed");
     return 0;

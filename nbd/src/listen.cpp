@@ -183,7 +183,11 @@ struct Server::Impl {
             std::string tls_error;
             {
                 FdTransport t(fd, opts.tls.get());
-                st = serve_connection(*exp, t, opts.tls_mode);
+                ConnectionOptions co{.tls = opts.tls_mode, .on_error = {}};
+                if (opts.on_request_error)
+                    co.on_error = [this, id](const RequestError& e) { opts.on_request_error(id, e); };
+                if (opts.on_open) opts.on_open(id, peer);
+                st = serve_connection(*exp, t, co);
                 tls_error = t.tls_error();
             }  // a TLS session says goodbye before the shutdown
             // The client waits for the close after NBD_CMD_DISC; the fd itself
@@ -201,6 +205,7 @@ struct Server::Impl {
                 line += "; " + st.end + (tls_error.empty() ? "" : " (" + tls_error + ")");
                 opts.log(line);
             }
+            if (opts.on_close) opts.on_close(id, peer, st);
             std::lock_guard lk2(mu);
             c.done = true;
         });

@@ -122,7 +122,8 @@ struct Pending {
 
 class Connection {
 public:
-    Connection(Export& e, Transport& t, TlsMode tls) : exp_(e), dev_(e.device()), t_(t), lim_(e.limits()), tls_(tls) {}
+    Connection(Export& e, Transport& t, const ConnectionOptions& o)
+        : exp_(e), dev_(e.device()), t_(t), lim_(e.limits()), opts_(o), tls_(o.tls) {}
 
     ConnectionStats run() {
         if (!handshake()) return stats_;
@@ -349,11 +350,13 @@ private:
         replies_.push_back(p);
         wake_writer_.notify_one();
     }
-    void reply_now(uint64_t cookie, uint16_t type, uint32_t error) {
+    void reply_now(uint64_t cookie, uint16_t type, uint64_t offset, uint32_t len, uint32_t error) {
         acquire(0);
         auto* p = new Pending;
         p->cookie = cookie;
         p->type = type;
+        p->offset = offset;
+        p->len = len;
         p->error = error;
         finish(p);
     }
@@ -366,7 +369,10 @@ private:
             std::unique_ptr<Pending> p(replies_.front());
             replies_.pop_front();
             lk.unlock();
-            if (p->error) ++errors_;
+            if (p->error) {
+                ++errors_;
+                if (opts_.on_error) opts_.on_error({p->type, p->offset, static_cast<uint32_t>(p->len), p->error});
+            }
             if (!broken_ && !send_reply(*p)) broken_ = true;  // later replies are dropped
             const std::size_t b = p->budget;
             p.reset();
@@ -455,7 +461,7 @@ private:
             case proto::kCmdRead:
                 ++stats_.reads;
                 if (flags || !len || len > lim_.max_request || !in_range(offset, len))
-                    reply_now(cookie, type, proto::kEinval);
+                    reply_now(cookie, type, offset, len, proto::kEinval);
                 else
                     read(cookie, offset, len);
                 break;
@@ -470,7 +476,7 @@ private:
                         stats_.end = "end of stream";
                         return;
                     }
-                    reply_now(cookie, type, err);
+                    reply_now(cookie, type, offset, len, err);
                 } else if (!write(cookie, offset, len, flags & proto::kCmdFlagFua)) {
                     stats_.end = "end of stream";
                     return;
@@ -479,7 +485,7 @@ private:
             }
             case proto::kCmdFlush:
                 ++stats_.flushes;
-                reply_now(cookie, type, flags ? proto::kEinval : nbd_error(dev_.flush()));
+                reply_now(cookie, type, offset, len, flags ? proto::kEinval : nbd_error(dev_.flush()));
                 break;
             case proto::kCmdWriteZeroes: {
                 ++stats_.other;
@@ -488,12 +494,12 @@ private:
                 else if ((flags & ~(proto::kCmdFlagFua | proto::kCmdFlagNoHole)) || !len) err = proto::kEinval;
                 else if (!in_range(offset, len)) err = proto::kEnospc;
                 else err = nbd_error(write_zeroes(offset, len, flags & proto::kCmdFlagFua));
-                reply_now(cookie, type, err);
+                reply_now(cookie, type, offset, len, err);
                 break;
             }
             case proto::kCmdCache:  // advisory: the page cache has it or will
                 ++stats_.other;
-                reply_now(cookie, type, flags || !len || !in_range(offset, len) ? proto::kEinval : 0);
+                reply_now(cookie, type, offset, len, flags || !len || !in_range(offset, len) ? proto::kEinval : 0);
                 break;
             case proto::kCmdTrim: {
                 ++stats_.other;
@@ -502,19 +508,19 @@ private:
                 else if (!dev_.can_discard() || (flags & ~proto::kCmdFlagFua) || !len) err = proto::kEinval;
                 else if (!in_range(offset, len)) err = proto::kEnospc;
                 else err = nbd_error(trim(offset, len, flags & proto::kCmdFlagFua));
-                reply_now(cookie, type, err);
+                reply_now(cookie, type, offset, len, err);
                 break;
             }
             case proto::kCmdBlockStatus:
                 ++stats_.other;
                 if (!allocation_ || (flags & ~proto::kCmdFlagReqOne) || !len || !in_range(offset, len))
-                    reply_now(cookie, type, proto::kEinval);
+                    reply_now(cookie, type, offset, len, proto::kEinval);
                 else
                     block_status(cookie, offset, len, flags & proto::kCmdFlagReqOne);
                 break;
             default:  // unknown: no payload
                 ++stats_.other;
-                reply_now(cookie, type, proto::kEinval);
+                reply_now(cookie, type, offset, len, proto::kEinval);
                 break;
             }
         }
@@ -554,6 +560,8 @@ private:
         auto* p = new Pending;
         p->cookie = cookie;
         p->type = proto::kCmdBlockStatus;
+        p->offset = offset;
+        p->len = len;
         p->budget = bytes;
         std::vector<BlockDevice::Extent> ext = dev_.extents(offset, len, max);
         if (ext.empty() || ext.size() > max) ext = {{len, false, false}};
@@ -601,6 +609,7 @@ private:
         auto* p = new Pending;
         p->cookie = cookie;
         p->type = proto::kCmdWrite;
+        p->offset = offset;
         p->budget = alen;
         p->buf.reset(new uint8_t[alen]);
         p->skip = static_cast<std::size_t>(offset - a);
@@ -675,6 +684,7 @@ private:
     BlockDevice& dev_;
     Transport& t_;
     const Limits& lim_;
+    const ConnectionOptions& opts_;
     const TlsMode tls_;
     ConnectionStats stats_;
     bool structured_ = false;
@@ -694,9 +704,36 @@ private:
 
 }  // namespace
 
-ConnectionStats serve_connection(Export& exp, Transport& t, TlsMode tls) {
-    Connection c(exp, t, tls);
+ConnectionStats serve_connection(Export& exp, Transport& t, const ConnectionOptions& opts) {
+    Connection c(exp, t, opts);
     return c.run();
+}
+
+std::string command_name(uint16_t c) {
+    switch (c) {
+    case proto::kCmdRead: return "read";
+    case proto::kCmdWrite: return "write";
+    case proto::kCmdDisc: return "disc";
+    case proto::kCmdFlush: return "flush";
+    case proto::kCmdTrim: return "trim";
+    case proto::kCmdCache: return "cache";
+    case proto::kCmdWriteZeroes: return "write_zeroes";
+    case proto::kCmdBlockStatus: return "block_status";
+    default: return "command " + std::to_string(c);
+    }
+}
+
+std::string error_name(uint32_t e) {
+    switch (e) {
+    case proto::kEperm: return "EPERM";
+    case proto::kEio: return "EIO";
+    case proto::kEnomem: return "ENOMEM";
+    case proto::kEinval: return "EINVAL";
+    case proto::kEnospc: return "ENOSPC";
+    case proto::kEnotsup: return "ENOTSUP";
+    case proto::kEshutdown: return "ESHUTDOWN";
+    default: return "error " + std::to_string(e);
+    }
 }
 
 }  // namespace blkcrypt::nbd

@@ -57,6 +57,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     lim.max_inflight = 4;
     nbd::Export exp("fuzz", *dev, lim);
     Input in(data + 1, size - 1);
-    (void)nbd::serve_connection(exp, in, data[0] & 4 ? nbd::TlsMode::Require : nbd::TlsMode::Off);
+    nbd::ConnectionOptions co;
+    co.tls = data[0] & 4 ? nbd::TlsMode::Require : nbd::TlsMode::Off;
+    (void)nbd::serve_connection(exp, in, co);
     return 0;
 }

@@ -10,6 +10,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -257,7 +258,17 @@ TEST_CASE("nbd: limits, ranges and unknown commands get errors and the stream st
     s.request(proto::kCmdCache, 10, 0, 4096);
     s.request(proto::kCmdDisc, 0, 0, 0);
     std::fill(mem->data().begin(), mem->data().end(), 0x77);
-    const auto st = nbd::serve_connection(exp, s);
+    std::vector<std::string> reported;  // what --json reports, one per error reply
+    nbd::ConnectionOptions co;
+    co.on_error = [&](const nbd::RequestError& e) {
+        reported.push_back(nbd::command_name(e.command) + " " + std::to_string(e.offset) + " " +
+                           std::to_string(e.length) + " " + nbd::error_name(e.error));
+    };
+    const auto st = nbd::serve_connection(exp, s, co);
+    std::sort(reported.begin(), reported.end());
+    CHECK(reported == std::vector<std::string>{"command 42 0 0 EINVAL", "read 0 16385 EINVAL", "read 0 512 EINVAL",
+                                               "read 18446744073709551515 200 EINVAL", "trim 0 512 EINVAL",
+                                               "write 0 1048576 EINVAL", "write 65535 2 ENOSPC"});
     CHECK(st.end == "disconnect");
     CHECK(st.structured);
 
@@ -517,4 +528,61 @@ TEST_CASE("nbd: base:allocation: LIST and SET_META_CONTEXT, BLOCK_STATUS maps a 
     REQUIRE(q.n(4) == proto::kStructuredReplyMagic);
     q.n(2);
     CHECK(q.n(2) == proto::kReplyTypeError);
+}
+
+TEST_CASE("nbd: TLS modes: off refuses STARTTLS, require refuses all else until it, the upgrade forgets the past",
+          "[nbd]") {
+    auto mem = std::make_shared<MemoryStore>(8192);
+    nbd::Export exp("", store_device(mem, 512));
+    // A transport whose upgrade works (the socket one runs a TLS handshake).
+    class Upgradable final : public nbd::Transport {
+    public:
+        Script s;
+        bool upgraded = false;
+        bool read(Bytes b) override { return s.read(b); }
+        bool write(ConstBytes b) override { return s.write(b); }
+        bool start_tls() override { return upgraded = true; }
+    };
+
+    Upgradable off;
+    off.s.u32(proto::kClientFixedNewstyle);
+    off.s.option(proto::kOptStartTls);
+    off.s.option(proto::kOptAbort);
+    CHECK(nbd::serve_connection(exp, off, {.tls = nbd::TlsMode::Off, .on_error = {}}).end == "abort");
+    CHECK_FALSE(off.upgraded);
+    Parse p0{off.s.out};
+    p0.hello();
+    CHECK(p0.opt_reply().type == proto::kRepErrUnsup);
+
+    Upgradable req;
+    req.s.u32(proto::kClientFixedNewstyle);
+    req.s.option(proto::kOptStructuredReply);   // before TLS: refused
+    req.s.go();                                  // refused
+    req.s.option(proto::kOptStartTls, std::vector<uint8_t>{1});  // with data: invalid
+    req.s.option(proto::kOptStartTls);
+    req.s.option(proto::kOptStartTls);           // twice: invalid
+    req.s.go();                                  // now served, simple replies
+    req.s.request(proto::kCmdRead, 7, 0, 512);
+    req.s.request(proto::kCmdDisc, 0, 0, 0);
+    const auto st = nbd::serve_connection(exp, req, {.tls = nbd::TlsMode::Require, .on_error = {}});
+    CHECK(st.end == "disconnect");
+    CHECK(st.tls);
+    CHECK_FALSE(st.structured);
+    CHECK(req.upgraded);
+    Parse p{req.s.out};
+    p.hello();
+    CHECK(p.opt_reply().type == proto::kRepErrTlsReqd);
+    CHECK(p.opt_reply().type == proto::kRepErrTlsReqd);
+    CHECK(p.opt_reply().type == proto::kRepErrInvalid);
+    CHECK(p.opt_reply().type == proto::kRepAck);
+    CHECK(p.opt_reply().type == proto::kRepErrInvalid);
+    p.until_ack();
+    auto rep = simple_replies(p, {{7, 512}});
+    CHECK(rep.size() == 1);
+    CHECK(rep[7].error == 0);
+
+    Upgradable old;  // the old-style EXPORT_NAME before TLS: hang up
+    old.s.u32(proto::kClientFixedNewstyle);
+    old.s.option(proto::kOptExportName);
+    CHECK(nbd::serve_connection(exp, old, {.tls = nbd::TlsMode::Require, .on_error = {}}).end.find("protocol error") == 0);
 }

@@ -92,7 +92,24 @@ struct ConnectionStats {
 // Runs the protocol until the client leaves, the stream ends or breaks, or a
 // protocol error; waits for every request in flight before returning. Every
 // request's reply has been written (or failed to be) by then.
-ConnectionStats serve_connection(Export& exp, Transport& t, TlsMode tls = TlsMode::Off);
+// A request answered with an error (for logs and --json events).
+struct RequestError {
+    uint16_t command;  // proto::kCmd*
+    uint64_t offset;
+    uint32_t length;
+    uint32_t error;    // proto::kE*
+};
+// "read", "write", ... ("command 42" for unknown ones); "EIO", "EINVAL", ...
+std::string command_name(uint16_t command);
+std::string error_name(uint32_t error);
+
+struct ConnectionOptions {
+    TlsMode tls = TlsMode::Off;
+    // Called on the connection's reply thread for each error reply.
+    std::function<void(const RequestError&)> on_error;
+};
+
+ConnectionStats serve_connection(Export& exp, Transport& t, const ConnectionOptions& opts = {});
 
 struct ServerOptions {
     std::string socket_path;          // Unix socket, created mode 0600 (empty: none)
@@ -105,6 +122,12 @@ struct ServerOptions {
     unsigned send_timeout_ms = 30000;
     // One line per connection when it ends (no trailing newline).
     std::function<void(const std::string&)> log;
+    // Events, called on the connections' threads (callees serialize their
+    // output): a client connected (id counts from 1; peer "unix" or
+    // "ADDR:PORT"), its connection ended, one of its requests failed.
+    std::function<void(uint64_t id, const std::string& peer)> on_open;
+    std::function<void(uint64_t id, const std::string& peer, const ConnectionStats&)> on_close;
+    std::function<void(uint64_t id, const RequestError&)> on_request_error;
 };
 
 class Server {
