@@ -526,22 +526,29 @@ private:
         }
     }
 
-    void read(uint64_t cookie, uint64_t offset, uint32_t len) {
+    // A read or write: its budget held and a buffer over the whole blocks
+    // that [offset, offset+len) touches, the client's bytes at p->skip.
+    Pending* start_request(uint64_t cookie, uint16_t type, uint64_t offset, uint32_t len) {
         const uint32_t bs = dev_.block_size();
         const uint64_t a = offset / bs * bs, e = (offset + len + bs - 1) / bs * bs;
-        const std::size_t alen = static_cast<std::size_t>(e - a);
+        const auto alen = static_cast<std::size_t>(e - a);
         acquire(alen);
         auto* p = new Pending;
         p->cookie = cookie;
-        p->type = proto::kCmdRead;
+        p->type = type;
+        p->offset = offset;
+        p->len = len;
         p->budget = alen;
         p->buf.reset(new uint8_t[alen]);
-        p->offset = offset;
         p->skip = static_cast<std::size_t>(offset - a);
-        p->len = len;
+        return p;
+    }
+
+    void read(uint64_t cookie, uint64_t offset, uint32_t len) {
+        Pending* p = start_request(cookie, proto::kCmdRead, offset, len);
         stats_.bytes_read += len;
         // After submit, p belongs to the completion (it may already have run).
-        const Status s = dev_.submit_read(a, Bytes(p->buf.get(), alen), [this, p](Status st) {
+        const Status s = dev_.submit_read(offset - p->skip, Bytes(p->buf.get(), p->budget), [this, p](Status st) {
             p->error = nbd_error(st);
             finish(p);
         });
@@ -603,17 +610,9 @@ private:
 
     bool write(uint64_t cookie, uint64_t offset, uint32_t len, bool fua) {
         const uint32_t bs = dev_.block_size();
-        const uint64_t a = offset / bs * bs, e = (offset + len + bs - 1) / bs * bs;
-        const std::size_t alen = static_cast<std::size_t>(e - a);
-        acquire(alen);
-        auto* p = new Pending;
-        p->cookie = cookie;
-        p->type = proto::kCmdWrite;
-        p->offset = offset;
-        p->budget = alen;
-        p->buf.reset(new uint8_t[alen]);
-        p->skip = static_cast<std::size_t>(offset - a);
-        p->len = len;
+        Pending* p = start_request(cookie, proto::kCmdWrite, offset, len);
+        const uint64_t a = offset - p->skip;
+        const std::size_t alen = p->budget;
         p->fua = fua;
         if (!t_.read(Bytes(p->buf.get() + p->skip, len))) {
             p->error = proto::kEio;  // nobody reads it; releases the budget
@@ -622,7 +621,7 @@ private:
         }
         stats_.bytes_written += len;
         p->lock_begin = a / bs;
-        p->lock_end = e / bs;
+        p->lock_end = (a + alen) / bs;
         exp_.locks().lock(p->lock_begin, p->lock_end);
         if (Status s = merge_edges(a, Bytes(p->buf.get(), alen), p->skip, len); s != Status::Ok) {
             exp_.locks().unlock(p->lock_begin, p->lock_end);

@@ -4,13 +4,8 @@
 # close with peer and export, request errors (EIO for a flipped verity
 # block), shutdown and stopped.
 source "$(dirname "$0")/lib.sh"
-for tool in nbdinfo qemu-io python3; do
-    command -v $tool >/dev/null || fail "$tool is missing (scripts/install-deps.sh installs it)"
-done
-SOCK=$TMP/s.sock
-URI="nbd+unix:///?socket=$SOCK"
-T() { timeout 120 "$@"; }
-SERVER_PID=
+source "$(dirname "$0")/nbd_lib.sh"
+need nbdinfo qemu-io python3
 # json_server ARGS...: blkcrypt ARGS --json with stdout to $TMP/events; waits
 # for the "listening" event itself (no pid file).
 json_server() {

@@ -1,5 +1,14 @@
-# What the NBD server tests share (sourced after lib.sh, with SOCK set):
-# starting the server, stopping it, and a timeout for clients.
+# What the NBD server tests share (sourced after lib.sh): the socket and its
+# URI, the clients they need, starting the server, stopping it, and a
+# timeout for clients.
+SOCK=${SOCK:-$TMP/s.sock}
+URI=${URI:-nbd+unix:///?socket=$SOCK}
+# need TOOL...: fails naming the first missing one.
+need() {
+    for tool in "$@"; do
+        command -v "$tool" >/dev/null || fail "$tool is missing (scripts/install-deps.sh installs it)"
+    done
+}
 SERVER_PID=
 # start_server ARGS...: blkcrypt ARGS --socket SOCK --pid-file, waits until it listens.
 start_server() {

@@ -2,12 +2,8 @@
 # NBD_CMD_BLOCK_STATUS and the base:allocation meta context against the real
 # clients: nbdinfo --map and --json (libnbd), qemu-img map over NBD.
 source "$(dirname "$0")/lib.sh"
-for tool in nbdinfo qemu-img python3; do
-    command -v $tool >/dev/null || fail "$tool is missing (scripts/install-deps.sh installs it)"
-done
-SOCK=$TMP/s.sock
-URI="nbd+unix:///?socket=$SOCK"
 source "$(dirname "$0")/nbd_lib.sh"
+need nbdinfo qemu-img python3
 
 # A sparse image: data at 64 KiB (64 KiB) and at 2 MiB (12 KiB), holes elsewhere.
 truncate -s 4M "$TMP/sparse"

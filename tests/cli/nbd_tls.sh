@@ -5,17 +5,14 @@
 # client certificate with --tls-verify-peer, open key files, non-loopback
 # without TLS). Certificates and keys are made here with certtool and psktool.
 source "$(dirname "$0")/lib.sh"
-for tool in nbdinfo nbdcopy qemu-img certtool psktool python3; do
-    command -v $tool >/dev/null || fail "$tool is missing (scripts/install-deps.sh installs it)"
-done
+source "$(dirname "$0")/nbd_lib.sh"
+need nbdinfo nbdcopy qemu-img certtool psktool python3
 "$BLKCRYPT" serve --tls require --tls-psk /dev/null --socket "$TMP/x" /dev/null >"$TMP/probe" 2>&1 || true
 if grep_q "built without TLS" <"$TMP/probe"; then
     echo "nbd_tls: built without TLS (BLKCRYPT_WITH_TLS=OFF): checking the refusal only"
     exit 0
 fi
-SOCK=$TMP/s.sock
 URI="nbds+unix:///?socket=$SOCK"
-source "$(dirname "$0")/nbd_lib.sh"
 
 # --- credentials: a CA, a server and a client certificate (qemu's layout) --
 C=$TMP/certs

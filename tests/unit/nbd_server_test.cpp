@@ -132,6 +132,19 @@ std::map<uint64_t, SimpleReply> simple_replies(Parse& p, std::map<uint64_t, std:
     return out;
 }
 
+// Structured replies (one chunk each, flagged done): cookie -> (type, payload).
+std::map<uint64_t, std::pair<uint16_t, std::vector<uint8_t>>> structured_replies(Parse& p) {
+    std::map<uint64_t, std::pair<uint16_t, std::vector<uint8_t>>> out;
+    while (p.p < p.b.size()) {
+        REQUIRE(p.n(4) == proto::kStructuredReplyMagic);
+        CHECK(p.n(2) == proto::kReplyFlagDone);
+        const auto type = uint16_t(p.n(2));
+        const uint64_t cookie = p.n(8);
+        out[cookie] = {type, p.take(std::size_t(p.n(4)))};
+    }
+    return out;
+}
+
 // Slow writes: a read-modify-write of a block shared with a write still in
 // flight would read the old bytes without the range locks.
 class SlowStore final : public BackingStore {
@@ -277,14 +290,9 @@ TEST_CASE("nbd: limits, ranges and unknown commands get errors and the stream st
     CHECK(p.opt_reply().type == proto::kRepAck);
     p.until_ack();
     std::map<uint64_t, uint32_t> err;
-    while (p.p < p.b.size()) {
-        REQUIRE(p.n(4) == proto::kStructuredReplyMagic);
-        CHECK(p.n(2) == proto::kReplyFlagDone);
-        const auto type = uint16_t(p.n(2));
-        const uint64_t cookie = p.n(8);
-        const auto data = p.take(std::size_t(p.n(4)));
-        err[cookie] = type == proto::kReplyTypeError ? be32(data, 0) : 0;
-        if (type != proto::kReplyTypeError) CHECK(type == proto::kReplyTypeNone);
+    for (const auto& [cookie, r] : structured_replies(p)) {
+        err[cookie] = r.first == proto::kReplyTypeError ? be32(r.second, 0) : 0;
+        if (r.first != proto::kReplyTypeError) CHECK(r.first == proto::kReplyTypeNone);
     }
     CHECK(err == std::map<uint64_t, uint32_t>{{1, proto::kEinval}, {2, proto::kEinval}, {3, proto::kEinval},
                                               {4, proto::kEnospc}, {5, proto::kEinval}, {6, proto::kEinval},
@@ -495,12 +503,8 @@ TEST_CASE("nbd: base:allocation: LIST and SET_META_CONTEXT, BLOCK_STATUS maps a 
     p.until_ack();
     std::map<uint64_t, std::vector<std::pair<uint32_t, uint32_t>>> maps;
     std::map<uint64_t, uint32_t> err;
-    while (p.p < p.b.size()) {
-        REQUIRE(p.n(4) == proto::kStructuredReplyMagic);
-        CHECK(p.n(2) == proto::kReplyFlagDone);
-        const auto type = uint16_t(p.n(2));
-        const uint64_t cookie = p.n(8);
-        const auto data = p.take(std::size_t(p.n(4)));
+    for (const auto& [cookie, r] : structured_replies(p)) {
+        const auto& [type, data] = r;
         if (type == proto::kReplyTypeError) {
             err[cookie] = be32(data, 0);
             continue;
