@@ -143,12 +143,13 @@ int serve_device(const po::variables_map& vm, std::shared_ptr<blkcrypt::nbd::Blo
     if (so.socket_path.empty() && !so.port) throw UsageError("serve needs --socket PATH or --port N");
     set_tls(vm, so);
     so.log = log_line;
-    static Events events(vm.count("json") && vm["json"].as<bool>());  // outlives every connection thread
+    // Declared before the server: it outlives every connection thread.
+    Events events(vm.count("json") && vm["json"].as<bool>());
     if (events.on()) {
-        so.on_open = [](uint64_t id, const std::string& peer) {
+        so.on_open = [&events](uint64_t id, const std::string& peer) {
             events.emit("connection_open", [&](JsonWriter& w) { connection_fields(w, id, peer); });
         };
-        so.on_close = [](uint64_t id, const std::string& peer, const blkcrypt::nbd::ConnectionStats& st) {
+        so.on_close = [&events](uint64_t id, const std::string& peer, const blkcrypt::nbd::ConnectionStats& st) {
             events.emit("connection_close", [&](JsonWriter& w) {
                 connection_fields(w, id, peer);
                 w.key("export");
@@ -171,7 +172,7 @@ int serve_device(const po::variables_map& vm, std::shared_ptr<blkcrypt::nbd::Blo
                 w.string(st.end);
             });
         };
-        so.on_request_error = [](uint64_t id, const blkcrypt::nbd::RequestError& e) {
+        so.on_request_error = [&events](uint64_t id, const blkcrypt::nbd::RequestError& e) {
             events.emit("request_error", [&](JsonWriter& w) {
                 w.key("connection");
                 w.unsigned_number(id);

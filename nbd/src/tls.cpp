@@ -77,8 +77,10 @@ public:
         return true;
     }
     bool write(ConstBytes in) override { return send(in); }
-    // Corked: a reply header and its data leave in as few records as fit.
+    // A header with small data is corked into one record; large data is not
+    // (corking copies all of it), and the header's own record costs little.
     bool write2(ConstBytes a, ConstBytes b) override {
+        if (b.size() > kCorkMax) return send(a) && send(b);
         gnutls_record_cork(s_);
         const bool ok = send(a) && send(b);
         while (ok) {
@@ -102,6 +104,7 @@ private:
         }
         return true;
     }
+    static constexpr std::size_t kCorkMax = 16 * 1024;  // one TLS record
     gnutls_session_t s_;
 };
 
