@@ -3,14 +3,9 @@
 # pkg-config, the default is off, and BLKCRYPT_WITH_TLS=ON fails naming the
 # way out. The NBD layer compiles without it (the --tls refusal's stub).
 # usage: cmake_tls.sh CMAKE SOURCE_DIR CXX_COMPILER
-set -euo pipefail
+# lib.sh for TMP and fail (its BLKCRYPT, $1, is unused here).
+source "$(dirname "$0")/lib.sh"
 CMAKE=$1 SRC=$2 CXX=$3
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-fail() {
-    echo "FAIL: $*" >&2
-    exit 1
-}
 common=(-S "$SRC" -DCMAKE_CXX_COMPILER="$CXX" -DBLKCRYPT_BUILD_TESTS=OFF -DBLKCRYPT_BUILD_BENCH=OFF)
 cached() { sed -n "s/^$1:BOOL=//p" "$2/CMakeCache.txt"; }
 "$CMAKE" "${common[@]}" -B "$TMP/found" >"$TMP/found.log" 2>&1 || fail "configure: $(tail -n 5 "$TMP/found.log")"
