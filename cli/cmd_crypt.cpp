@@ -322,7 +322,7 @@ int run_crypt(Args args) {
                               {"serve", "serve the plaintext view of IMAGE over NBD"}});
     only_for(cl, {"encrypt", "decrypt", "serve"}, {"threads"});
     only_for(cl, {"encrypt", "decrypt"}, {"in-place", "start"});
-    only_for(cl, {"encrypt", "decrypt", "table"}, {"json"});
+    only_for(cl, {"encrypt", "decrypt", "table", "serve"}, {"json"});
     only_for(cl, {"serve"}, serve_option_names());
     only_for(cl, {"encrypt", "decrypt"}, progress_option_names());
     only_for(cl, {"table"}, {"device", "show-key"});

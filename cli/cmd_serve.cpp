@@ -17,7 +17,8 @@ int run_serve(Args args) {
     cl.options.add_options()
         ("sector-size", number_value<unsigned>(512, 4096)->value_name("BYTES"),
          "the logical block size clients are told, 512..4096 (default: 512)")
-        ("threads,t", threads_value()->value_name("N"), "I/O threads, at most 256 (default: one per core)");
+        ("threads,t", threads_value()->value_name("N"), "I/O threads, at most 256 (default: one per core)")
+        ("json", po::bool_switch(), "print events (listening, connections, request errors, shutdown) as JSON lines on stdout (docs/json.md)");
     add_serve_options(cl.options);
     cl.hidden.add_options()("image", po::value<std::vector<std::string>>(), "");
     cl.positional.add("image", -1);

@@ -84,6 +84,11 @@ void JsonWriter::number(int64_t n) {
     out_ << n;
 }
 
+void JsonWriter::unsigned_number(uint64_t n) {
+    before_value();
+    out_ << n;
+}
+
 void JsonWriter::decimal(double d) {
     before_value();
     char buf[64];

@@ -26,6 +26,7 @@ public:
     // Distinct names, not overloads: a const char* would otherwise pick bool.
     void string(std::string_view s);
     void number(int64_t n);
+    void unsigned_number(uint64_t n);  // offsets and counts past INT64_MAX
     void boolean(bool b);
     void decimal(double d);  // fixed, three decimals: seconds
 

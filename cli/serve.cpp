@@ -1,10 +1,12 @@
 // The NBD server behind `blkcrypt serve` and `blkcrypt crypt serve`.
 #include "serve.hpp"
 
+#include "json.hpp"
 #include "number_option.hpp"
 #include "output_file.hpp"
 
 #include <blkcrypt/nbd/server.hpp>
+#include <blkcrypt/nbd/tls.hpp>
 
 #include <atomic>
 #include <cerrno>
@@ -37,6 +39,66 @@ void log_line(const std::string& line) {
     std::fprintf(stderr, "blkcrypt: %s\n", line.c_str());
 }
 
+// --json: events as JSON lines on stdout (docs/json.md), flushed one by one
+// for scripts that wait on them; whole lines whatever thread emits them.
+class Events {
+public:
+    explicit Events(bool on) : on_(on) {}
+    bool on() const noexcept { return on_; }
+    // fill(w) writes the fields after "event".
+    template <class F>
+    void emit(std::string_view event, F&& fill) {
+        if (!on_) return;
+        std::lock_guard lk(mu_);
+        JsonWriter w(std::cout);
+        w.begin_object();
+        w.key("event");
+        w.string(event);
+        fill(w);
+        w.end_object();
+        std::cout.flush();
+    }
+
+private:
+    bool on_;
+    std::mutex mu_;
+};
+
+void connection_fields(JsonWriter& w, uint64_t id, const std::string& peer) {
+    w.key("connection");
+    w.unsigned_number(id);
+    w.key("peer");
+    w.string(peer);
+}
+
+// --tls and its credentials. Credentials without --tls mean require (as
+// qemu-nbd's --tls-creds does); --tls on|require without them is an error.
+void set_tls(const po::variables_map& vm, blkcrypt::nbd::ServerOptions& so) {
+    using blkcrypt::nbd::TlsMode;
+    blkcrypt::nbd::TlsOptions to;
+    if (vm.count("tls-certs")) to.certs_dir = vm["tls-certs"].as<std::string>();
+    if (vm.count("tls-psk")) to.psk_file = vm["tls-psk"].as<std::string>();
+    to.verify_peer = vm["tls-verify-peer"].as<bool>();
+    const bool creds = !to.certs_dir.empty() || !to.psk_file.empty();
+    const std::string mode = vm.count("tls") ? vm["tls"].as<std::string>() : creds ? "require" : "off";
+    if (mode == "off") so.tls_mode = TlsMode::Off;
+    else if (mode == "on") so.tls_mode = TlsMode::On;
+    else if (mode == "require") so.tls_mode = TlsMode::Require;
+    else throw UsageError("--tls " + mode + ": not off, on or require");
+    if (so.tls_mode == TlsMode::Off) {
+        if (creds || to.verify_peer) throw UsageError("--tls-certs, --tls-psk and --tls-verify-peer need --tls on|require");
+        return;
+    }
+    if (!blkcrypt::nbd::tls_built())
+        throw UsageError("--tls: this blkcrypt was built without TLS (configure with GnuTLS, -DBLKCRYPT_WITH_TLS=ON)");
+    if (!creds) throw UsageError("--tls " + mode + " needs --tls-certs DIR or --tls-psk FILE");
+    if (!to.certs_dir.empty() && !to.psk_file.empty()) throw UsageError("--tls-certs and --tls-psk: one or the other");
+    if (to.verify_peer && to.certs_dir.empty()) throw UsageError("--tls-verify-peer needs --tls-certs (a CA to verify against)");
+    auto c = blkcrypt::nbd::TlsCredentials::load(to);
+    if (!c) throw UsageError(c.error().message);
+    so.tls = *c;
+}
+
 }  // namespace
 
 void add_serve_options(po::options_description& opts) {
@@ -45,7 +107,14 @@ void add_serve_options(po::options_description& opts) {
          "serve on the Unix socket PATH, created mode 0600 (default when no --port)")
         ("port", number_value<unsigned>(0, 65535)->value_name("N"), "serve on TCP port N (0: any free port)")
         ("bind", po::value<std::string>()->value_name("ADDR"),
-         "TCP address, loopback only (default: 127.0.0.1)")
+         "TCP address (default: 127.0.0.1); anything but loopback needs --tls require")
+        ("tls", po::value<std::string>()->value_name("MODE"),
+         "off, on (clients may use TLS) or require (they must); default: off, or require with --tls-certs/--tls-psk")
+        ("tls-certs", po::value<std::string>()->value_name("DIR"),
+         "x509: DIR/server-cert.pem, DIR/server-key.pem (mode 0600) and DIR/ca-cert.pem, as qemu lays them out")
+        ("tls-psk", po::value<std::string>()->value_name("FILE"),
+         "pre-shared keys: FILE (mode 0600) of username:hexkey lines, as psktool writes them")
+        ("tls-verify-peer", po::bool_switch(), "x509: clients must show a certificate signed by DIR/ca-cert.pem")
         ("read-only", po::bool_switch(), "refuse writes (the image is opened read-only)")
         ("export-name", po::value<std::string>()->value_name("NAME"),
          "the export's name; the default export \"\" is always this one (default: empty)")
@@ -54,7 +123,8 @@ void add_serve_options(po::options_description& opts) {
 }
 
 std::vector<std::string> serve_option_names() {
-    return {"socket", "port", "bind", "read-only", "export-name", "pid-file"};
+    return {"socket", "port", "bind", "read-only", "export-name", "pid-file",
+            "tls", "tls-certs", "tls-psk", "tls-verify-peer"};
 }
 
 void block_stop_signals() {
@@ -71,7 +141,52 @@ int serve_device(const po::variables_map& vm, std::shared_ptr<blkcrypt::nbd::Blo
         so.bind = vm["bind"].as<std::string>();
     }
     if (so.socket_path.empty() && !so.port) throw UsageError("serve needs --socket PATH or --port N");
+    set_tls(vm, so);
     so.log = log_line;
+    // Declared before the server: it outlives every connection thread.
+    Events events(vm.count("json") && vm["json"].as<bool>());
+    if (events.on()) {
+        so.on_open = [&events](uint64_t id, const std::string& peer) {
+            events.emit("connection_open", [&](JsonWriter& w) { connection_fields(w, id, peer); });
+        };
+        so.on_close = [&events](uint64_t id, const std::string& peer, const blkcrypt::nbd::ConnectionStats& st) {
+            events.emit("connection_close", [&](JsonWriter& w) {
+                connection_fields(w, id, peer);
+                w.key("export");
+                w.string(st.export_name);
+                w.key("transmission");
+                w.boolean(st.transmission);
+                w.key("tls");
+                w.boolean(st.tls);
+                w.key("structured");
+                w.boolean(st.structured);
+                const std::pair<const char*, uint64_t> counts[] = {
+                    {"reads", st.reads},     {"bytes_read", st.bytes_read}, {"writes", st.writes},
+                    {"bytes_written", st.bytes_written}, {"flushes", st.flushes}, {"other", st.other},
+                    {"errors", st.errors}};
+                for (const auto& [k, v] : counts) {
+                    w.key(k);
+                    w.unsigned_number(v);
+                }
+                w.key("end");
+                w.string(st.end);
+            });
+        };
+        so.on_request_error = [&events](uint64_t id, const blkcrypt::nbd::RequestError& e) {
+            events.emit("request_error", [&](JsonWriter& w) {
+                w.key("connection");
+                w.unsigned_number(id);
+                w.key("command");
+                w.string(blkcrypt::nbd::command_name(e.command));
+                w.key("offset");
+                w.unsigned_number(e.offset);
+                w.key("length");
+                w.unsigned_number(e.length);
+                w.key("error");
+                w.string(blkcrypt::nbd::error_name(e.error));
+            });
+        };
+    }
     const std::string name = vm.count("export-name") ? vm["export-name"].as<std::string>() : "";
     if (name.size() > 4096) throw UsageError("--export-name is longer than 4096 bytes");
     const std::string what = dev->describe();
@@ -83,6 +198,8 @@ int serve_device(const po::variables_map& vm, std::shared_ptr<blkcrypt::nbd::Blo
     }
     std::string where = so.socket_path;
     if (so.port) where += (where.empty() ? "" : " and ") + so.bind + ":" + std::to_string((*srv)->port());
+    if (so.tls) where += std::string(so.tls_mode == blkcrypt::nbd::TlsMode::Require ? ", TLS required (" : ", TLS on (") +
+                         so.tls->kind() + ")";
     const std::string pid_file = vm.count("pid-file") ? vm["pid-file"].as<std::string>() : "";
     if (!pid_file.empty()) {
         const std::string pid = std::to_string(::getpid()) + "\n";
@@ -91,6 +208,31 @@ int serve_device(const po::variables_map& vm, std::shared_ptr<blkcrypt::nbd::Blo
     }
     log_line("serving " + what + " (" + std::to_string(exp->device().size()) + " bytes" +
              (exp->device().read_only() ? ", read-only" : "") + ") on " + where);
+    events.emit("listening", [&](JsonWriter& w) {
+        w.key("what");
+        w.string(what);
+        w.key("size");
+        w.unsigned_number(exp->device().size());
+        w.key("read_only");
+        w.boolean(exp->device().read_only());
+        w.key("export");
+        w.string(name);
+        if (!so.socket_path.empty()) {
+            w.key("socket");
+            w.string(so.socket_path);
+        }
+        if (so.port) {
+            w.key("address");
+            w.string(so.bind);
+            w.key("port");
+            w.number((*srv)->port());
+        }
+        w.key("tls");
+        w.string(so.tls_mode == blkcrypt::nbd::TlsMode::Off ? "off"
+                 : so.tls_mode == blkcrypt::nbd::TlsMode::On ? "on" : "require");
+        w.key("pid");
+        w.number(::getpid());
+    });
 
     // The only thread that takes the stop signals (they are blocked elsewhere).
     std::atomic<bool> done{false};
@@ -101,8 +243,12 @@ int serve_device(const po::variables_map& vm, std::shared_ptr<blkcrypt::nbd::Blo
         while (!done) {
             const int sig = ::sigtimedwait(&s, nullptr, &tick);
             if (sig > 0) {
-                log_line(std::string(sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP") +
-                         ": finishing the requests in flight");
+                const std::string sig_name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP";
+                log_line(sig_name + ": finishing the requests in flight");
+                events.emit("shutdown", [&](JsonWriter& w) {
+                    w.key("signal");
+                    w.string(sig_name);
+                });
                 server.stop();
                 return;
             }
@@ -113,6 +259,10 @@ int serve_device(const po::variables_map& vm, std::shared_ptr<blkcrypt::nbd::Blo
     waiter.join();
     srv->reset();
     if (!pid_file.empty()) ::unlink(pid_file.c_str());
+    events.emit("stopped", [&](JsonWriter& w) {
+        w.key("flushed");
+        w.boolean(st == blkcrypt::Status::Ok);
+    });
     if (st != blkcrypt::Status::Ok) throw Failure("flushing " + what + ": " + blkcrypt::to_string(st));
     log_line("stopped; everything written is flushed");
     return 0;

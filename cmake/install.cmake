@@ -7,7 +7,7 @@
 #   lib/pkgconfig/blkcrypt.pc        pkg-config --cflags --libs blkcrypt
 #   share/man/man8/blkcrypt*.8       the man pages, generated from the option tables
 #   share/bash-completion/completions/blkcrypt   bash completion, likewise
-# Crypto++ and OpenSSL are private to libblkcrypt.so: consumers of the package
+# Crypto++, OpenSSL and GnuTLS are private to libblkcrypt.so: consumers of the package
 # need neither their headers nor their pkg-config/CMake files.
 # Included at the end of the top-level CMakeLists.txt.
 include(GNUInstallDirs)

@@ -13,6 +13,7 @@ PKGS=(
   clang-14 libclang-rt-14-dev
   libargon2-dev nlohmann-json3-dev
   qemu-utils libnbd-bin nbdkit fuse3
+  libgnutls28-dev gnutls-bin
 )
 
 missing=()

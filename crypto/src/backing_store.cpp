@@ -102,6 +102,20 @@ public:
         return Status::Ok;
     }
 
+    // SEEK_DATA/SEEK_HOLE; a file system without them (EINVAL) reports all
+    // of the file as data, which is what the calls do there anyway.
+    Run allocation(uint64_t offset, uint64_t len) noexcept override {
+        const Run data{len, false};
+        if (!regular_ || offset >= size_) return data;
+        len = std::min(len, size_ - offset);
+        const off_t d = ::lseek(fd_, static_cast<off_t>(offset), SEEK_DATA);
+        if (d < 0) return errno == ENXIO ? Run{len, true} : Run{len, false};  // ENXIO: a hole to the end
+        if (static_cast<uint64_t>(d) > offset) return {std::min(len, static_cast<uint64_t>(d) - offset), true};
+        const off_t h = ::lseek(fd_, static_cast<off_t>(offset), SEEK_HOLE);
+        if (h <= d) return {len, false};
+        return {std::min(len, static_cast<uint64_t>(h) - offset), false};
+    }
+
     Status flush() override {
         if (!writable_) return Status::Ok;
         while (::fdatasync(fd_) != 0)

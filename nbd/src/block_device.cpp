@@ -70,6 +70,24 @@ public:
             return Status::Invalid;
         return store_->discard(offset, len);
     }
+    // A hole in the file is a hole reading as zeros; runs are merged across
+    // the store's answers so a long one is one extent.
+    std::vector<Extent> extents(uint64_t offset, uint64_t len, unsigned max) override {
+        std::vector<Extent> v;
+        while (len) {
+            const BackingStore::Run r = store_->allocation(offset, len);
+            const uint64_t n = std::clamp<uint64_t>(r.length, 1, len);
+            if (!v.empty() && v.back().hole == r.hole)
+                v.back().length += n;
+            else if (v.size() == max)
+                break;
+            else
+                v.push_back({n, r.hole, r.hole});
+            offset += n;
+            len -= n;
+        }
+        return v;
+    }
     void drain() override {
         std::unique_lock lk(mu_);
         idle_.wait(lk, [&] { return jobs_.empty() && running_ == 0; });

@@ -2,6 +2,7 @@
 // TCP on loopback, one thread per connection, and a stop that lets every
 // request in flight finish and be replied to before the device is flushed.
 #include <blkcrypt/nbd/server.hpp>
+#include <blkcrypt/nbd/tls.hpp>
 
 #include <algorithm>
 #include <cerrno>
@@ -28,8 +29,20 @@ namespace {
 
 class FdTransport final : public Transport {
 public:
-    explicit FdTransport(int fd) : fd_(fd) {}
+    FdTransport(int fd, TlsCredentials* creds) : fd_(fd), creds_(creds) {}
+    bool start_tls() override {
+        if (!creds_ || tls_) return false;
+        auto t = creds_->handshake(fd_);
+        if (!t) {
+            tls_error_ = t.error().message;
+            return false;
+        }
+        tls_ = std::move(*t);
+        return true;
+    }
+    const std::string& tls_error() const noexcept { return tls_error_; }
     bool read(Bytes out) override {
+        if (tls_) return tls_->read(out);
         std::size_t done = 0;
         while (done < out.size()) {
             const ssize_t n = ::recv(fd_, out.data() + done, out.size() - done, 0);
@@ -41,6 +54,7 @@ public:
     }
     bool write(ConstBytes in) override { return write2(in, {}); }
     bool write2(ConstBytes a, ConstBytes b) override {
+        if (tls_) return tls_->write2(a, b);
         iovec iov[2] = {{const_cast<uint8_t*>(a.data()), a.size()}, {const_cast<uint8_t*>(b.data()), b.size()}};
         int first = 0;
         while (first < 2) {
@@ -67,6 +81,9 @@ public:
 
 private:
     int fd_;
+    TlsCredentials* creds_;
+    std::unique_ptr<Transport> tls_;  // after STARTTLS
+    std::string tls_error_;
 };
 
 std::string errno_text(const std::string& what) { return what + ": " + std::strerror(errno); }
@@ -162,22 +179,33 @@ struct Server::Impl {
         const uint64_t id = next_id++;
         const std::string peer = peer_name(ss);
         c.thread = std::thread([this, &c, fd, id, peer] {
-            FdTransport t(fd);
-            const ConnectionStats st = serve_connection(*exp, t);
+            ConnectionStats st;
+            std::string tls_error;
+            {
+                FdTransport t(fd, opts.tls.get());
+                ConnectionOptions co{.tls = opts.tls_mode, .on_error = {}};
+                if (opts.on_request_error)
+                    co.on_error = [this, id](const RequestError& e) { opts.on_request_error(id, e); };
+                if (opts.on_open) opts.on_open(id, peer);
+                st = serve_connection(*exp, t, co);
+                tls_error = t.tls_error();
+            }  // a TLS session says goodbye before the shutdown
             // The client waits for the close after NBD_CMD_DISC; the fd itself
             // is closed when the thread is joined, so stop() never sees a reused fd.
             ::shutdown(fd, SHUT_RDWR);
             if (opts.log) {
                 std::string line = "connection " + std::to_string(id) + " (" + peer + ")";
                 if (st.transmission)
-                    line += ": export '" + st.export_name + "'" + (st.structured ? " structured" : "") + ", " +
+                    line += ": export '" + st.export_name + "'" + (st.tls ? " tls" : "") +
+                            (st.structured ? " structured" : "") + ", " +
                             std::to_string(st.reads) + " reads (" + std::to_string(st.bytes_read) + " bytes), " +
                             std::to_string(st.writes) + " writes (" + std::to_string(st.bytes_written) +
                             " bytes), " + std::to_string(st.flushes) + " flushes, " +
                             std::to_string(st.other) + " other, " + std::to_string(st.errors) + " errors";
-                line += "; " + st.end;
+                line += "; " + st.end + (tls_error.empty() ? "" : " (" + tls_error + ")");
                 opts.log(line);
             }
+            if (opts.on_close) opts.on_close(id, peer, st);
             std::lock_guard lk2(mu);
             c.done = true;
         });
@@ -187,6 +215,8 @@ struct Server::Impl {
 Result<std::unique_ptr<Server>> Server::listen(std::shared_ptr<Export> exp, ServerOptions opts) {
     if (!exp) return make_error(Status::Invalid, "no export");
     if (opts.socket_path.empty() && !opts.port) return make_error(Status::Invalid, "no socket path and no port");
+    if ((opts.tls_mode != TlsMode::Off) != bool(opts.tls))
+        return make_error(Status::Invalid, "TLS on needs credentials, and credentials need TLS on");
     std::unique_ptr<Server> srv(new Server);
     srv->impl_ = std::make_unique<Impl>();
     Impl& im = *srv->impl_;
@@ -232,8 +262,9 @@ Result<std::unique_ptr<Server>> Server::listen(std::shared_ptr<Export> exp, Serv
             return make_error(Status::Invalid, "--bind " + im.opts.bind + ": " + ::gai_strerror(rc));
         std::string error;
         for (addrinfo* ai = res; ai; ai = ai->ai_next) {
-            if (!is_loopback(ai->ai_addr)) {
-                error = "--bind " + im.opts.bind + ": not a loopback address (TLS is not supported yet)";
+            // Off loopback, only TLS keeps the data (and the key it decrypts) private.
+            if (!is_loopback(ai->ai_addr) && im.opts.tls_mode != TlsMode::Require) {
+                error = "--bind " + im.opts.bind + ": not a loopback address: serving it needs --tls require";
                 break;
             }
             const int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);

@@ -77,6 +77,8 @@ namespace {
 
 constexpr uint32_t kMaxOptionLength = 64 * 1024;  // names are at most 4096 bytes
 constexpr std::size_t kScratch = 64 * 1024;        // dropping payloads, zero writes
+constexpr unsigned kMaxExtents = 1024;             // per BLOCK_STATUS reply (8 KiB)
+constexpr std::string_view kAllocation = "base:allocation";
 
 void put16(std::vector<uint8_t>& v, uint16_t x) {
     v.push_back(static_cast<uint8_t>(x >> 8));
@@ -115,11 +117,13 @@ struct Pending {
     std::size_t skip = 0, len = 0;    // the client's bytes within buf
     uint64_t lock_begin = 0, lock_end = 0;  // blocks locked (writes)
     bool fua = false;
+    std::vector<uint8_t> extents;     // a BLOCK_STATUS reply's payload
 };
 
 class Connection {
 public:
-    Connection(Export& e, Transport& t) : exp_(e), dev_(e.device()), t_(t), lim_(e.limits()) {}
+    Connection(Export& e, Transport& t, const ConnectionOptions& o)
+        : exp_(e), dev_(e.device()), t_(t), lim_(e.limits()), opts_(o), tls_(o.tls) {}
 
     ConnectionStats run() {
         if (!handshake()) return stats_;
@@ -179,6 +183,12 @@ private:
             if (len > kMaxOptionLength) return fail("protocol error: option of " + std::to_string(len) + " bytes");
             std::vector<uint8_t> data(len);
             if (len && !t_.read(data)) return fail("end of stream");
+            // Before the upgrade, a server that requires TLS discusses nothing else.
+            if (tls_ == TlsMode::Require && !stats_.tls && opt != proto::kOptStartTls && opt != proto::kOptAbort) {
+                if (opt == proto::kOptExportName) return fail("protocol error: EXPORT_NAME before TLS");
+                if (!option_error(opt, proto::kRepErrTlsReqd, "TLS is required")) return fail("end of stream");
+                continue;
+            }
             switch (opt) {
             case proto::kOptExportName: {
                 const std::string name(data.begin(), data.end());
@@ -222,14 +232,68 @@ private:
                 structured_ = stats_.structured = true;
                 if (!option_reply(opt, proto::kRepAck)) return fail("end of stream");
                 break;
+            case proto::kOptListMetaContext:
+            case proto::kOptSetMetaContext:
+                if (!meta_context(opt, data)) return fail("end of stream");
+                break;
             case proto::kOptStartTls:
-                if (!option_error(opt, proto::kRepErrUnsup, "TLS is not supported")) return fail("end of stream");
+                if (tls_ == TlsMode::Off) {
+                    if (!option_error(opt, proto::kRepErrUnsup, "TLS is not enabled")) return fail("end of stream");
+                } else if (stats_.tls || len) {
+                    if (!option_error(opt, proto::kRepErrInvalid, stats_.tls ? "TLS is already on" : "STARTTLS takes no data"))
+                        return fail("end of stream");
+                } else {
+                    if (!option_reply(opt, proto::kRepAck)) return fail("end of stream");
+                    if (!t_.start_tls()) return fail("TLS handshake failed");
+                    // What was agreed in the clear could have been forged: forgotten.
+                    stats_.tls = true;
+                    structured_ = stats_.structured = allocation_ = false;
+                }
                 break;
             default:
                 if (!option_error(opt, proto::kRepErrUnsup, "unsupported option")) return fail("end of stream");
                 break;
             }
         }
+    }
+
+    // NBD_OPT_LIST_META_CONTEXT / NBD_OPT_SET_META_CONTEXT: an export name
+    // and queries; base:allocation is the one context. False: stream broken.
+    bool meta_context(uint32_t opt, const std::vector<uint8_t>& d) {
+        auto invalid = [&](const char* msg) { return option_error(opt, proto::kRepErrInvalid, msg); };
+        if (opt == proto::kOptSetMetaContext && !structured_)
+            return invalid("SET_META_CONTEXT needs structured replies first");
+        std::size_t p = 0;
+        auto string = [&](std::string& out) {
+            if (d.size() - p < 4) return false;
+            const uint32_t n = get32(d.data() + p);
+            p += 4;
+            if (n > d.size() - p) return false;
+            out.assign(d.begin() + long(p), d.begin() + long(p + n));
+            p += n;
+            return true;
+        };
+        std::string name;
+        if (!string(name) || d.size() - p < 4) return invalid("request too short");
+        const uint32_t queries = get32(d.data() + p);
+        p += 4;
+        bool match = opt == proto::kOptListMetaContext && queries == 0;  // LIST with none: all
+        for (uint32_t i = 0; i < queries; ++i) {
+            std::string q;
+            if (!string(q)) return invalid("query longer than the request");
+            // LIST also takes a namespace alone ("base:"): every context in it.
+            if (q == kAllocation || (opt == proto::kOptListMetaContext && q == "base:")) match = true;
+        }
+        if (p != d.size()) return invalid("bad length");
+        if (!exp_.matches(name)) return option_error(opt, proto::kRepErrUnknown, "no such export");
+        if (opt == proto::kOptSetMetaContext) allocation_ = match;  // each SET replaces the last
+        if (match) {
+            std::vector<uint8_t> v;
+            put32(v, proto::kAllocationContextId);
+            v.insert(v.end(), kAllocation.begin(), kAllocation.end());
+            if (!option_reply(opt, proto::kRepMetaContext, v)) return false;
+        }
+        return option_reply(opt, proto::kRepAck);
     }
 
     // NBD_OPT_INFO / NBD_OPT_GO: -1 stream broken, 0 refused, 1 acknowledged.
@@ -286,11 +350,13 @@ private:
         replies_.push_back(p);
         wake_writer_.notify_one();
     }
-    void reply_now(uint64_t cookie, uint16_t type, uint32_t error) {
+    void reply_now(uint64_t cookie, uint16_t type, uint64_t offset, uint32_t len, uint32_t error) {
         acquire(0);
         auto* p = new Pending;
         p->cookie = cookie;
         p->type = type;
+        p->offset = offset;
+        p->len = len;
         p->error = error;
         finish(p);
     }
@@ -303,7 +369,10 @@ private:
             std::unique_ptr<Pending> p(replies_.front());
             replies_.pop_front();
             lk.unlock();
-            if (p->error) ++errors_;
+            if (p->error) {
+                ++errors_;
+                if (opts_.on_error) opts_.on_error({p->type, p->offset, static_cast<uint32_t>(p->len), p->error});
+            }
             if (!broken_ && !send_reply(*p)) broken_ = true;  // later replies are dropped
             const std::size_t b = p->budget;
             p.reset();
@@ -318,7 +387,9 @@ private:
     bool send_reply(const Pending& p) {
         std::vector<uint8_t> h;
         const bool data = p.type == proto::kCmdRead && !p.error;
-        const ConstBytes payload = data ? ConstBytes(p.buf.get() + p.skip, p.len) : ConstBytes{};
+        const bool status = p.type == proto::kCmdBlockStatus && !p.error;
+        const ConstBytes payload = data ? ConstBytes(p.buf.get() + p.skip, p.len)
+                                   : status ? ConstBytes(p.extents) : ConstBytes{};
         if (!structured_) {
             put32(h, proto::kSimpleReplyMagic);
             put32(h, p.error);
@@ -338,6 +409,10 @@ private:
             put64(h, p.cookie);
             put32(h, static_cast<uint32_t>(8 + p.len));
             put64(h, p.offset);
+        } else if (status) {
+            put16(h, proto::kReplyTypeBlockStatus);
+            put64(h, p.cookie);
+            put32(h, static_cast<uint32_t>(p.extents.size()));
         } else {
             put16(h, proto::kReplyTypeNone);
             put64(h, p.cookie);
@@ -386,7 +461,7 @@ private:
             case proto::kCmdRead:
                 ++stats_.reads;
                 if (flags || !len || len > lim_.max_request || !in_range(offset, len))
-                    reply_now(cookie, type, proto::kEinval);
+                    reply_now(cookie, type, offset, len, proto::kEinval);
                 else
                     read(cookie, offset, len);
                 break;
@@ -401,7 +476,7 @@ private:
                         stats_.end = "end of stream";
                         return;
                     }
-                    reply_now(cookie, type, err);
+                    reply_now(cookie, type, offset, len, err);
                 } else if (!write(cookie, offset, len, flags & proto::kCmdFlagFua)) {
                     stats_.end = "end of stream";
                     return;
@@ -410,7 +485,7 @@ private:
             }
             case proto::kCmdFlush:
                 ++stats_.flushes;
-                reply_now(cookie, type, flags ? proto::kEinval : nbd_error(dev_.flush()));
+                reply_now(cookie, type, offset, len, flags ? proto::kEinval : nbd_error(dev_.flush()));
                 break;
             case proto::kCmdWriteZeroes: {
                 ++stats_.other;
@@ -419,12 +494,12 @@ private:
                 else if ((flags & ~(proto::kCmdFlagFua | proto::kCmdFlagNoHole)) || !len) err = proto::kEinval;
                 else if (!in_range(offset, len)) err = proto::kEnospc;
                 else err = nbd_error(write_zeroes(offset, len, flags & proto::kCmdFlagFua));
-                reply_now(cookie, type, err);
+                reply_now(cookie, type, offset, len, err);
                 break;
             }
             case proto::kCmdCache:  // advisory: the page cache has it or will
                 ++stats_.other;
-                reply_now(cookie, type, flags || !len || !in_range(offset, len) ? proto::kEinval : 0);
+                reply_now(cookie, type, offset, len, flags || !len || !in_range(offset, len) ? proto::kEinval : 0);
                 break;
             case proto::kCmdTrim: {
                 ++stats_.other;
@@ -433,33 +508,47 @@ private:
                 else if (!dev_.can_discard() || (flags & ~proto::kCmdFlagFua) || !len) err = proto::kEinval;
                 else if (!in_range(offset, len)) err = proto::kEnospc;
                 else err = nbd_error(trim(offset, len, flags & proto::kCmdFlagFua));
-                reply_now(cookie, type, err);
+                reply_now(cookie, type, offset, len, err);
                 break;
             }
-            default:  // BLOCK_STATUS, unknown: no payload
+            case proto::kCmdBlockStatus:
                 ++stats_.other;
-                reply_now(cookie, type, proto::kEinval);
+                if (!allocation_ || (flags & ~proto::kCmdFlagReqOne) || !len || !in_range(offset, len))
+                    reply_now(cookie, type, offset, len, proto::kEinval);
+                else
+                    block_status(cookie, offset, len, flags & proto::kCmdFlagReqOne);
+                break;
+            default:  // unknown: no payload
+                ++stats_.other;
+                reply_now(cookie, type, offset, len, proto::kEinval);
                 break;
             }
         }
     }
 
-    void read(uint64_t cookie, uint64_t offset, uint32_t len) {
+    // A read or write: its budget held and a buffer over the whole blocks
+    // that [offset, offset+len) touches, the client's bytes at p->skip.
+    Pending* start_request(uint64_t cookie, uint16_t type, uint64_t offset, uint32_t len) {
         const uint32_t bs = dev_.block_size();
         const uint64_t a = offset / bs * bs, e = (offset + len + bs - 1) / bs * bs;
-        const std::size_t alen = static_cast<std::size_t>(e - a);
+        const auto alen = static_cast<std::size_t>(e - a);
         acquire(alen);
         auto* p = new Pending;
         p->cookie = cookie;
-        p->type = proto::kCmdRead;
+        p->type = type;
+        p->offset = offset;
+        p->len = len;
         p->budget = alen;
         p->buf.reset(new uint8_t[alen]);
-        p->offset = offset;
         p->skip = static_cast<std::size_t>(offset - a);
-        p->len = len;
+        return p;
+    }
+
+    void read(uint64_t cookie, uint64_t offset, uint32_t len) {
+        Pending* p = start_request(cookie, proto::kCmdRead, offset, len);
         stats_.bytes_read += len;
         // After submit, p belongs to the completion (it may already have run).
-        const Status s = dev_.submit_read(a, Bytes(p->buf.get(), alen), [this, p](Status st) {
+        const Status s = dev_.submit_read(offset - p->skip, Bytes(p->buf.get(), p->budget), [this, p](Status st) {
             p->error = nbd_error(st);
             finish(p);
         });
@@ -467,6 +556,34 @@ private:
             p->error = nbd_error(s == Status::Ok ? Status::IoError : s);
             finish(p);
         }
+    }
+
+    // Synchronous (the device's allocation query is a few lseeks); the
+    // reply's descriptors count in the budget like a read's data.
+    void block_status(uint64_t cookie, uint64_t offset, uint32_t len, bool one) {
+        const unsigned max = one ? 1 : kMaxExtents;
+        const std::size_t bytes = 4 + 8 * std::size_t{max};
+        acquire(bytes);
+        auto* p = new Pending;
+        p->cookie = cookie;
+        p->type = proto::kCmdBlockStatus;
+        p->offset = offset;
+        p->len = len;
+        p->budget = bytes;
+        std::vector<BlockDevice::Extent> ext = dev_.extents(offset, len, max);
+        if (ext.empty() || ext.size() > max) ext = {{len, false, false}};
+        put32(p->extents, proto::kAllocationContextId);
+        for (const auto& e : ext) {
+            if (e.length == 0 || e.length > len) break;  // a device's bad answer: stop there
+            put32(p->extents, static_cast<uint32_t>(e.length));
+            put32(p->extents, (e.hole ? proto::kStateHole : 0) | (e.zero ? proto::kStateZero : 0));
+            len -= static_cast<uint32_t>(e.length);
+        }
+        if (p->extents.size() == 4) {  // nothing usable: all data
+            put32(p->extents, len);
+            put32(p->extents, 0);
+        }
+        finish(p);
     }
 
     // Fills the bytes of buf's first and last blocks outside [skip, skip+len)
@@ -493,16 +610,9 @@ private:
 
     bool write(uint64_t cookie, uint64_t offset, uint32_t len, bool fua) {
         const uint32_t bs = dev_.block_size();
-        const uint64_t a = offset / bs * bs, e = (offset + len + bs - 1) / bs * bs;
-        const std::size_t alen = static_cast<std::size_t>(e - a);
-        acquire(alen);
-        auto* p = new Pending;
-        p->cookie = cookie;
-        p->type = proto::kCmdWrite;
-        p->budget = alen;
-        p->buf.reset(new uint8_t[alen]);
-        p->skip = static_cast<std::size_t>(offset - a);
-        p->len = len;
+        Pending* p = start_request(cookie, proto::kCmdWrite, offset, len);
+        const uint64_t a = offset - p->skip;
+        const std::size_t alen = p->budget;
         p->fua = fua;
         if (!t_.read(Bytes(p->buf.get() + p->skip, len))) {
             p->error = proto::kEio;  // nobody reads it; releases the budget
@@ -511,7 +621,7 @@ private:
         }
         stats_.bytes_written += len;
         p->lock_begin = a / bs;
-        p->lock_end = e / bs;
+        p->lock_end = (a + alen) / bs;
         exp_.locks().lock(p->lock_begin, p->lock_end);
         if (Status s = merge_edges(a, Bytes(p->buf.get(), alen), p->skip, len); s != Status::Ok) {
             exp_.locks().unlock(p->lock_begin, p->lock_end);
@@ -573,8 +683,11 @@ private:
     BlockDevice& dev_;
     Transport& t_;
     const Limits& lim_;
+    const ConnectionOptions& opts_;
+    const TlsMode tls_;
     ConnectionStats stats_;
     bool structured_ = false;
+    bool allocation_ = false;  // base:allocation selected (SET_META_CONTEXT)
     std::vector<uint8_t> scratch_, rmw_, zero_;  // reader thread only
 
     std::mutex mu_;
@@ -590,9 +703,36 @@ private:
 
 }  // namespace
 
-ConnectionStats serve_connection(Export& exp, Transport& t) {
-    Connection c(exp, t);
+ConnectionStats serve_connection(Export& exp, Transport& t, const ConnectionOptions& opts) {
+    Connection c(exp, t, opts);
     return c.run();
+}
+
+std::string command_name(uint16_t c) {
+    switch (c) {
+    case proto::kCmdRead: return "read";
+    case proto::kCmdWrite: return "write";
+    case proto::kCmdDisc: return "disc";
+    case proto::kCmdFlush: return "flush";
+    case proto::kCmdTrim: return "trim";
+    case proto::kCmdCache: return "cache";
+    case proto::kCmdWriteZeroes: return "write_zeroes";
+    case proto::kCmdBlockStatus: return "block_status";
+    default: return "command " + std::to_string(c);
+    }
+}
+
+std::string error_name(uint32_t e) {
+    switch (e) {
+    case proto::kEperm: return "EPERM";
+    case proto::kEio: return "EIO";
+    case proto::kEnomem: return "ENOMEM";
+    case proto::kEinval: return "EINVAL";
+    case proto::kEnospc: return "ENOSPC";
+    case proto::kEnotsup: return "ENOTSUP";
+    case proto::kEshutdown: return "ESHUTDOWN";
+    default: return "error " + std::to_string(e);
+    }
 }
 
 }  // namespace blkcrypt::nbd

@@ -1,7 +1,9 @@
 // The NBD server's protocol (handshake, options, transmission) fed arbitrary
 // client bytes: serve_connection over a memory transport and a 64 KiB
-// MemoryStore. The first byte picks the block size (512 or 4096) and
-// read-only; the rest is what the client sends. The server must reply or
+// MemoryStore. The first byte picks the block size (512 or 4096),
+// read-only and whether TLS is required (the memory transport cannot start
+// it: STARTTLS then fails, every other option is refused); the rest is what
+// the client sends. The server must reply or
 // hang up, never crash, and leave nothing in flight.
 #include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/nbd/block_device.hpp>
@@ -55,6 +57,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     lim.max_inflight = 4;
     nbd::Export exp("fuzz", *dev, lim);
     Input in(data + 1, size - 1);
-    (void)nbd::serve_connection(exp, in);
+    nbd::ConnectionOptions co;
+    co.tls = data[0] & 4 ? nbd::TlsMode::Require : nbd::TlsMode::Off;
+    (void)nbd::serve_connection(exp, in, co);
     return 0;
 }

@@ -10,6 +10,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -126,6 +128,19 @@ std::map<uint64_t, SimpleReply> simple_replies(Parse& p, std::map<uint64_t, std:
         const auto err = uint32_t(p.n(4));
         const uint64_t cookie = p.n(8);
         out[cookie] = {err, err ? std::vector<uint8_t>{} : p.take(lengths[cookie])};
+    }
+    return out;
+}
+
+// Structured replies (one chunk each, flagged done): cookie -> (type, payload).
+std::map<uint64_t, std::pair<uint16_t, std::vector<uint8_t>>> structured_replies(Parse& p) {
+    std::map<uint64_t, std::pair<uint16_t, std::vector<uint8_t>>> out;
+    while (p.p < p.b.size()) {
+        REQUIRE(p.n(4) == proto::kStructuredReplyMagic);
+        CHECK(p.n(2) == proto::kReplyFlagDone);
+        const auto type = uint16_t(p.n(2));
+        const uint64_t cookie = p.n(8);
+        out[cookie] = {type, p.take(std::size_t(p.n(4)))};
     }
     return out;
 }
@@ -256,7 +271,17 @@ TEST_CASE("nbd: limits, ranges and unknown commands get errors and the stream st
     s.request(proto::kCmdCache, 10, 0, 4096);
     s.request(proto::kCmdDisc, 0, 0, 0);
     std::fill(mem->data().begin(), mem->data().end(), 0x77);
-    const auto st = nbd::serve_connection(exp, s);
+    std::vector<std::string> reported;  // what --json reports, one per error reply
+    nbd::ConnectionOptions co;
+    co.on_error = [&](const nbd::RequestError& e) {
+        reported.push_back(nbd::command_name(e.command) + " " + std::to_string(e.offset) + " " +
+                           std::to_string(e.length) + " " + nbd::error_name(e.error));
+    };
+    const auto st = nbd::serve_connection(exp, s, co);
+    std::sort(reported.begin(), reported.end());
+    CHECK(reported == std::vector<std::string>{"command 42 0 0 EINVAL", "read 0 16385 EINVAL", "read 0 512 EINVAL",
+                                               "read 18446744073709551515 200 EINVAL", "trim 0 512 EINVAL",
+                                               "write 0 1048576 EINVAL", "write 65535 2 ENOSPC"});
     CHECK(st.end == "disconnect");
     CHECK(st.structured);
 
@@ -265,14 +290,9 @@ TEST_CASE("nbd: limits, ranges and unknown commands get errors and the stream st
     CHECK(p.opt_reply().type == proto::kRepAck);
     p.until_ack();
     std::map<uint64_t, uint32_t> err;
-    while (p.p < p.b.size()) {
-        REQUIRE(p.n(4) == proto::kStructuredReplyMagic);
-        CHECK(p.n(2) == proto::kReplyFlagDone);
-        const auto type = uint16_t(p.n(2));
-        const uint64_t cookie = p.n(8);
-        const auto data = p.take(std::size_t(p.n(4)));
-        err[cookie] = type == proto::kReplyTypeError ? be32(data, 0) : 0;
-        if (type != proto::kReplyTypeError) CHECK(type == proto::kReplyTypeNone);
+    for (const auto& [cookie, r] : structured_replies(p)) {
+        err[cookie] = r.first == proto::kReplyTypeError ? be32(r.second, 0) : 0;
+        if (r.first != proto::kReplyTypeError) CHECK(r.first == proto::kReplyTypeNone);
     }
     CHECK(err == std::map<uint64_t, uint32_t>{{1, proto::kEinval}, {2, proto::kEinval}, {3, proto::kEinval},
                                               {4, proto::kEnospc}, {5, proto::kEinval}, {6, proto::kEinval},
@@ -424,4 +444,149 @@ TEST_CASE("nbd: two connections writing neighbouring bytes of the same blocks lo
     t1.join();
     t2.join();
     CHECK(mem->data() == model);
+}
+
+TEST_CASE("nbd: base:allocation: LIST and SET_META_CONTEXT, BLOCK_STATUS maps a sparse file's holes", "[nbd]") {
+    char path[] = "/tmp/blkcrypt-nbd-sparse-XXXXXX";
+    const int fd = ::mkstemp(path);
+    REQUIRE(fd >= 0);
+    REQUIRE(::ftruncate(fd, 1 << 20) == 0);
+    const std::vector<uint8_t> d(64 * 1024, 0xab);
+    REQUIRE(::pwrite(fd, d.data(), 64 * 1024, 64 * 1024) == 64 * 1024);
+    REQUIRE(::pwrite(fd, d.data(), 4096, 512 * 1024) == 4096);
+    ::close(fd);
+    auto store = open_file_store(path, false);
+    ::unlink(path);
+    REQUIRE(store);
+    nbd::StoreDeviceOptions so;
+    so.read_only = true;
+    auto dev = nbd::make_store_device(*store, so);
+    REQUIRE(dev);
+    nbd::Export exp("disk", *dev);
+
+    auto meta = [](Script& s, uint32_t opt, std::vector<std::string> queries) {
+        std::vector<uint8_t> v;
+        auto u32 = [&](uint32_t x) {
+            for (int i = 24; i >= 0; i -= 8) v.push_back(uint8_t(x >> i));
+        };
+        u32(4), v.insert(v.end(), {'d', 'i', 's', 'k'});
+        u32(uint32_t(queries.size()));
+        for (const auto& q : queries) u32(uint32_t(q.size())), v.insert(v.end(), q.begin(), q.end());
+        s.option(opt, v);
+    };
+    Script s;
+    s.u32(proto::kClientFixedNewstyle | proto::kClientNoZeroes);
+    meta(s, proto::kOptListMetaContext, {});                        // all contexts
+    meta(s, proto::kOptSetMetaContext, {"base:allocation"});        // before structured replies
+    s.option(proto::kOptStructuredReply);
+    meta(s, proto::kOptListMetaContext, {"qemu:dirty-bitmap:x"});   // not ours
+    meta(s, proto::kOptSetMetaContext, {"other:x", "base:allocation"});
+    s.go("disk");
+    s.request(proto::kCmdBlockStatus, 1, 0, 1 << 20);
+    s.request(proto::kCmdBlockStatus, 2, 70 * 1024, 500 * 1024, proto::kCmdFlagReqOne);
+    s.request(proto::kCmdBlockStatus, 3, 1 << 20, 512);              // past the end
+    s.request(proto::kCmdDisc, 0, 0, 0);
+    CHECK(nbd::serve_connection(exp, s).end == "disconnect");
+
+    Parse p{s.out};
+    p.hello();
+    auto ctx = p.opt_reply();
+    CHECK(ctx.type == proto::kRepMetaContext);
+    CHECK(be32(ctx.data, 0) == proto::kAllocationContextId);
+    CHECK(std::string(ctx.data.begin() + 4, ctx.data.end()) == "base:allocation");
+    CHECK(p.opt_reply().type == proto::kRepAck);
+    CHECK(p.opt_reply().type == proto::kRepErrInvalid);
+    CHECK(p.opt_reply().type == proto::kRepAck);   // structured replies
+    CHECK(p.opt_reply().type == proto::kRepAck);   // nothing listed
+    CHECK(p.opt_reply().type == proto::kRepMetaContext);
+    CHECK(p.opt_reply().type == proto::kRepAck);
+    p.until_ack();
+    std::map<uint64_t, std::vector<std::pair<uint32_t, uint32_t>>> maps;
+    std::map<uint64_t, uint32_t> err;
+    for (const auto& [cookie, r] : structured_replies(p)) {
+        const auto& [type, data] = r;
+        if (type == proto::kReplyTypeError) {
+            err[cookie] = be32(data, 0);
+            continue;
+        }
+        REQUIRE(type == proto::kReplyTypeBlockStatus);
+        CHECK(be32(data, 0) == proto::kAllocationContextId);
+        for (std::size_t i = 4; i + 8 <= data.size(); i += 8) maps[cookie].emplace_back(be32(data, i), be32(data, i + 4));
+    }
+    const uint32_t hole = proto::kStateHole | proto::kStateZero;
+    using M = std::vector<std::pair<uint32_t, uint32_t>>;
+    CHECK(maps[1] == M{{64 * 1024, hole}, {64 * 1024, 0}, {384 * 1024, hole}, {4096, 0}, {508 * 1024, hole}});
+    CHECK(maps[2] == M{{58 * 1024, 0}});  // the one extent at 70 KiB: data to 128 KiB
+    CHECK(err == std::map<uint64_t, uint32_t>{{3, proto::kEinval}});
+
+    Script n;  // BLOCK_STATUS without a context selected
+    n.u32(proto::kClientFixedNewstyle | proto::kClientNoZeroes);
+    n.option(proto::kOptStructuredReply);
+    n.go();
+    n.request(proto::kCmdBlockStatus, 1, 0, 4096);
+    (void)nbd::serve_connection(exp, n);
+    Parse q{n.out};
+    q.hello();
+    q.opt_reply();
+    q.until_ack();
+    REQUIRE(q.n(4) == proto::kStructuredReplyMagic);
+    q.n(2);
+    CHECK(q.n(2) == proto::kReplyTypeError);
+}
+
+TEST_CASE("nbd: TLS modes: off refuses STARTTLS, require refuses all else until it, the upgrade forgets the past",
+          "[nbd]") {
+    auto mem = std::make_shared<MemoryStore>(8192);
+    nbd::Export exp("", store_device(mem, 512));
+    // A transport whose upgrade works (the socket one runs a TLS handshake).
+    class Upgradable final : public nbd::Transport {
+    public:
+        Script s;
+        bool upgraded = false;
+        bool read(Bytes b) override { return s.read(b); }
+        bool write(ConstBytes b) override { return s.write(b); }
+        bool start_tls() override { return upgraded = true; }
+    };
+
+    Upgradable off;
+    off.s.u32(proto::kClientFixedNewstyle);
+    off.s.option(proto::kOptStartTls);
+    off.s.option(proto::kOptAbort);
+    CHECK(nbd::serve_connection(exp, off, {.tls = nbd::TlsMode::Off, .on_error = {}}).end == "abort");
+    CHECK_FALSE(off.upgraded);
+    Parse p0{off.s.out};
+    p0.hello();
+    CHECK(p0.opt_reply().type == proto::kRepErrUnsup);
+
+    Upgradable req;
+    req.s.u32(proto::kClientFixedNewstyle);
+    req.s.option(proto::kOptStructuredReply);   // before TLS: refused
+    req.s.go();                                  // refused
+    req.s.option(proto::kOptStartTls, std::vector<uint8_t>{1});  // with data: invalid
+    req.s.option(proto::kOptStartTls);
+    req.s.option(proto::kOptStartTls);           // twice: invalid
+    req.s.go();                                  // now served, simple replies
+    req.s.request(proto::kCmdRead, 7, 0, 512);
+    req.s.request(proto::kCmdDisc, 0, 0, 0);
+    const auto st = nbd::serve_connection(exp, req, {.tls = nbd::TlsMode::Require, .on_error = {}});
+    CHECK(st.end == "disconnect");
+    CHECK(st.tls);
+    CHECK_FALSE(st.structured);
+    CHECK(req.upgraded);
+    Parse p{req.s.out};
+    p.hello();
+    CHECK(p.opt_reply().type == proto::kRepErrTlsReqd);
+    CHECK(p.opt_reply().type == proto::kRepErrTlsReqd);
+    CHECK(p.opt_reply().type == proto::kRepErrInvalid);
+    CHECK(p.opt_reply().type == proto::kRepAck);
+    CHECK(p.opt_reply().type == proto::kRepErrInvalid);
+    p.until_ack();
+    auto rep = simple_replies(p, {{7, 512}});
+    CHECK(rep.size() == 1);
+    CHECK(rep[7].error == 0);
+
+    Upgradable old;  // the old-style EXPORT_NAME before TLS: hang up
+    old.s.u32(proto::kClientFixedNewstyle);
+    old.s.option(proto::kOptExportName);
+    CHECK(nbd::serve_connection(exp, old, {.tls = nbd::TlsMode::Require, .on_error = {}}).end.find("protocol error") == 0);
 }

@@ -43,6 +43,14 @@ public:
     // Starts writing [offset, offset+len) out without waiting, so a streaming
     // writer's final flush() waits for the tail only, not the whole image.
     virtual void start_writeback(uint64_t /*offset*/, uint64_t /*len*/) noexcept {}
+    // Allocation maps (NBD block status): whether offset (< size()) is in a
+    // hole (reads as zeros) or in data, and how far that run goes, at most
+    // len bytes (len > 0). Stores that cannot tell say data (the default).
+    struct Run {
+        uint64_t length;
+        bool hole;
+    };
+    virtual Run allocation(uint64_t /*offset*/, uint64_t len) noexcept { return {len, false}; }
 };
 
 // A file or block device opened for pread/pwrite (read-only unless writable;

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace blkcrypt::dm {
 class CryptTarget;
@@ -42,6 +43,18 @@ public:
     virtual bool can_discard() const { return false; }
     // Synchronous; whole blocks. The data there then reads as anything.
     virtual Status discard(uint64_t /*offset*/, uint64_t /*len*/) { return Status::Unsupported; }
+    // base:allocation (NBD block status): runs of [offset, offset+len) in
+    // order, at least one and at most max, covering at most len (it may stop
+    // early). hole: not allocated; zero: reads as zeros. The default, right
+    // for every view that transforms its data (an encrypted hole does not
+    // decrypt to zeros): one run of data.
+    struct Extent {
+        uint64_t length;
+        bool hole, zero;
+    };
+    virtual std::vector<Extent> extents(uint64_t /*offset*/, uint64_t len, unsigned /*max*/) {
+        return {{len, false, false}};
+    }
     // Waits for every I/O submitted so far.
     virtual void drain() = 0;
     // For logs: what is served ("plain image.raw", "crypt aes-xts-plain64 over ...").

@@ -38,7 +38,16 @@ public:
     virtual bool write(ConstBytes in) = 0;
     // Two pieces sent back to back (a reply header and its data).
     virtual bool write2(ConstBytes a, ConstBytes b) { return write(a) && write(b); }
+    // NBD_OPT_STARTTLS, after its ACK: the server side of a TLS handshake,
+    // then every read and write goes through TLS. False: no TLS here, or the
+    // handshake failed (the connection ends).
+    virtual bool start_tls() { return false; }
 };
+
+// off: STARTTLS is refused; on: clients may upgrade; require: nothing but
+// STARTTLS (and ABORT) is accepted before the upgrade (NBD_REP_ERR_TLS_REQD).
+enum class TlsMode { Off, On, Require };
+class TlsCredentials;
 
 struct Limits {
     uint32_t max_request = 4 << 20;            // advertised maximum payload
@@ -73,6 +82,7 @@ private:
 struct ConnectionStats {
     bool transmission = false;  // reached the transmission phase
     bool structured = false;
+    bool tls = false;           // the stream went through TLS
     uint64_t reads = 0, writes = 0, flushes = 0, other = 0, errors = 0;
     uint64_t bytes_read = 0, bytes_written = 0;
     std::string export_name;
@@ -82,23 +92,48 @@ struct ConnectionStats {
 // Runs the protocol until the client leaves, the stream ends or breaks, or a
 // protocol error; waits for every request in flight before returning. Every
 // request's reply has been written (or failed to be) by then.
-ConnectionStats serve_connection(Export& exp, Transport& t);
+// A request answered with an error (for logs and --json events).
+struct RequestError {
+    uint16_t command;  // proto::kCmd*
+    uint64_t offset;
+    uint32_t length;
+    uint32_t error;    // proto::kE*
+};
+// "read", "write", ... ("command 42" for unknown ones); "EIO", "EINVAL", ...
+std::string command_name(uint16_t command);
+std::string error_name(uint32_t error);
+
+struct ConnectionOptions {
+    TlsMode tls = TlsMode::Off;
+    // Called on the connection's reply thread for each error reply.
+    std::function<void(const RequestError&)> on_error;
+};
+
+ConnectionStats serve_connection(Export& exp, Transport& t, const ConnectionOptions& opts = {});
 
 struct ServerOptions {
     std::string socket_path;          // Unix socket, created mode 0600 (empty: none)
     std::optional<uint16_t> port;     // TCP (0: any free port)
-    std::string bind = "127.0.0.1";   // loopback only: no TLS yet
+    std::string bind = "127.0.0.1";   // anything but loopback needs tls_mode Require
+    TlsMode tls_mode = TlsMode::Off;
+    std::shared_ptr<TlsCredentials> tls;  // set unless tls_mode is Off
     unsigned max_connections = 64;    // more are closed at once
     // A reply that cannot be sent for this long ends its connection.
     unsigned send_timeout_ms = 30000;
     // One line per connection when it ends (no trailing newline).
     std::function<void(const std::string&)> log;
+    // Events, called on the connections' threads (callees serialize their
+    // output): a client connected (id counts from 1; peer "unix" or
+    // "ADDR:PORT"), its connection ended, one of its requests failed.
+    std::function<void(uint64_t id, const std::string& peer)> on_open;
+    std::function<void(uint64_t id, const std::string& peer, const ConnectionStats&)> on_close;
+    std::function<void(uint64_t id, const RequestError&)> on_request_error;
 };
 
 class Server {
 public:
     // Binds and listens; a socket path that exists is refused, an address
-    // that is not loopback is refused.
+    // that is not loopback is refused unless TLS is required.
     static Result<std::unique_ptr<Server>> listen(std::shared_ptr<Export> exp, ServerOptions opts);
     ~Server();
     // Accepts until stop(); then ends every connection's reading, waits for
