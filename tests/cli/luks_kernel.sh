@@ -1,0 +1,154 @@
+#!/bin/bash
+# The kernel proof of blkcrypt's LUKS, replayed without the kernel: the golden
+# files in tests/luks/kernel/ (written by make-kernel-golden.sh, which ran the
+# real kernel and cryptsetup in the qemu oracle) are checked against this build.
+#  ours (blkcrypt wrote, the kernel read): the container is rebuilt from the
+#    manifest (same volume key, UUID, costs); its dump equals the kernel-side
+#    cryptsetup luksDump up to random salts and digests; the guest's records
+#    say cryptsetup printed our volume key, every passphrase opened the
+#    keyslot we put it in, a wrong one was refused, /dev/mapper read back
+#    pattern A; `luks encrypt --volume-key-file` of pattern A gives the exact
+#    ciphertext the kernel read, of pattern B the exact ciphertext the kernel
+#    wrote, and `luks decrypt` gives B back.
+#  theirs (cryptsetup and the kernel wrote): the committed container's dump,
+#    --dump-json-metadata and --dump-volume-key equal the guest's cryptsetup
+#    output (and the host's cryptsetup luksDump, when installed), every
+#    passphrase opens the keyslot cryptsetup named, and `luks decrypt` gives
+#    pattern B, which the kernel wrote through `cryptsetup open`.
+source "$(dirname "$0")/lib.sh"
+K="$(cd "$(dirname "$0")/../luks/kernel" && pwd)"
+source "$K/lib.sh"
+for t in openssl xxd xz sha512sum; do command -v $t >/dev/null || fail "needs $t"; done
+MANIFEST=$K/manifest.tsv
+[[ -f $MANIFEST ]] || fail "no $MANIFEST"
+HAVE_CS=0
+command -v cryptsetup >/dev/null && HAVE_CS=1 || echo "note: cryptsetup not installed: host luksDump comparisons skipped"
+
+sha() { sha256sum "$1" | cut -c1-64; }
+segment_sha() { tail -c "$DATA_SIZE" "$1" | sha256sum | cut -c1-64; }
+# recorded CASE SECTION: what the guest printed for it (without the rc line)
+recorded() { guest_section "$K/guest/$1.txt" "$2"; }
+recorded_rc() { guest_rc "$K/guest/$1.txt" "$2"; }
+# same WHAT FILE_A FILE_B
+same() { cmp -s "$2" "$3" || fail "$1: $(diff "$2" "$3" | head -20)"; }
+
+write_passphrases "$TMP"
+pattern A "$TMP/A.bin"
+pattern B "$TMP/B.bin"
+grep_q -F "pattern A sha256 $(sha "$TMP/A.bin"), pattern B sha256 $(sha "$TMP/B.bin")" <"$MANIFEST" ||
+    fail "the patterns differ from the manifest's"
+
+# check_guest CASE PASSES SLOTS: the kernel side's records of either direction.
+check_guest() {
+    local c=$1 i p
+    local -a ps=($2) slots=($3)
+    [[ -s $K/guest/$c.txt ]] || fail "$c: no guest record"
+    for s in luksDump vkdump open; do
+        [[ $(recorded_rc "$c" $s) == rc=0 ]] || fail "$c: the guest's $s failed: $(recorded "$c" $s)"
+    done
+    for i in "${!ps[@]}"; do
+        p=${ps[$i]}
+        # LUKS2 with -v first says "No usable token is available." (none can unlock)
+        [[ $(recorded "$c" "test-$p" | grep -vx 'No usable token is available\.') == \
+            "Key slot ${slots[$i]} unlocked."$'\n'"Command successful." ]] ||
+            fail "$c: cryptsetup open --test-passphrase $p: $(recorded "$c" "test-$p")"
+    done
+    [[ $(recorded "$c" wrong-passphrase) == "No key available with this passphrase." &&
+        $(recorded_rc "$c" wrong-passphrase) == rc=2 ]] || fail "$c: a wrong passphrase was not refused"
+    [[ $(recorded "$c" size) == "$DATA_SIZE" ]] || fail "$c: the mapping is $(recorded "$c" size) bytes"
+    [[ $(recorded "$c" reread-sha) == "$(sha "$TMP/B.bin")" ]] || fail "$c: the kernel did not read back pattern B"
+}
+# mk_dump_hex FILE: the volume key of a --dump-volume-key output.
+mk_dump_hex() { sed -n '/^MK dump:/,$p' "$1" | sed 's/^MK dump://' | tr -d ' \t\n'; }
+
+n_ours=0
+n_theirs=0
+while IFS=$'\t' read -r side name type bits detached uuid off ctA ctB passes fargs addkeys; do
+    [[ $side == ours ]] || continue
+    D=$TMP/ours/$name
+    build_ours "$BLKCRYPT" "$D" "$TMP" "$name" "$type" "$bits" "$detached" "$uuid" "$fargs" "$addkeys" ||
+        fail "$name: rebuilding the container"
+    hdropt=()
+    [[ $detached == 1 ]] && hdropt=(--header "$D/hdr")
+    [[ $(cat "$D/offset") == "$off" ]] || fail "$name: data offset $(cat "$D/offset"), the kernel's was $off"
+    # the slot each passphrase went into: p1 in 0 (format), the rest from add_keys
+    slots=0
+    for ak in $addkeys; do [[ $ak == - ]] || slots+=" ${ak%%:*}"; done
+    check_guest "$name" "$passes" "$slots"
+    [[ $(recorded "$name" read-sha) == "$(sha "$TMP/A.bin")" ]] || fail "$name: the kernel did not read pattern A"
+    recorded "$name" luksDump | mask_random >"$TMP/theirs-dump"
+    mask_random <"$D/our-dump" >"$TMP/our-dump"
+    same "$name: our dump differs from the kernel-side luksDump (salts and digests masked)" "$TMP/our-dump" "$TMP/theirs-dump"
+    if [[ $HAVE_CS == 1 ]]; then
+        cryptsetup luksDump "${hdropt[@]}" "$D/data" | mask_random >"$TMP/host-dump"
+        same "$name: host cryptsetup luksDump of the rebuilt container" "$TMP/host-dump" "$TMP/theirs-dump"
+    fi
+    recorded "$name" vkdump >"$TMP/vk"
+    [[ $(mk_dump_hex "$TMP/vk") == "$(xxd -p "$D/vk" | tr -d '\n')" ]] ||
+        fail "$name: the kernel-side cryptsetup printed another volume key"
+    "$BLKCRYPT" luks encrypt --volume-key-file "$D/vk" "${hdropt[@]}" "$TMP/A.bin" "$D/data" || fail "$name: encrypt A"
+    [[ $(segment_sha "$D/data") == "$ctA" ]] || fail "$name: the ciphertext of pattern A is not the one the kernel read"
+    "$BLKCRYPT" luks encrypt --volume-key-file "$D/vk" "${hdropt[@]}" "$TMP/B.bin" "$D/data" || fail "$name: encrypt B"
+    [[ $(segment_sha "$D/data") == "$ctB" ]] || fail "$name: the ciphertext of pattern B is not the one the kernel wrote"
+    for p in $passes; do
+        rm -f "$D/out"
+        "$BLKCRYPT" luks decrypt --key-file "$TMP/$p" "${hdropt[@]}" "$D/data" "$D/out" || fail "$name: decrypt with $p"
+        same "$name: decrypt with $p" "$D/out" "$TMP/B.bin"
+    done
+    n_ours=$((n_ours + 1))
+done < <(grep -v '^#' "$MANIFEST")
+
+while IFS=$'\t' read -r side name type detached uuid passes token orig csha hsha fargs addkeys; do
+    [[ $side == theirs ]] || continue
+    D=$TMP/theirs/$name
+    mkdir -p "$D"
+    xz -dc "$K/theirs/$name.img.xz" >"$D/data" || fail "$name: unxz"
+    [[ $(sha "$D/data") == "$csha" ]] || fail "$name: the committed container is not the recorded one"
+    hdropt=()
+    hdr=$D/data
+    if [[ $detached == 1 ]]; then
+        hdr=$D/hdr
+        xz -dc "$K/theirs/$name.hdr.xz" >"$hdr" || fail "$name: unxz header"
+        [[ $(sha "$hdr") == "$hsha" ]] || fail "$name: the committed header is not the recorded one"
+        hdropt=(--header "$hdr")
+    fi
+    slots=0
+    for ak in $addkeys; do [[ $ak == - ]] || slots+=" ${ak%%:*}"; done
+    check_guest "$name" "$passes" "$slots"
+    recorded "$name" luksDump | unify_device >"$TMP/theirs-dump"
+    "$BLKCRYPT" luks dump "${hdropt[@]}" "$D/data" | unify_device >"$TMP/our-dump" || fail "$name: dump"
+    same "$name: our dump differs from cryptsetup's in the guest" "$TMP/our-dump" "$TMP/theirs-dump"
+    if [[ $HAVE_CS == 1 ]]; then
+        cryptsetup luksDump "${hdropt[@]}" "$D/data" | unify_device >"$TMP/host-dump"
+        same "$name: host cryptsetup luksDump" "$TMP/host-dump" "$TMP/theirs-dump"
+    fi
+    if [[ $type == luks2 ]]; then
+        recorded "$name" json >"$TMP/theirs-json"
+        "$BLKCRYPT" luks dump --dump-json-metadata "${hdropt[@]}" "$D/data" >"$TMP/our-json" || fail "$name: json"
+        same "$name: --dump-json-metadata" "$TMP/our-json" "$TMP/theirs-json"
+        if [[ $token == 1 ]]; then
+            grep_q -F '"type":"blkcrypt-test"' < <(tr -d ' \n' <"$TMP/our-json") || fail "$name: the token is missing"
+        fi
+    fi
+    recorded "$name" vkdump | unify_device >"$TMP/theirs-vk"
+    "$BLKCRYPT" luks dump -q --dump-volume-key --key-file "$TMP/p1" "${hdropt[@]}" "$D/data" | unify_device \
+        >"$TMP/our-vk" || fail "$name: --dump-volume-key"
+    same "$name: --dump-volume-key" "$TMP/our-vk" "$TMP/theirs-vk"
+    [[ $("$BLKCRYPT" luks uuid "${hdropt[@]}" "$D/data") == "$uuid" ]] || fail "$name: uuid"
+    read -r -a ps <<<"$passes"
+    read -r -a ss <<<"$slots"
+    for i in "${!ps[@]}"; do
+        "$BLKCRYPT" luks test-passphrase -v --key-file "$TMP/${ps[$i]}" "${hdropt[@]}" "$D/data" >"$TMP/out" ||
+            fail "$name: test-passphrase ${ps[$i]}"
+        [[ $(cat "$TMP/out") == "Key slot ${ss[$i]} unlocked." ]] || fail "$name: ${ps[$i]}: $(cat "$TMP/out")"
+        rm -f "$D/out"
+        "$BLKCRYPT" luks decrypt --key-file "$TMP/${ps[$i]}" "${hdropt[@]}" "$D/data" "$D/out" ||
+            fail "$name: decrypt with ${ps[$i]}"
+        same "$name: decrypt with ${ps[$i]} (the kernel's pattern B)" "$D/out" "$TMP/B.bin"
+    done
+    expect_exit 2 "$BLKCRYPT" luks test-passphrase --key-file "$K/manifest.tsv" "${hdropt[@]}" "$D/data"
+    n_theirs=$((n_theirs + 1))
+done < <(grep -v '^#' "$MANIFEST")
+
+[[ $n_ours -ge 10 && $n_theirs -ge 8 ]] || fail "only $n_ours ours and $n_theirs theirs cases in the manifest"
+echo "luks kernel golden: $n_ours containers of ours read by the kernel, $n_theirs of cryptsetup's read by us: all match"
