@@ -58,6 +58,24 @@ check_guest() {
     [[ $(recorded "$c" size) == "$DATA_SIZE" ]] || fail "$c: the mapping is $(recorded "$c" size) bytes"
     [[ $(recorded "$c" reread-sha) == "$(sha "$TMP/B.bin")" ]] || fail "$c: the kernel did not read back pattern B"
 }
+# check_table CASE DUMPFILE: the kernel mapped the data segment our dump
+# describes: "0 <sectors> crypt <cipher> <key> 0 <dev> <offset> [1 sector_size:N]".
+check_table() {
+    local c=$1 cipher off sector want
+    cipher=$(awk -F'\t' '/^Cipher name:/ { n = $2 } /^Cipher mode:/ { print n "-" $2; exit }
+                         /^\tcipher: / { sub(/^\tcipher: /, ""); print; exit }' "$2")
+    off=$(($(data_offset_bytes "$2") / 512))
+    sector=$(awk '/^\tsector: [0-9]+ \[bytes\]/ { print $2; exit }' "$2")
+    want="0 $((DATA_SIZE / 512)) crypt $cipher"
+    read -r -a t <<<"$(recorded "$c" table)"
+    [[ "${t[*]:0:4}" == "$want" && ${t[5]} == 0 && ${t[7]} == "$off" ]] ||
+        fail "$c: the kernel's table '${t[*]}' is not '$want ... 0 DEV $off'"
+    if [[ ${sector:-512} == 512 ]]; then
+        [[ ${#t[@]} == 8 ]] || fail "$c: kernel table options '${t[*]:8}'"
+    else
+        [[ "${t[*]:8}" == "1 sector_size:$sector" ]] || fail "$c: kernel table options '${t[*]:8}', want sector_size:$sector"
+    fi
+}
 # mk_dump_hex FILE: the volume key of a --dump-volume-key output.
 mk_dump_hex() { sed -n '/^MK dump:/,$p' "$1" | sed 's/^MK dump://' | tr -d ' \t\n'; }
 
@@ -79,6 +97,7 @@ while IFS=$'\t' read -r side name type bits detached uuid off ctA ctB passes far
     recorded "$name" luksDump | mask_random >"$TMP/theirs-dump"
     mask_random <"$D/our-dump" >"$TMP/our-dump"
     same "$name: our dump differs from the kernel-side luksDump (salts and digests masked)" "$TMP/our-dump" "$TMP/theirs-dump"
+    check_table "$name" "$D/our-dump"
     if [[ $HAVE_CS == 1 ]]; then
         cryptsetup luksDump "${hdropt[@]}" "$D/data" | mask_random >"$TMP/host-dump"
         same "$name: host cryptsetup luksDump of the rebuilt container" "$TMP/host-dump" "$TMP/theirs-dump"
@@ -118,6 +137,7 @@ while IFS=$'\t' read -r side name type detached uuid passes token orig csha hsha
     recorded "$name" luksDump | unify_device >"$TMP/theirs-dump"
     "$BLKCRYPT" luks dump "${hdropt[@]}" "$D/data" | unify_device >"$TMP/our-dump" || fail "$name: dump"
     same "$name: our dump differs from cryptsetup's in the guest" "$TMP/our-dump" "$TMP/theirs-dump"
+    check_table "$name" "$TMP/our-dump"
     if [[ $HAVE_CS == 1 ]]; then
         cryptsetup luksDump "${hdropt[@]}" "$D/data" | unify_device >"$TMP/host-dump"
         same "$name: host cryptsetup luksDump" "$TMP/host-dump" "$TMP/theirs-dump"
