@@ -83,13 +83,19 @@ kdf_args() {  # TYPE KDF: the options of one keyslot (LUKS1 takes no --pbkdf)
     esac
 }
 
-# build_ours BLKCRYPT DIR PASSDIR NAME TYPE BITS DETACHED UUID FORMAT_ARGS ADD_KEYS:
+# The token of the token cases: a type nobody knows, which every rewrite of
+# the header must keep as it is.
+TOKEN='{"type":"blkcrypt-test","keyslots":["0"],"note":"an unknown token type, kept intact"}'
+
+# build_ours BLKCRYPT DIR PASSDIR NAME TYPE BITS DETACHED UUID FORMAT_ARGS ADD_KEYS TOKEN:
 # an (a) container as the manifest describes it: `luks format` with the test
-# volume key into DIR/data (and DIR/hdr when detached), then `luks add-key`
-# for each keyslot of ADD_KEYS; DIR/data is cut to the data offset +
-# DATA_SIZE. Writes DIR/vk and DIR/offset (the data offset in bytes).
+# volume key into DIR/data (and DIR/hdr when detached), with TOKEN 1 the
+# token imported as token 2 by the host's cryptsetup (blkcrypt has no token
+# command; the add-keys after it are our header rewrites that must keep it),
+# then `luks add-key` for each keyslot of ADD_KEYS; DIR/data is cut to the
+# data offset + DATA_SIZE. Writes DIR/vk and DIR/offset (the data offset in bytes).
 build_ours() {
-    local bin=$1 dir=$2 pd=$3 name=$4 type=$5 bits=$6 detached=$7 uuid=$8 fargs=$9 addkeys=${10}
+    local bin=$1 dir=$2 pd=$3 name=$4 type=$5 bits=$6 detached=$7 uuid=$8 fargs=$9 addkeys=${10} token=${11}
     local fa ka hdropt=() ak slot pf kdf off
     mkdir -p "$dir"
     hex_to_file "$(volume_key_hex "$name" $((bits / 8)))" "$dir/vk"
@@ -102,6 +108,10 @@ build_ours() {
     fi
     "$bin" luks format -q --type "$type" -s "$bits" --uuid "$uuid" --volume-key-file "$dir/vk" \
         --key-file "$pd/p1" "${hdropt[@]}" "${fa[@]}" "$dir/data" || return 1
+    if [ "$token" = 1 ]; then
+        printf '%s' "$TOKEN" >"$dir/token.json"
+        cryptsetup token import --json-file "$dir/token.json" --token-id 2 "${hdropt[@]}" "$dir/data" || return 1
+    fi
     for ak in $addkeys; do
         [ "$ak" = - ] && continue
         IFS=: read -r slot pf kdf <<<"$ak"

@@ -55,8 +55,9 @@ LEGACY=$(openssl version -m | sed -n 's/^MODULESDIR: "\(.*\)"$/\1/p')/legacy.so
 cp "$LEGACY" "$W/legacy.disk"; truncate -s $(( ($(stat -c %s "$LEGACY") + 511) / 512 * 512 )) "$W/legacy.disk"
 
 # ------------------------------------------------------------------ cases
-# (a) name|type|key bits|format args (blkcrypt luks format)|add-keys|detached
-#     add-keys: space-separated SLOT:PASSFILE:KDF (KDF = P2, A2I, A2ID)
+# (a) name|type|key bits|format args (blkcrypt luks format)|add-keys|detached[|token]
+#     add-keys: space-separated SLOT:PASSFILE:KDF (KDF = P2, A2I, A2ID); token 1:
+#     the host's cryptsetup imports TOKEN (lib.sh) before our add-keys
 OURS=(
   "o1-serpent-xts-plain64-512|luks1|512|-c serpent-xts-plain64 --align-payload 8 $P2||0"
   "o1-serpent-xts-plain64-256-sha512|luks1|256|-c serpent-xts-plain64 -h sha512 --align-payload 8 $P2||0"
@@ -70,7 +71,7 @@ OURS=(
   "o2-camellia-xts-plain64-argon2id|luks2|512|-c camellia-xts-plain64 $A2ID||0"
   "o2-aes-cbc-essiv-4096-detached|luks2|256|-c aes-cbc-essiv:sha256 -h whirlpool --sector-size 4096 --pbkdf pbkdf2 $P2||1"
   "o2-serpent-cbc-essiv-ripemd160|luks2|256|-c serpent-cbc-essiv:sha256 -h ripemd160 --sector-size 512 --offset 4096 --luks2-keyslots-size 1048576 --subsystem blkcrypt-test --pbkdf pbkdf2 $P2||0"
-  "o2-twofish-cbc-plain64-argon2id|luks2|256|-c twofish-cbc-plain64 --offset 2048 $A2ID|2:p2:A2I 31:p3:P2|0"
+  "o2-twofish-cbc-plain64-argon2id-token|luks2|256|-c twofish-cbc-plain64 --offset 2048 $A2ID|2:p2:A2I 31:p3:P2|0|1"
   "o2-aes-xts-plain-512|luks2|512|-c aes-xts-plain --sector-size 512 --offset 2048 --luks2-metadata-size 65536 --pbkdf pbkdf2 $P2||0"
 )
 # (b) name|type|luksFormat args|add-keys|detached|token|data disk bytes|header disk bytes
@@ -87,7 +88,6 @@ THEIRS=(
   "t2-aes-cbc-essiv-4096-detached|luks2|-c aes-cbc-essiv:sha256 -s 128 -h whirlpool --sector-size 4096 --luks2-keyslots-size 65536 --pbkdf pbkdf2 $P2||1|0|16384|98304"
   "t2-aes-xts-plain-ripemd160|luks2|-c aes-xts-plain -s 256 -h ripemd160 --sector-size 512 --luks2-keyslots-size 131072 --offset 320 --pbkdf pbkdf2 $P2||0|0|180224|0"
 )
-TOKEN='{"type":"blkcrypt-test","keyslots":["0"],"note":"an unknown token type, kept intact"}'
 
 letter() { printf "\\$(printf '%03o' $((97 + $1)))"; }
 
@@ -136,10 +136,11 @@ log "(a) building ${#OURS[@]} containers with $BLKCRYPT"
 mkdir -p "$W/ours"
 GA="$W/guest-ours.sh"; DISKS_A=("ro:$W/legacy.disk"); guest_prologue > "$GA"
 for spec in "${OURS[@]}"; do
-    IFS='|' read -r name type bits fargs addkeys detached <<< "$spec"
+    IFS='|' read -r name type bits fargs addkeys detached token <<< "$spec"
+    token=${token:-0}
     D="$W/ours/$name"
     uuid="b1c0ffee-1111-4000-8000-$(printf '%012x' ${#DISKS_A[@]})"
-    build_ours "$BLKCRYPT" "$D" "$W" "$name" "$type" "$bits" "$detached" "$uuid" "$fargs" "${addkeys:--}"
+    build_ours "$BLKCRYPT" "$D" "$W" "$name" "$type" "$bits" "$detached" "$uuid" "$fargs" "${addkeys:--}" "$token"
     off=$(cat "$D/offset"); hdropt=(); gh=""
     [ "$detached" = 1 ] && hdropt=(--header "$D/hdr")
     passes=(p1); for ak in $addkeys; do passes+=("$(cut -d: -f2 <<< "$ak")"); done
@@ -149,7 +150,7 @@ for spec in "${OURS[@]}"; do
         hdisk=$(letter ${#DISKS_A[@]}); DISKS_A+=("$D/hdr"); gh="--header /dev/vd$hdisk"
     fi
     ddisk=$(letter ${#DISKS_A[@]}); DISKS_A+=("$D/data")
-    echo "$name	$type	$bits	$detached	$uuid	$off	$ctA	${passes[*]}	$fargs	${addkeys:--}" > "$D/row"
+    echo "$name	$type	$bits	$detached	$uuid	$off	$ctA	${passes[*]}	$fargs	${addkeys:--}	$token" > "$D/row"
     guest_checks "$name" "/dev/vd$ddisk" "$gh" "$type" "${passes[@]}" >> "$GA"
 done
 PA=$(letter ${#DISKS_A[@]}); DISKS_A+=("ro:$W/B.bin")
@@ -248,11 +249,11 @@ MANIFEST="$HERE/manifest.tsv"
     echo "# guest: $GUEST"
     echo "# data segment: $DATA_SIZE bytes; pattern A sha256 $(sha "$W/A.bin"), pattern B sha256 $(sha "$W/B.bin")"
 } > "$MANIFEST.new"
-echo "#ours	case	type	key_bits	detached	uuid	data_offset	ct_sha256_A	ct_sha256_B	passphrases	format_args	add_keys" >> "$MANIFEST.new"
+echo "#ours	case	type	key_bits	detached	uuid	data_offset	ct_sha256_A	ct_sha256_B	passphrases	format_args	add_keys	token" >> "$MANIFEST.new"
 for spec in "${OURS[@]}"; do
     name=${spec%%|*}; D="$W/ours/$name"; f="$HERE/guest/$name.txt"
     case_sections "$W/out-ours" "$name" > "$f"
-    IFS=$'\t' read -r _ type bits detached uuid off ctA passes fargs addkeys < "$D/row"
+    IFS=$'\t' read -r _ type bits detached uuid off ctA passes fargs addkeys token < "$D/row"
     read -r -a PS <<< "$passes"
     check_common "$f" "${PS[@]}"
     expect "$f" read-sha "$(sha "$W/A.bin")"
@@ -262,7 +263,7 @@ for spec in "${OURS[@]}"; do
     [ "$detached" = 1 ] && hdropt=(--header "$D/hdr") || hdropt=()
     "$BLKCRYPT" luks decrypt --key-file "$W/p1" "${hdropt[@]}" "$D/data" "$D/out"
     cmp -s "$D/out" "$W/B.bin" || { log "$name: luks decrypt of the kernel's writes is not pattern B"; exit 1; }
-    printf 'ours\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$type" "$bits" "$detached" "$uuid" "$off" "$ctA" "$ctB" "$passes" "$fargs" "${addkeys:--}" >> "$MANIFEST.new"
+    printf 'ours\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$type" "$bits" "$detached" "$uuid" "$off" "$ctA" "$ctB" "$passes" "$fargs" "$addkeys" "$token" >> "$MANIFEST.new"
     log "ours   $name: kernel read pattern A, wrote B; we decrypt B"
 done
 echo "#theirs	case	type	detached	uuid	passphrases	token	original_sha256	container_sha256	header_sha256	luksFormat_args	add_keys" >> "$MANIFEST.new"
