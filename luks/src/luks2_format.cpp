@@ -101,9 +101,10 @@ Result<NewKeyslot> make_keyslot(Registry& reg, ConstBytes vk, ConstBytes passphr
     std::vector<uint8_t> kdf_salt(32);
     if (auto r = random_bytes(kdf_salt); !r) return r.error();
     SecureBuffer area_key(vk.size());
-    Result<void> kr = argon ? argon2(o.pbkdf == "argon2id" ? Argon2Type::Id : Argon2Type::I, passphrase, kdf_salt,
-                                     iterations, memory, parallel, area_key.span())
-                            : pbkdf2(reg, dm::plain_hash_alg(o.hash), passphrase, kdf_salt, iterations, area_key.span());
+    Result<void> kr =
+        argon ? argon2(o.pbkdf == "argon2id" ? Argon2Type::Id : Argon2Type::I, passphrase, kdf_salt, iterations,
+                       memory, parallel, area_key.span())
+              : pbkdf2(reg, dm::plain_hash_alg(o.hash), passphrase, kdf_salt, iterations, area_key.span());
     if (!kr) return kr.error();
     {
         SecureBuffer split(static_cast<std::size_t>(af_bytes));

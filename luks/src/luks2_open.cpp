@@ -25,7 +25,8 @@ bool equal_ct(ConstBytes a, ConstBytes b) {
 
 Result<void> run_kdf(Registry& reg, const Kdf& kdf, ConstBytes passphrase, Bytes out) {
     // The JSON holds cryptsetup's hash names: whirlpool is the registry's wp512.
-    if (kdf.type == "pbkdf2") return pbkdf2(reg, dm::plain_hash_alg(kdf.hash), passphrase, kdf.salt, kdf.iterations, out);
+    if (kdf.type == "pbkdf2")
+        return pbkdf2(reg, dm::plain_hash_alg(kdf.hash), passphrase, kdf.salt, kdf.iterations, out);
     const Argon2Type t = kdf.type == "argon2id" ? Argon2Type::Id : Argon2Type::I;
     return argon2(t, passphrase, kdf.salt, kdf.time, kdf.memory, kdf.cpus, out);
 }
