@@ -102,6 +102,13 @@ while IFS=$'\t' read -r side name type bits detached uuid off ctA ctB passes far
     mask_random <"$D/our-dump" >"$TMP/our-dump"
     same "$name: our dump differs from the kernel-side luksDump (salts and digests masked)" "$TMP/our-dump" "$TMP/theirs-dump"
     check_table "$name" "$D/our-dump"
+    if [[ $type == luks2 ]]; then
+        recorded "$name" json | mask_random_json >"$TMP/theirs-json"
+        "$BLKCRYPT" luks dump --dump-json-metadata "${hdropt[@]}" "$D/data" | mask_random_json >"$TMP/our-json" ||
+            fail "$name: json"
+        same "$name: --dump-json-metadata differs from the kernel-side one (salts, digests masked)" \
+            "$TMP/our-json" "$TMP/theirs-json"
+    fi
     if [[ $token == 1 ]]; then  # kept through our add-key rewrites, read by the kernel's cryptsetup
         grep_q -Fx '  2: blkcrypt-test' <"$TMP/theirs-dump" || fail "$name: the guest's luksDump shows no token 2"
     fi

@@ -42,6 +42,8 @@ unify_device() { sed -E '1s/^(LUKS header information for ).*/\1DEVICE/'; }
 # generator, so an (a) container rebuilt in CI differs there, and only there,
 # from the one the kernel read: every run of 4 or more hex bytes becomes HEX.
 mask_random() { unify_device | sed -E 's/([0-9a-f]{2} ){4,}/HEX /g'; }
+# mask_random_json: the same for --dump-json-metadata (base64 salts, digests).
+mask_random_json() { sed -E 's/"(salt|digest)":"[^"]*"/"\1":"B64"/'; }
 
 # guest_section FILE NAME: the exact output the guest recorded under
 # "@@BEGIN NAME" (NAME: the part after CASE/, as "luksDump", or a whole name,
