@@ -4,7 +4,8 @@
 # real kernel and cryptsetup in the qemu oracle) are checked against this build.
 #  ours (blkcrypt wrote, the kernel read): the container is rebuilt from the
 #    manifest (same volume key, UUID, costs); its dump equals the kernel-side
-#    cryptsetup luksDump up to random salts and digests; the guest's records
+#    cryptsetup luksDump (LUKS2: and --dump-json-metadata) up to random salts
+#    and digests, and the kernel's dm table; the guest's records
 #    say cryptsetup printed our volume key, every passphrase opened the
 #    keyslot we put it in, a wrong one was refused, /dev/mapper read back
 #    pattern A; `luks encrypt --volume-key-file` of pattern A gives the exact
