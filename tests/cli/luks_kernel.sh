@@ -16,6 +16,8 @@
 #    output (and the host's cryptsetup luksDump, when installed), every
 #    passphrase opens the keyslot cryptsetup named, and `luks decrypt` gives
 #    pattern B, which the kernel wrote through `cryptsetup open`.
+#  keys: our kill-slot + add-key on two of those give the header that the
+#    guest's cryptsetup then opened (p1, p3) and refused (p2).
 source "$(dirname "$0")/lib.sh"
 K="$(cd "$(dirname "$0")/../luks/kernel" && pwd)"
 source "$K/lib.sh"
@@ -185,5 +187,35 @@ while IFS=$'\t' read -r side name type detached uuid passes token orig csha hsha
     n_theirs=$((n_theirs + 1))
 done < <(grep -v '^#' "$MANIFEST")
 
+# Keyslot changes of ours on cryptsetup's containers, which the guest's
+# cryptsetup accepted (guest/keys-t*.txt): the same kill-slot of the p2
+# keyslot and add-key of p3 into slot 6 on the committed container must give
+# the header the guest dumped (salts masked).
+n_keys=0
+for f in "$K"/guest/keys-t*.txt; do
+    k=$(basename "$f" .txt)
+    name=${k#keys-}
+    row=$(grep -P "^theirs\t$name\t" "$MANIFEST") || fail "$k: no manifest row for $name"
+    IFS=$'\t' read -r _ _ type _ _ _ _ _ _ _ _ addkeys <<<"$row"
+    slot=${addkeys%%:p2:*}
+    [[ $slot =~ ^[0-9]+$ ]] || fail "$k: $name has no p2 keyslot"
+    [[ $(recorded "$k" test-p1 | grep -vx 'No usable token is available\.') == "Key slot 0 unlocked."$'\n'"Command successful." &&
+        $(recorded_rc "$k" test-p2) == rc=2 &&
+        $(recorded "$k" test-p3 | grep -vx 'No usable token is available\.') == "Key slot 6 unlocked."$'\n'"Command successful." ]] ||
+        fail "$k: the guest's cryptsetup did not see our keyslot changes"
+    img=$TMP/theirs/$name/data
+    cp "$img" "$TMP/keys.img"
+    "$BLKCRYPT" luks kill-slot -q "$TMP/keys.img" "$slot" "$TMP/p1" || fail "$k: kill-slot $slot"
+    read -r -a ka <<<"$(kdf_args "$type" P2)"
+    "$BLKCRYPT" luks add-key --key-file "$TMP/p1" --key-slot 6 "${ka[@]}" "$TMP/keys.img" "$TMP/p3" || fail "$k: add-key"
+    "$BLKCRYPT" luks dump "$TMP/keys.img" | mask_random >"$TMP/our-dump"
+    recorded "$k" luksDump | mask_random >"$TMP/theirs-dump"
+    same "$k: our header after kill-slot and add-key is not the one the kernel-side cryptsetup read" \
+        "$TMP/our-dump" "$TMP/theirs-dump"
+    n_keys=$((n_keys + 1))
+done
+[[ $n_keys -ge 2 ]] || fail "only $n_keys keyslot-change records"
+
 [[ $n_ours -ge 10 && $n_theirs -ge 8 ]] || fail "only $n_ours ours and $n_theirs theirs cases in the manifest"
-echo "luks kernel golden: $n_ours containers of ours read by the kernel, $n_theirs of cryptsetup's read by us: all match"
+echo "luks kernel golden: $n_ours containers of ours read by the kernel, $n_theirs of cryptsetup's read by us," \
+    "$n_keys with our keyslot changes read by the kernel's cryptsetup: all match"

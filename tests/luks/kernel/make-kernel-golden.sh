@@ -23,6 +23,7 @@
 #      The container is committed (xz), with the random filler of keyslot
 #      areas that no keyslot uses (LUKS1 wipes all eight with random bytes)
 #      zeroed first; `luks decrypt` of it must give pattern B.
+#  (c) keyslot changes across, in a third boot (see below).
 # Then tests/cli/luks_kernel.sh replays everything on the host.
 set -euo pipefail
 
@@ -310,6 +311,63 @@ for spec in "${THEIRS[@]}"; do
     if [ "$detached" = 1 ]; then xz -9e -T1 -c "$D/hdr" > "$HERE/theirs/$name.hdr.xz"; hsha=$(sha "$D/hdr"); fi
     printf 'theirs\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$type" "$detached" "$uuid" "$passes" "$token" "$orig" "$(sha "$D/data")" "$hsha" "$fargs" "${addkeys:--}" >> "$MANIFEST.new"
     log "theirs $name: kernel wrote B; we decrypt B"
+done
+
+# ------------------------------------------------------------------ (c) keyslot changes across
+# A third boot, after the first two: on copies of two of cryptsetup's
+# containers, blkcrypt kills the p2 keyslot and adds p3 in slot 6, and the
+# guest's cryptsetup must open p1 and p3 (slot 6) and refuse p2; on copies of
+# two of ours, the guest's cryptsetup kills the p2 keyslot and adds p3 in
+# slot 4, and blkcrypt must open p3 (slot 4), refuse p2 and decrypt pattern B.
+# Recorded in guest/keys-<case>.txt; checked here only (it needs the kernel).
+KEYS_THEIRS=(t1-twofish-cbc-plain64-128-whirlpool:3 t2-serpent-cbc-essiv-sha512-2slots:4)
+KEYS_OURS=(o1-twofish-cbc-plain64-sha1:1 o2-twofish-xts-plain64-4096-sha512:3)
+GC="$W/guest-keys.sh"; DISKS_C=("ro:$W/legacy.disk"); guest_prologue > "$GC"
+mkdir -p "$W/keys"
+for e in "${KEYS_THEIRS[@]}" "${KEYS_OURS[@]}"; do
+    name=${e%%:*}; slot=${e#*:}; k="keys-$name"
+    src="$W/theirs/$name"; [ -d "$src" ] || src="$W/ours/$name"
+    type=$(cut -f2 "$src/row")
+    cp "$src/data" "$W/keys/$name.img"
+    dev=/dev/vd$(letter ${#DISKS_C[@]}); DISKS_C+=("$W/keys/$name.img")
+    if [ "$src" = "$W/theirs/$name" ]; then
+        "$BLKCRYPT" luks kill-slot -q "$W/keys/$name.img" "$slot" "$W/p1"
+        read -r -a KA <<< "$(kdf_args "$type" P2)"
+        "$BLKCRYPT" luks add-key --key-file "$W/p1" --key-slot 6 "${KA[@]}" "$W/keys/$name.img" "$W/p3"
+    else
+        echo "rec $k/luksKillSlot cryptsetup luksKillSlot -q --key-file /tmp/p1 $dev $slot" >> "$GC"
+        echo "rec $k/luksAddKey cryptsetup luksAddKey -q $(kdf_args "$type" P2) --key-slot 4 --key-file /tmp/p1 $dev /tmp/p3" >> "$GC"
+    fi
+    cat >> "$GC" <<EOF
+rec $k/luksDump cryptsetup luksDump $dev
+rec $k/test-p1 cryptsetup open -v --test-passphrase --key-file /tmp/p1 $dev
+rec $k/test-p2 cryptsetup open --test-passphrase --key-file /tmp/p2 $dev
+rec $k/test-p3 cryptsetup open -v --test-passphrase --key-file /tmp/p3 $dev
+EOF
+done
+log "booting the keyslot-change guest (${#DISKS_C[@]} disks)"
+boot keys "$GC" "${DISKS_C[@]}" || { cat "$W/err-keys" >&2; log "keys guest failed"; exit 1; }
+cat "$W/err-keys" >&2
+tr -d '\r' < "$W/out-keys.raw" > "$W/out-keys"
+for e in "${KEYS_THEIRS[@]}" "${KEYS_OURS[@]}"; do
+    name=${e%%:*}; k="keys-$name"; f="$HERE/guest/$k.txt"; img="$W/keys/$name.img"
+    case_sections "$W/out-keys" "$k" > "$f"
+    expect_rc "$f" luksDump 0; expect_rc "$f" test-p1 0; expect_rc "$f" test-p2 2; expect_rc "$f" test-p3 0
+    want=4
+    if [ -d "$W/theirs/$name" ]; then want=6; else expect_rc "$f" luksKillSlot 0; expect_rc "$f" luksAddKey 0; fi
+    guest_section "$f" test-p3 | grep_q -Fx "Key slot $want unlocked." || { log "$k: cryptsetup: p3 not in slot $want"; exit 1; }
+    set +e; "$BLKCRYPT" luks test-passphrase --key-file "$W/p2" "$img" 2>/dev/null; rc=$?; set -e
+    [ $rc = 2 ] || { log "$k: blkcrypt opened the killed p2 keyslot (exit $rc)"; exit 1; }
+    [ "$("$BLKCRYPT" luks test-passphrase -v --key-file "$W/p3" "$img")" = "Key slot $want unlocked." ] \
+        || { log "$k: blkcrypt: p3 not in slot $want"; exit 1; }
+    "$BLKCRYPT" luks dump "$img" | unify_device > "$W/keys/$name.ours"
+    guest_section "$f" luksDump | unify_device > "$W/keys/$name.theirs"
+    cmp -s "$W/keys/$name.ours" "$W/keys/$name.theirs" \
+        || { log "$k: dumps differ"; diff "$W/keys/$name.ours" "$W/keys/$name.theirs" >&2; exit 1; }
+    rm -f "$W/keys/$name.out"
+    "$BLKCRYPT" luks decrypt --key-file "$W/p3" "$img" "$W/keys/$name.out"
+    cmp -s "$W/keys/$name.out" "$W/B.bin" || { log "$k: decrypt with p3 is not pattern B"; exit 1; }
+    log "keys   $name: keyslot changes seen both ways"
 done
 sed -i "2s/SECONDS/$(( $(date +%s) - START ))/" "$MANIFEST.new"
 mv "$MANIFEST.new" "$MANIFEST"
