@@ -7,7 +7,7 @@ PKGS=(
   build-essential cmake pkg-config
   libcrypto++-dev libssl-dev libboost-program-options-dev
   catch2 libbenchmark-dev
-  openssl python3 python3-cryptography coreutils xxd cryptsetup-bin
+  openssl python3 python3-cryptography coreutils xxd cryptsetup-bin xz-utils
   fsverity ccache
   man-db groff-base bsdextrautils
   clang-14 libclang-rt-14-dev

@@ -1,6 +1,7 @@
 // See <blkcrypt/luks/af.hpp>. The diffusion hashes the block in digest-size
 // pieces, piece i as H(be32(i) || piece), the last piece truncated: the
 // layout cryptsetup writes, so split and merge must match it bit for bit.
+#include <blkcrypt/dm/plain_key.hpp>
 #include <blkcrypt/luks/af.hpp>
 #include <blkcrypt/random.hpp>
 #include <blkcrypt/registry.hpp>
@@ -37,7 +38,8 @@ Result<Shash> diffusion_hash(Registry& reg, std::string_view hash, std::size_t k
     if (stripes == 0 || key_size == 0) return make_error(Status::Invalid, "empty anti-forensic split");
     if (area / stripes != key_size || area % stripes)
         return make_error(Status::Invalid, "anti-forensic area is not key size x stripes");
-    Result<Shash> h = Shash::alloc(reg, hash);
+    // cryptsetup's names (ripemd160, whirlpool) are the registry's rmd160, wp512.
+    Result<Shash> h = Shash::alloc(reg, dm::plain_hash_alg(hash));
     if (!h) return h.error();
     if (h->digestsize() == 0) return make_error(Status::Invalid, std::string(hash) + " has no digest");
     return h;

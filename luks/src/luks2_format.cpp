@@ -2,6 +2,7 @@
 // (lib/luks2/luks2_json_format.c LUKS2_generate_hdr, luks2_keyslot_luks2.c,
 // luks2_digest_pbkdf2.c); KDF costs given or benchmarked as cryptsetup does.
 #include <blkcrypt/dm/crypt_target.hpp>
+#include <blkcrypt/dm/plain_key.hpp>
 #include <blkcrypt/kdf.hpp>
 #include <blkcrypt/luks/af.hpp>
 #include <blkcrypt/luks/luks2.hpp>
@@ -100,9 +101,10 @@ Result<NewKeyslot> make_keyslot(Registry& reg, ConstBytes vk, ConstBytes passphr
     std::vector<uint8_t> kdf_salt(32);
     if (auto r = random_bytes(kdf_salt); !r) return r.error();
     SecureBuffer area_key(vk.size());
-    Result<void> kr = argon ? argon2(o.pbkdf == "argon2id" ? Argon2Type::Id : Argon2Type::I, passphrase, kdf_salt,
-                                     iterations, memory, parallel, area_key.span())
-                            : pbkdf2(reg, o.hash, passphrase, kdf_salt, iterations, area_key.span());
+    Result<void> kr =
+        argon ? argon2(o.pbkdf == "argon2id" ? Argon2Type::Id : Argon2Type::I, passphrase, kdf_salt, iterations,
+                       memory, parallel, area_key.span())
+              : pbkdf2(reg, dm::plain_hash_alg(o.hash), passphrase, kdf_salt, iterations, area_key.span());
     if (!kr) return kr.error();
     {
         SecureBuffer split(static_cast<std::size_t>(af_bytes));
@@ -189,10 +191,12 @@ Result<luks::Volume> format(Registry& reg, BackingStore& header, ConstBytes pass
     std::vector<uint8_t>& area = nk->area;
 
     // The digest: PBKDF2 of the volume key, the hash's full output.
-    Result<Shash> h = Shash::alloc(reg, o.hash);
+    // o.hash is cryptsetup's name (kept in the JSON); the registry may name it otherwise.
+    const std::string hash = dm::plain_hash_alg(o.hash);
+    Result<Shash> h = Shash::alloc(reg, hash);
     if (!h) return h.error();
     std::vector<uint8_t> digest(h->digestsize());
-    if (auto r = pbkdf2(reg, o.hash, vk, digest_salt, o.digest_iterations, digest); !r) return r.error();
+    if (auto r = pbkdf2(reg, hash, vk, digest_salt, o.digest_iterations, digest); !r) return r.error();
 
     json root;
     root["keyslots"][std::to_string(o.keyslot)] = nk->obj;

@@ -1,6 +1,7 @@
 // LUKS2 keyslot unlock and the data segment's dm-crypt table
 // (cryptsetup lib/luks2/luks2_keyslot_luks2.c, luks2_digest_pbkdf2.c).
 #include <blkcrypt/dm/crypt_target.hpp>
+#include <blkcrypt/dm/plain_key.hpp>
 #include <blkcrypt/kdf.hpp>
 #include <blkcrypt/luks/af.hpp>
 #include <blkcrypt/luks/luks2.hpp>
@@ -23,7 +24,9 @@ bool equal_ct(ConstBytes a, ConstBytes b) {
 }
 
 Result<void> run_kdf(Registry& reg, const Kdf& kdf, ConstBytes passphrase, Bytes out) {
-    if (kdf.type == "pbkdf2") return pbkdf2(reg, kdf.hash, passphrase, kdf.salt, kdf.iterations, out);
+    // The JSON holds cryptsetup's hash names: whirlpool is the registry's wp512.
+    if (kdf.type == "pbkdf2")
+        return pbkdf2(reg, dm::plain_hash_alg(kdf.hash), passphrase, kdf.salt, kdf.iterations, out);
     const Argon2Type t = kdf.type == "argon2id" ? Argon2Type::Id : Argon2Type::I;
     return argon2(t, passphrase, kdf.salt, kdf.time, kdf.memory, kdf.cpus, out);
 }
@@ -54,7 +57,7 @@ Result<void> decrypt_area(Registry& reg, const std::string& cipher, ConstBytes k
 Result<bool> digest_matches(Registry& reg, const Digest& d, ConstBytes key) {
     if (d.type != "pbkdf2") return make_error(Status::Unsupported, "unknown digest type " + d.type);
     SecureBuffer out(d.digest.size());
-    if (auto r = pbkdf2(reg, d.hash, key, d.salt, d.iterations, out.span()); !r) return r.error();
+    if (auto r = pbkdf2(reg, dm::plain_hash_alg(d.hash), key, d.salt, d.iterations, out.span()); !r) return r.error();
     return equal_ct(out, d.digest);
 }
 

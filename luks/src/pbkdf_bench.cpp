@@ -1,6 +1,7 @@
 // PBKDF benchmarks after cryptsetup's pbkdf_check.c: the same search (start
 // points, growth steps, acceptance window), so the costs chosen for a given
 // --iter-time match what cryptsetup chooses on the same machine.
+#include <blkcrypt/dm/plain_key.hpp>
 #include <blkcrypt/luks/pbkdf_bench.hpp>
 #include <blkcrypt/secure_buffer.hpp>
 
@@ -89,7 +90,7 @@ Result<uint32_t> benchmark_pbkdf2(Registry& reg, std::string_view hash, std::siz
     uint64_t result = 0;
     for (int step = 0;; ++step) {
         const long start = cpu_ms();
-        if (auto r = pbkdf2(reg, hash, kPass, kSalt, iterations, key.span()); !r) return r.error();
+        if (auto r = pbkdf2(reg, dm::plain_hash_alg(hash), kPass, kSalt, iterations, key.span()); !r) return r.error();
         const long ms = cpu_ms() - start;
         if (ms > 0) result = static_cast<uint64_t>(static_cast<double>(iterations) * target_ms / static_cast<double>(ms));
         if (result > std::numeric_limits<uint32_t>::max())

@@ -98,6 +98,9 @@ std::vector<Case> matrix() {
         {"largest layout: metadata 4 MiB, keyslots 128 MiB, detached",
          std::string("--luks2-metadata-size 4m --luks2-keyslots-size 128m --offset 0") + kFast, true, {std::string(kFast)}, "140M"},
         {"argon2id 2 lanes, sha1 AF/digest", "--hash sha1 --pbkdf argon2id --pbkdf-force-iterations 4 --pbkdf-memory 64 --pbkdf-parallel 2"},
+        // cryptsetup's hash names that the registry spells otherwise (wp512, rmd160)
+        {"pbkdf2-whirlpool keyslot, AF and digest", std::string("--hash whirlpool") + kFast},
+        {"ripemd160 AF and digest, argon2i keyslot", "--hash ripemd160 --pbkdf argon2i --pbkdf-force-iterations 4 --pbkdf-memory 32 --pbkdf-parallel 1"},
     };
 }
 
@@ -471,7 +474,7 @@ TEST_CASE("luks2: containers we format are read, unlocked and extended by crypts
         luks2::FormatOptions o;
         bool detached;
     };
-    std::vector<FormatCase> cases(4);
+    std::vector<FormatCase> cases(6);
     cases[0].name = "defaults: aes-xts-plain64 512-bit, sector 4096, pbkdf2-sha256";
     cases[0].o.pbkdf = "pbkdf2";
     cases[0].o.iterations = 1000;
@@ -502,6 +505,16 @@ TEST_CASE("luks2: containers we format are read, unlocked and extended by crypts
     cases[3].o.hash = "sha1";
     cases[3].o.iterations = 1000;
     cases[3].o.data_offset = 2 << 20;
+    // cryptsetup's names for the registry's wp512 and rmd160, kept in the JSON
+    cases[4].name = "pbkdf2-whirlpool";
+    cases[4].o.pbkdf = "pbkdf2";
+    cases[4].o.hash = "whirlpool";
+    cases[4].o.iterations = 1000;
+    cases[5].name = "ripemd160 AF and digest, argon2id keyslot";
+    cases[5].o.hash = "ripemd160";
+    cases[5].o.iterations = 4;
+    cases[5].o.memory_kib = 32;
+    cases[5].o.parallel = 1;
     for (const FormatCase& c : cases) {
         INFO(c.name);
         TempDir dir;
