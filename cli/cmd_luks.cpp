@@ -11,6 +11,7 @@
 
 #include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/luks/container.hpp>
+#include <blkcrypt/luks/convert.hpp>
 #include <blkcrypt/luks/luks1.hpp>
 #include <blkcrypt/luks/luks2.hpp>
 #include <blkcrypt/luks/pbkdf_bench.hpp>
@@ -921,6 +922,26 @@ int run_kill_slot(const po::variables_map& vm, const std::vector<std::string>& f
     return 0;
 }
 
+// cryptsetup convert --type luks1|luks2: the library checks what cryptsetup
+// checks and rewrites the header in place, crash-safe.
+int run_convert(const po::variables_map& vm, const std::vector<std::string>& files) {
+    const std::string type = vm.count("type") ? vm["type"].as<std::string>() : "";
+    if (type != "luks1" && type != "luks2") throw Failure("Invalid LUKS type, only luks1 and luks2 are supported.");
+    Devices d = open_devices(vm, one_file(files, "convert"));
+    const luks::Version from = version_of(d);
+    const luks::Version to = type == "luks1" ? luks::Version::Luks1 : luks::Version::Luks2;
+    if (from == to) throw Failure("Device is already " + std::string(type == "luks1" ? "LUKS1" : "LUKS2") + " type.");
+    if (from == luks::Version::Luks2) luks2_header(d);  // prints a damaged copy's warning
+    confirm(vm, "\nWARNING!\n========\nThis operation will convert " + d.header_path + " to " +
+                    (type == "luks1" ? "LUKS1" : "LUKS2") + " format.\n");
+    auto w = blkcrypt::open_file_store(d.header_path, true);
+    if (!w) throw Failure(w.error().message);
+    blkcrypt::Result<void> r = to == luks::Version::Luks2 ? luks::convert_to_luks2(registry(), **w)
+                                                          : luks::convert_to_luks1(registry(), **w);
+    if (!r) throw Failure(r.error().message);
+    return 0;
+}
+
 }  // namespace
 
 int run_luks(Args args) {
@@ -929,11 +950,13 @@ int run_luks(Args args) {
                    "       blkcrypt luks encrypt [OPTIONS] IN IMAGE\n"
                    "       blkcrypt luks add-key|change-key|remove-key [OPTIONS] IMAGE [KEY_FILE]\n"
                    "       blkcrypt luks kill-slot [OPTIONS] IMAGE SLOT [KEY_FILE] | erase [-q] IMAGE\n"
-                   "       blkcrypt luks header-backup|header-restore --header-backup-file FILE IMAGE",
+                   "       blkcrypt luks header-backup|header-restore --header-backup-file FILE IMAGE\n"
+                   "       blkcrypt luks convert --type luks1|luks2 [OPTIONS] IMAGE",
                    "LUKS containers as cryptsetup reads and writes them, without root or\n"
                    "device-mapper (LUKS1 and LUKS2). cryptsetup's names work at the top level too:\n"
                    "blkcrypt luksFormat, luksDump, luksAddKey, luksChangeKey, luksRemoveKey,\n"
-                   "luksKillSlot, luksErase, luksHeaderBackup, luksHeaderRestore, isLuks, luksUUID.\n"
+                   "luksKillSlot, luksErase, luksHeaderBackup, luksHeaderRestore, isLuks, luksUUID,\n"
+                   "convert.\n"
                    "A passphrase is prompted for on a terminal, else one line of stdin; --key-file\n"
                    "reads the whole file ('-': all of stdin). A passphrase that opens no keyslot\n"
                    "exits 2 (\"No key available with this passphrase.\"). OUT follows the output\n"
@@ -992,14 +1015,15 @@ int run_luks(Args args) {
                               {"kill-slot", "remove keyslot SLOT (cryptsetup luksKillSlot)"},
                               {"erase", "remove every keyslot (cryptsetup luksErase)"},
                               {"header-backup", "save the header and keyslots (cryptsetup luksHeaderBackup)"},
-                              {"header-restore", "write a saved header back (cryptsetup luksHeaderRestore)"}});
+                              {"header-restore", "write a saved header back (cryptsetup luksHeaderRestore)"},
+                              {"convert", "rewrite the header as --type luks1|luks2 (cryptsetup convert)"}});
     only_for(cl, {"format", "dump", "test-passphrase", "decrypt", "encrypt", "add-key", "change-key", "remove-key",
                   "kill-slot"},
              {"key-file", "keyfile-offset", "keyfile-size"});
     only_for(cl, {"format", "dump", "test-passphrase", "decrypt", "encrypt", "add-key", "change-key", "remove-key"},
              {"key-slot"});
     only_for(cl, {"dump"}, {"dump-volume-key", "dump-json-metadata"});
-    only_for(cl, {"dump", "format", "remove-key", "kill-slot", "uuid", "header-restore", "erase"}, {"batch-mode"});
+    only_for(cl, {"dump", "format", "remove-key", "kill-slot", "uuid", "header-restore", "erase", "convert"}, {"batch-mode"});
     only_for(cl, {"header-backup", "header-restore"}, {"header-backup-file"});
     only_for(cl, {"test-passphrase", "add-key", "change-key", "remove-key"}, {"verbose"});
     only_for(cl, {"format", "add-key", "change-key"},
@@ -1007,7 +1031,8 @@ int run_luks(Args args) {
     only_for(cl, {"decrypt"}, {"in-place"});
     only_for(cl, {"decrypt", "encrypt"}, {"threads"});
     only_for(cl, {"decrypt", "encrypt"}, progress_option_names());
-    only_for(cl, {"format"}, {"type", "cipher", "key-size", "offset", "align-payload", "verify-passphrase", "sector-size",
+    only_for(cl, {"format", "convert"}, {"type"});
+    only_for(cl, {"format"}, {"cipher", "key-size", "offset", "align-payload", "verify-passphrase", "sector-size",
                               "label", "subsystem", "luks2-metadata-size", "luks2-keyslots-size"});
     only_for(cl, {"format", "test-passphrase", "decrypt", "encrypt", "add-key"}, {"volume-key-file"});
     only_for(cl, {"format", "uuid"}, {"uuid"});
@@ -1028,7 +1053,8 @@ int run_luks(Args args) {
     if (action == "is-luks") return run_is_luks(*vm, files);
     if (action == "test-passphrase") return run_test_passphrase(*vm, files);
     if (action == "decrypt") return run_decrypt(*vm, files);
-    throw UsageError("unknown action '" + action + "': use format, dump, uuid, is-luks, test-passphrase, decrypt, encrypt, add-key, change-key, remove-key, kill-slot, erase, header-backup or header-restore");
+    if (action == "convert") return run_convert(*vm, files);
+    throw UsageError("unknown action '" + action + "': use format, dump, uuid, is-luks, test-passphrase, decrypt, encrypt, add-key, change-key, remove-key, kill-slot, erase, header-backup, header-restore or convert");
 }
 
 }  // namespace cli

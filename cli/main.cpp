@@ -56,6 +56,7 @@ constexpr Alias kAliases[] = {
     {"luksHeaderRestore", "luks", "header-restore"},
     {"luksUUID", "luks", "uuid"},
     {"isLuks", "luks", "is-luks"},
+    {"convert", "luks", "convert"},
 };
 
 void print_help() {
