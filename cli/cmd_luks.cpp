@@ -4,6 +4,7 @@
 // data moves through the dm-crypt engine and the copy loop `crypt` uses.
 #include "commands.hpp"
 #include "image_copy.hpp"
+#include "json.hpp"
 #include "number_option.hpp"
 #include "output_file.hpp"
 #include "passphrase.hpp"
@@ -206,8 +207,103 @@ int run_dump2(const po::variables_map& vm, const Devices& d) {
     return 0;
 }
 
+// dump --json: one object for scripts (docs/json.md), the same for both
+// versions where the formats agree; never the key.
+void keyslot_json(JsonWriter& j, int id, uint64_t key_bytes, const std::string& kdf, const std::string& hash,
+                  uint64_t iterations, uint64_t memory, uint64_t cpus, int priority, uint64_t off, uint64_t size) {
+    j.begin_object();
+    j.key("keyslot"), j.number(id);
+    j.key("key_bits"), j.number(static_cast<int64_t>(key_bytes * 8));
+    j.key("priority"), j.string(priority == 0 ? "ignore" : priority == 2 ? "prefer" : "normal");
+    j.key("pbkdf"), j.string(kdf);
+    if (!hash.empty()) j.key("hash"), j.string(hash);
+    j.key(kdf == "pbkdf2" ? "iterations" : "time"), j.number(static_cast<int64_t>(iterations));
+    if (kdf != "pbkdf2") {
+        j.key("memory_kib"), j.number(static_cast<int64_t>(memory));
+        j.key("parallel"), j.number(static_cast<int64_t>(cpus));
+    }
+    j.key("area_offset"), j.number(static_cast<int64_t>(off));
+    j.key("area_size"), j.number(static_cast<int64_t>(size));
+    j.end_object();
+}
+
+void strings_json(JsonWriter& j, const char* name, const std::vector<std::string>& v) {
+    j.key(name);
+    j.begin_array();
+    for (const std::string& x : v) j.string(x);
+    j.end_array();
+}
+
+int run_dump_json(const po::variables_map& vm, const Devices& d) {
+    refuse_given(vm, {"key-file", "keyfile-offset", "keyfile-size", "key-slot"}, "not with --json");
+    if (vm["dump-volume-key"].as<bool>() || vm["dump-json-metadata"].as<bool>())
+        throw UsageError("--json excludes --dump-volume-key and --dump-json-metadata");
+    JsonWriter j(std::cout);
+    j.begin_object();
+    j.key("device"), j.string(d.header_path);
+    if (!is_luks2(d)) {
+        const luks1::Header h = luks1_header(d);
+        j.key("version"), j.number(1);
+        j.key("uuid"), j.string(h.uuid);
+        j.key("cipher"), j.string(h.cipher_spec());
+        j.key("key_bits"), j.number(h.key_bytes * 8);
+        j.key("sector_size"), j.number(512);
+        j.key("data_offset"), j.number(static_cast<int64_t>(uint64_t{h.payload_offset} * 512));
+        j.key("hash"), j.string(h.hash_spec);
+        j.key("keyslots");
+        j.begin_array();
+        for (unsigned k = 0; k < luks1::kNumKeyslots; ++k) {
+            const luks1::Keyslot& ks = h.keyslots[k];
+            if (!ks.enabled()) continue;
+            keyslot_json(j, static_cast<int>(k), h.key_bytes, "pbkdf2", h.hash_spec, ks.iterations, 0, 0, 1,
+                         uint64_t{ks.key_material_offset} * 512, luks1::af_sectors(h.key_bytes, ks.stripes) * 512);
+        }
+        j.end_array();
+        j.end_object();
+        return 0;
+    }
+    const luks2::Metadata md = luks2_header(d).md;
+    const luks2::Segment& seg = md.segments.at(0);
+    j.key("version"), j.number(2);
+    j.key("uuid"), j.string(md.hdr.uuid);
+    j.key("label"), j.string(md.hdr.label);
+    j.key("subsystem"), j.string(md.hdr.subsystem);
+    j.key("epoch"), j.number(static_cast<int64_t>(md.hdr.seqid));
+    j.key("metadata_size"), j.number(static_cast<int64_t>(md.metadata_size()));
+    j.key("keyslots_size"), j.number(static_cast<int64_t>(md.config.keyslots_size));
+    j.key("cipher"), j.string(seg.encryption);
+    j.key("key_bits"), j.number(static_cast<int64_t>(luks2_key_size(md) * 8));
+    j.key("sector_size"), j.number(seg.sector_size);
+    j.key("data_offset"), j.number(static_cast<int64_t>(seg.offset));
+    if (seg.size) j.key("data_size"), j.number(static_cast<int64_t>(*seg.size));
+    strings_json(j, "flags", md.config.flags);
+    strings_json(j, "requirements", md.config.requirements);
+    j.key("keyslots");
+    j.begin_array();
+    for (const auto& [k, ks] : md.keyslots)
+        keyslot_json(j, k, ks.key_size, ks.kdf.type, ks.kdf.hash, ks.kdf.type == "pbkdf2" ? ks.kdf.iterations : ks.kdf.time,
+                     ks.kdf.memory, ks.kdf.cpus, ks.priority, ks.area_offset, ks.area_size);
+    j.end_array();
+    j.key("tokens");
+    j.begin_array();
+    for (const auto& [id, t] : md.tokens) {
+        j.begin_object();
+        j.key("token"), j.number(id);
+        j.key("type"), j.string(t.type);
+        j.key("keyslots");
+        j.begin_array();
+        for (int k : t.keyslots) j.number(k);
+        j.end_array();
+        j.end_object();
+    }
+    j.end_array();
+    j.end_object();
+    return 0;
+}
+
 int run_dump(const po::variables_map& vm, const std::vector<std::string>& files) {
     const Devices d = open_devices(vm, one_file(files, "dump"));
+    if (vm["json"].as<bool>()) return run_dump_json(vm, d);
     if (is_luks2(d)) return run_dump2(vm, d);
     if (vm["dump-json-metadata"].as<bool>()) throw Failure("LUKS1 has no JSON metadata (--dump-json-metadata is for LUKS2)");
     const luks1::Header h = luks1_header(d);
@@ -942,6 +1038,35 @@ int run_convert(const po::variables_map& vm, const std::vector<std::string>& fil
     return 0;
 }
 
+// cryptsetup config (LUKS2 only): --priority with --key-slot, --label,
+// --subsystem; each change one crash-safe header rewrite.
+int run_config(const po::variables_map& vm, const std::vector<std::string>& files) {
+    int priority = -1;
+    if (vm.count("priority")) {
+        const std::string p = vm["priority"].as<std::string>();
+        priority = p == "ignore" ? 0 : p == "normal" ? 1 : p == "prefer" ? 2 : -1;
+        // cryptsetup exits 1 for these, as for every config error.
+        if (priority < 0) throw Failure("Option --priority can be only ignore/normal/prefer.");
+        if (!vm.count("key-slot")) throw Failure("Keyslot specification is required.");
+    } else if (!vm.count("label") && !vm.count("subsystem")) {
+        throw Failure("Option --priority, --label or --subsystem is missing.");
+    }
+    Devices d = open_devices(vm, one_file(files, "config"));
+    if (!is_luks2(d)) throw Failure("Device " + d.header_path + " is not a valid LUKS2 device.");
+    Writable2 w = open_writable2(std::move(d));
+    auto done = [](blkcrypt::Result<void> r) {
+        if (!r) throw Failure(r.error().message);
+    };
+    if (priority >= 0) done(luks2::set_priority(registry(), *w.store, static_cast<int>(vm["key-slot"].as<unsigned>()), priority));
+    if (vm.count("label") || vm.count("subsystem")) {
+        // As cryptsetup: the one not given is cleared.
+        const std::string label = vm.count("label") ? vm["label"].as<std::string>() : "";
+        const std::string subsystem = vm.count("subsystem") ? vm["subsystem"].as<std::string>() : "";
+        done(luks2::set_labels(registry(), *w.store, label, subsystem));
+    }
+    return 0;
+}
+
 }  // namespace
 
 int run_luks(Args args) {
@@ -951,12 +1076,13 @@ int run_luks(Args args) {
                    "       blkcrypt luks add-key|change-key|remove-key [OPTIONS] IMAGE [KEY_FILE]\n"
                    "       blkcrypt luks kill-slot [OPTIONS] IMAGE SLOT [KEY_FILE] | erase [-q] IMAGE\n"
                    "       blkcrypt luks header-backup|header-restore --header-backup-file FILE IMAGE\n"
-                   "       blkcrypt luks convert --type luks1|luks2 [OPTIONS] IMAGE",
+                   "       blkcrypt luks convert --type luks1|luks2 [OPTIONS] IMAGE\n"
+                   "       blkcrypt luks config [--label L] [--subsystem S] [--priority P --key-slot N] IMAGE",
                    "LUKS containers as cryptsetup reads and writes them, without root or\n"
                    "device-mapper (LUKS1 and LUKS2). cryptsetup's names work at the top level too:\n"
                    "blkcrypt luksFormat, luksDump, luksAddKey, luksChangeKey, luksRemoveKey,\n"
                    "luksKillSlot, luksErase, luksHeaderBackup, luksHeaderRestore, isLuks, luksUUID,\n"
-                   "convert.\n"
+                   "convert, config.\n"
                    "A passphrase is prompted for on a terminal, else one line of stdin; --key-file\n"
                    "reads the whole file ('-': all of stdin). A passphrase that opens no keyslot\n"
                    "exits 2 (\"No key available with this passphrase.\"). OUT follows the output\n"
@@ -969,6 +1095,7 @@ int run_luks(Args args) {
         ("key-slot,S", number_value<unsigned>(0, 31)->value_name("N"), "try only keyslot N")
         ("dump-volume-key", po::bool_switch(), "dump: also print the volume key (asks for the passphrase)")
         ("dump-json-metadata", po::bool_switch(), "dump: print the LUKS2 JSON metadata, as cryptsetup")
+        ("json", po::bool_switch(), "dump: one JSON object for scripts (docs/json.md), LUKS1 and LUKS2")
         ("batch-mode,q", po::bool_switch(), "do not ask for confirmation")
         ("verbose,v", po::bool_switch(), "name the keyslot opened, created or removed")
         ("threads,t", threads_value()->value_name("N"), "crypt worker threads, at most 256 (default: one per core)")
@@ -989,6 +1116,7 @@ int run_luks(Args args) {
          "format: LUKS2 encryption sector size (default: 4096, as cryptsetup picks for an image file)")
         ("label", po::value<std::string>()->value_name("LABEL"), "format: LUKS2 label")
         ("subsystem", po::value<std::string>()->value_name("NAME"), "format: LUKS2 subsystem")
+        ("priority", po::value<std::string>()->value_name("PRIO"), "config: keyslot priority ignore, normal or prefer (with --key-slot)")
         ("luks2-metadata-size", number_value<uint64_t>(16384, 4194304)->value_name("BYTES"),
          "format: each LUKS2 header copy, 16 KiB..4 MiB, a power of two (default: 16 KiB)")
         ("luks2-keyslots-size", number_value<uint64_t>(4096, 128u << 20)->value_name("BYTES"),
@@ -1016,13 +1144,16 @@ int run_luks(Args args) {
                               {"erase", "remove every keyslot (cryptsetup luksErase)"},
                               {"header-backup", "save the header and keyslots (cryptsetup luksHeaderBackup)"},
                               {"header-restore", "write a saved header back (cryptsetup luksHeaderRestore)"},
-                              {"convert", "rewrite the header as --type luks1|luks2 (cryptsetup convert)"}});
+                              {"convert", "rewrite the header as --type luks1|luks2 (cryptsetup convert)"},
+                              {"config", "set a LUKS2 --label, --subsystem or keyslot --priority (cryptsetup config)"}});
     only_for(cl, {"format", "dump", "test-passphrase", "decrypt", "encrypt", "add-key", "change-key", "remove-key",
                   "kill-slot"},
              {"key-file", "keyfile-offset", "keyfile-size"});
-    only_for(cl, {"format", "dump", "test-passphrase", "decrypt", "encrypt", "add-key", "change-key", "remove-key"},
+    only_for(cl, {"format", "dump", "test-passphrase", "decrypt", "encrypt", "add-key", "change-key", "remove-key",
+                  "config"},
              {"key-slot"});
-    only_for(cl, {"dump"}, {"dump-volume-key", "dump-json-metadata"});
+    only_for(cl, {"config"}, {"priority"});
+    only_for(cl, {"dump"}, {"dump-volume-key", "dump-json-metadata", "json"});
     only_for(cl, {"dump", "format", "remove-key", "kill-slot", "uuid", "header-restore", "erase", "convert"}, {"batch-mode"});
     only_for(cl, {"header-backup", "header-restore"}, {"header-backup-file"});
     only_for(cl, {"test-passphrase", "add-key", "change-key", "remove-key"}, {"verbose"});
@@ -1033,7 +1164,8 @@ int run_luks(Args args) {
     only_for(cl, {"decrypt", "encrypt"}, progress_option_names());
     only_for(cl, {"format", "convert"}, {"type"});
     only_for(cl, {"format"}, {"cipher", "key-size", "offset", "align-payload", "verify-passphrase", "sector-size",
-                              "label", "subsystem", "luks2-metadata-size", "luks2-keyslots-size"});
+                              "luks2-metadata-size", "luks2-keyslots-size"});
+    only_for(cl, {"format", "config"}, {"label", "subsystem"});
     only_for(cl, {"format", "test-passphrase", "decrypt", "encrypt", "add-key"}, {"volume-key-file"});
     only_for(cl, {"format", "uuid"}, {"uuid"});
     auto vm = parse_command_line(cl, args);
@@ -1054,7 +1186,8 @@ int run_luks(Args args) {
     if (action == "test-passphrase") return run_test_passphrase(*vm, files);
     if (action == "decrypt") return run_decrypt(*vm, files);
     if (action == "convert") return run_convert(*vm, files);
-    throw UsageError("unknown action '" + action + "': use format, dump, uuid, is-luks, test-passphrase, decrypt, encrypt, add-key, change-key, remove-key, kill-slot, erase, header-backup, header-restore or convert");
+    if (action == "config") return run_config(*vm, files);
+    throw UsageError("unknown action '" + action + "': use format, dump, uuid, is-luks, test-passphrase, decrypt, encrypt, add-key, change-key, remove-key, kill-slot, erase, header-backup, header-restore, convert or config");
 }
 
 }  // namespace cli

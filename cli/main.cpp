@@ -57,6 +57,7 @@ constexpr Alias kAliases[] = {
     {"luksUUID", "luks", "uuid"},
     {"isLuks", "luks", "is-luks"},
     {"convert", "luks", "convert"},
+    {"config", "luks", "config"},
 };
 
 void print_help() {

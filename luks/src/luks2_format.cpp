@@ -390,6 +390,31 @@ Result<int> change_keyslot(Registry& reg, BackingStore& header, ConstBytes old_p
     return k;
 }
 
+Result<void> set_labels(Registry& reg, BackingStore& header, std::string_view label, std::string_view subsystem) {
+    Result<Header> h = header_for_update(reg, header);
+    if (!h) return h.error();
+    Metadata md = h->md;
+    // The binary header's fields hold 47 bytes and a NUL.
+    md.hdr.label = std::string(label.substr(0, 47));
+    md.hdr.subsystem = std::string(subsystem.substr(0, 47));
+    return write_metadata(reg, header, md, md.json);
+}
+
+Result<void> set_priority(Registry& reg, BackingStore& header, int k, int priority) {
+    if (priority < 0 || priority > 2) return bad("priority must be 0, 1 or 2");
+    Result<Header> h = header_for_update(reg, header);
+    if (!h) return h.error();
+    const Metadata& md = h->md;
+    if (!md.keyslots.count(k)) return make_error(Status::Invalid, "Keyslot " + std::to_string(k) + " is not active.");
+    json root = json::parse(md.json, nullptr, false);
+    json& ks = root["keyslots"][std::to_string(k)];
+    if (priority == 1)
+        ks.erase("priority");
+    else
+        ks["priority"] = priority;
+    return write_metadata(reg, header, md, root.dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
 Result<std::vector<uint8_t>> header_backup(Registry& reg, BackingStore& header) {
     Result<Header> h = read_header(reg, header);
     if (!h) return h.error();

@@ -5,7 +5,8 @@
 # --dump-json-metadata equal except the keyslot area offsets, which blkcrypt
 # keeps in place; see docs/luks.md), the result opened by cryptsetup with
 # every passphrase and the same volume key, the data unchanged, cryptsetup's
-# refusals with its words.
+# refusals with its words; `config` equal to cryptsetup config on a copy;
+# `dump --json`.
 source "$(dirname "$0")/lib.sh"
 command -v cryptsetup >/dev/null || { echo "cryptsetup not installed: LUKS operation tests skipped"; exit 0; }
 
@@ -126,4 +127,60 @@ refused "$TMP/l2.img"
 expect_exit 1 "$BLKCRYPT" luks convert -q "$TMP/l2.img"
 [[ $(cat "$TMP/stderr") == "blkcrypt: Invalid LUKS type, only luks1 and luks2 are supported." ]] ||
     fail "no --type: $(cat "$TMP/stderr")"
+
+# ---- config: label, subsystem and priorities, as cryptsetup config on a copy.
+truncate -s 20M "$TMP/c.img"
+cryptsetup luksFormat -q --sector-size 512 "${PBKDF2[@]}" --key-file "$TMP/p0" "$TMP/c.img"
+cryptsetup luksAddKey -q "${PBKDF2[@]}" --key-file "$TMP/p0" -S 3 "$TMP/c.img" "$TMP/p3"
+cp "$TMP/c.img" "$TMP/c.theirs"
+config_both() {
+    expect_exit 0 "$BLKCRYPT" luks config "$@" "$TMP/c.img"
+    cryptsetup config "$@" "$TMP/c.theirs"
+    cmp <(cryptsetup luksDump "$TMP/c.img") <(cryptsetup luksDump "$TMP/c.theirs") ||
+        fail "config $*: luksDump differs: $(diff <(cryptsetup luksDump "$TMP/c.img") <(cryptsetup luksDump "$TMP/c.theirs"))"
+    cmp <(cryptsetup luksDump --dump-json-metadata "$TMP/c.img") <(cryptsetup luksDump --dump-json-metadata "$TMP/c.theirs") ||
+        fail "config $*: JSON differs"
+}
+config_both --label "my disk" --subsystem backups
+config_both --priority prefer --key-slot 3
+config_both --priority ignore -S 0
+cryptsetup luksDump "$TMP/c.img" | grep_q -F 'Label:         	my disk' || fail "label not set"
+# An ignored keyslot is tried only when named, by cryptsetup and by us.
+expect_exit 2 "$BLKCRYPT" luks test-passphrase --key-file "$TMP/p0" "$TMP/c.img"
+cryptsetup open --test-passphrase --key-file "$TMP/p0" "$TMP/c.img" 2>/dev/null && fail "cryptsetup tried an ignored keyslot"
+expect_exit 0 "$BLKCRYPT" luks test-passphrase --key-file "$TMP/p0" -S 0 "$TMP/c.img"
+config_both --priority normal -S 0
+config_both --label ""
+config_both --subsystem 0123456789012345678901234567890123456789012345678901
+# dump --json: the values the header holds.
+"$BLKCRYPT" luks dump --json "$TMP/c.img" >"$TMP/dump.json"
+python3 - "$TMP/dump.json" <<'PY' || fail "dump --json: $(cat "$TMP/dump.json")"
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+assert len(lines) == 1
+d = json.loads(lines[0])
+assert d["version"] == 2 and d["label"] == "" and d["subsystem"] == "01234567890123456789012345678901234567890123456", d
+assert d["cipher"] == "aes-xts-plain64" and d["key_bits"] == 512 and d["sector_size"] == 512, d
+assert d["data_offset"] == 16 << 20 and d["metadata_size"] == 16384 and "data_size" not in d, d
+assert [(k["keyslot"], k["priority"], k["pbkdf"], k["iterations"]) for k in d["keyslots"]] == \
+    [(0, "normal", "pbkdf2", 1000), (3, "prefer", "pbkdf2", 1000)], d["keyslots"]
+assert d["tokens"] == [] and d["flags"] == [] and d["requirements"] == [], d
+PY
+"$BLKCRYPT" luks dump --json "$TMP/l1.img" >"$TMP/dump1.json"
+python3 - "$TMP/dump1.json" <<'PY' || fail "dump --json LUKS1: $(cat "$TMP/dump1.json")"
+import json, sys
+d = json.loads(open(sys.argv[1]).read())
+assert d["version"] == 1 and d["cipher"] == "aes-cbc-essiv:sha256" and d["key_bits"] == 256, d
+assert d["data_offset"] == 4096 * 512 or d["data_offset"] == 2048 * 512, d
+assert [(k["keyslot"], k["area_offset"]) for k in d["keyslots"]] == [(0, 4096), (3, 4096 + 3 * 131072)], d["keyslots"]
+PY
+expect_exit 2 "$BLKCRYPT" luks dump --json --dump-volume-key "$TMP/c.img"
+# config on LUKS1: cryptsetup's refusal.
+cryptsetup config --label x "$TMP/l1.img" 2>"$TMP/cs.err" && fail "cryptsetup configured LUKS1"
+expect_exit 1 "$BLKCRYPT" config --label x "$TMP/l1.img"
+[[ $(cat "$TMP/stderr") == "blkcrypt: $(cat "$TMP/cs.err")" ]] || fail "config LUKS1: $(cat "$TMP/stderr") / $(cat "$TMP/cs.err")"
+expect_exit 1 "$BLKCRYPT" luks config --priority prefer "$TMP/c.img"
+[[ $(cat "$TMP/stderr") == "blkcrypt: Keyslot specification is required." ]] || fail "priority without slot"
+expect_exit 1 "$BLKCRYPT" luks config --priority best -S 0 "$TMP/c.img"
+expect_exit 1 "$BLKCRYPT" luks config --priority prefer -S 5 "$TMP/c.img"
 echo "luks_ops: all passed"

@@ -231,6 +231,16 @@ Result<void> kill_keyslot(Registry& reg, BackingStore& header, int k);
 // salt, primary first). The JSON must pass parse_metadata.
 Result<void> write_metadata(Registry& reg, BackingStore& header, const Metadata& current, std::string_view json);
 
+// cryptsetup config --label / --subsystem: both are replaced (cryptsetup
+// clears the one not given), at most 47 bytes kept as cryptsetup truncates,
+// in one crash-safe header rewrite.
+Result<void> set_labels(Registry& reg, BackingStore& header, std::string_view label, std::string_view subsystem);
+
+// cryptsetup config --priority --key-slot k: 0 ignore, 1 normal (the
+// member is dropped, as cryptsetup does), 2 prefer. Invalid "Keyslot k is
+// not active." for a free slot.
+Result<void> set_priority(Registry& reg, BackingStore& header, int k, int priority);
+
 // cryptsetup luksHeaderBackup: both header copies and the keyslots area
 // (hdr_and_areas_size bytes, rounded up to the page size) as the backup
 // file's contents. The caller creates the file (cryptsetup: new, mode 0400).

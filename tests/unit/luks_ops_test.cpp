@@ -237,3 +237,44 @@ TEST_CASE("luks convert: what cryptsetup refuses, refused with nothing written",
         CHECK(key_of(s.data(), "pw0") == vk);
     }
 }
+
+TEST_CASE("luks2 config: labels and keyslot priorities, one header rewrite each", "[luks2]") {
+    MemoryStore s(2u << 20);
+    luks2::FormatOptions fo;
+    fo.pbkdf = "pbkdf2";
+    fo.iterations = 1000;
+    fo.data_offset = 1u << 20;
+    fo.label = "old";
+    fo.subsystem = "oldsub";
+    REQUIRE(luks2::format(registry(), s, text("pw0"), fo).ok());
+    auto header = [&] {
+        Result<luks2::Header> h = luks2::read_header(registry(), s);
+        REQUIRE(h.ok());
+        CHECK(h->primary_ok);
+        CHECK(h->secondary_ok);
+        return h->md;
+    };
+    REQUIRE(luks2::set_labels(registry(), s, "new label", std::string(60, 'x')).ok());
+    luks2::Metadata md = header();
+    CHECK(md.hdr.seqid == 2);
+    CHECK(md.hdr.label == "new label");
+    CHECK(md.hdr.subsystem == std::string(47, 'x'));  // truncated as cryptsetup does
+
+    REQUIRE(luks2::set_priority(registry(), s, 0, 0).ok());
+    md = header();
+    CHECK(md.keyslots.at(0).priority == 0);
+    CHECK(md.json.find("\"priority\":0") != std::string::npos);
+    // An ignored keyslot opens only when named.
+    CHECK(luks::open(registry(), s, text("pw0")).status() == Status::NoKey);
+    luks::OpenOptions named;
+    named.keyslot = 0;
+    CHECK(luks::open(registry(), s, text("pw0"), named).ok());
+    REQUIRE(luks2::set_priority(registry(), s, 0, 1).ok());
+    md = header();
+    CHECK(md.keyslots.at(0).priority == 1);
+    CHECK(md.json.find("priority") == std::string::npos);  // normal is not written
+    CHECK(md.hdr.label == "new label");
+    CHECK(luks::open(registry(), s, text("pw0")).ok());
+    CHECK(luks2::set_priority(registry(), s, 4, 2).error().message == "Keyslot 4 is not active.");
+    CHECK_FALSE(luks2::set_priority(registry(), s, 0, 3).ok());
+}
