@@ -149,8 +149,16 @@ luks::Volume unlock(const po::variables_map& vm, const Devices& d, bool test_onl
         const blkcrypt::SecureBuffer vk = read_key_input(vm["volume-key-file"].as<std::string>(), 0, size, false);
         vol = luks::open_with_volume_key(registry(), *d.header, vk, o);
     } else {
-        const blkcrypt::SecureBuffer pass = read_passphrase(vm, d.image);
-        vol = luks::open(registry(), *d.header, pass, o);
+        // cryptsetup's --tries (default 3, 0: no limit): a wrong passphrase
+        // typed at the terminal prompt is said so and asked for again.
+        const bool prompt = !vm.count("key-file") && ::isatty(STDIN_FILENO);
+        const unsigned tries = !prompt ? 1 : vm.count("tries") ? vm["tries"].as<unsigned>() : 3;
+        for (unsigned t = 1;; ++t) {
+            const blkcrypt::SecureBuffer pass = read_passphrase(vm, d.image);
+            vol = luks::open(registry(), *d.header, pass, o);
+            if (vol || vol.status() != blkcrypt::Status::NoKey || (tries && t >= tries)) break;
+            std::cerr << vol.error().message << "\n";
+        }
     }
     print_warnings(warnings);
     if (!vol) {
@@ -409,11 +417,20 @@ luks2::KeyslotOptions luks2_kdf_options(const po::variables_map& vm) {
 
 bool is_power_of_two(uint64_t v) { return v && !(v & (v - 1)); }
 
+// encrypt --format: the container is made in the output's file (its
+// temporary name) with a passphrase already read, without a confirmation;
+// messages still name IMAGE.
+struct FormatInto {
+    std::string path;
+    const blkcrypt::SecureBuffer* passphrase = nullptr;
+};
+
 // Bad values exit 1, as cryptsetup's do. luksFormat --type luks2,
 // cryptsetup 2.6.1's defaults: aes-xts-plain64,
 // 512-bit key, sha256, argon2id benchmarked to 2 s, 16 MiB data offset and
 // 4096-byte sectors (what it picks for an image file, checked on 2.6.1).
-int run_format2(const po::variables_map& vm, const std::string& image, bool detached, const std::string& header_path) {
+int run_format2(const po::variables_map& vm, const std::string& image, bool detached, const std::string& header_path,
+                const FormatInto* into) {
     luks2::FormatOptions o;
     const luks2::KeyslotOptions k = luks2_kdf_options(vm);
     o.pbkdf = k.pbkdf;
@@ -491,18 +508,21 @@ int run_format2(const po::variables_map& vm, const std::string& image, bool deta
         throw Failure("Data offset is not multiple of " + std::to_string(o.sector_size) + " bytes.");
 
     struct stat st {};
-    if (::stat(image.c_str(), &st) != 0) throw Failure(errno_message(image));
+    if (!into && ::stat(image.c_str(), &st) != 0) throw Failure(errno_message(image));
     if (detached && ::stat(header_path.c_str(), &st) != 0) {  // a new header file, as cryptsetup creates it
         const int fd = ::open(header_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
         if (fd < 0) throw Failure(errno_message(header_path));
         ::close(fd);
     }
-    confirm(vm, "\nWARNING!\n========\nThis will overwrite data on " + header_path + " irrevocably.\n");
+    if (!into) confirm(vm, "\nWARNING!\n========\nThis will overwrite data on " + header_path + " irrevocably.\n");
 
     blkcrypt::SecureBuffer vk;
     if (vm.count("volume-key-file")) vk = read_key_input(vm["volume-key-file"].as<std::string>(), 0, o.key_size, false);
     o.volume_key = vk;
-    const blkcrypt::SecureBuffer pass = read_passphrase(vm, header_path, true);
+    blkcrypt::SecureBuffer read;
+    if (!into) read = read_passphrase(vm, header_path, true);
+    const blkcrypt::SecureBuffer& pass = into ? *into->passphrase : read;
+    const std::string& target = into ? into->path : header_path;
 
     // The header device holds both copies and the keyslots area (default:
     // up to the data offset, or 16 MiB detached); an image file also grows
@@ -510,24 +530,24 @@ int run_format2(const po::variables_map& vm, const std::string& image, bool deta
     const uint64_t areas_end = o.keyslots_size ? 2 * o.metadata_size + o.keyslots_size
                                                : std::min<uint64_t>(o.data_offset ? o.data_offset : 16u << 20,
                                                                     2 * o.metadata_size + luks2::kMaxKeyslotsSize);
-    grow_file(header_path, std::max<uint64_t>(areas_end, detached ? 0 : o.data_offset));
-    auto store = blkcrypt::open_file_store(header_path, true);
+    grow_file(target, std::max<uint64_t>(areas_end, detached ? 0 : o.data_offset));
+    auto store = blkcrypt::open_file_store(target, true);
     if (!store) throw Failure(store.error().message);
     auto vol = luks2::format(registry(), **store, pass, o);
     if (!vol) throw Failure(vol.error().message);  // exit 1, as cryptsetup's refusals
-    if (!detached && o.data_offset >= (*store)->size())
+    if (!into && !detached && o.data_offset >= (*store)->size())
         std::cerr << "Device " << image << " is too small for activation, there is no remaining space for data.\n";
     return 0;
 }
 
-int run_format(const po::variables_map& vm, const std::vector<std::string>& files) {
+int run_format(const po::variables_map& vm, const std::vector<std::string>& files, const FormatInto* into = nullptr) {
     const std::string image = one_file(files, "format");
     const std::string type = vm.count("type") ? vm["type"].as<std::string>() : "luks2";
     if (type != "luks1" && type != "luks2" && type != "luks")
         throw UsageError("--type must be luks1 or luks2, not '" + type + "'");
     const bool detached = vm.count("header") > 0;
     const std::string header_path = detached ? vm["header"].as<std::string>() : image;
-    if (type != "luks1") return run_format2(vm, image, detached, header_path);  // "luks" is luks2, as cryptsetup
+    if (type != "luks1") return run_format2(vm, image, detached, header_path, into);  // "luks" is luks2, as cryptsetup
     refuse_given(vm, {"sector-size", "label", "subsystem", "luks2-metadata-size", "luks2-keyslots-size", "pbkdf-memory",
                       "pbkdf-parallel"},
                  "not with --type luks1");
@@ -564,13 +584,13 @@ int run_format(const po::variables_map& vm, const std::vector<std::string>& file
     }
 
     struct stat st {};
-    if (::stat(image.c_str(), &st) != 0) throw Failure(errno_message(image));
+    if (!into && ::stat(image.c_str(), &st) != 0) throw Failure(errno_message(image));
     if (detached && ::stat(header_path.c_str(), &st) != 0) {  // a new header file, as cryptsetup creates it
         const int fd = ::open(header_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
         if (fd < 0) throw Failure(errno_message(header_path));
         ::close(fd);
     }
-    confirm(vm, "\nWARNING!\n========\nThis will overwrite data on " + header_path + " irrevocably.\n");
+    if (!into) confirm(vm, "\nWARNING!\n========\nThis will overwrite data on " + header_path + " irrevocably.\n");
 
     blkcrypt::SecureBuffer vk(p.key_bytes);
     if (vm.count("volume-key-file")) {
@@ -578,7 +598,10 @@ int run_format(const po::variables_map& vm, const std::vector<std::string>& file
     } else if (auto r = blkcrypt::random_bytes(vk.span()); !r) {
         throw Failure(r.error().message);
     }
-    const blkcrypt::SecureBuffer pass = read_passphrase(vm, header_path, true);
+    blkcrypt::SecureBuffer read;
+    if (!into) read = read_passphrase(vm, header_path, true);
+    const blkcrypt::SecureBuffer& pass = into ? *into->passphrase : read;
+    const std::string& target = into ? into->path : header_path;
 
     // The layout first (no benchmark: forced 1000), to size the header device.
     luks1::FormatParams probe = p;
@@ -587,16 +610,16 @@ int run_format(const po::variables_map& vm, const std::vector<std::string>& file
     if (!layout) throw UsageError(layout.error().message);
     // A file grows to hold the keyslots and, when it holds the data too, up to
     // the payload (what cryptsetup leaves).
-    grow_file(header_path, std::max<uint64_t>(luks1::device_sectors(*layout), detached ? 0 : layout->payload_offset) *
-                               luks1::kSector);
-    auto store = blkcrypt::open_file_store(header_path, true);
+    grow_file(target, std::max<uint64_t>(luks1::device_sectors(*layout), detached ? 0 : layout->payload_offset) *
+                          luks1::kSector);
+    auto store = blkcrypt::open_file_store(target, true);
     if (!store) throw Failure(store.error().message);
     auto h = luks1::format(registry(), **store, p, vk, pass);
     if (!h) {
         if (h.status() == blkcrypt::Status::IoError) throw Failure(h.error().message);
         throw UsageError(h.error().message);
     }
-    if (!detached && uint64_t{h->payload_offset} * luks1::kSector >= (*store)->size())
+    if (!into && !detached && uint64_t{h->payload_offset} * luks1::kSector >= (*store)->size())
         std::cerr << "Device " << image << " is too small for activation, there is no remaining space for data.\n";
     return 0;
 }
@@ -627,7 +650,49 @@ int run_set_uuid(const po::variables_map& vm, const std::vector<std::string>& fi
     return 0;
 }
 
+// encrypt --format IN IMAGE: a new container sized for IN (its data offset
+// plus IN), made in IMAGE's temporary file and filled from IN there, then
+// renamed into place (docs/outputs.md): an interrupted or failed run leaves
+// no half image, as qemu-img convert -O luks.
+int run_encrypt_format(const po::variables_map& vm, const std::vector<std::string>& files) {
+    if (files.size() != 2) throw UsageError("luks encrypt needs IN and IMAGE");
+    const std::string& in_path = files[0];
+    const std::string& image = files[1];
+    if (vm.count("header")) throw UsageError("--format writes the header into IMAGE: --header is not supported with it");
+    const std::string key_path = vm.count("key-file") ? vm["key-file"].as<std::string>() : "";
+    const std::string vk_path = vm.count("volume-key-file") ? vm["volume-key-file"].as<std::string>() : "";
+    if (in_path == "-" || key_path == "-" || vk_path == "-")
+        throw UsageError("--format needs IN of known size, read as a file (and no key from stdin)");
+    auto in = blkcrypt::open_file_store(in_path, false);
+    if (!in) throw Failure(in.error().message);
+    struct stat st {};
+    if (::stat(in_path.c_str(), &st) != 0 || (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)))
+        throw UsageError("--format needs IN of known size (a regular file or a block device)");
+    Output out(image, OutputOptions{.role = "IMAGE", .can_stream = false,
+                                    .inputs = {{"IN", in_path}, {"the key file", key_path}, {"the volume key file", vk_path}}});
+    // One passphrase for the new keyslot (asked twice on a terminal, as format).
+    const blkcrypt::SecureBuffer pass = read_passphrase(vm, image, true);
+    const FormatInto into{out.write_path(), &pass};
+    run_format(vm, {image}, &into);
+    auto store = blkcrypt::open_file_store(out.write_path(), false);
+    if (!store) throw Failure(store.error().message);
+    auto vol = luks::open(registry(), **store, pass);
+    if (!vol) throw Failure(vol.error().message);
+    ImageCopy job{.encrypt = true, .in_path = in_path, .out = out, .table = vol->table};
+    if (vm.count("threads")) job.threads = vm["threads"].as<unsigned>();
+    job.progress = progress_settings(vm);
+    job.progress_name = image;
+    job.progress_json = vm["progress-json"].as<bool>();
+    copy_image(job);
+    return 0;
+}
+
 int run_encrypt(const po::variables_map& vm, const std::vector<std::string>& files) {
+    if (vm["format"].as<bool>()) return run_encrypt_format(vm, files);
+    refuse_given(vm, {"type", "cipher", "key-size", "offset", "align-payload", "verify-passphrase", "sector-size",
+                      "luks2-metadata-size", "luks2-keyslots-size", "label", "subsystem", "uuid", "iter-time",
+                      "pbkdf-force-iterations", "pbkdf", "pbkdf-memory", "pbkdf-parallel", "hash"},
+                 "only with --format");
     if (files.size() != 2) throw UsageError("luks encrypt needs IN and IMAGE");
     const std::string& in_path = files[0];
     const std::string& image = files[1];
@@ -1097,9 +1162,11 @@ int run_luks(Args args) {
         ("dump-json-metadata", po::bool_switch(), "dump: print the LUKS2 JSON metadata, as cryptsetup")
         ("json", po::bool_switch(), "dump: one JSON object for scripts (docs/json.md), LUKS1 and LUKS2")
         ("batch-mode,q", po::bool_switch(), "do not ask for confirmation")
+        ("tries,T", number_value<unsigned>(0, 1000)->value_name("N"), "ask at most N times for a passphrase at the terminal (default: 3, 0: no limit)")
         ("verbose,v", po::bool_switch(), "name the keyslot opened, created or removed")
         ("threads,t", threads_value()->value_name("N"), "crypt worker threads, at most 256 (default: one per core)")
         ("in-place", po::bool_switch(), "write into the existing regular file OUT directly")
+        ("format", po::bool_switch(), "encrypt: create IMAGE first, sized for IN, with the format options")
         ("type", po::value<std::string>()->value_name("TYPE"), "format: luks1 or luks2 (default: luks2, as cryptsetup)")
         ("cipher,c", po::value<std::string>()->value_name("SPEC"), "format: cipher (default: aes-xts-plain64)")
         ("key-size,s", number_value<unsigned>(8, 4096)->value_name("BITS"), "format: volume key bits (default: 512 for XTS, else 256)")
@@ -1157,17 +1224,19 @@ int run_luks(Args args) {
     only_for(cl, {"dump", "format", "remove-key", "kill-slot", "uuid", "header-restore", "erase", "convert"}, {"batch-mode"});
     only_for(cl, {"header-backup", "header-restore"}, {"header-backup-file"});
     only_for(cl, {"test-passphrase", "add-key", "change-key", "remove-key"}, {"verbose"});
-    only_for(cl, {"format", "add-key", "change-key"},
+    only_for(cl, {"format", "add-key", "change-key", "encrypt"},
              {"iter-time", "pbkdf-force-iterations", "pbkdf", "pbkdf-memory", "pbkdf-parallel", "hash"});
     only_for(cl, {"decrypt"}, {"in-place"});
     only_for(cl, {"decrypt", "encrypt"}, {"threads"});
     only_for(cl, {"decrypt", "encrypt"}, progress_option_names());
-    only_for(cl, {"format", "convert"}, {"type"});
-    only_for(cl, {"format"}, {"cipher", "key-size", "offset", "align-payload", "verify-passphrase", "sector-size",
+    only_for(cl, {"format", "convert", "encrypt"}, {"type"});
+    only_for(cl, {"encrypt"}, {"format"});
+    only_for(cl, {"dump", "test-passphrase", "decrypt", "encrypt"}, {"tries"});
+    only_for(cl, {"format", "encrypt"}, {"cipher", "key-size", "offset", "align-payload", "verify-passphrase", "sector-size",
                               "luks2-metadata-size", "luks2-keyslots-size"});
-    only_for(cl, {"format", "config"}, {"label", "subsystem"});
+    only_for(cl, {"format", "config", "encrypt"}, {"label", "subsystem"});
     only_for(cl, {"format", "test-passphrase", "decrypt", "encrypt", "add-key"}, {"volume-key-file"});
-    only_for(cl, {"format", "uuid"}, {"uuid"});
+    only_for(cl, {"format", "uuid", "encrypt"}, {"uuid"});
     auto vm = parse_command_line(cl, args);
     if (!vm) return 0;
     const auto [action, files] = action_arguments(*vm);

@@ -183,4 +183,91 @@ expect_exit 1 "$BLKCRYPT" luks config --priority prefer "$TMP/c.img"
 [[ $(cat "$TMP/stderr") == "blkcrypt: Keyslot specification is required." ]] || fail "priority without slot"
 expect_exit 1 "$BLKCRYPT" luks config --priority best -S 0 "$TMP/c.img"
 expect_exit 1 "$BLKCRYPT" luks config --priority prefer -S 5 "$TMP/c.img"
+
+# ---- encrypt --format: a new container sized for IN, opened by cryptsetup,
+# holding IN; LUKS2 by default, LUKS1 with --type luks1, format options kept.
+head -c 3M /dev/urandom >"$TMP/in.bin"
+expect_exit 0 "$BLKCRYPT" luks encrypt --format --key-file "$TMP/p0" "${PBKDF2[@]}" --label fresh "$TMP/in.bin" "$TMP/new2.img"
+[[ $(stat -c %s "$TMP/new2.img") == $((16 * 1024 * 1024 + 3 * 1024 * 1024)) ]] || fail "encrypt --format: size $(stat -c %s "$TMP/new2.img")"
+cryptsetup open --test-passphrase --key-file "$TMP/p0" "$TMP/new2.img" || fail "cryptsetup rejects encrypt --format's container"
+cryptsetup luksDump "$TMP/new2.img" >"$TMP/d.new"
+grep_q -F 'Label:         	fresh' <"$TMP/d.new" || fail "encrypt --format lost --label"
+grep_q -F 'sector: 4096 [bytes]' <"$TMP/d.new" || fail "encrypt --format: not cryptsetup's default sector"
+"$BLKCRYPT" luks decrypt --key-file "$TMP/p0" "$TMP/new2.img" "$TMP/dec"
+cmp "$TMP/dec" "$TMP/in.bin" || fail "encrypt --format: the data segment is not IN"
+rm -f "$TMP/dec"
+expect_exit 0 "$BLKCRYPT" luks encrypt --format --type luks1 -c aes-cbc-essiv:sha256 --key-file "$TMP/p0" \
+    --pbkdf-force-iterations 1000 "$TMP/in.bin" "$TMP/new1.img"
+cryptsetup luksDump "$TMP/new1.img" | grep_q -F 'Cipher mode:   	cbc-essiv:sha256' || fail "encrypt --format --type luks1"
+[[ $(cryptsetup luksDump "$TMP/new1.img" | awk '/^Payload offset:/ {print $3}') == 4096 ]] || fail "LUKS1 payload offset"
+[[ $(stat -c %s "$TMP/new1.img") == $((2 * 1024 * 1024 + 3 * 1024 * 1024)) ]] || fail "LUKS1 encrypt --format size"
+"$BLKCRYPT" luks decrypt --key-file "$TMP/p0" "$TMP/new1.img" "$TMP/dec"
+cmp "$TMP/dec" "$TMP/in.bin" || fail "encrypt --format luks1: data"
+# Format options without --format, and --format with what it cannot do, are refused.
+expect_exit 2 "$BLKCRYPT" luks encrypt --key-file "$TMP/p0" --cipher aes-cbc-plain64 "$TMP/in.bin" "$TMP/new1.img"
+expect_exit 2 "$BLKCRYPT" luks encrypt --format --key-file "$TMP/p0" - "$TMP/none.img" <"$TMP/in.bin"
+[[ ! -e $TMP/none.img ]] || fail "a refused encrypt --format left IMAGE"
+# Interrupted (here while it waits for the passphrase on a pipe): no IMAGE,
+# no temporary file, and an existing IMAGE is left as it was.
+cp "$TMP/new1.img" "$TMP/keep.img"
+for target in "$TMP/gone.img" "$TMP/keep.img"; do
+    mkfifo "$TMP/fifo"
+    "$BLKCRYPT" luks encrypt --format "${PBKDF2[@]}" "$TMP/in.bin" "$target" <"$TMP/fifo" 2>"$TMP/int.err" &
+    pid=$!
+    exec 7>"$TMP/fifo"  # a writer that never writes: the passphrase read blocks
+    for _ in $(seq 50); do compgen -G "$TMP/.$(basename "$target").blkcrypt-tmp.*" >/dev/null && break; sleep 0.1; done
+    sleep 0.2
+    kill -TERM "$pid"
+    rc=0
+    wait "$pid" || rc=$?
+    exec 7>&-
+    rm -f "$TMP/fifo"
+    [[ $rc == 143 ]] || fail "interrupted encrypt --format: exit $rc ($(cat "$TMP/int.err"))"
+    compgen -G "$TMP/.*blkcrypt-tmp*" >/dev/null && fail "a temporary file was left: $(ls -a "$TMP")"
+done
+[[ ! -e $TMP/gone.img ]] || fail "an interrupted encrypt --format left IMAGE"
+cmp "$TMP/keep.img" "$TMP/new1.img" || fail "an interrupted encrypt --format changed the existing IMAGE"
+
+# ---- --tries: a wrong passphrase at the terminal is asked again (3 times by default).
+python3 - "$BLKCRYPT" "$TMP/c.img" <<'PY' || fail "--tries"
+import fcntl, os, pty, select, subprocess, sys, termios, time
+blk, img = sys.argv[1], sys.argv[2]
+
+def run(args, answers):
+    master, slave = pty.openpty()
+    def child():
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+    p = subprocess.Popen([blk] + args, stdin=slave, stdout=slave, stderr=slave, preexec_fn=child, close_fds=True)
+    os.close(slave)
+    out, pending, end = b"", list(answers), time.time() + 60
+    while True:
+        if time.time() > end:
+            p.kill()
+            raise SystemExit("timeout: %r" % out)
+        r, _, _ = select.select([master], [], [], 0.2)
+        if r:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                break
+            out += chunk
+        if pending and out.count(b"Enter passphrase") > len(answers) - len(pending):
+            time.sleep(0.3)  # the prompt turns echo off (flushing input) after printing itself
+            os.write(master, pending.pop(0).encode() + b"\n")
+        if not r and p.poll() is not None:
+            break
+    p.wait()
+    os.close(master)
+    return p.returncode, out.decode(errors="replace")
+
+rc, out = run(["luks", "test-passphrase", "-S", "0", img], ["bad", "worse", "first passphrase"])
+assert rc == 0 and out.count("Enter passphrase") == 3 and out.count("No key available with this passphrase.") == 2, (rc, out)
+rc, out = run(["luks", "test-passphrase", "-S", "0", img], ["bad", "worse", "still bad"])
+assert rc == 2 and out.count("Enter passphrase") == 3, (rc, out)
+rc, out = run(["luks", "test-passphrase", "--tries", "1", "-S", "0", img], ["bad"])
+assert rc == 2 and out.count("Enter passphrase") == 1, (rc, out)
+PY
 echo "luks_ops: all passed"
