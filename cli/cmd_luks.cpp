@@ -1132,6 +1132,58 @@ int run_config(const po::variables_map& vm, const std::vector<std::string>& file
     return 0;
 }
 
+// cryptsetup token add|remove|import|export (LUKS2): tokens of any type,
+// kept as given; --key-slot assigns one in a second rewrite, as cryptsetup.
+int run_token(const po::variables_map& vm, const std::vector<std::string>& files) {
+    if (files.size() != 2) throw UsageError("luks token needs add|remove|import|export and IMAGE");
+    const std::string& sub = files[0];
+    if (sub != "add" && sub != "remove" && sub != "import" && sub != "export") throw Failure("Invalid token action.");
+    const int id = vm.count("token-id") ? static_cast<int>(vm["token-id"].as<unsigned>()) : -1;
+    if ((sub == "remove" || sub == "export") && id < 0)
+        throw Failure("Action requires specific token. Use --token-id parameter.");
+    if (sub == "add" && !vm.count("key-description"))
+        throw Failure("--key-description parameter is mandatory for token add action.");
+    if (sub != "add") refuse_given(vm, {"key-description"}, "only for token add");
+    if (sub != "import") refuse_given(vm, {"json-file", "token-replace"}, "only for token import");
+    if (sub == "remove" || sub == "export") refuse_given(vm, {"key-slot"}, "only for token add and import");
+    Devices d = open_devices(vm, files[1]);
+    if (!is_luks2(d)) throw Failure("Device " + d.header_path + " is not a valid LUKS2 device.");
+    if (sub == "export") {
+        const luks2::Metadata md = luks2_header(d).md;
+        auto it = md.tokens.find(id);
+        if (it == md.tokens.end()) throw Failure("Failed to get token " + std::to_string(id) + " for export.");
+        std::cout << it->second.json;  // compact, no newline: what cryptsetup prints
+        return 0;
+    }
+    Writable2 w = open_writable2(std::move(d));
+    auto done = [](blkcrypt::Result<void> r) {
+        if (!r) throw Failure(r.error().message);
+    };
+    if (sub == "remove") {
+        done(luks2::remove_token(registry(), *w.store, id));
+        return 0;
+    }
+    std::string token;
+    if (sub == "add") {
+        // cryptsetup's luks2-keyring token, built as its handler builds it.
+        token = "{\"type\":\"luks2-keyring\",\"keyslots\":[],\"key_description\":" +
+                json_quote(vm["key-description"].as<std::string>()) + "}";
+    } else {
+        const std::vector<uint8_t> raw = read_all(vm.count("json-file") ? vm["json-file"].as<std::string>() : "-");
+        token.assign(raw.begin(), raw.end());
+    }
+    blkcrypt::Result<int> made = luks2::import_token(registry(), *w.store, token, id, vm["token-replace"].as<bool>());
+    if (!made) {
+        const std::string& m = made.error().message;
+        if (made.status() == blkcrypt::Status::Invalid && m.find(" in use.") == std::string::npos && sub == "import")
+            throw Failure("Failed to import token from file.");  // cryptsetup's words; ours say why
+        throw Failure(m);
+    }
+    if (vm.count("key-slot")) done(luks2::assign_token(registry(), *w.store, *made, static_cast<int>(vm["key-slot"].as<unsigned>())));
+    if (vm["verbose"].as<bool>()) std::cout << "Token " << *made << " created.\n";
+    return 0;
+}
+
 }  // namespace
 
 int run_luks(Args args) {
@@ -1142,7 +1194,8 @@ int run_luks(Args args) {
                    "       blkcrypt luks kill-slot [OPTIONS] IMAGE SLOT [KEY_FILE] | erase [-q] IMAGE\n"
                    "       blkcrypt luks header-backup|header-restore --header-backup-file FILE IMAGE\n"
                    "       blkcrypt luks convert --type luks1|luks2 [OPTIONS] IMAGE\n"
-                   "       blkcrypt luks config [--label L] [--subsystem S] [--priority P --key-slot N] IMAGE",
+                   "       blkcrypt luks config [--label L] [--subsystem S] [--priority P --key-slot N] IMAGE\n"
+                   "       blkcrypt luks token add|remove|import|export [OPTIONS] IMAGE",
                    "LUKS containers as cryptsetup reads and writes them, without root or\n"
                    "device-mapper (LUKS1 and LUKS2). cryptsetup's names work at the top level too:\n"
                    "blkcrypt luksFormat, luksDump, luksAddKey, luksChangeKey, luksRemoveKey,\n"
@@ -1184,6 +1237,10 @@ int run_luks(Args args) {
         ("label", po::value<std::string>()->value_name("LABEL"), "format: LUKS2 label")
         ("subsystem", po::value<std::string>()->value_name("NAME"), "format: LUKS2 subsystem")
         ("priority", po::value<std::string>()->value_name("PRIO"), "config: keyslot priority ignore, normal or prefer (with --key-slot)")
+        ("token-id", number_value<unsigned>(0, 31)->value_name("N"), "token: the token (import, add: default the lowest free one)")
+        ("json-file", po::value<std::string>()->value_name("FILE"), "token import: the token's JSON (default: stdin)")
+        ("token-replace", po::bool_switch(), "token import: replace the token --token-id names")
+        ("key-description", po::value<std::string>()->value_name("DESC"), "token add: the kernel keyring description (luks2-keyring)")
         ("luks2-metadata-size", number_value<uint64_t>(16384, 4194304)->value_name("BYTES"),
          "format: each LUKS2 header copy, 16 KiB..4 MiB, a power of two (default: 16 KiB)")
         ("luks2-keyslots-size", number_value<uint64_t>(4096, 128u << 20)->value_name("BYTES"),
@@ -1212,18 +1269,20 @@ int run_luks(Args args) {
                               {"header-backup", "save the header and keyslots (cryptsetup luksHeaderBackup)"},
                               {"header-restore", "write a saved header back (cryptsetup luksHeaderRestore)"},
                               {"convert", "rewrite the header as --type luks1|luks2 (cryptsetup convert)"},
-                              {"config", "set a LUKS2 --label, --subsystem or keyslot --priority (cryptsetup config)"}});
+                              {"config", "set a LUKS2 --label, --subsystem or keyslot --priority (cryptsetup config)"},
+                              {"token", "add|remove|import|export a LUKS2 token (cryptsetup token)"}});
     only_for(cl, {"format", "dump", "test-passphrase", "decrypt", "encrypt", "add-key", "change-key", "remove-key",
                   "kill-slot"},
              {"key-file", "keyfile-offset", "keyfile-size"});
     only_for(cl, {"format", "dump", "test-passphrase", "decrypt", "encrypt", "add-key", "change-key", "remove-key",
-                  "config"},
+                  "config", "token"},
              {"key-slot"});
     only_for(cl, {"config"}, {"priority"});
+    only_for(cl, {"token"}, {"token-id", "json-file", "token-replace", "key-description"});
     only_for(cl, {"dump"}, {"dump-volume-key", "dump-json-metadata", "json"});
     only_for(cl, {"dump", "format", "remove-key", "kill-slot", "uuid", "header-restore", "erase", "convert"}, {"batch-mode"});
     only_for(cl, {"header-backup", "header-restore"}, {"header-backup-file"});
-    only_for(cl, {"test-passphrase", "add-key", "change-key", "remove-key"}, {"verbose"});
+    only_for(cl, {"test-passphrase", "add-key", "change-key", "remove-key", "token"}, {"verbose"});
     only_for(cl, {"format", "add-key", "change-key", "encrypt"},
              {"iter-time", "pbkdf-force-iterations", "pbkdf", "pbkdf-memory", "pbkdf-parallel", "hash"});
     only_for(cl, {"decrypt"}, {"in-place"});
@@ -1256,7 +1315,8 @@ int run_luks(Args args) {
     if (action == "decrypt") return run_decrypt(*vm, files);
     if (action == "convert") return run_convert(*vm, files);
     if (action == "config") return run_config(*vm, files);
-    throw UsageError("unknown action '" + action + "': use format, dump, uuid, is-luks, test-passphrase, decrypt, encrypt, add-key, change-key, remove-key, kill-slot, erase, header-backup, header-restore, convert or config");
+    if (action == "token") return run_token(*vm, files);
+    throw UsageError("unknown action '" + action + "': use format, dump, uuid, is-luks, test-passphrase, decrypt, encrypt, add-key, change-key, remove-key, kill-slot, erase, header-backup, header-restore, convert, config or token");
 }
 
 }  // namespace cli

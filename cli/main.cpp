@@ -58,6 +58,7 @@ constexpr Alias kAliases[] = {
     {"isLuks", "luks", "is-luks"},
     {"convert", "luks", "convert"},
     {"config", "luks", "config"},
+    {"token", "luks", "token"},
 };
 
 void print_help() {

@@ -270,4 +270,55 @@ assert rc == 2 and out.count("Enter passphrase") == 3, (rc, out)
 rc, out = run(["luks", "test-passphrase", "--tries", "1", "-S", "0", img], ["bad"])
 assert rc == 2 and out.count("Enter passphrase") == 1, (rc, out)
 PY
+
+# ---- token add|remove|import|export, as cryptsetup token on a copy.
+truncate -s 20M "$TMP/t.img"
+cryptsetup luksFormat -q "${PBKDF2[@]}" --key-file "$TMP/p0" "$TMP/t.img"
+cp "$TMP/t.img" "$TMP/t.theirs"
+printf '{"type":"x-unknown","keyslots":[],"nested":{"z":1,"a":[true,null,"\\u00e9"]},"n":-7}' >"$TMP/tok.json"
+token_both() {
+    expect_exit 0 "$BLKCRYPT" luks token "$@" "$TMP/t.img"
+    cryptsetup token "$@" "$TMP/t.theirs"
+    cmp <(cryptsetup luksDump "$TMP/t.img") <(cryptsetup luksDump "$TMP/t.theirs") ||
+        fail "token $*: luksDump differs: $(diff <(cryptsetup luksDump "$TMP/t.img") <(cryptsetup luksDump "$TMP/t.theirs"))"
+    cmp <(cryptsetup luksDump --dump-json-metadata "$TMP/t.img") <(cryptsetup luksDump --dump-json-metadata "$TMP/t.theirs") ||
+        fail "token $*: JSON differs"
+}
+token_both import --json-file "$TMP/tok.json"
+token_both import --json-file "$TMP/tok.json" --token-id 5 --key-slot 0
+token_both add --key-description "blkcrypt:test" -S 0
+token_both import --json-file "$TMP/tok.json" --token-id 5 --token-replace
+token_both remove --token-id 1
+"$BLKCRYPT" token export --token-id 5 "$TMP/t.img" >"$TMP/ours.tok"
+cryptsetup token export --token-id 5 "$TMP/t.img" >"$TMP/theirs.tok"
+cmp "$TMP/ours.tok" "$TMP/theirs.tok" || fail "token export differs from cryptsetup's"
+expect_exit 1 "$BLKCRYPT" luks token import --json-file "$TMP/tok.json" --token-id 0 "$TMP/t.img"
+[[ $(cat "$TMP/stderr") == "blkcrypt: Token 0 in use." ]] || fail "token in use: $(cat "$TMP/stderr")"
+expect_exit 1 "$BLKCRYPT" luks token export --token-id 3 "$TMP/t.img"
+printf '{"type":"x","keyslots":["9"]}' >"$TMP/bad.json"
+expect_exit 1 "$BLKCRYPT" luks token import --json-file "$TMP/bad.json" "$TMP/t.img"
+[[ $(cat "$TMP/stderr") == "blkcrypt: Failed to import token from file." ]] || fail "bad token: $(cat "$TMP/stderr")"
+expect_exit 1 "$BLKCRYPT" luks token import --json-file "$TMP/tok.json" "$TMP/l1.img"
+[[ $(cat "$TMP/stderr") == "blkcrypt: Device $TMP/l1.img is not a valid LUKS2 device." ]] || fail "token on LUKS1"
+
+# ---- Tokens kept intact by every rewrite of ours: the tokens cryptsetup
+# imported are byte for byte the same after add-key, change-key, kill-slot,
+# config and uuid (convert to LUKS1 refuses while tokens exist).
+# The "tokens" section of cryptsetup's --dump-json-metadata, as printed.
+tokens_of() { cryptsetup luksDump --dump-json-metadata "$1" | sed -n '/^  "tokens":{/,/^  },/p'; }
+tokens_of "$TMP/t.img" >"$TMP/tokens.before"
+printf 'another one' >"$TMP/p9"
+printf 'and one more' >"$TMP/p8"
+"$BLKCRYPT" luks add-key --key-file "$TMP/p0" "${PBKDF2[@]}" -S 2 "$TMP/t.img" "$TMP/p9"
+"$BLKCRYPT" luks change-key --key-file "$TMP/p9" "${PBKDF2[@]}" "$TMP/t.img" "$TMP/p8"
+"$BLKCRYPT" luks change-key --key-file "$TMP/p0" "${PBKDF2[@]}" "$TMP/t.img" "$TMP/p3"
+"$BLKCRYPT" luks kill-slot -q --key-file "$TMP/p3" "$TMP/t.img" 2
+"$BLKCRYPT" luks config --label tokens "$TMP/t.img"
+"$BLKCRYPT" luks uuid -q --uuid 01234567-89ab-cdef-0123-456789abcdef "$TMP/t.img"
+expect_exit 1 "$BLKCRYPT" luks convert -q --type luks1 "$TMP/t.img"
+tokens_of "$TMP/t.img" >"$TMP/tokens.after"
+cmp "$TMP/tokens.before" "$TMP/tokens.after" || fail "a rewrite changed the tokens: $(diff "$TMP/tokens.before" "$TMP/tokens.after")"
+grep_q -F '"x-unknown"' <"$TMP/tokens.after" || fail "the unknown token is gone"
+cryptsetup open --test-passphrase --key-file "$TMP/p3" "$TMP/t.img" || fail "cryptsetup rejects the changed slot 0"
+[[ $(wc -l <"$TMP/tokens.after") -gt 20 ]] || fail "the tokens section is missing: $(cat "$TMP/tokens.after")"
 echo "luks_ops: all passed"

@@ -278,3 +278,43 @@ TEST_CASE("luks2 config: labels and keyslot priorities, one header rewrite each"
     CHECK(luks2::set_priority(registry(), s, 4, 2).error().message == "Keyslot 4 is not active.");
     CHECK_FALSE(luks2::set_priority(registry(), s, 0, 3).ok());
 }
+
+TEST_CASE("luks2 tokens: import, assign, remove keep every other token as it was", "[luks2]") {
+    MemoryStore s(2u << 20);
+    luks2::FormatOptions fo;
+    fo.pbkdf = "pbkdf2";
+    fo.iterations = 1000;
+    fo.data_offset = 1u << 20;
+    REQUIRE(luks2::format(registry(), s, text("pw0"), fo).ok());
+    const std::string odd = R"({"type":"x-odd","keyslots":[],"z":{"b":[1,2.5,null],"a":"\u00e9"}})";
+    Result<int> a = luks2::import_token(registry(), s, odd, -1, false);
+    REQUIRE(a.ok());
+    CHECK(*a == 0);
+    Result<int> b = luks2::import_token(registry(), s, R"({"type":"luks2-keyring","keyslots":[],"key_description":"k"})", 7, false);
+    REQUIRE(b.ok());
+    CHECK(*b == 7);
+    REQUIRE(luks2::assign_token(registry(), s, 7, 0).ok());
+    REQUIRE(luks2::assign_token(registry(), s, 7, 0).ok());  // already there: unchanged
+    Result<luks2::Header> h = luks2::read_header(registry(), s);
+    REQUIRE(h.ok());
+    CHECK(h->md.hdr.seqid == 4);  // format, two imports, one assignment
+    CHECK(h->md.tokens.at(7).keyslots == std::vector<int>{0});
+    const std::string kept = h->md.tokens.at(0).json;
+    CHECK(kept.find("\"z\":{\"b\":[1,2.5,null]") != std::string::npos);
+
+    CHECK(luks2::import_token(registry(), s, odd, 0, false).error().message == "Token 0 in use.");
+    CHECK_FALSE(luks2::import_token(registry(), s, R"({"type":"x","keyslots":["3"]})", -1, false).ok());  // no keyslot 3
+    CHECK_FALSE(luks2::import_token(registry(), s, R"({"type":"luks2-keyring","keyslots":[]})", -1, false).ok());
+    CHECK_FALSE(luks2::import_token(registry(), s, "[1]", -1, false).ok());
+    CHECK_FALSE(luks2::import_token(registry(), s, R"({"keyslots":[]})", -1, false).ok());
+    CHECK(luks2::assign_token(registry(), s, 0, 5).error().message == "Keyslot 5 is not active.");
+
+    // Killing the keyslot drops it from the token, and nothing else changes.
+    REQUIRE(luks2::kill_keyslot(registry(), s, 0).ok());
+    REQUIRE(luks2::remove_token(registry(), s, 7).ok());
+    CHECK(luks2::remove_token(registry(), s, 7).error().message == "Token 7 is not in use.");
+    h = luks2::read_header(registry(), s);
+    REQUIRE(h.ok());
+    REQUIRE(h->md.tokens.size() == 1);
+    CHECK(h->md.tokens.at(0).json == kept);
+}

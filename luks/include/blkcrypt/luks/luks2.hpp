@@ -241,6 +241,20 @@ Result<void> set_labels(Registry& reg, BackingStore& header, std::string_view la
 // not active." for a free slot.
 Result<void> set_priority(Registry& reg, BackingStore& header, int k, int priority);
 
+// cryptsetup token import / add: `token` (a JSON object with a "type"
+// string and a "keyslots" array naming existing keyslots; luks2-keyring
+// also a "key_description" string) becomes token `id` (-1: the lowest
+// free one), member order kept. An id in use is refused ("Token N in use.")
+// unless `replace`. One crash-safe header rewrite; returns the id.
+Result<int> import_token(Registry& reg, BackingStore& header, std::string_view token, int id, bool replace);
+
+// cryptsetup's --key-slot of token import/add: keyslot k joins the token's
+// "keyslots" (a second header rewrite, as cryptsetup's).
+Result<void> assign_token(Registry& reg, BackingStore& header, int id, int k);
+
+// cryptsetup token remove: "Token N is not in use." for a free id.
+Result<void> remove_token(Registry& reg, BackingStore& header, int id);
+
 // cryptsetup luksHeaderBackup: both header copies and the keyslots area
 // (hdr_and_areas_size bytes, rounded up to the page size) as the backup
 // file's contents. The caller creates the file (cryptsetup: new, mode 0400).
