@@ -349,6 +349,16 @@ int run_uuid(const po::variables_map& vm, const std::vector<std::string>& files)
     return 0;
 }
 
+// decrypt / encrypt: the copy with --threads and the progress options.
+int run_copy(const po::variables_map& vm, ImageCopy& job, const std::string& image) {
+    if (vm.count("threads")) job.threads = vm["threads"].as<unsigned>();
+    job.progress = progress_settings(vm);
+    job.progress_name = image;
+    job.progress_json = vm["progress-json"].as<bool>();
+    copy_image(job);
+    return 0;
+}
+
 int run_decrypt(const po::variables_map& vm, const std::vector<std::string>& files) {
     if (files.size() != 2) throw UsageError("luks decrypt needs IMAGE and OUT");
     const std::string& image = files[0];
@@ -365,12 +375,7 @@ int run_decrypt(const po::variables_map& vm, const std::vector<std::string>& fil
     const luks::Volume vol = unlock(vm, d);
     ImageCopy job{.encrypt = false, .in_path = image, .out = out, .table = vol.table};
     if (vol.length_sectors) job.size_sectors = vol.length_sectors;
-    if (vm.count("threads")) job.threads = vm["threads"].as<unsigned>();
-    job.progress = progress_settings(vm);
-    job.progress_name = image;
-    job.progress_json = vm["progress-json"].as<bool>();
-    copy_image(job);
-    return 0;
+    return run_copy(vm, job, image);
 }
 
 
@@ -679,12 +684,7 @@ int run_encrypt_format(const po::variables_map& vm, const std::vector<std::strin
     auto vol = luks::open(registry(), **store, pass);
     if (!vol) throw Failure(vol.error().message);
     ImageCopy job{.encrypt = true, .in_path = in_path, .out = out, .table = vol->table};
-    if (vm.count("threads")) job.threads = vm["threads"].as<unsigned>();
-    job.progress = progress_settings(vm);
-    job.progress_name = image;
-    job.progress_json = vm["progress-json"].as<bool>();
-    copy_image(job);
-    return 0;
+    return run_copy(vm, job, image);
 }
 
 int run_encrypt(const po::variables_map& vm, const std::vector<std::string>& files) {
@@ -723,12 +723,7 @@ int run_encrypt(const po::variables_map& vm, const std::vector<std::string>& fil
             throw UsageError(in_path + ": " + std::to_string((*in)->size()) + " bytes do not fit the " +
                              std::to_string(room) + " bytes of the data segment of " + image);
     }
-    if (vm.count("threads")) job.threads = vm["threads"].as<unsigned>();
-    job.progress = progress_settings(vm);
-    job.progress_name = image;
-    job.progress_json = vm["progress-json"].as<bool>();
-    copy_image(job);
-    return 0;
+    return run_copy(vm, job, image);
 }
 
 // The header device for a keyslot change, writable, and its LUKS1 header.

@@ -133,14 +133,19 @@ truncate -s 20M "$TMP/c.img"
 cryptsetup luksFormat -q --sector-size 512 "${PBKDF2[@]}" --key-file "$TMP/p0" "$TMP/c.img"
 cryptsetup luksAddKey -q "${PBKDF2[@]}" --key-file "$TMP/p0" -S 3 "$TMP/c.img" "$TMP/p3"
 cp "$TMP/c.img" "$TMP/c.theirs"
-config_both() {
-    expect_exit 0 "$BLKCRYPT" luks config "$@" "$TMP/c.img"
-    cryptsetup config "$@" "$TMP/c.theirs"
-    cmp <(cryptsetup luksDump "$TMP/c.img") <(cryptsetup luksDump "$TMP/c.theirs") ||
-        fail "config $*: luksDump differs: $(diff <(cryptsetup luksDump "$TMP/c.img") <(cryptsetup luksDump "$TMP/c.theirs"))"
-    cmp <(cryptsetup luksDump --dump-json-metadata "$TMP/c.img") <(cryptsetup luksDump --dump-json-metadata "$TMP/c.theirs") ||
-        fail "config $*: JSON differs"
+# both_tools OURS THEIRS ACTION ARGS...: `blkcrypt luks ACTION ARGS OURS` and
+# `cryptsetup ACTION ARGS THEIRS` leave equal luksDump and JSON metadata.
+both_tools() {
+    local ours=$1 theirs=$2 action=$3
+    shift 3
+    expect_exit 0 "$BLKCRYPT" luks "$action" "$@" "$ours"
+    cryptsetup "$action" "$@" "$theirs"
+    cmp <(cryptsetup luksDump "$ours") <(cryptsetup luksDump "$theirs") ||
+        fail "$action $*: luksDump differs: $(diff <(cryptsetup luksDump "$ours") <(cryptsetup luksDump "$theirs"))"
+    cmp <(cryptsetup luksDump --dump-json-metadata "$ours") <(cryptsetup luksDump --dump-json-metadata "$theirs") ||
+        fail "$action $*: JSON differs"
 }
+config_both() { both_tools "$TMP/c.img" "$TMP/c.theirs" config "$@"; }
 config_both --label "my disk" --subsystem backups
 config_both --priority prefer --key-slot 3
 config_both --priority ignore -S 0
@@ -276,14 +281,7 @@ truncate -s 20M "$TMP/t.img"
 cryptsetup luksFormat -q "${PBKDF2[@]}" --key-file "$TMP/p0" "$TMP/t.img"
 cp "$TMP/t.img" "$TMP/t.theirs"
 printf '{"type":"x-unknown","keyslots":[],"nested":{"z":1,"a":[true,null,"\\u00e9"]},"n":-7}' >"$TMP/tok.json"
-token_both() {
-    expect_exit 0 "$BLKCRYPT" luks token "$@" "$TMP/t.img"
-    cryptsetup token "$@" "$TMP/t.theirs"
-    cmp <(cryptsetup luksDump "$TMP/t.img") <(cryptsetup luksDump "$TMP/t.theirs") ||
-        fail "token $*: luksDump differs: $(diff <(cryptsetup luksDump "$TMP/t.img") <(cryptsetup luksDump "$TMP/t.theirs"))"
-    cmp <(cryptsetup luksDump --dump-json-metadata "$TMP/t.img") <(cryptsetup luksDump --dump-json-metadata "$TMP/t.theirs") ||
-        fail "token $*: JSON differs"
-}
+token_both() { both_tools "$TMP/t.img" "$TMP/t.theirs" token "$@"; }
 token_both import --json-file "$TMP/tok.json"
 token_both import --json-file "$TMP/tok.json" --token-id 5 --key-slot 0
 token_both add --key-description "blkcrypt:test" -S 0

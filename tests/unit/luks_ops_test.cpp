@@ -4,6 +4,7 @@
 // opens with every passphrase. (tests/cli/luks_ops.sh checks the results
 // against cryptsetup convert itself.)
 #include "test_util.hpp"
+#include "torn_store.hpp"
 
 #include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/luks/container.hpp>
@@ -25,35 +26,7 @@ namespace {
 
 ConstBytes text(const std::string& s) { return {reinterpret_cast<const uint8_t*>(s.data()), s.size()}; }
 
-// A store whose process dies in its n-th write (1-based): only the first
-// `keep` 512-byte sectors of that write reach the disk (sector writes are
-// atomic, a larger write is not); it and every later write or flush fail.
-class TornStore final : public BackingStore {
-public:
-    TornStore(std::vector<uint8_t> image, int crash_at, std::size_t keep)
-        : mem_(image.size()), crash_at_(crash_at), keep_(keep) {
-        mem_.data() = std::move(image);
-    }
-    Status read(uint64_t off, Bytes out) override { return mem_.read(off, out); }
-    Status write(uint64_t off, ConstBytes in) override {
-        ++writes_;
-        if (crash_at_ > 0 && writes_ >= crash_at_) {
-            if (writes_ == crash_at_) (void)mem_.write(off, in.first(std::min(in.size(), keep_ * 512)));
-            return Status::IoError;
-        }
-        return mem_.write(off, in);
-    }
-    Status flush() override { return crash_at_ > 0 && writes_ >= crash_at_ ? Status::IoError : Status::Ok; }
-    uint64_t size() const override { return mem_.size(); }
-    int writes() const { return writes_; }
-    std::vector<uint8_t>& image() { return mem_.data(); }
-
-private:
-    MemoryStore mem_;
-    int crash_at_;
-    std::size_t keep_;
-    int writes_ = 0;
-};
+using testutil::TornStore;
 
 // The volume key the passphrase opens in image, or empty.
 std::vector<uint8_t> key_of(const std::vector<uint8_t>& image, const std::string& pw) {
@@ -86,6 +59,15 @@ std::vector<uint8_t> luks1_image(const std::vector<unsigned>& slots, const std::
     for (std::size_t i = 1; i < slots.size(); ++i)
         REQUIRE(luks1::add_keyslot(registry(), s, *h, slots[i], vk, text("pw" + std::to_string(slots[i])), 1000).ok());
     return s.data();
+}
+
+// A small LUKS2 container of our own: keyslot 0 under "pw0", pbkdf2 at 1000.
+void small_luks2(MemoryStore& s) {
+    luks2::FormatOptions fo;
+    fo.pbkdf = "pbkdf2";
+    fo.iterations = 1000;
+    fo.data_offset = 1u << 20;
+    REQUIRE(luks2::format(registry(), s, text("pw0"), fo).ok());
 }
 
 using Convert = Result<void> (*)(Registry&, BackingStore&);
@@ -240,13 +222,7 @@ TEST_CASE("luks convert: what cryptsetup refuses, refused with nothing written",
 
 TEST_CASE("luks2 config: labels and keyslot priorities, one header rewrite each", "[luks2]") {
     MemoryStore s(2u << 20);
-    luks2::FormatOptions fo;
-    fo.pbkdf = "pbkdf2";
-    fo.iterations = 1000;
-    fo.data_offset = 1u << 20;
-    fo.label = "old";
-    fo.subsystem = "oldsub";
-    REQUIRE(luks2::format(registry(), s, text("pw0"), fo).ok());
+    small_luks2(s);
     auto header = [&] {
         Result<luks2::Header> h = luks2::read_header(registry(), s);
         REQUIRE(h.ok());
@@ -281,11 +257,7 @@ TEST_CASE("luks2 config: labels and keyslot priorities, one header rewrite each"
 
 TEST_CASE("luks2 tokens: import, assign, remove keep every other token as it was", "[luks2]") {
     MemoryStore s(2u << 20);
-    luks2::FormatOptions fo;
-    fo.pbkdf = "pbkdf2";
-    fo.iterations = 1000;
-    fo.data_offset = 1u << 20;
-    REQUIRE(luks2::format(registry(), s, text("pw0"), fo).ok());
+    small_luks2(s);
     const std::string odd = R"({"type":"x-odd","keyslots":[],"z":{"b":[1,2.5,null],"a":"\u00e9"}})";
     Result<int> a = luks2::import_token(registry(), s, odd, -1, false);
     REQUIRE(a.ok());
