@@ -124,6 +124,19 @@ blkcrypt::SecureBuffer read_passphrase(const po::variables_map& vm, const std::s
     return read_key_input("-", offset, size, true);
 }
 
+// --volume-key-file: exactly `size` bytes of the file, as cryptsetup reads it.
+blkcrypt::SecureBuffer volume_key_file(const po::variables_map& vm, std::size_t size) {
+    return read_key_input(vm["volume-key-file"].as<std::string>(), 0, size, false);
+}
+
+// A new passphrase: the positional key file, else a prompt asked twice, else
+// one piped line.
+blkcrypt::SecureBuffer new_passphrase(const std::optional<std::string>& file, const std::string& prompt) {
+    if (file) return read_key_input(*file, 0, 0, false);
+    if (::isatty(STDIN_FILENO)) return prompt_passphrase(prompt, true);
+    return read_key_input("-", 0, 0, true);
+}
+
 luks::OpenOptions open_options(const po::variables_map& vm) {
     luks::OpenOptions o;
     if (vm.count("key-slot")) o.keyslot = static_cast<int>(vm["key-slot"].as<unsigned>());
@@ -146,7 +159,7 @@ luks::Volume unlock(const po::variables_map& vm, const Devices& d, bool test_onl
     if (vm.count("volume-key-file")) {
         refuse_given(vm, {"key-file", "keyfile-offset", "keyfile-size", "key-slot"}, "not with --volume-key-file");
         const std::size_t size = ver == luks::Version::Luks1 ? luks1_header(d).key_bytes : luks2_key_size(luks2_header(d).md);
-        const blkcrypt::SecureBuffer vk = read_key_input(vm["volume-key-file"].as<std::string>(), 0, size, false);
+        const blkcrypt::SecureBuffer vk = volume_key_file(vm, size);
         vol = luks::open_with_volume_key(registry(), *d.header, vk, o);
     } else {
         // cryptsetup's --tries (default 3, 0: no limit): a wrong passphrase
@@ -422,6 +435,14 @@ luks2::KeyslotOptions luks2_kdf_options(const po::variables_map& vm) {
 
 bool is_power_of_two(uint64_t v) { return v && !(v & (v - 1)); }
 
+// --uuid, checked as libuuid parses it and written lower-case (exit 2 otherwise).
+std::string uuid_option(const po::variables_map& vm) {
+    std::string uuid = vm["uuid"].as<std::string>();
+    if (!blkcrypt::luks::valid_uuid(uuid)) throw UsageError("Wrong LUKS UUID format provided.");
+    for (char& c : uuid) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return uuid;
+}
+
 // encrypt --format: the container is made in the output's file (its
 // temporary name) with a passphrase already read, without a confirmation;
 // messages still name IMAGE.
@@ -434,6 +455,20 @@ struct FormatInto {
 // cryptsetup 2.6.1's defaults: aes-xts-plain64,
 // 512-bit key, sha256, argon2id benchmarked to 2 s, 16 MiB data offset and
 // 4096-byte sectors (what it picks for an image file, checked on 2.6.1).
+// Before format writes: IMAGE exists, a detached header file is created as
+// cryptsetup creates it (new, 0600), and the overwrite is confirmed.
+void start_format(const po::variables_map& vm, const std::string& image, bool detached, const std::string& header_path,
+                  const FormatInto* into) {
+    struct stat st {};
+    if (!into && ::stat(image.c_str(), &st) != 0) throw Failure(errno_message(image));
+    if (detached && ::stat(header_path.c_str(), &st) != 0) {
+        const int fd = ::open(header_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0) throw Failure(errno_message(header_path));
+        ::close(fd);
+    }
+    if (!into) confirm(vm, "\nWARNING!\n========\nThis will overwrite data on " + header_path + " irrevocably.\n");
+}
+
 int run_format2(const po::variables_map& vm, const std::string& image, bool detached, const std::string& header_path,
                 const FormatInto* into) {
     luks2::FormatOptions o;
@@ -503,26 +538,15 @@ int run_format2(const po::variables_map& vm, const std::string& image, bool deta
         o.keyslot = static_cast<int>(vm["key-slot"].as<unsigned>());
         if (o.keyslot >= luks2::kMaxKeyslots) throw Failure("Key slot " + std::to_string(o.keyslot) + " is invalid.");
     }
-    if (vm.count("uuid")) {
-        o.uuid = vm["uuid"].as<std::string>();
-        if (!blkcrypt::luks::valid_uuid(o.uuid)) throw Failure("Wrong LUKS UUID format provided.");
-        for (char& c : o.uuid) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    }
+    if (vm.count("uuid")) o.uuid = uuid_option(vm);
 
     if (o.data_offset % o.sector_size)
         throw Failure("Data offset is not multiple of " + std::to_string(o.sector_size) + " bytes.");
 
-    struct stat st {};
-    if (!into && ::stat(image.c_str(), &st) != 0) throw Failure(errno_message(image));
-    if (detached && ::stat(header_path.c_str(), &st) != 0) {  // a new header file, as cryptsetup creates it
-        const int fd = ::open(header_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        if (fd < 0) throw Failure(errno_message(header_path));
-        ::close(fd);
-    }
-    if (!into) confirm(vm, "\nWARNING!\n========\nThis will overwrite data on " + header_path + " irrevocably.\n");
+    start_format(vm, image, detached, header_path, into);
 
     blkcrypt::SecureBuffer vk;
-    if (vm.count("volume-key-file")) vk = read_key_input(vm["volume-key-file"].as<std::string>(), 0, o.key_size, false);
+    if (vm.count("volume-key-file")) vk = volume_key_file(vm, o.key_size);
     o.volume_key = vk;
     blkcrypt::SecureBuffer read;
     if (!into) read = read_passphrase(vm, header_path, true);
@@ -582,24 +606,13 @@ int run_format(const po::variables_map& vm, const std::vector<std::string>& file
     if (vm.count("align-payload")) p.alignment = vm["align-payload"].as<unsigned>();
     else if (detached) p.alignment = 0;
     p.detached = detached;
-    if (vm.count("uuid")) {
-        p.uuid = vm["uuid"].as<std::string>();
-        if (!blkcrypt::luks::valid_uuid(p.uuid)) throw UsageError("Wrong LUKS UUID format provided.");
-        for (char& c : p.uuid) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    }
+    if (vm.count("uuid")) p.uuid = uuid_option(vm);
 
-    struct stat st {};
-    if (!into && ::stat(image.c_str(), &st) != 0) throw Failure(errno_message(image));
-    if (detached && ::stat(header_path.c_str(), &st) != 0) {  // a new header file, as cryptsetup creates it
-        const int fd = ::open(header_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        if (fd < 0) throw Failure(errno_message(header_path));
-        ::close(fd);
-    }
-    if (!into) confirm(vm, "\nWARNING!\n========\nThis will overwrite data on " + header_path + " irrevocably.\n");
+    start_format(vm, image, detached, header_path, into);
 
     blkcrypt::SecureBuffer vk(p.key_bytes);
     if (vm.count("volume-key-file")) {
-        vk = read_key_input(vm["volume-key-file"].as<std::string>(), 0, p.key_bytes, false);
+        vk = volume_key_file(vm, p.key_bytes);
     } else if (auto r = blkcrypt::random_bytes(vk.span()); !r) {
         throw Failure(r.error().message);
     }
@@ -632,9 +645,7 @@ int run_format(const po::variables_map& vm, const std::vector<std::string>& file
 // luksUUID --uuid: a new UUID written into the header (asked for on a terminal).
 int run_set_uuid(const po::variables_map& vm, const std::vector<std::string>& files) {
     const std::string image = one_file(files, "uuid");
-    std::string uuid = vm["uuid"].as<std::string>();
-    if (!blkcrypt::luks::valid_uuid(uuid)) throw UsageError("Wrong LUKS UUID format provided.");
-    for (char& c : uuid) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const std::string uuid = uuid_option(vm);
     Devices d = open_devices(vm, image);
     if (is_luks2(d)) {
         luks2::Metadata md = luks2_header(d).md;
@@ -812,12 +823,6 @@ T value_or_exit(blkcrypt::Result<T> r) {
     if constexpr (!std::is_void_v<T>) return std::move(r).value();
 }
 
-blkcrypt::SecureBuffer new_passphrase(const std::optional<std::string>& file, const std::string& prompt) {
-    if (file) return read_key_input(*file, 0, 0, false);
-    if (::isatty(STDIN_FILENO)) return prompt_passphrase(prompt, true);
-    return read_key_input("-", 0, 0, true);
-}
-
 int run_add_key2(const po::variables_map& vm, const std::vector<std::string>& files, Devices d) {
     Writable2 w = open_writable2(std::move(d));
     luks2::KeyslotOptions ko = luks2_kdf_options(vm);
@@ -831,7 +836,7 @@ int run_add_key2(const po::variables_map& vm, const std::vector<std::string>& fi
     blkcrypt::SecureBuffer vk;
     if (vm.count("volume-key-file")) {
         refuse_given(vm, {"key-file", "keyfile-offset", "keyfile-size"}, "not with --volume-key-file");
-        vk = read_key_input(vm["volume-key-file"].as<std::string>(), 0, luks2_key_size(w.md), false);
+        vk = volume_key_file(vm, luks2_key_size(w.md));
         value_or_exit(luks2::volume_from_key(registry(), w.md, vk));
     } else {
         const blkcrypt::SecureBuffer old = positional_or_prompt(vm, std::nullopt, "Enter any existing passphrase: ", false);
@@ -929,7 +934,7 @@ int run_add_key(const po::variables_map& vm, const std::vector<std::string>& fil
     blkcrypt::SecureBuffer vk;
     if (vm.count("volume-key-file")) {  // no existing passphrase needed
         refuse_given(vm, {"key-file", "keyfile-offset", "keyfile-size"}, "not with --volume-key-file");
-        vk = read_key_input(vm["volume-key-file"].as<std::string>(), 0, w.header.key_bytes, false);
+        vk = volume_key_file(vm, w.header.key_bytes);
         auto ok = luks1::check_volume_key(registry(), w.header, vk);
         if (!ok) throw Failure(ok.error().message);
         if (!*ok) throw StatusFailure("Volume key does not match the volume.", kExitNoKey);
@@ -939,10 +944,7 @@ int run_add_key(const po::variables_map& vm, const std::vector<std::string>& fil
     }
     std::optional<std::string> new_file;
     if (files.size() == 2) new_file = files[1];
-    blkcrypt::SecureBuffer fresh;
-    if (new_file) fresh = read_key_input(*new_file, 0, 0, false);
-    else if (::isatty(STDIN_FILENO)) fresh = prompt_passphrase("Enter new passphrase for key slot: ", true);
-    else fresh = read_key_input("-", 0, 0, true);
+    const blkcrypt::SecureBuffer fresh = new_passphrase(new_file, "Enter new passphrase for key slot: ");
     check(luks1::add_keyslot(registry(), *w.store, w.header, static_cast<unsigned>(slot), vk, fresh,
                              keyslot_iterations(vm, w.header)));
     if (vm["verbose"].as<bool>()) std::cout << "Key slot " << slot << " created.\n";
@@ -970,10 +972,9 @@ int run_change_key(const po::variables_map& vm, const std::vector<std::string>& 
             if (!w.header.keyslots[i].enabled()) slot = static_cast<int>(i);
         if (slot < 0) throw UsageError("All key slots full: a crash-safe change needs a free keyslot.");
     }
-    blkcrypt::SecureBuffer fresh;
-    if (files.size() == 2) fresh = read_key_input(files[1], 0, 0, false);
-    else if (::isatty(STDIN_FILENO)) fresh = prompt_passphrase("Enter new passphrase: ", true);
-    else fresh = read_key_input("-", 0, 0, true);
+    std::optional<std::string> new_file;
+    if (files.size() == 2) new_file = files[1];
+    const blkcrypt::SecureBuffer fresh = new_passphrase(new_file, "Enter new passphrase: ");
     check(luks1::change_keyslot(registry(), *w.store, w.header, u.keyslot, static_cast<unsigned>(slot), u.volume_key,
                                 fresh, keyslot_iterations(vm, w.header)));
     if (vm["verbose"].as<bool>()) std::cout << "Key slot " << u.keyslot << " changed to key slot " << slot << ".\n";
