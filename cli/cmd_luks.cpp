@@ -1089,8 +1089,13 @@ int run_convert(const po::variables_map& vm, const std::vector<std::string>& fil
     const luks::Version to = type == "luks1" ? luks::Version::Luks1 : luks::Version::Luks2;
     if (from == to) throw Failure("Device is already " + std::string(type == "luks1" ? "LUKS1" : "LUKS2") + " type.");
     if (from == luks::Version::Luks2) luks2_header(d);  // prints a damaged copy's warning
-    confirm(vm, "\nWARNING!\n========\nThis operation will convert " + d.header_path + " to " +
-                    (type == "luks1" ? "LUKS1" : "LUKS2") + " format.\n");
+    // cryptsetup's words, blank lines and exit status (2) when not confirmed.
+    try {
+        confirm(vm, "\nWARNING!\n========\nThis operation will convert " + d.header_path + " to " +
+                        (type == "luks1" ? "LUKS1" : "LUKS2") + " format.\n\n");
+    } catch (const Failure&) {
+        throw StatusFailure("Operation aborted, device was NOT converted.", 2);
+    }
     auto w = blkcrypt::open_file_store(d.header_path, true);
     if (!w) throw Failure(w.error().message);
     blkcrypt::Result<void> r = to == luks::Version::Luks2 ? luks::convert_to_luks2(registry(), **w)

