@@ -137,6 +137,14 @@ blkcrypt::SecureBuffer new_passphrase(const std::optional<std::string>& file, co
     return read_key_input("-", 0, 0, true);
 }
 
+// cryptsetup's --tries (set_tries_tty): how often a passphrase typed at the
+// terminal prompt is asked for after a wrong one (default 3, 0: no limit);
+// a key file (positional or --key-file) and piped input are tried once.
+unsigned prompt_tries(const po::variables_map& vm, const std::optional<std::string>& file) {
+    const bool prompted = !file && !vm.count("key-file") && ::isatty(STDIN_FILENO);
+    return !prompted ? 1 : vm.count("tries") ? vm["tries"].as<unsigned>() : 3;
+}
+
 luks::OpenOptions open_options(const po::variables_map& vm) {
     luks::OpenOptions o;
     if (vm.count("key-slot")) o.keyslot = static_cast<int>(vm["key-slot"].as<unsigned>());
@@ -162,10 +170,7 @@ luks::Volume unlock(const po::variables_map& vm, const Devices& d, bool test_onl
         const blkcrypt::SecureBuffer vk = volume_key_file(vm, size);
         vol = luks::open_with_volume_key(registry(), *d.header, vk, o);
     } else {
-        // cryptsetup's --tries (default 3, 0: no limit): a wrong passphrase
-        // typed at the terminal prompt is said so and asked for again.
-        const bool prompt = !vm.count("key-file") && ::isatty(STDIN_FILENO);
-        const unsigned tries = !prompt ? 1 : vm.count("tries") ? vm["tries"].as<unsigned>() : 3;
+        const unsigned tries = prompt_tries(vm, std::nullopt);
         for (unsigned t = 1;; ++t) {
             const blkcrypt::SecureBuffer pass = read_passphrase(vm, d.image);
             vol = luks::open(registry(), *d.header, pass, o);
@@ -772,6 +777,24 @@ blkcrypt::SecureBuffer positional_or_prompt(const po::variables_map& vm, const s
     return read_key_input("-", 0, 0, true);
 }
 
+// An existing passphrase (positional key file, --key-file, prompt or piped
+// line) and what `check` makes of it; a wrong one (check throws exit 2) at
+// the terminal prompt is said so and asked for again, --tries times.
+template <typename F>
+auto checked_passphrase(const po::variables_map& vm, const std::optional<std::string>& file, const std::string& prompt,
+                        F check) {
+    const unsigned tries = prompt_tries(vm, file);
+    for (unsigned t = 1;; ++t) {
+        const blkcrypt::SecureBuffer pass = positional_or_prompt(vm, file, prompt, false);
+        try {
+            return check(pass);
+        } catch (const StatusFailure& e) {
+            if (e.status() != kExitNoKey || (tries && t >= tries)) throw;
+            std::cerr << e.what() << "\n";
+        }
+    }
+}
+
 // The KDF options of a LUKS1 keyslot change, checked before any passphrase
 // is asked for: PBKDF2 only, cryptsetup's 1000-iteration floor (exit 1).
 void check_luks1_kdf(const po::variables_map& vm) {
@@ -839,8 +862,9 @@ int run_add_key2(const po::variables_map& vm, const std::vector<std::string>& fi
         vk = volume_key_file(vm, luks2_key_size(w.md));
         value_or_exit(luks2::volume_from_key(registry(), w.md, vk));
     } else {
-        const blkcrypt::SecureBuffer old = positional_or_prompt(vm, std::nullopt, "Enter any existing passphrase: ", false);
-        vk = std::move(value_or_exit(luks2::open(registry(), *w.store, old)).table.key);
+        vk = checked_passphrase(vm, std::nullopt, "Enter any existing passphrase: ", [&](const blkcrypt::SecureBuffer& old) {
+            return std::move(value_or_exit(luks2::open(registry(), *w.store, old)).table.key);
+        });
     }
     std::optional<std::string> file;
     if (files.size() == 2) file = files[1];
@@ -856,13 +880,14 @@ int run_change_key2(const po::variables_map& vm, const std::vector<std::string>&
     Writable2 w = open_writable2(std::move(d));
     luks2::KeyslotOptions ko = luks2_kdf_options(vm);
     if (vm.count("key-slot")) ko.keyslot = static_cast<int>(vm["key-slot"].as<unsigned>());
-    const blkcrypt::SecureBuffer old = positional_or_prompt(vm, std::nullopt, "Enter passphrase to be changed: ", false);
     // A wrong passphrase stops here, before the new one is asked for.
-    {
-        luks::OpenOptions oo;
-        oo.keyslot = ko.keyslot;
-        value_or_exit(luks2::open(registry(), *w.store, old, oo));
-    }
+    luks::OpenOptions oo;
+    oo.keyslot = ko.keyslot;
+    const blkcrypt::SecureBuffer old =
+        checked_passphrase(vm, std::nullopt, "Enter passphrase to be changed: ", [&](const blkcrypt::SecureBuffer& p) {
+            value_or_exit(luks2::open(registry(), *w.store, p, oo));
+            return p;
+        });
     std::optional<std::string> file;
     if (files.size() == 2) file = files[1];
     const blkcrypt::SecureBuffer fresh = new_passphrase(file, "Enter new passphrase: ");
@@ -880,10 +905,11 @@ int run_remove_key2(const po::variables_map& vm, const std::vector<std::string>&
     Writable2 w = open_writable2(std::move(d));
     std::optional<std::string> file;
     if (files.size() == 2) file = files[1];
-    const blkcrypt::SecureBuffer pass = positional_or_prompt(vm, file, "Enter passphrase to be deleted: ", false);
     luks::OpenOptions oo;
     if (vm.count("key-slot")) oo.keyslot = static_cast<int>(vm["key-slot"].as<unsigned>());
-    const int slot = value_or_exit(luks2::open(registry(), *w.store, pass, oo)).keyslot;
+    const int slot = checked_passphrase(vm, file, "Enter passphrase to be deleted: ", [&](const blkcrypt::SecureBuffer& p) {
+        return value_or_exit(luks2::open(registry(), *w.store, p, oo)).keyslot;
+    });
     confirm_last2(vm, w.md);
     value_or_exit(luks2::kill_keyslot(registry(), *w.store, slot));
     if (vm["verbose"].as<bool>()) std::cout << "Key slot " << slot << " removed.\n";
@@ -899,8 +925,9 @@ int run_kill_slot2(const po::variables_map& vm, const std::vector<std::string>& 
     if (files.size() == 3) file = files[2];
     // cryptsetup asks for a remaining passphrase unless --batch-mode on a terminal.
     if (!vm["batch-mode"].as<bool>() || file || vm.count("key-file") || !::isatty(STDIN_FILENO)) {
-        const blkcrypt::SecureBuffer pass = positional_or_prompt(vm, file, "Enter any remaining passphrase: ", false);
-        value_or_exit(luks2::open(registry(), *w.store, pass));
+        checked_passphrase(vm, file, "Enter any remaining passphrase: ", [&](const blkcrypt::SecureBuffer& p) {
+            return value_or_exit(luks2::open(registry(), *w.store, p)).keyslot;
+        });
     }
     value_or_exit(luks2::kill_keyslot(registry(), *w.store, slot));
     return 0;
@@ -939,8 +966,8 @@ int run_add_key(const po::variables_map& vm, const std::vector<std::string>& fil
         if (!ok) throw Failure(ok.error().message);
         if (!*ok) throw StatusFailure("Volume key does not match the volume.", kExitNoKey);
     } else {
-        const blkcrypt::SecureBuffer old = positional_or_prompt(vm, std::nullopt, "Enter any existing passphrase: ", false);
-        vk = unlock_any(w, old).volume_key;
+        vk = checked_passphrase(vm, std::nullopt, "Enter any existing passphrase: ",
+                                [&](const blkcrypt::SecureBuffer& old) { return unlock_any(w, old).volume_key; });
     }
     std::optional<std::string> new_file;
     if (files.size() == 2) new_file = files[1];
@@ -961,8 +988,8 @@ int run_change_key(const po::variables_map& vm, const std::vector<std::string>& 
     Writable w = open_writable(vm, files[0]);
     if (vm.count("pbkdf-force-iterations") && vm.count("iter-time"))
         throw UsageError("--pbkdf-force-iterations and --iter-time exclude each other");
-    const blkcrypt::SecureBuffer old = positional_or_prompt(vm, std::nullopt, "Enter passphrase to be changed: ", false);
-    const luks1::Unlocked u = unlock_any(w, old);
+    const luks1::Unlocked u = checked_passphrase(vm, std::nullopt, "Enter passphrase to be changed: ",
+                                                 [&](const blkcrypt::SecureBuffer& old) { return unlock_any(w, old); });
     int slot = -1;
     if (vm.count("key-slot")) {
         slot = static_cast<int>(vm["key-slot"].as<unsigned>());
@@ -1050,8 +1077,9 @@ int run_remove_key(const po::variables_map& vm, const std::vector<std::string>& 
     Writable w = open_writable(vm, files[0]);
     std::optional<std::string> file;
     if (files.size() == 2) file = files[1];
-    const blkcrypt::SecureBuffer pass = positional_or_prompt(vm, file, "Enter passphrase to be deleted: ", false);
-    const luks1::Unlocked u = unlock_any(w, pass, vm.count("key-slot") ? static_cast<int>(vm["key-slot"].as<unsigned>()) : -1);
+    const int only = vm.count("key-slot") ? static_cast<int>(vm["key-slot"].as<unsigned>()) : -1;
+    const luks1::Unlocked u = checked_passphrase(vm, file, "Enter passphrase to be deleted: ",
+                                                 [&](const blkcrypt::SecureBuffer& p) { return unlock_any(w, p, only); });
     confirm_last(vm, w.header);
     check(luks1::remove_keyslot(*w.store, w.header, u.keyslot));
     if (vm["verbose"].as<bool>()) std::cout << "Key slot " << u.keyslot << " removed.\n";
@@ -1074,7 +1102,8 @@ int run_kill_slot(const po::variables_map& vm, const std::vector<std::string>& f
     std::optional<std::string> file;
     if (files.size() == 3) file = files[2];
     if (!vm["batch-mode"].as<bool>() || file || vm.count("key-file") || !::isatty(STDIN_FILENO))
-        unlock_any(w, positional_or_prompt(vm, file, "Enter any remaining passphrase: ", false));
+        checked_passphrase(vm, file, "Enter any remaining passphrase: ",
+                           [&](const blkcrypt::SecureBuffer& p) { return unlock_any(w, p).keyslot; });
     check(luks1::remove_keyslot(*w.store, w.header, slot));
     return 0;
 }
@@ -1291,7 +1320,8 @@ int run_luks(Args args) {
     only_for(cl, {"decrypt", "encrypt"}, progress_option_names());
     only_for(cl, {"format", "convert", "encrypt"}, {"type"});
     only_for(cl, {"encrypt"}, {"format"});
-    only_for(cl, {"dump", "test-passphrase", "decrypt", "encrypt"}, {"tries"});
+    only_for(cl, {"dump", "test-passphrase", "decrypt", "encrypt", "add-key", "change-key", "remove-key", "kill-slot"},
+             {"tries"});
     only_for(cl, {"format", "encrypt"}, {"cipher", "key-size", "offset", "align-payload", "verify-passphrase", "sector-size",
                               "luks2-metadata-size", "luks2-keyslots-size"});
     only_for(cl, {"format", "config", "encrypt"}, {"label", "subsystem"});

@@ -234,9 +234,9 @@ done
 cmp "$TMP/keep.img" "$TMP/new1.img" || fail "an interrupted encrypt --format changed the existing IMAGE"
 
 # ---- --tries: a wrong passphrase at the terminal is asked again (3 times by default).
-python3 - "$BLKCRYPT" "$TMP/c.img" <<'PY' || fail "--tries"
+python3 - "$BLKCRYPT" "$TMP/c.img" "$TMP/l1.img" <<'PY' || fail "--tries"
 import fcntl, os, pty, select, subprocess, sys, termios, time
-blk, img = sys.argv[1], sys.argv[2]
+blk, img, l1 = sys.argv[1], sys.argv[2], sys.argv[3]
 
 def run(args, answers):
     master, slave = pty.openpty()
@@ -263,7 +263,7 @@ def run(args, answers):
             time.sleep(0.3)
             os.write(master, b"no\n")
             answers = ["no"]  # answered once
-        if pending and out.count(b"Enter passphrase") > len(answers) - len(pending):
+        if pending and out.count(b"Enter ") > len(answers) - len(pending):
             time.sleep(0.3)  # the prompt turns echo off (flushing input) after printing itself
             os.write(master, pending.pop(0).encode() + b"\n")
         if not r and p.poll() is not None:
@@ -286,6 +286,15 @@ rc, out = run(["luks", "test-passphrase", "-S", "0", img], ["bad", "worse", "sti
 assert rc == 2 and out.count("Enter passphrase") == 3, (rc, out)
 rc, out = run(["luks", "test-passphrase", "--tries", "1", "-S", "0", img], ["bad"])
 assert rc == 2 and out.count("Enter passphrase") == 1, (rc, out)
+# The keyslot actions' existing-passphrase prompts retry too (LUKS1 and LUKS2).
+rc, out = run(["luks", "add-key", "--pbkdf-force-iterations", "1000", l1], ["bad", "worse", "still bad"])
+assert rc == 2 and out.count("Enter any existing passphrase: ") == 3, (rc, out)
+assert "Enter new passphrase" not in out, out
+rc, out = run(["luks", "remove-key", img], ["bad", "slot three"])
+assert rc == 0 and out.count("Enter passphrase to be deleted: ") == 2, (rc, out)
+assert out.count("No key available with this passphrase.") == 1, out
+rc, out = run(["luks", "test-passphrase", "-S", "3", img], ["slot three"])
+assert rc == 1 and "Keyslot 3 is not active." in out, (rc, out)  # the second answer removed it
 PY
 
 # ---- token add|remove|import|export, as cryptsetup token on a copy.
