@@ -4,6 +4,7 @@
 // data moves through the dm-crypt engine and the copy loop `crypt` uses.
 #include "commands.hpp"
 #include "image_copy.hpp"
+#include "json.hpp"
 #include "number_option.hpp"
 #include "output_file.hpp"
 #include "passphrase.hpp"
@@ -11,6 +12,7 @@
 
 #include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/luks/container.hpp>
+#include <blkcrypt/luks/convert.hpp>
 #include <blkcrypt/luks/luks1.hpp>
 #include <blkcrypt/luks/luks2.hpp>
 #include <blkcrypt/luks/pbkdf_bench.hpp>
@@ -122,6 +124,27 @@ blkcrypt::SecureBuffer read_passphrase(const po::variables_map& vm, const std::s
     return read_key_input("-", offset, size, true);
 }
 
+// --volume-key-file: exactly `size` bytes of the file, as cryptsetup reads it.
+blkcrypt::SecureBuffer volume_key_file(const po::variables_map& vm, std::size_t size) {
+    return read_key_input(vm["volume-key-file"].as<std::string>(), 0, size, false);
+}
+
+// A new passphrase: the positional key file, else a prompt asked twice, else
+// one piped line.
+blkcrypt::SecureBuffer new_passphrase(const std::optional<std::string>& file, const std::string& prompt) {
+    if (file) return read_key_input(*file, 0, 0, false);
+    if (::isatty(STDIN_FILENO)) return prompt_passphrase(prompt, true);
+    return read_key_input("-", 0, 0, true);
+}
+
+// cryptsetup's --tries (set_tries_tty): how often a passphrase typed at the
+// terminal prompt is asked for after a wrong one (default 3, 0: no limit);
+// a key file (positional or --key-file) and piped input are tried once.
+unsigned prompt_tries(const po::variables_map& vm, const std::optional<std::string>& file) {
+    const bool prompted = !file && !vm.count("key-file") && ::isatty(STDIN_FILENO);
+    return !prompted ? 1 : vm.count("tries") ? vm["tries"].as<unsigned>() : 3;
+}
+
 luks::OpenOptions open_options(const po::variables_map& vm) {
     luks::OpenOptions o;
     if (vm.count("key-slot")) o.keyslot = static_cast<int>(vm["key-slot"].as<unsigned>());
@@ -144,11 +167,16 @@ luks::Volume unlock(const po::variables_map& vm, const Devices& d, bool test_onl
     if (vm.count("volume-key-file")) {
         refuse_given(vm, {"key-file", "keyfile-offset", "keyfile-size", "key-slot"}, "not with --volume-key-file");
         const std::size_t size = ver == luks::Version::Luks1 ? luks1_header(d).key_bytes : luks2_key_size(luks2_header(d).md);
-        const blkcrypt::SecureBuffer vk = read_key_input(vm["volume-key-file"].as<std::string>(), 0, size, false);
+        const blkcrypt::SecureBuffer vk = volume_key_file(vm, size);
         vol = luks::open_with_volume_key(registry(), *d.header, vk, o);
     } else {
-        const blkcrypt::SecureBuffer pass = read_passphrase(vm, d.image);
-        vol = luks::open(registry(), *d.header, pass, o);
+        const unsigned tries = prompt_tries(vm, std::nullopt);
+        for (unsigned t = 1;; ++t) {
+            const blkcrypt::SecureBuffer pass = read_passphrase(vm, d.image);
+            vol = luks::open(registry(), *d.header, pass, o);
+            if (vol || vol.status() != blkcrypt::Status::NoKey || (tries && t >= tries)) break;
+            std::cerr << vol.error().message << "\n";
+        }
     }
     print_warnings(warnings);
     if (!vol) {
@@ -205,8 +233,103 @@ int run_dump2(const po::variables_map& vm, const Devices& d) {
     return 0;
 }
 
+// dump --json: one object for scripts (docs/json.md), the same for both
+// versions where the formats agree; never the key.
+void keyslot_json(JsonWriter& j, int id, uint64_t key_bytes, const std::string& kdf, const std::string& hash,
+                  uint64_t iterations, uint64_t memory, uint64_t cpus, int priority, uint64_t off, uint64_t size) {
+    j.begin_object();
+    j.key("keyslot"), j.number(id);
+    j.key("key_bits"), j.number(static_cast<int64_t>(key_bytes * 8));
+    j.key("priority"), j.string(priority == 0 ? "ignore" : priority == 2 ? "prefer" : "normal");
+    j.key("pbkdf"), j.string(kdf);
+    if (!hash.empty()) j.key("hash"), j.string(hash);
+    j.key(kdf == "pbkdf2" ? "iterations" : "time"), j.number(static_cast<int64_t>(iterations));
+    if (kdf != "pbkdf2") {
+        j.key("memory_kib"), j.number(static_cast<int64_t>(memory));
+        j.key("parallel"), j.number(static_cast<int64_t>(cpus));
+    }
+    j.key("area_offset"), j.number(static_cast<int64_t>(off));
+    j.key("area_size"), j.number(static_cast<int64_t>(size));
+    j.end_object();
+}
+
+void strings_json(JsonWriter& j, const char* name, const std::vector<std::string>& v) {
+    j.key(name);
+    j.begin_array();
+    for (const std::string& x : v) j.string(x);
+    j.end_array();
+}
+
+int run_dump_json(const po::variables_map& vm, const Devices& d) {
+    refuse_given(vm, {"key-file", "keyfile-offset", "keyfile-size", "key-slot"}, "not with --json");
+    if (vm["dump-volume-key"].as<bool>() || vm["dump-json-metadata"].as<bool>())
+        throw UsageError("--json excludes --dump-volume-key and --dump-json-metadata");
+    JsonWriter j(std::cout);
+    j.begin_object();
+    j.key("device"), j.string(d.header_path);
+    if (!is_luks2(d)) {
+        const luks1::Header h = luks1_header(d);
+        j.key("version"), j.number(1);
+        j.key("uuid"), j.string(h.uuid);
+        j.key("cipher"), j.string(h.cipher_spec());
+        j.key("key_bits"), j.number(h.key_bytes * 8);
+        j.key("sector_size"), j.number(512);
+        j.key("data_offset"), j.number(static_cast<int64_t>(uint64_t{h.payload_offset} * 512));
+        j.key("hash"), j.string(h.hash_spec);
+        j.key("keyslots");
+        j.begin_array();
+        for (unsigned k = 0; k < luks1::kNumKeyslots; ++k) {
+            const luks1::Keyslot& ks = h.keyslots[k];
+            if (!ks.enabled()) continue;
+            keyslot_json(j, static_cast<int>(k), h.key_bytes, "pbkdf2", h.hash_spec, ks.iterations, 0, 0, 1,
+                         uint64_t{ks.key_material_offset} * 512, luks1::af_sectors(h.key_bytes, ks.stripes) * 512);
+        }
+        j.end_array();
+        j.end_object();
+        return 0;
+    }
+    const luks2::Metadata md = luks2_header(d).md;
+    const luks2::Segment& seg = md.segments.at(0);
+    j.key("version"), j.number(2);
+    j.key("uuid"), j.string(md.hdr.uuid);
+    j.key("label"), j.string(md.hdr.label);
+    j.key("subsystem"), j.string(md.hdr.subsystem);
+    j.key("epoch"), j.number(static_cast<int64_t>(md.hdr.seqid));
+    j.key("metadata_size"), j.number(static_cast<int64_t>(md.metadata_size()));
+    j.key("keyslots_size"), j.number(static_cast<int64_t>(md.config.keyslots_size));
+    j.key("cipher"), j.string(seg.encryption);
+    j.key("key_bits"), j.number(static_cast<int64_t>(luks2_key_size(md) * 8));
+    j.key("sector_size"), j.number(seg.sector_size);
+    j.key("data_offset"), j.number(static_cast<int64_t>(seg.offset));
+    if (seg.size) j.key("data_size"), j.number(static_cast<int64_t>(*seg.size));
+    strings_json(j, "flags", md.config.flags);
+    strings_json(j, "requirements", md.config.requirements);
+    j.key("keyslots");
+    j.begin_array();
+    for (const auto& [k, ks] : md.keyslots)
+        keyslot_json(j, k, ks.key_size, ks.kdf.type, ks.kdf.hash, ks.kdf.type == "pbkdf2" ? ks.kdf.iterations : ks.kdf.time,
+                     ks.kdf.memory, ks.kdf.cpus, ks.priority, ks.area_offset, ks.area_size);
+    j.end_array();
+    j.key("tokens");
+    j.begin_array();
+    for (const auto& [id, t] : md.tokens) {
+        j.begin_object();
+        j.key("token"), j.number(id);
+        j.key("type"), j.string(t.type);
+        j.key("keyslots");
+        j.begin_array();
+        for (int k : t.keyslots) j.number(k);
+        j.end_array();
+        j.end_object();
+    }
+    j.end_array();
+    j.end_object();
+    return 0;
+}
+
 int run_dump(const po::variables_map& vm, const std::vector<std::string>& files) {
     const Devices d = open_devices(vm, one_file(files, "dump"));
+    if (vm["json"].as<bool>()) return run_dump_json(vm, d);
     if (is_luks2(d)) return run_dump2(vm, d);
     if (vm["dump-json-metadata"].as<bool>()) throw Failure("LUKS1 has no JSON metadata (--dump-json-metadata is for LUKS2)");
     const luks1::Header h = luks1_header(d);
@@ -266,6 +389,16 @@ void set_range(const po::variables_map& vm, ImageCopy& job, uint64_t segment_sec
     }
 }
 
+// decrypt / encrypt: the copy with --threads and the progress options.
+int run_copy(const po::variables_map& vm, ImageCopy& job, const std::string& image) {
+    if (vm.count("threads")) job.threads = vm["threads"].as<unsigned>();
+    job.progress = progress_settings(vm);
+    job.progress_name = image;
+    job.progress_json = vm["progress-json"].as<bool>();
+    copy_image(job);
+    return 0;
+}
+
 int run_decrypt(const po::variables_map& vm, const std::vector<std::string>& files) {
     if (files.size() != 2) throw UsageError("luks decrypt needs IMAGE and OUT");
     const std::string& image = files[0];
@@ -282,12 +415,7 @@ int run_decrypt(const po::variables_map& vm, const std::vector<std::string>& fil
     const luks::Volume vol = unlock(vm, d);
     ImageCopy job{.encrypt = false, .in_path = image, .out = out, .table = vol.table};
     set_range(vm, job, vol.length_sectors);
-    if (vm.count("threads")) job.threads = vm["threads"].as<unsigned>();
-    job.progress = progress_settings(vm);
-    job.progress_name = image;
-    job.progress_json = vm["progress-json"].as<bool>();
-    copy_image(job);
-    return 0;
+    return run_copy(vm, job, image);
 }
 
 
@@ -334,11 +462,42 @@ luks2::KeyslotOptions luks2_kdf_options(const po::variables_map& vm) {
 
 bool is_power_of_two(uint64_t v) { return v && !(v & (v - 1)); }
 
+// --uuid, checked as libuuid parses it and written lower-case (exit 2 otherwise).
+std::string uuid_option(const po::variables_map& vm) {
+    std::string uuid = vm["uuid"].as<std::string>();
+    if (!blkcrypt::luks::valid_uuid(uuid)) throw UsageError("Wrong LUKS UUID format provided.");
+    for (char& c : uuid) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return uuid;
+}
+
+// encrypt --format: the container is made in the output's file (its
+// temporary name) with a passphrase already read, without a confirmation;
+// messages still name IMAGE.
+struct FormatInto {
+    std::string path;
+    const blkcrypt::SecureBuffer* passphrase = nullptr;
+};
+
 // Bad values exit 1, as cryptsetup's do. luksFormat --type luks2,
 // cryptsetup 2.6.1's defaults: aes-xts-plain64,
 // 512-bit key, sha256, argon2id benchmarked to 2 s, 16 MiB data offset and
 // 4096-byte sectors (what it picks for an image file, checked on 2.6.1).
-int run_format2(const po::variables_map& vm, const std::string& image, bool detached, const std::string& header_path) {
+// Before format writes: IMAGE exists, a detached header file is created as
+// cryptsetup creates it (new, 0600), and the overwrite is confirmed.
+void start_format(const po::variables_map& vm, const std::string& image, bool detached, const std::string& header_path,
+                  const FormatInto* into) {
+    struct stat st {};
+    if (!into && ::stat(image.c_str(), &st) != 0) throw Failure(errno_message(image));
+    if (detached && ::stat(header_path.c_str(), &st) != 0) {
+        const int fd = ::open(header_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0) throw Failure(errno_message(header_path));
+        ::close(fd);
+    }
+    if (!into) confirm(vm, "\nWARNING!\n========\nThis will overwrite data on " + header_path + " irrevocably.\n");
+}
+
+int run_format2(const po::variables_map& vm, const std::string& image, bool detached, const std::string& header_path,
+                const FormatInto* into) {
     luks2::FormatOptions o;
     const luks2::KeyslotOptions k = luks2_kdf_options(vm);
     o.pbkdf = k.pbkdf;
@@ -406,28 +565,20 @@ int run_format2(const po::variables_map& vm, const std::string& image, bool deta
         o.keyslot = static_cast<int>(vm["key-slot"].as<unsigned>());
         if (o.keyslot >= luks2::kMaxKeyslots) throw Failure("Key slot " + std::to_string(o.keyslot) + " is invalid.");
     }
-    if (vm.count("uuid")) {
-        o.uuid = vm["uuid"].as<std::string>();
-        if (!blkcrypt::luks::valid_uuid(o.uuid)) throw Failure("Wrong LUKS UUID format provided.");
-        for (char& c : o.uuid) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    }
+    if (vm.count("uuid")) o.uuid = uuid_option(vm);
 
     if (o.data_offset % o.sector_size)
         throw Failure("Data offset is not multiple of " + std::to_string(o.sector_size) + " bytes.");
 
-    struct stat st {};
-    if (::stat(image.c_str(), &st) != 0) throw Failure(errno_message(image));
-    if (detached && ::stat(header_path.c_str(), &st) != 0) {  // a new header file, as cryptsetup creates it
-        const int fd = ::open(header_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        if (fd < 0) throw Failure(errno_message(header_path));
-        ::close(fd);
-    }
-    confirm(vm, "\nWARNING!\n========\nThis will overwrite data on " + header_path + " irrevocably.\n");
+    start_format(vm, image, detached, header_path, into);
 
     blkcrypt::SecureBuffer vk;
-    if (vm.count("volume-key-file")) vk = read_key_input(vm["volume-key-file"].as<std::string>(), 0, o.key_size, false);
+    if (vm.count("volume-key-file")) vk = volume_key_file(vm, o.key_size);
     o.volume_key = vk;
-    const blkcrypt::SecureBuffer pass = read_passphrase(vm, header_path, true);
+    blkcrypt::SecureBuffer read;
+    if (!into) read = read_passphrase(vm, header_path, true);
+    const blkcrypt::SecureBuffer& pass = into ? *into->passphrase : read;
+    const std::string& target = into ? into->path : header_path;
 
     // The header device holds both copies and the keyslots area (default:
     // up to the data offset, or 16 MiB detached); an image file also grows
@@ -435,24 +586,24 @@ int run_format2(const po::variables_map& vm, const std::string& image, bool deta
     const uint64_t areas_end = o.keyslots_size ? 2 * o.metadata_size + o.keyslots_size
                                                : std::min<uint64_t>(o.data_offset ? o.data_offset : 16u << 20,
                                                                     2 * o.metadata_size + luks2::kMaxKeyslotsSize);
-    grow_file(header_path, std::max<uint64_t>(areas_end, detached ? 0 : o.data_offset));
-    auto store = blkcrypt::open_file_store(header_path, true);
+    grow_file(target, std::max<uint64_t>(areas_end, detached ? 0 : o.data_offset));
+    auto store = blkcrypt::open_file_store(target, true);
     if (!store) throw Failure(store.error().message);
     auto vol = luks2::format(registry(), **store, pass, o);
     if (!vol) throw Failure(vol.error().message);  // exit 1, as cryptsetup's refusals
-    if (!detached && o.data_offset >= (*store)->size())
+    if (!into && !detached && o.data_offset >= (*store)->size())
         std::cerr << "Device " << image << " is too small for activation, there is no remaining space for data.\n";
     return 0;
 }
 
-int run_format(const po::variables_map& vm, const std::vector<std::string>& files) {
+int run_format(const po::variables_map& vm, const std::vector<std::string>& files, const FormatInto* into = nullptr) {
     const std::string image = one_file(files, "format");
     const std::string type = vm.count("type") ? vm["type"].as<std::string>() : "luks2";
     if (type != "luks1" && type != "luks2" && type != "luks")
         throw UsageError("--type must be luks1 or luks2, not '" + type + "'");
     const bool detached = vm.count("header") > 0;
     const std::string header_path = detached ? vm["header"].as<std::string>() : image;
-    if (type != "luks1") return run_format2(vm, image, detached, header_path);  // "luks" is luks2, as cryptsetup
+    if (type != "luks1") return run_format2(vm, image, detached, header_path, into);  // "luks" is luks2, as cryptsetup
     refuse_given(vm, {"sector-size", "label", "subsystem", "luks2-metadata-size", "luks2-keyslots-size", "pbkdf-memory",
                       "pbkdf-parallel"},
                  "not with --type luks1");
@@ -482,28 +633,20 @@ int run_format(const po::variables_map& vm, const std::vector<std::string>& file
     if (vm.count("align-payload")) p.alignment = vm["align-payload"].as<unsigned>();
     else if (detached) p.alignment = 0;
     p.detached = detached;
-    if (vm.count("uuid")) {
-        p.uuid = vm["uuid"].as<std::string>();
-        if (!blkcrypt::luks::valid_uuid(p.uuid)) throw UsageError("Wrong LUKS UUID format provided.");
-        for (char& c : p.uuid) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    }
+    if (vm.count("uuid")) p.uuid = uuid_option(vm);
 
-    struct stat st {};
-    if (::stat(image.c_str(), &st) != 0) throw Failure(errno_message(image));
-    if (detached && ::stat(header_path.c_str(), &st) != 0) {  // a new header file, as cryptsetup creates it
-        const int fd = ::open(header_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        if (fd < 0) throw Failure(errno_message(header_path));
-        ::close(fd);
-    }
-    confirm(vm, "\nWARNING!\n========\nThis will overwrite data on " + header_path + " irrevocably.\n");
+    start_format(vm, image, detached, header_path, into);
 
     blkcrypt::SecureBuffer vk(p.key_bytes);
     if (vm.count("volume-key-file")) {
-        vk = read_key_input(vm["volume-key-file"].as<std::string>(), 0, p.key_bytes, false);
+        vk = volume_key_file(vm, p.key_bytes);
     } else if (auto r = blkcrypt::random_bytes(vk.span()); !r) {
         throw Failure(r.error().message);
     }
-    const blkcrypt::SecureBuffer pass = read_passphrase(vm, header_path, true);
+    blkcrypt::SecureBuffer read;
+    if (!into) read = read_passphrase(vm, header_path, true);
+    const blkcrypt::SecureBuffer& pass = into ? *into->passphrase : read;
+    const std::string& target = into ? into->path : header_path;
 
     // The layout first (no benchmark: forced 1000), to size the header device.
     luks1::FormatParams probe = p;
@@ -512,16 +655,16 @@ int run_format(const po::variables_map& vm, const std::vector<std::string>& file
     if (!layout) throw UsageError(layout.error().message);
     // A file grows to hold the keyslots and, when it holds the data too, up to
     // the payload (what cryptsetup leaves).
-    grow_file(header_path, std::max<uint64_t>(luks1::device_sectors(*layout), detached ? 0 : layout->payload_offset) *
-                               luks1::kSector);
-    auto store = blkcrypt::open_file_store(header_path, true);
+    grow_file(target, std::max<uint64_t>(luks1::device_sectors(*layout), detached ? 0 : layout->payload_offset) *
+                          luks1::kSector);
+    auto store = blkcrypt::open_file_store(target, true);
     if (!store) throw Failure(store.error().message);
     auto h = luks1::format(registry(), **store, p, vk, pass);
     if (!h) {
         if (h.status() == blkcrypt::Status::IoError) throw Failure(h.error().message);
         throw UsageError(h.error().message);
     }
-    if (!detached && uint64_t{h->payload_offset} * luks1::kSector >= (*store)->size())
+    if (!into && !detached && uint64_t{h->payload_offset} * luks1::kSector >= (*store)->size())
         std::cerr << "Device " << image << " is too small for activation, there is no remaining space for data.\n";
     return 0;
 }
@@ -529,9 +672,7 @@ int run_format(const po::variables_map& vm, const std::vector<std::string>& file
 // luksUUID --uuid: a new UUID written into the header (asked for on a terminal).
 int run_set_uuid(const po::variables_map& vm, const std::vector<std::string>& files) {
     const std::string image = one_file(files, "uuid");
-    std::string uuid = vm["uuid"].as<std::string>();
-    if (!blkcrypt::luks::valid_uuid(uuid)) throw UsageError("Wrong LUKS UUID format provided.");
-    for (char& c : uuid) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const std::string uuid = uuid_option(vm);
     Devices d = open_devices(vm, image);
     if (is_luks2(d)) {
         luks2::Metadata md = luks2_header(d).md;
@@ -552,7 +693,45 @@ int run_set_uuid(const po::variables_map& vm, const std::vector<std::string>& fi
     return 0;
 }
 
+// encrypt --format IN IMAGE: a new container sized for IN (its data offset
+// plus IN), made in IMAGE's temporary file and filled from IN there, then
+// renamed into place (docs/outputs.md): an interrupted or failed run leaves
+// no half image, as qemu-img convert -O luks.
+int run_encrypt_format(const po::variables_map& vm, const std::vector<std::string>& files) {
+    if (files.size() != 2) throw UsageError("luks encrypt needs IN and IMAGE");
+    const std::string& in_path = files[0];
+    const std::string& image = files[1];
+    if (vm.count("header")) throw UsageError("--format writes the header into IMAGE: --header is not supported with it");
+    refuse_given(vm, {"start", "size"}, "not with --format (the new container is filled whole)");
+    const std::string key_path = vm.count("key-file") ? vm["key-file"].as<std::string>() : "";
+    const std::string vk_path = vm.count("volume-key-file") ? vm["volume-key-file"].as<std::string>() : "";
+    if (in_path == "-" || key_path == "-" || vk_path == "-")
+        throw UsageError("--format needs IN of known size, read as a file (and no key from stdin)");
+    auto in = blkcrypt::open_file_store(in_path, false);
+    if (!in) throw Failure(in.error().message);
+    struct stat st {};
+    if (::stat(in_path.c_str(), &st) != 0 || (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)))
+        throw UsageError("--format needs IN of known size (a regular file or a block device)");
+    Output out(image, OutputOptions{.role = "IMAGE", .can_stream = false,
+                                    .inputs = {{"IN", in_path}, {"the key file", key_path}, {"the volume key file", vk_path}}});
+    // One passphrase for the new keyslot (asked twice on a terminal, as format).
+    const blkcrypt::SecureBuffer pass = read_passphrase(vm, image, true);
+    const FormatInto into{out.write_path(), &pass};
+    run_format(vm, {image}, &into);
+    auto store = blkcrypt::open_file_store(out.write_path(), false);
+    if (!store) throw Failure(store.error().message);
+    auto vol = luks::open(registry(), **store, pass);
+    if (!vol) throw Failure(vol.error().message);
+    ImageCopy job{.encrypt = true, .in_path = in_path, .out = out, .table = vol->table};
+    return run_copy(vm, job, image);
+}
+
 int run_encrypt(const po::variables_map& vm, const std::vector<std::string>& files) {
+    if (vm["format"].as<bool>()) return run_encrypt_format(vm, files);
+    refuse_given(vm, {"type", "cipher", "key-size", "offset", "align-payload", "verify-passphrase", "sector-size",
+                      "luks2-metadata-size", "luks2-keyslots-size", "label", "subsystem", "uuid", "iter-time",
+                      "pbkdf-force-iterations", "pbkdf", "pbkdf-memory", "pbkdf-parallel", "hash"},
+                 "only with --format");
     if (files.size() != 2) throw UsageError("luks encrypt needs IN and IMAGE");
     const std::string& in_path = files[0];
     const std::string& image = files[1];
@@ -589,12 +768,7 @@ int run_encrypt(const po::variables_map& vm, const std::vector<std::string>& fil
             throw UsageError(in_path + ": " + std::to_string((*in)->size()) + " bytes do not fit the " +
                              std::to_string(room) + " bytes of the data segment of " + image + where);
     }
-    if (vm.count("threads")) job.threads = vm["threads"].as<unsigned>();
-    job.progress = progress_settings(vm);
-    job.progress_name = image;
-    job.progress_json = vm["progress-json"].as<bool>();
-    copy_image(job);
-    return 0;
+    return run_copy(vm, job, image);
 }
 
 // The header device for a keyslot change, writable, and its LUKS1 header.
@@ -630,6 +804,24 @@ blkcrypt::SecureBuffer positional_or_prompt(const po::variables_map& vm, const s
     if (vm.count("key-file")) return read_passphrase(vm, "");
     if (::isatty(STDIN_FILENO)) return prompt_passphrase(prompt, verify);
     return read_key_input("-", 0, 0, true);
+}
+
+// An existing passphrase (positional key file, --key-file, prompt or piped
+// line) and what `check` makes of it; a wrong one (check throws exit 2) at
+// the terminal prompt is said so and asked for again, --tries times.
+template <typename F>
+auto checked_passphrase(const po::variables_map& vm, const std::optional<std::string>& file, const std::string& prompt,
+                        F check) {
+    const unsigned tries = prompt_tries(vm, file);
+    for (unsigned t = 1;; ++t) {
+        const blkcrypt::SecureBuffer pass = positional_or_prompt(vm, file, prompt, false);
+        try {
+            return check(pass);
+        } catch (const StatusFailure& e) {
+            if (e.status() != kExitNoKey || (tries && t >= tries)) throw;
+            std::cerr << e.what() << "\n";
+        }
+    }
 }
 
 // The KDF options of a LUKS1 keyslot change, checked before any passphrase
@@ -683,12 +875,6 @@ T value_or_exit(blkcrypt::Result<T> r) {
     if constexpr (!std::is_void_v<T>) return std::move(r).value();
 }
 
-blkcrypt::SecureBuffer new_passphrase(const std::optional<std::string>& file, const std::string& prompt) {
-    if (file) return read_key_input(*file, 0, 0, false);
-    if (::isatty(STDIN_FILENO)) return prompt_passphrase(prompt, true);
-    return read_key_input("-", 0, 0, true);
-}
-
 int run_add_key2(const po::variables_map& vm, const std::vector<std::string>& files, Devices d) {
     Writable2 w = open_writable2(std::move(d));
     luks2::KeyslotOptions ko = luks2_kdf_options(vm);
@@ -702,11 +888,12 @@ int run_add_key2(const po::variables_map& vm, const std::vector<std::string>& fi
     blkcrypt::SecureBuffer vk;
     if (vm.count("volume-key-file")) {
         refuse_given(vm, {"key-file", "keyfile-offset", "keyfile-size"}, "not with --volume-key-file");
-        vk = read_key_input(vm["volume-key-file"].as<std::string>(), 0, luks2_key_size(w.md), false);
+        vk = volume_key_file(vm, luks2_key_size(w.md));
         value_or_exit(luks2::volume_from_key(registry(), w.md, vk));
     } else {
-        const blkcrypt::SecureBuffer old = positional_or_prompt(vm, std::nullopt, "Enter any existing passphrase: ", false);
-        vk = std::move(value_or_exit(luks2::open(registry(), *w.store, old)).table.key);
+        vk = checked_passphrase(vm, std::nullopt, "Enter any existing passphrase: ", [&](const blkcrypt::SecureBuffer& old) {
+            return std::move(value_or_exit(luks2::open(registry(), *w.store, old)).table.key);
+        });
     }
     std::optional<std::string> file;
     if (files.size() == 2) file = files[1];
@@ -722,13 +909,14 @@ int run_change_key2(const po::variables_map& vm, const std::vector<std::string>&
     Writable2 w = open_writable2(std::move(d));
     luks2::KeyslotOptions ko = luks2_kdf_options(vm);
     if (vm.count("key-slot")) ko.keyslot = static_cast<int>(vm["key-slot"].as<unsigned>());
-    const blkcrypt::SecureBuffer old = positional_or_prompt(vm, std::nullopt, "Enter passphrase to be changed: ", false);
     // A wrong passphrase stops here, before the new one is asked for.
-    {
-        luks::OpenOptions oo;
-        oo.keyslot = ko.keyslot;
-        value_or_exit(luks2::open(registry(), *w.store, old, oo));
-    }
+    luks::OpenOptions oo;
+    oo.keyslot = ko.keyslot;
+    const blkcrypt::SecureBuffer old =
+        checked_passphrase(vm, std::nullopt, "Enter passphrase to be changed: ", [&](const blkcrypt::SecureBuffer& p) {
+            value_or_exit(luks2::open(registry(), *w.store, p, oo));
+            return p;
+        });
     std::optional<std::string> file;
     if (files.size() == 2) file = files[1];
     const blkcrypt::SecureBuffer fresh = new_passphrase(file, "Enter new passphrase: ");
@@ -746,10 +934,11 @@ int run_remove_key2(const po::variables_map& vm, const std::vector<std::string>&
     Writable2 w = open_writable2(std::move(d));
     std::optional<std::string> file;
     if (files.size() == 2) file = files[1];
-    const blkcrypt::SecureBuffer pass = positional_or_prompt(vm, file, "Enter passphrase to be deleted: ", false);
     luks::OpenOptions oo;
     if (vm.count("key-slot")) oo.keyslot = static_cast<int>(vm["key-slot"].as<unsigned>());
-    const int slot = value_or_exit(luks2::open(registry(), *w.store, pass, oo)).keyslot;
+    const int slot = checked_passphrase(vm, file, "Enter passphrase to be deleted: ", [&](const blkcrypt::SecureBuffer& p) {
+        return value_or_exit(luks2::open(registry(), *w.store, p, oo)).keyslot;
+    });
     confirm_last2(vm, w.md);
     value_or_exit(luks2::kill_keyslot(registry(), *w.store, slot));
     if (vm["verbose"].as<bool>()) std::cout << "Key slot " << slot << " removed.\n";
@@ -765,8 +954,9 @@ int run_kill_slot2(const po::variables_map& vm, const std::vector<std::string>& 
     if (files.size() == 3) file = files[2];
     // cryptsetup asks for a remaining passphrase unless --batch-mode on a terminal.
     if (!vm["batch-mode"].as<bool>() || file || vm.count("key-file") || !::isatty(STDIN_FILENO)) {
-        const blkcrypt::SecureBuffer pass = positional_or_prompt(vm, file, "Enter any remaining passphrase: ", false);
-        value_or_exit(luks2::open(registry(), *w.store, pass));
+        checked_passphrase(vm, file, "Enter any remaining passphrase: ", [&](const blkcrypt::SecureBuffer& p) {
+            return value_or_exit(luks2::open(registry(), *w.store, p)).keyslot;
+        });
     }
     value_or_exit(luks2::kill_keyslot(registry(), *w.store, slot));
     return 0;
@@ -800,20 +990,17 @@ int run_add_key(const po::variables_map& vm, const std::vector<std::string>& fil
     blkcrypt::SecureBuffer vk;
     if (vm.count("volume-key-file")) {  // no existing passphrase needed
         refuse_given(vm, {"key-file", "keyfile-offset", "keyfile-size"}, "not with --volume-key-file");
-        vk = read_key_input(vm["volume-key-file"].as<std::string>(), 0, w.header.key_bytes, false);
+        vk = volume_key_file(vm, w.header.key_bytes);
         auto ok = luks1::check_volume_key(registry(), w.header, vk);
         if (!ok) throw Failure(ok.error().message);
         if (!*ok) throw StatusFailure("Volume key does not match the volume.", kExitNoKey);
     } else {
-        const blkcrypt::SecureBuffer old = positional_or_prompt(vm, std::nullopt, "Enter any existing passphrase: ", false);
-        vk = unlock_any(w, old).volume_key;
+        vk = checked_passphrase(vm, std::nullopt, "Enter any existing passphrase: ",
+                                [&](const blkcrypt::SecureBuffer& old) { return unlock_any(w, old).volume_key; });
     }
     std::optional<std::string> new_file;
     if (files.size() == 2) new_file = files[1];
-    blkcrypt::SecureBuffer fresh;
-    if (new_file) fresh = read_key_input(*new_file, 0, 0, false);
-    else if (::isatty(STDIN_FILENO)) fresh = prompt_passphrase("Enter new passphrase for key slot: ", true);
-    else fresh = read_key_input("-", 0, 0, true);
+    const blkcrypt::SecureBuffer fresh = new_passphrase(new_file, "Enter new passphrase for key slot: ");
     check(luks1::add_keyslot(registry(), *w.store, w.header, static_cast<unsigned>(slot), vk, fresh,
                              keyslot_iterations(vm, w.header)));
     if (vm["verbose"].as<bool>()) std::cout << "Key slot " << slot << " created.\n";
@@ -830,8 +1017,8 @@ int run_change_key(const po::variables_map& vm, const std::vector<std::string>& 
     Writable w = open_writable(vm, files[0]);
     if (vm.count("pbkdf-force-iterations") && vm.count("iter-time"))
         throw UsageError("--pbkdf-force-iterations and --iter-time exclude each other");
-    const blkcrypt::SecureBuffer old = positional_or_prompt(vm, std::nullopt, "Enter passphrase to be changed: ", false);
-    const luks1::Unlocked u = unlock_any(w, old);
+    const luks1::Unlocked u = checked_passphrase(vm, std::nullopt, "Enter passphrase to be changed: ",
+                                                 [&](const blkcrypt::SecureBuffer& old) { return unlock_any(w, old); });
     int slot = -1;
     if (vm.count("key-slot")) {
         slot = static_cast<int>(vm["key-slot"].as<unsigned>());
@@ -841,10 +1028,9 @@ int run_change_key(const po::variables_map& vm, const std::vector<std::string>& 
             if (!w.header.keyslots[i].enabled()) slot = static_cast<int>(i);
         if (slot < 0) throw UsageError("All key slots full: a crash-safe change needs a free keyslot.");
     }
-    blkcrypt::SecureBuffer fresh;
-    if (files.size() == 2) fresh = read_key_input(files[1], 0, 0, false);
-    else if (::isatty(STDIN_FILENO)) fresh = prompt_passphrase("Enter new passphrase: ", true);
-    else fresh = read_key_input("-", 0, 0, true);
+    std::optional<std::string> new_file;
+    if (files.size() == 2) new_file = files[1];
+    const blkcrypt::SecureBuffer fresh = new_passphrase(new_file, "Enter new passphrase: ");
     check(luks1::change_keyslot(registry(), *w.store, w.header, u.keyslot, static_cast<unsigned>(slot), u.volume_key,
                                 fresh, keyslot_iterations(vm, w.header)));
     if (vm["verbose"].as<bool>()) std::cout << "Key slot " << u.keyslot << " changed to key slot " << slot << ".\n";
@@ -920,8 +1106,9 @@ int run_remove_key(const po::variables_map& vm, const std::vector<std::string>& 
     Writable w = open_writable(vm, files[0]);
     std::optional<std::string> file;
     if (files.size() == 2) file = files[1];
-    const blkcrypt::SecureBuffer pass = positional_or_prompt(vm, file, "Enter passphrase to be deleted: ", false);
-    const luks1::Unlocked u = unlock_any(w, pass, vm.count("key-slot") ? static_cast<int>(vm["key-slot"].as<unsigned>()) : -1);
+    const int only = vm.count("key-slot") ? static_cast<int>(vm["key-slot"].as<unsigned>()) : -1;
+    const luks1::Unlocked u = checked_passphrase(vm, file, "Enter passphrase to be deleted: ",
+                                                 [&](const blkcrypt::SecureBuffer& p) { return unlock_any(w, p, only); });
     confirm_last(vm, w.header);
     check(luks1::remove_keyslot(*w.store, w.header, u.keyslot));
     if (vm["verbose"].as<bool>()) std::cout << "Key slot " << u.keyslot << " removed.\n";
@@ -944,8 +1131,115 @@ int run_kill_slot(const po::variables_map& vm, const std::vector<std::string>& f
     std::optional<std::string> file;
     if (files.size() == 3) file = files[2];
     if (!vm["batch-mode"].as<bool>() || file || vm.count("key-file") || !::isatty(STDIN_FILENO))
-        unlock_any(w, positional_or_prompt(vm, file, "Enter any remaining passphrase: ", false));
+        checked_passphrase(vm, file, "Enter any remaining passphrase: ",
+                           [&](const blkcrypt::SecureBuffer& p) { return unlock_any(w, p).keyslot; });
     check(luks1::remove_keyslot(*w.store, w.header, slot));
+    return 0;
+}
+
+// cryptsetup convert --type luks1|luks2: the library checks what cryptsetup
+// checks and rewrites the header in place, crash-safe.
+int run_convert(const po::variables_map& vm, const std::vector<std::string>& files) {
+    const std::string type = vm.count("type") ? vm["type"].as<std::string>() : "";
+    if (type != "luks1" && type != "luks2") throw Failure("Invalid LUKS type, only luks1 and luks2 are supported.");
+    Devices d = open_devices(vm, one_file(files, "convert"));
+    const luks::Version from = version_of(d);
+    const luks::Version to = type == "luks1" ? luks::Version::Luks1 : luks::Version::Luks2;
+    if (from == to) throw Failure("Device is already " + std::string(type == "luks1" ? "LUKS1" : "LUKS2") + " type.");
+    if (from == luks::Version::Luks2) luks2_header(d);  // prints a damaged copy's warning
+    // cryptsetup's words, blank lines and exit status (2) when not confirmed.
+    try {
+        confirm(vm, "\nWARNING!\n========\nThis operation will convert " + d.header_path + " to " +
+                        (type == "luks1" ? "LUKS1" : "LUKS2") + " format.\n\n");
+    } catch (const Failure&) {
+        throw StatusFailure("Operation aborted, device was NOT converted.", 2);
+    }
+    auto w = blkcrypt::open_file_store(d.header_path, true);
+    if (!w) throw Failure(w.error().message);
+    blkcrypt::Result<void> r = to == luks::Version::Luks2 ? luks::convert_to_luks2(registry(), **w)
+                                                          : luks::convert_to_luks1(registry(), **w);
+    if (!r) throw Failure(r.error().message);
+    return 0;
+}
+
+// cryptsetup config (LUKS2 only): --priority with --key-slot, --label,
+// --subsystem; each change one crash-safe header rewrite.
+int run_config(const po::variables_map& vm, const std::vector<std::string>& files) {
+    int priority = -1;
+    if (vm.count("priority")) {
+        const std::string p = vm["priority"].as<std::string>();
+        priority = p == "ignore" ? 0 : p == "normal" ? 1 : p == "prefer" ? 2 : -1;
+        // cryptsetup exits 1 for these, as for every config error.
+        if (priority < 0) throw Failure("Option --priority can be only ignore/normal/prefer.");
+        if (!vm.count("key-slot")) throw Failure("Keyslot specification is required.");
+    } else if (!vm.count("label") && !vm.count("subsystem")) {
+        throw Failure("Option --priority, --label or --subsystem is missing.");
+    }
+    Devices d = open_devices(vm, one_file(files, "config"));
+    if (!is_luks2(d)) throw Failure("Device " + d.header_path + " is not a valid LUKS2 device.");
+    Writable2 w = open_writable2(std::move(d));
+    auto done = [](blkcrypt::Result<void> r) {
+        if (!r) throw Failure(r.error().message);
+    };
+    if (priority >= 0) done(luks2::set_priority(registry(), *w.store, static_cast<int>(vm["key-slot"].as<unsigned>()), priority));
+    if (vm.count("label") || vm.count("subsystem")) {
+        // As cryptsetup: the one not given is cleared.
+        const std::string label = vm.count("label") ? vm["label"].as<std::string>() : "";
+        const std::string subsystem = vm.count("subsystem") ? vm["subsystem"].as<std::string>() : "";
+        done(luks2::set_labels(registry(), *w.store, label, subsystem));
+    }
+    return 0;
+}
+
+// cryptsetup token add|remove|import|export (LUKS2): tokens of any type,
+// kept as given; --key-slot assigns one in a second rewrite, as cryptsetup.
+int run_token(const po::variables_map& vm, const std::vector<std::string>& files) {
+    if (files.size() != 2) throw UsageError("luks token needs add|remove|import|export and IMAGE");
+    const std::string& sub = files[0];
+    if (sub != "add" && sub != "remove" && sub != "import" && sub != "export") throw Failure("Invalid token action.");
+    const int id = vm.count("token-id") ? static_cast<int>(vm["token-id"].as<unsigned>()) : -1;
+    if ((sub == "remove" || sub == "export") && id < 0)
+        throw Failure("Action requires specific token. Use --token-id parameter.");
+    if (sub == "add" && !vm.count("key-description"))
+        throw Failure("--key-description parameter is mandatory for token add action.");
+    if (sub != "add") refuse_given(vm, {"key-description"}, "only for token add");
+    if (sub != "import") refuse_given(vm, {"json-file", "token-replace"}, "only for token import");
+    if (sub == "remove" || sub == "export") refuse_given(vm, {"key-slot"}, "only for token add and import");
+    Devices d = open_devices(vm, files[1]);
+    if (!is_luks2(d)) throw Failure("Device " + d.header_path + " is not a valid LUKS2 device.");
+    if (sub == "export") {
+        const luks2::Metadata md = luks2_header(d).md;
+        auto it = md.tokens.find(id);
+        if (it == md.tokens.end()) throw Failure("Failed to get token " + std::to_string(id) + " for export.");
+        std::cout << it->second.json;  // compact, no newline: what cryptsetup prints
+        return 0;
+    }
+    Writable2 w = open_writable2(std::move(d));
+    auto done = [](blkcrypt::Result<void> r) {
+        if (!r) throw Failure(r.error().message);
+    };
+    if (sub == "remove") {
+        done(luks2::remove_token(registry(), *w.store, id));
+        return 0;
+    }
+    std::string token;
+    if (sub == "add") {
+        // cryptsetup's luks2-keyring token, built as its handler builds it.
+        token = "{\"type\":\"luks2-keyring\",\"keyslots\":[],\"key_description\":" +
+                json_quote(vm["key-description"].as<std::string>()) + "}";
+    } else {
+        const std::vector<uint8_t> raw = read_all(vm.count("json-file") ? vm["json-file"].as<std::string>() : "-");
+        token.assign(raw.begin(), raw.end());
+    }
+    blkcrypt::Result<int> made = luks2::import_token(registry(), *w.store, token, id, vm["token-replace"].as<bool>());
+    if (!made) {
+        const std::string& m = made.error().message;
+        if (made.status() == blkcrypt::Status::Invalid && m.find(" in use.") == std::string::npos && sub == "import")
+            throw Failure("Failed to import token from file.");  // cryptsetup's words; ours say why
+        throw Failure(m);
+    }
+    if (vm.count("key-slot")) done(luks2::assign_token(registry(), *w.store, *made, static_cast<int>(vm["key-slot"].as<unsigned>())));
+    if (vm["verbose"].as<bool>()) std::cout << "Token " << *made << " created.\n";
     return 0;
 }
 
@@ -957,11 +1251,15 @@ int run_luks(Args args) {
                    "       blkcrypt luks encrypt [OPTIONS] IN IMAGE\n"
                    "       blkcrypt luks add-key|change-key|remove-key [OPTIONS] IMAGE [KEY_FILE]\n"
                    "       blkcrypt luks kill-slot [OPTIONS] IMAGE SLOT [KEY_FILE] | erase [-q] IMAGE\n"
-                   "       blkcrypt luks header-backup|header-restore --header-backup-file FILE IMAGE",
+                   "       blkcrypt luks header-backup|header-restore --header-backup-file FILE IMAGE\n"
+                   "       blkcrypt luks convert --type luks1|luks2 [OPTIONS] IMAGE\n"
+                   "       blkcrypt luks config [--label L] [--subsystem S] [--priority P --key-slot N] IMAGE\n"
+                   "       blkcrypt luks token add|remove|import|export [OPTIONS] IMAGE",
                    "LUKS containers as cryptsetup reads and writes them, without root or\n"
                    "device-mapper (LUKS1 and LUKS2). cryptsetup's names work at the top level too:\n"
                    "blkcrypt luksFormat, luksDump, luksAddKey, luksChangeKey, luksRemoveKey,\n"
-                   "luksKillSlot, luksErase, luksHeaderBackup, luksHeaderRestore, isLuks, luksUUID.\n"
+                   "luksKillSlot, luksErase, luksHeaderBackup, luksHeaderRestore, isLuks, luksUUID,\n"
+                   "convert, config.\n"
                    "A passphrase is prompted for on a terminal, else one line of stdin; --key-file\n"
                    "reads the whole file ('-': all of stdin). A passphrase that opens no keyslot\n"
                    "exits 2 (\"No key available with this passphrase.\"). OUT follows the output\n"
@@ -974,7 +1272,9 @@ int run_luks(Args args) {
         ("key-slot,S", number_value<unsigned>(0, 31)->value_name("N"), "try only keyslot N")
         ("dump-volume-key", po::bool_switch(), "dump: also print the volume key (asks for the passphrase)")
         ("dump-json-metadata", po::bool_switch(), "dump: print the LUKS2 JSON metadata, as cryptsetup")
+        ("json", po::bool_switch(), "dump: one JSON object for scripts (docs/json.md), LUKS1 and LUKS2")
         ("batch-mode,q", po::bool_switch(), "do not ask for confirmation")
+        ("tries,T", number_value<unsigned>(0, 1000)->value_name("N"), "ask at most N times for a passphrase at the terminal (default: 3, 0: no limit)")
         ("verbose,v", po::bool_switch(), "name the keyslot opened, created or removed")
         ("threads,t", threads_value()->value_name("N"), "crypt worker threads, at most 256 (default: one per core)")
         ("in-place", po::bool_switch(), "write into the existing regular file OUT directly")
@@ -982,6 +1282,7 @@ int run_luks(Args args) {
          "decrypt/encrypt: begin at 512-byte sector SECTORS of the data segment (default: 0)")
         ("size,b", number_value<uint64_t>(1, UINT64_MAX / 512)->value_name("SECTORS"),
          "decrypt/encrypt: process SECTORS 512-byte sectors (default: to the end of the segment or IN)")
+        ("format", po::bool_switch(), "encrypt: create IMAGE first, sized for IN, with the format options")
         ("type", po::value<std::string>()->value_name("TYPE"), "format: luks1 or luks2 (default: luks2, as cryptsetup)")
         ("cipher,c", po::value<std::string>()->value_name("SPEC"), "format: cipher (default: aes-xts-plain64)")
         ("key-size,s", number_value<unsigned>(8, 4096)->value_name("BITS"), "format: volume key bits (default: 512 for XTS, else 256)")
@@ -998,6 +1299,11 @@ int run_luks(Args args) {
          "format: LUKS2 encryption sector size (default: 4096, as cryptsetup picks for an image file)")
         ("label", po::value<std::string>()->value_name("LABEL"), "format: LUKS2 label")
         ("subsystem", po::value<std::string>()->value_name("NAME"), "format: LUKS2 subsystem")
+        ("priority", po::value<std::string>()->value_name("PRIO"), "config: keyslot priority ignore, normal or prefer (with --key-slot)")
+        ("token-id", number_value<unsigned>(0, 31)->value_name("N"), "token: the token (import, add: default the lowest free one)")
+        ("json-file", po::value<std::string>()->value_name("FILE"), "token import: the token's JSON (default: stdin)")
+        ("token-replace", po::bool_switch(), "token import: replace the token --token-id names")
+        ("key-description", po::value<std::string>()->value_name("DESC"), "token add: the kernel keyring description (luks2-keyring)")
         ("luks2-metadata-size", number_value<uint64_t>(16384, 4194304)->value_name("BYTES"),
          "format: each LUKS2 header copy, 16 KiB..4 MiB, a power of two (default: 16 KiB)")
         ("luks2-keyslots-size", number_value<uint64_t>(4096, 128u << 20)->value_name("BYTES"),
@@ -1024,25 +1330,36 @@ int run_luks(Args args) {
                               {"kill-slot", "remove keyslot SLOT (cryptsetup luksKillSlot)"},
                               {"erase", "remove every keyslot (cryptsetup luksErase)"},
                               {"header-backup", "save the header and keyslots (cryptsetup luksHeaderBackup)"},
-                              {"header-restore", "write a saved header back (cryptsetup luksHeaderRestore)"}});
+                              {"header-restore", "write a saved header back (cryptsetup luksHeaderRestore)"},
+                              {"convert", "rewrite the header as --type luks1|luks2 (cryptsetup convert)"},
+                              {"config", "set a LUKS2 --label, --subsystem or keyslot --priority (cryptsetup config)"},
+                              {"token", "add|remove|import|export a LUKS2 token (cryptsetup token)"}});
     only_for(cl, {"format", "dump", "test-passphrase", "decrypt", "encrypt", "add-key", "change-key", "remove-key",
                   "kill-slot"},
              {"key-file", "keyfile-offset", "keyfile-size"});
-    only_for(cl, {"format", "dump", "test-passphrase", "decrypt", "encrypt", "add-key", "change-key", "remove-key"},
+    only_for(cl, {"format", "dump", "test-passphrase", "decrypt", "encrypt", "add-key", "change-key", "remove-key",
+                  "config", "token"},
              {"key-slot"});
-    only_for(cl, {"dump"}, {"dump-volume-key", "dump-json-metadata"});
-    only_for(cl, {"dump", "format", "remove-key", "kill-slot", "uuid", "header-restore", "erase"}, {"batch-mode"});
+    only_for(cl, {"config"}, {"priority"});
+    only_for(cl, {"token"}, {"token-id", "json-file", "token-replace", "key-description"});
+    only_for(cl, {"dump"}, {"dump-volume-key", "dump-json-metadata", "json"});
+    only_for(cl, {"dump", "format", "remove-key", "kill-slot", "uuid", "header-restore", "erase", "convert"}, {"batch-mode"});
     only_for(cl, {"header-backup", "header-restore"}, {"header-backup-file"});
-    only_for(cl, {"test-passphrase", "add-key", "change-key", "remove-key"}, {"verbose"});
-    only_for(cl, {"format", "add-key", "change-key"},
+    only_for(cl, {"test-passphrase", "add-key", "change-key", "remove-key", "token"}, {"verbose"});
+    only_for(cl, {"format", "add-key", "change-key", "encrypt"},
              {"iter-time", "pbkdf-force-iterations", "pbkdf", "pbkdf-memory", "pbkdf-parallel", "hash"});
     only_for(cl, {"decrypt"}, {"in-place"});
     only_for(cl, {"decrypt", "encrypt"}, {"threads", "start", "size"});
     only_for(cl, {"decrypt", "encrypt"}, progress_option_names());
-    only_for(cl, {"format"}, {"type", "cipher", "key-size", "offset", "align-payload", "verify-passphrase", "sector-size",
-                              "label", "subsystem", "luks2-metadata-size", "luks2-keyslots-size"});
+    only_for(cl, {"format", "convert", "encrypt"}, {"type"});
+    only_for(cl, {"encrypt"}, {"format"});
+    only_for(cl, {"dump", "test-passphrase", "decrypt", "encrypt", "add-key", "change-key", "remove-key", "kill-slot"},
+             {"tries"});
+    only_for(cl, {"format", "encrypt"}, {"cipher", "key-size", "offset", "align-payload", "verify-passphrase", "sector-size",
+                              "luks2-metadata-size", "luks2-keyslots-size"});
+    only_for(cl, {"format", "config", "encrypt"}, {"label", "subsystem"});
     only_for(cl, {"format", "test-passphrase", "decrypt", "encrypt", "add-key"}, {"volume-key-file"});
-    only_for(cl, {"format", "uuid"}, {"uuid"});
+    only_for(cl, {"format", "uuid", "encrypt"}, {"uuid"});
     auto vm = parse_command_line(cl, args);
     if (!vm) return 0;
     const auto [action, files] = action_arguments(*vm);
@@ -1060,7 +1377,10 @@ int run_luks(Args args) {
     if (action == "is-luks") return run_is_luks(*vm, files);
     if (action == "test-passphrase") return run_test_passphrase(*vm, files);
     if (action == "decrypt") return run_decrypt(*vm, files);
-    throw UsageError("unknown action '" + action + "': use format, dump, uuid, is-luks, test-passphrase, decrypt, encrypt, add-key, change-key, remove-key, kill-slot, erase, header-backup or header-restore");
+    if (action == "convert") return run_convert(*vm, files);
+    if (action == "config") return run_config(*vm, files);
+    if (action == "token") return run_token(*vm, files);
+    throw UsageError("unknown action '" + action + "': use format, dump, uuid, is-luks, test-passphrase, decrypt, encrypt, add-key, change-key, remove-key, kill-slot, erase, header-backup, header-restore, convert, config or token");
 }
 
 }  // namespace cli

@@ -56,6 +56,9 @@ constexpr Alias kAliases[] = {
     {"luksHeaderRestore", "luks", "header-restore"},
     {"luksUUID", "luks", "uuid"},
     {"isLuks", "luks", "is-luks"},
+    {"convert", "luks", "convert"},
+    {"config", "luks", "config"},
+    {"token", "luks", "token"},
 };
 
 void print_help() {

@@ -394,6 +394,82 @@ Result<int> change_keyslot(Registry& reg, BackingStore& header, ConstBytes old_p
     return k;
 }
 
+Result<void> set_labels(Registry& reg, BackingStore& header, std::string_view label, std::string_view subsystem) {
+    Result<Header> h = header_for_update(reg, header);
+    if (!h) return h.error();
+    Metadata md = h->md;
+    // The binary header's fields hold 47 bytes and a NUL.
+    md.hdr.label = std::string(label.substr(0, 47));
+    md.hdr.subsystem = std::string(subsystem.substr(0, 47));
+    return write_metadata(reg, header, md, md.json);
+}
+
+Result<void> set_priority(Registry& reg, BackingStore& header, int k, int priority) {
+    if (priority < 0 || priority > 2) return bad("priority must be 0, 1 or 2");
+    Result<Header> h = header_for_update(reg, header);
+    if (!h) return h.error();
+    const Metadata& md = h->md;
+    if (!md.keyslots.count(k)) return make_error(Status::Invalid, "Keyslot " + std::to_string(k) + " is not active.");
+    json root = json::parse(md.json, nullptr, false);
+    json& ks = root["keyslots"][std::to_string(k)];
+    if (priority == 1)
+        ks.erase("priority");
+    else
+        ks["priority"] = priority;
+    return write_metadata(reg, header, md, root.dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
+Result<int> import_token(Registry& reg, BackingStore& header, std::string_view token, int id, bool replace) {
+    json t = json::parse(token.begin(), token.end(), nullptr, false);
+    if (t.is_discarded() || !t.is_object()) return bad("the token is not a JSON object");
+    if (!t.contains("type") || !t["type"].is_string() || !t.contains("keyslots") || !t["keyslots"].is_array())
+        return bad("a token needs a \"type\" string and a \"keyslots\" array");
+    // cryptsetup's own token type is checked by its handler.
+    if (t["type"] == "luks2-keyring" && !(t.contains("key_description") && t["key_description"].is_string()))
+        return bad("a luks2-keyring token needs a \"key_description\" string");
+    Result<Header> h = header_for_update(reg, header);
+    if (!h) return h.error();
+    const Metadata& md = h->md;
+    if (id < 0) {
+        for (id = 0; id < kMaxTokens && md.tokens.count(id); ++id) {}
+        if (id == kMaxTokens) return bad("No free token slot.");
+    } else if (id >= kMaxTokens) {
+        return bad("Token " + std::to_string(id) + " is invalid.");
+    } else if (md.tokens.count(id) && !replace) {
+        return bad("Token " + std::to_string(id) + " in use.");
+    }
+    json root = json::parse(md.json, nullptr, false);
+    root["tokens"][std::to_string(id)] = std::move(t);
+    // write_metadata checks the keyslot references as any reader does.
+    if (auto r = write_metadata(reg, header, md, root.dump(-1, ' ', false, json::error_handler_t::strict)); !r)
+        return r.error();
+    return id;
+}
+
+Result<void> assign_token(Registry& reg, BackingStore& header, int id, int k) {
+    Result<Header> h = header_for_update(reg, header);
+    if (!h) return h.error();
+    const Metadata& md = h->md;
+    if (!md.tokens.count(id)) return bad("Token " + std::to_string(id) + " is not in use.");
+    if (!md.keyslots.count(k)) return bad("Keyslot " + std::to_string(k) + " is not active.");
+    json root = json::parse(md.json, nullptr, false);
+    json& ks = root["tokens"][std::to_string(id)]["keyslots"];
+    for (const json& e : ks)
+        if (e.is_string() && e.get<std::string>() == std::to_string(k)) return {};  // already assigned
+    ks.push_back(std::to_string(k));
+    return write_metadata(reg, header, md, root.dump(-1, ' ', false, json::error_handler_t::strict));
+}
+
+Result<void> remove_token(Registry& reg, BackingStore& header, int id) {
+    Result<Header> h = header_for_update(reg, header);
+    if (!h) return h.error();
+    const Metadata& md = h->md;
+    if (!md.tokens.count(id)) return bad("Token " + std::to_string(id) + " is not in use.");
+    json root = json::parse(md.json, nullptr, false);
+    root["tokens"].erase(std::to_string(id));
+    return write_metadata(reg, header, md, root.dump(-1, ' ', false, json::error_handler_t::strict));
+}
+
 Result<std::vector<uint8_t>> header_backup(Registry& reg, BackingStore& header) {
     Result<Header> h = read_header(reg, header);
     if (!h) return h.error();

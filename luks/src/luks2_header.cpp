@@ -214,6 +214,19 @@ Result<void> parse_luks2_keyslot(const json& v, Keyslot& ks, const std::string& 
     return {};
 }
 
+// Walks a section of numbered objects ("0".."max-1"): f(id, where, object)
+// for each, where naming it for messages; the first error stops the walk.
+template <typename F>
+Result<void> for_each_numbered(const json& section, const char* noun, int max, F&& f) {
+    for (auto it = section.begin(); it != section.end(); ++it) {
+        const std::string where = std::string(noun) + " " + it.key();
+        auto id = parse_id(it.key(), max);
+        if (!id) return bad(where + ": not a " + noun + " number 0.." + std::to_string(max - 1));
+        if (Result<void> r = f(*id, where, *it); !r) return r;
+    }
+    return {};
+}
+
 Result<Metadata> parse_metadata_json(const json& root, const BinaryHeader& hdr, std::string text) {
     Metadata md;
     md.hdr = hdr;
@@ -231,25 +244,23 @@ Result<Metadata> parse_metadata_json(const json& root, const BinaryHeader& hdr, 
     if (!jcfg || !jcfg->is_object()) return bad("LUKS2 metadata: missing config section");
 
     // Keyslots first (the others reference them).
-    for (auto it = jks->begin(); it != jks->end(); ++it) {
-        const std::string where = "keyslot " + it.key();
-        auto id = parse_id(it.key(), kMaxKeyslots);
-        if (!id) return bad(where + ": not a keyslot number 0..31");
+    if (auto walked = for_each_numbered(*jks, "keyslot", kMaxKeyslots,
+                                        [&](int id, const std::string& where, const json& o) -> Result<void> {
         Keyslot ks;
-        auto type = get_string(*it, "type");
-        auto key_size = get_u32(*it, "key_size");
+        auto type = get_string(o, "type");
+        auto key_size = get_u32(o, "key_size");
         if (!type || !key_size) return bad(where + " needs type and key_size");
         ks.type = *type;
         ks.key_size = *key_size;
-        if (const json* p = member(*it, "priority")) {
-            auto pr = get_u32(*it, "priority");
+        if (const json* p = member(o, "priority")) {
+            auto pr = get_u32(o, "priority");
             if (!pr || *pr > 2) return bad(where + ": priority must be 0, 1 or 2");
             (void)p;
             ks.priority = static_cast<int>(*pr);
         }
         if (ks.type == "luks2") {
-            if (auto r = parse_luks2_keyslot(*it, ks, where); !r) return r.error();
-        } else if (const json* area = member(*it, "area")) {
+            if (auto r = parse_luks2_keyslot(o, ks, where); !r) return r.error();
+        } else if (const json* area = member(o, "area")) {
             // Other types (reencrypt) still own an area that must fit.
             auto off = get_u64_string(*area, "offset");
             auto size = get_u64_string(*area, "size");
@@ -259,19 +270,20 @@ Result<Metadata> parse_metadata_json(const json& root, const BinaryHeader& hdr, 
         } else {
             return bad(where + ": no area");
         }
-        md.keyslots.emplace(*id, std::move(ks));
-    }
+        md.keyslots.emplace(id, std::move(ks));
+        return {};
+    });
+        !walked)
+        return walked.error();
 
     // Segments.
     if (jseg->empty()) return bad("LUKS2 metadata: empty segments section");
-    for (auto it = jseg->begin(); it != jseg->end(); ++it) {
-        const std::string where = "segment " + it.key();
-        auto id = parse_id(it.key(), kMaxSegments);
-        if (!id) return bad(where + ": not a segment number");
+    if (auto walked = for_each_numbered(*jseg, "segment", kMaxSegments,
+                                        [&](int id, const std::string& where, const json& o) -> Result<void> {
         Segment s;
-        auto type = get_string(*it, "type");
-        auto off = get_u64_string(*it, "offset");
-        auto size = get_string(*it, "size");
+        auto type = get_string(o, "type");
+        auto off = get_u64_string(o, "offset");
+        auto size = get_string(o, "size");
         if (!type || !off || !size) return bad(where + " needs type, offset and size");
         s.type = *type;
         s.offset = *off;
@@ -284,15 +296,15 @@ Result<Metadata> parse_metadata_json(const json& root, const BinaryHeader& hdr, 
             return bad(where + ": offset and size must be multiples of 512");
         if (s.size && *s.size > std::numeric_limits<uint64_t>::max() - s.offset)
             return bad(where + ": offset + size overflows");
-        if (const json* f = member(*it, "flags")) {
+        if (const json* f = member(o, "flags")) {
             auto flags = get_strings(*f);
             if (!flags) return bad(where + ": flags must be an array of strings");
             s.flags = std::move(*flags);
         }
         if (s.type == "crypt") {
-            auto tweak = get_u64_string(*it, "iv_tweak");
-            auto enc = get_string(*it, "encryption");
-            auto ss = get_u32(*it, "sector_size");
+            auto tweak = get_u64_string(o, "iv_tweak");
+            auto enc = get_string(o, "encryption");
+            auto ss = get_u32(o, "sector_size");
             if (!tweak || !enc || !ss) return bad(where + " needs iv_tweak, encryption and sector_size");
             if (*ss < 512 || *ss > 4096 || (*ss & (*ss - 1)))
                 return bad(where + ": sector_size must be a power of two 512..4096");
@@ -300,34 +312,35 @@ Result<Metadata> parse_metadata_json(const json& root, const BinaryHeader& hdr, 
             s.iv_tweak = *tweak;
             s.encryption = *enc;
             s.sector_size = *ss;
-            if (const json* integ = member(*it, "integrity")) {
+            if (const json* integ = member(o, "integrity")) {
                 auto t = get_string(*integ, "type");
                 if (!t || !get_string(*integ, "journal_encryption") || !get_string(*integ, "journal_integrity"))
                     return bad(where + ": integrity needs type, journal_encryption, journal_integrity");
                 s.integrity = *t;
             }
         }
-        md.segments.emplace(*id, std::move(s));
-    }
+        md.segments.emplace(id, std::move(s));
+        return {};
+    });
+        !walked)
+        return walked.error();
 
     // Digests.
-    for (auto it = jdig->begin(); it != jdig->end(); ++it) {
-        const std::string where = "digest " + it.key();
-        auto id = parse_id(it.key(), kMaxDigests);
-        if (!id) return bad(where + ": not a digest number");
+    if (auto walked = for_each_numbered(*jdig, "digest", kMaxDigests,
+                                        [&](int id, const std::string& where, const json& o) -> Result<void> {
         Digest d;
-        auto type = get_string(*it, "type");
-        auto ks = get_refs(*it, "keyslots", md.keyslots, kMaxKeyslots);
-        auto segs = get_refs(*it, "segments", md.segments, kMaxSegments);
+        auto type = get_string(o, "type");
+        auto ks = get_refs(o, "keyslots", md.keyslots, kMaxKeyslots);
+        auto segs = get_refs(o, "segments", md.segments, kMaxSegments);
         if (!type || !ks || !segs) return bad(where + " needs type and keyslots/segments naming existing ones");
         d.type = *type;
         d.keyslots = std::move(*ks);
         d.segments = std::move(*segs);
         if (d.type == "pbkdf2") {
-            auto hash = get_string(*it, "hash");
-            auto iter = get_u32(*it, "iterations");
-            auto salt = get_base64(*it, "salt");
-            auto dig = get_base64(*it, "digest");
+            auto hash = get_string(o, "hash");
+            auto iter = get_u32(o, "iterations");
+            auto salt = get_base64(o, "salt");
+            auto dig = get_base64(o, "digest");
             if (!hash || !iter || *iter == 0 || !salt || !dig || dig->empty())
                 return bad(where + ": pbkdf2 digest needs hash, iterations, salt and digest");
             d.hash = *hash;
@@ -335,8 +348,12 @@ Result<Metadata> parse_metadata_json(const json& root, const BinaryHeader& hdr, 
             d.salt = std::move(*salt);
             d.digest = std::move(*dig);
         }
-        md.digests.emplace(*id, std::move(d));
-    }
+        md.digests.emplace(id, std::move(d));
+        return {};
+    });
+        !walked)
+        return walked.error();
+
     // A crypt segment must have a digest (hdr_validate_crypt_segment), and a
     // keyslot belongs to at most one digest.
     for (const auto& [sid, s] : md.segments) {
@@ -353,19 +370,20 @@ Result<Metadata> parse_metadata_json(const json& root, const BinaryHeader& hdr, 
     }
 
     // Tokens: kept whole; only their type and keyslot references are checked.
-    for (auto it = jtok->begin(); it != jtok->end(); ++it) {
-        const std::string where = "token " + it.key();
-        auto id = parse_id(it.key(), kMaxTokens);
-        if (!id) return bad(where + ": not a token number");
+    if (auto walked = for_each_numbered(*jtok, "token", kMaxTokens,
+                                        [&](int id, const std::string& where, const json& o) -> Result<void> {
         Token t;
-        auto type = get_string(*it, "type");
-        auto ks = get_refs(*it, "keyslots", md.keyslots, kMaxKeyslots);
+        auto type = get_string(o, "type");
+        auto ks = get_refs(o, "keyslots", md.keyslots, kMaxKeyslots);
         if (!type || !ks) return bad(where + " needs type and keyslots naming existing ones");
         t.type = *type;
         t.keyslots = std::move(*ks);
-        t.json = it->dump();
-        md.tokens.emplace(*id, std::move(t));
-    }
+        t.json = o.dump();
+        md.tokens.emplace(id, std::move(t));
+        return {};
+    });
+        !walked)
+        return walked.error();
 
     // Config.
     auto json_size = get_u64_string(*jcfg, "json_size");

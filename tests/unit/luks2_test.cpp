@@ -4,6 +4,7 @@
 // exactly as cryptsetup luksDump does. Skipped, with a warning, when
 // cryptsetup is not installed.
 #include "test_util.hpp"
+#include "torn_store.hpp"
 
 #include <blkcrypt/dm/crypt_target.hpp>
 #include <blkcrypt/luks/luks2.hpp>
@@ -655,35 +656,8 @@ TEST_CASE("luks2: keyslots we add and kill are seen by cryptsetup - tokens kept"
     CHECK(luks2::kill_keyslot(registry(), **wstore, 0).status() == Status::Invalid);
 }
 
-namespace {
-
-// A store that "crashes" at its n-th write: that write lands only in part
-// (its first half), it and every later write fail.
-class CrashingStore final : public BackingStore {
-public:
-    CrashingStore(std::vector<uint8_t> image, int crash_at) : mem_(image.size()), crash_at_(crash_at) {
-        mem_.data() = std::move(image);
-    }
-    Status read(uint64_t off, Bytes out) override { return mem_.read(off, out); }
-    Status write(uint64_t off, ConstBytes in) override {
-        ++writes_;
-        if (crash_at_ >= 0 && writes_ >= crash_at_) {
-            if (writes_ == crash_at_) (void)mem_.write(off, in.first(in.size() / 2));
-            return Status::IoError;
-        }
-        return mem_.write(off, in);
-    }
-    uint64_t size() const override { return mem_.size(); }
-    int writes() const { return writes_; }
-    std::vector<uint8_t>& image() { return mem_.data(); }
-
-private:
-    MemoryStore mem_;
-    int crash_at_;
-    int writes_ = 0;
-};
-
-}  // namespace
+// The crashing write lands its first half, as a torn write.
+using CrashingStore = testutil::TornStore;
 
 TEST_CASE("luks2: a crash at any write of add-, change- or kill-keyslot leaves the old or the new keys", "[luks2]") {
     // A container of our own (no cryptsetup needed): slot 0 with "old".

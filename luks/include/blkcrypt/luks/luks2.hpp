@@ -231,6 +231,30 @@ Result<void> kill_keyslot(Registry& reg, BackingStore& header, int k);
 // salt, primary first). The JSON must pass parse_metadata.
 Result<void> write_metadata(Registry& reg, BackingStore& header, const Metadata& current, std::string_view json);
 
+// cryptsetup config --label / --subsystem: both are replaced (cryptsetup
+// clears the one not given), at most 47 bytes kept as cryptsetup truncates,
+// in one crash-safe header rewrite.
+Result<void> set_labels(Registry& reg, BackingStore& header, std::string_view label, std::string_view subsystem);
+
+// cryptsetup config --priority --key-slot k: 0 ignore, 1 normal (the
+// member is dropped, as cryptsetup does), 2 prefer. Invalid "Keyslot k is
+// not active." for a free slot.
+Result<void> set_priority(Registry& reg, BackingStore& header, int k, int priority);
+
+// cryptsetup token import / add: `token` (a JSON object with a "type"
+// string and a "keyslots" array naming existing keyslots; luks2-keyring
+// also a "key_description" string) becomes token `id` (-1: the lowest
+// free one), member order kept. An id in use is refused ("Token N in use.")
+// unless `replace`. One crash-safe header rewrite; returns the id.
+Result<int> import_token(Registry& reg, BackingStore& header, std::string_view token, int id, bool replace);
+
+// cryptsetup's --key-slot of token import/add: keyslot k joins the token's
+// "keyslots" (a second header rewrite, as cryptsetup's).
+Result<void> assign_token(Registry& reg, BackingStore& header, int id, int k);
+
+// cryptsetup token remove: "Token N is not in use." for a free id.
+Result<void> remove_token(Registry& reg, BackingStore& header, int id);
+
 // cryptsetup luksHeaderBackup: both header copies and the keyslots area
 // (hdr_and_areas_size bytes, rounded up to the page size) as the backup
 // file's contents. The caller creates the file (cryptsetup: new, mode 0400).
