@@ -122,9 +122,8 @@ public:
                 for (ahead_ = std::max(ahead_, at); ahead_ < want; ahead_ += kAdvicePiece)
                     advise(map_, ahead_, std::min(kAdvicePiece, want - ahead_), MADV_WILLNEED);
             }
-            // Mapped here, not by page faults in the workers.
-            advise(map_, at, len, MADV_POPULATE_READ);
             s.mode = Mode::Mapped;
+            s.populated = false;
             return;
         }
         s.mode = Mode::Copied;
@@ -132,10 +131,22 @@ public:
         s.status = store_.read(at, Bytes(s.buf.get(), len));
     }
 
+    // Maps chunk c's pages here, not by page faults in the workers: called
+    // for the next chunk while one is hashed, so that only two chunks of the
+    // mapping are resident at a time.
+    void prepare(uint64_t c) noexcept {
+        if (c >= chunks()) return;
+        Slot& s = slots_[c % kSlots];
+        if (s.mode != Mode::Mapped || s.populated) return;
+        advise(map_, at_of(c), len_of(c), MADV_POPULATE_READ);
+        s.populated = true;
+    }
+
     Result<const uint8_t*> get(uint64_t c) {
         Slot& s = slots_[c % kSlots];
         const uint64_t at = at_of(c);
         const std::size_t len = len_of(c);
+        prepare(c);
         if (s.mode == Mode::Mapped) return map_.data() + at;
         if (s.mode == Mode::Copied) {
             if (s.status == Status::NoMem) return make_error(s.status, "out of memory for the read buffers");
@@ -150,8 +161,9 @@ public:
             // O_DIRECT): read through the mapping from now on.
             if (s.result != -EINVAL) return read_error(at, len);
             dfd_ = -1;
-            advise(map_, at, len, MADV_POPULATE_READ);
             s.mode = Mode::Mapped;
+            s.populated = false;
+            prepare(c);
             return map_.data() + at;
         }
         return static_cast<const uint8_t*>(s.buf.get());
@@ -173,6 +185,7 @@ private:
     enum class Mode { Mapped, Direct, Copied };
     struct Slot {
         Mode mode = Mode::Mapped;
+        bool populated = false;
         Status status = Status::Ok;
         bool pending = false;
         int64_t result = 0;
@@ -261,6 +274,7 @@ Result<void> hash_blocks(ParallelHasher& pool, dm::BackingStore& store, uint64_t
             if (!cur) return cur.error();
             pool.start(*cur, count, bs, digests.data());
             reader.issue(c + kSlots - 1);  // into the slot of chunk c-1, hashed already
+            reader.prepare(c + 1);
             if (Status s = pool.wait(); s != Status::Ok)
                 return make_error(s, std::string("hashing failed: ") + to_string(s));
             if (auto r = reader.done(c); !r) return r;
