@@ -72,11 +72,19 @@ def drop_caches():
         f.write("3\n")
 
 
-def run(cmd, cold=False, keep_stdout=True, retry_on=None, settle=False):
+def read_through(path):
+    """Puts path in the page cache (a cold run of ours leaves it uncached)."""
+    with open(path, "rb") as f:
+        while f.read(1 << 24):
+            pass
+
+
+def run(cmd, cold=False, keep_stdout=True, retry_on=None, settle=False, warm=None):
     """Best wall time over REPEAT runs (each after dropping the page cache if
-    cold, after a sync if settle: no writeback left by the run before), and
-    the last stdout. A run failing with retry_on in its stderr is run again
-    (a few times at most) instead of counted."""
+    cold, after a sync if settle: no writeback left by the run before, after
+    reading the file warm in if given), and the last stdout. A run failing
+    with retry_on in its stderr is run again (a few times at most) instead of
+    counted."""
     best, out = None, ""
     retries = 5
     for _ in range(REPEAT):
@@ -84,6 +92,8 @@ def run(cmd, cold=False, keep_stdout=True, retry_on=None, settle=False):
             drop_caches()
         elif settle:
             subprocess.run(["sync"], check=True)
+        if warm:
+            read_through(warm)
         start = time.perf_counter()
         proc = subprocess.run(cmd, stdout=subprocess.PIPE if keep_stdout else subprocess.DEVNULL,
                               stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
@@ -145,7 +155,7 @@ def cold_comparison(work, data):
     rows = []
     for name, ours, peer in cases:
         t_cold, out_cold = run(ours, cold=True)
-        t_warm, out_warm = run(ours)
+        t_warm, out_warm = run(ours, warm=data)
         t_peer, out_peer = run(peer, cold=True)
         if out_cold != out_warm:
             sys.exit(f"{name}: cold and warm runs disagree")
@@ -272,9 +282,7 @@ def main():
         with open(data, "wb") as f:
             for _ in range(SIZE_MIB):
                 f.write(os.urandom(1 << 20))
-        with open(data, "rb") as f:
-            while f.read(1 << 24):
-                pass
+        read_through(data)
         cpu = open("/proc/cpuinfo").read().split("model name")[1].split(":")[1].splitlines()[0].strip()
         print(f"# {SIZE_MIB} MiB random data, best of {REPEAT}; {os.cpu_count()} CPUs ({cpu}); "
               f"load {open('/proc/loadavg').read().split()[0]}")
@@ -286,25 +294,25 @@ def main():
         if "verity" in sections:
             h1, h2 = os.path.join(work, "h.vs"), os.path.join(work, "h.bc")
             fmt = ["--salt", SALT, "--uuid", UUID]
-            t_vs, out_vs = run(["veritysetup", "format", data, h1] + fmt)
+            t_vs, out_vs = run(["veritysetup", "format", data, h1] + fmt, warm=data)
             bc = [BLKCRYPT, "verity", "format", data, h2] + fmt
-            t_bc, out_bc = run(bc)
-            t_bc1, out_bc1 = run(bc + ["--threads", "1"])
+            t_bc, out_bc = run(bc, warm=data)
+            t_bc1, out_bc1 = run(bc + ["--threads", "1"], warm=data)
             root = field(out_vs, "Root hash")
             if field(out_bc, "Root hash") != root or field(out_bc1, "Root hash") != root:
                 sys.exit("root hashes differ between veritysetup and blkcrypt")
             rss["verity format"] = peak_rss_mib(bc)
             rows.append(("verity format", t_vs, t_bc, 3.0))
             rows.append(("verity format --threads 1", t_vs, t_bc1, 1.6))
-            t_vv, _ = run(["veritysetup", "verify", data, h1, root])
-            t_bv, _ = run([BLKCRYPT, "verity", "verify", data, h2, root])
+            t_vv, _ = run(["veritysetup", "verify", data, h1, root], warm=data)
+            t_bv, _ = run([BLKCRYPT, "verity", "verify", data, h2, root], warm=data)
             rss["verity verify"] = peak_rss_mib([BLKCRYPT, "verity", "verify", data, h2, root])
             rows.append(("verity verify", t_vv, t_bv, None))
 
         # --- fs-verity
         if "fsverity" in sections:
-            t_fs, out_fs = run(["fsverity", "digest", data])
-            t_bf, out_bf = run([BLKCRYPT, "fsverity", "digest", data])
+            t_fs, out_fs = run(["fsverity", "digest", data], warm=data)
+            t_bf, out_bf = run([BLKCRYPT, "fsverity", "digest", data], warm=data)
             if out_fs.split()[0] != out_bf.split()[0]:
                 sys.exit(f"fs-verity digests differ: {out_fs} vs {out_bf}")
             rss["fsverity digest"] = peak_rss_mib([BLKCRYPT, "fsverity", "digest", data])

@@ -29,6 +29,7 @@ public:
         : fd_(fd), size_(size), writable_(writable), regular_(regular), path_(std::move(path)) {}
     ~FileStore() override {
         map_.reset();
+        if (direct_fd_ >= 0) ::close(direct_fd_);
         ::close(fd_);
     }
     FileStore(const FileStore&) = delete;
@@ -78,6 +79,11 @@ public:
         if (map_) map_->release(offset, len);
     }
 
+    int direct_fd() noexcept override {
+        std::call_once(direct_once_, [this] { direct_fd_ = open_direct(); });
+        return direct_fd_;
+    }
+
     bool changed() noexcept override {
         if (map_ && map_->truncated()) return true;
         struct stat st {};
@@ -124,6 +130,20 @@ public:
     }
 
 private:
+    // Reopened through /proc (the path may have been renamed or replaced
+    // since), and checked to be the same inode.
+    int open_direct() const noexcept {
+        const std::string self = "/proc/self/fd/" + std::to_string(fd_);
+        const int fd = ::open(self.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+        if (fd < 0) return -1;
+        struct stat a {}, b {};
+        if (::fstat(fd_, &a) == 0 && ::fstat(fd, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino &&
+            a.st_rdev == b.st_rdev)
+            return fd;
+        ::close(fd);
+        return -1;
+    }
+
     int fd_;
     uint64_t size_;
     bool writable_;
@@ -131,6 +151,8 @@ private:
     std::string path_;
     std::once_flag map_once_;
     std::unique_ptr<MappedFile> map_;
+    std::once_flag direct_once_;
+    int direct_fd_ = -1;
 };
 
 Error sys_error(const std::string& what, const std::string& path, int err) {

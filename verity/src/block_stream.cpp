@@ -1,9 +1,15 @@
 #include "block_stream.hpp"
 
+#include <linux/aio_abi.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstdlib>
+#include <memory>
 
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22  // Linux 5.14; older kernels refuse it (harmless)
@@ -14,8 +20,11 @@ namespace blkcrypt::verity {
 namespace {
 
 constexpr std::size_t kChunkBytes = 4u << 20;
-// How far ahead of the hashing position the page cache is asked to be
-// filled: several chunks, so the disk always has requests queued.
+// One chunk is hashed while the others are read: with direct reads, three
+// requests stay queued at the disk, which is what it needs to stream.
+constexpr std::size_t kSlots = 4;
+// Without direct reads: how far ahead of the hashing position the page cache
+// is asked to be filled, so the disk always has requests queued.
 constexpr uint64_t kReadAheadBytes = 32u << 20;
 // The kernel caps one WILLNEED request at the device's readahead or I/O size
 // (often 128 KiB to 8 MiB) and drops the rest, so the window is asked for in
@@ -32,16 +41,218 @@ Error changed_error(const dm::BackingStore& store) {
     return make_error(Status::IoError, (name.empty() ? "the input" : name) + ": changed size while being read");
 }
 
+uint64_t page_size() noexcept {
+    static const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    return page;
+}
+
 // madvise wants a page-aligned start; the advice is only advice, so its
 // failure (an old kernel, a range past a shrunk end) is ignored.
 void advise(ConstBytes map, uint64_t off, uint64_t len, int advice) noexcept {
-    static const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
     if (off >= map.size()) return;
     len = std::min<uint64_t>(len, map.size() - off);
-    const uint64_t start = off / page * page;
+    const uint64_t start = off / page_size() * page_size();
     void* addr = const_cast<uint8_t*>(map.data() + start);
     (void)::madvise(addr, static_cast<std::size_t>(off + len - start), advice);
 }
+
+// True when at most half of kSamples pages spread over [off, off+len) of the
+// mapping are missing from the page cache (or mincore cannot tell): such a
+// range is read through the mapping; a mostly uncached one straight from the
+// disk. A sample, as asking mincore for every page of every chunk cost 5% of
+// a warm run's time.
+constexpr uint64_t kSamples = 16;
+bool mostly_cached(ConstBytes map, uint64_t off, uint64_t len) noexcept {
+    const uint64_t page = page_size();
+    const uint64_t first = off / page, pages = (off + len - 1) / page - first + 1;
+    const uint64_t step = std::max<uint64_t>(1, pages / kSamples);
+    uint64_t missing = 0, seen = 0;
+    for (uint64_t i = 0; i < pages; i += step, ++seen) {
+        unsigned char v = 1;
+        void* addr = const_cast<uint8_t*>(map.data() + (first + i) * page);
+        if (::mincore(addr, 1, &v) != 0) return true;
+        missing += (v & 1) == 0;
+    }
+    return missing * 2 <= seen;
+}
+
+struct FreeDeleter {
+    void operator()(uint8_t* p) const noexcept { std::free(p); }
+};
+
+// Reads the chunks of a run in order, kSlots at a time. A chunk of a mapped
+// file that is in the page cache is hashed in place (no copy); one that is
+// not is read with O_DIRECT through kernel AIO into the chunk's buffer, so
+// the disk streams without the page-cache fill (the CPU time of which, on a
+// shared machine, made a cold run twice as slow as `cat`) and without this
+// thread blocking in readahead submission. Stores that cannot be mapped are
+// read with read() into the buffers.
+class ChunkReader {
+public:
+    ChunkReader(dm::BackingStore& store, uint64_t offset, uint32_t bs, uint64_t nblocks, uint64_t chunk_blocks)
+        : store_(store), offset_(offset), bs_(bs), nblocks_(nblocks), chunk_blocks_(chunk_blocks),
+          ahead_(offset) {
+        map_ = store.mapped();
+        in_place_ = nblocks > 0 && map_.size() >= offset + nblocks * bs;
+        if (!in_place_ || offset % dm::BackingStore::kDirectAlign != 0 || bs % 512 != 0) return;
+        dfd_ = store.direct_fd();
+        if (dfd_ >= 0 && ::syscall(SYS_io_setup, static_cast<unsigned>(kSlots), &aio_) != 0) dfd_ = -1, aio_ = 0;
+    }
+    ~ChunkReader() {
+        // Waits for (or cancels) reads still in flight before their buffers go.
+        if (aio_ != 0) (void)::syscall(SYS_io_destroy, aio_);
+    }
+    ChunkReader(const ChunkReader&) = delete;
+    ChunkReader& operator=(const ChunkReader&) = delete;
+
+    uint64_t chunks() const noexcept { return (nblocks_ + chunk_blocks_ - 1) / chunk_blocks_; }
+
+    // Starts fetching chunk c into its slot (for a store read with read(),
+    // reads it now); the outcome is collected by get(c).
+    void issue(uint64_t c) {
+        if (c >= chunks()) return;
+        Slot& s = slots_[c % kSlots];
+        const uint64_t at = at_of(c);
+        const std::size_t len = len_of(c);
+        s.status = Status::Ok;
+        if (in_place_) {
+            if (dfd_ >= 0 && !mostly_cached(map_, at, len) && submit(s, c, at, len)) return;
+            if (dfd_ < 0) {  // no direct reads: the page cache is filled ahead
+                const uint64_t want = std::min<uint64_t>(offset_ + nblocks_ * bs_, at + len + kReadAheadBytes);
+                for (ahead_ = std::max(ahead_, at); ahead_ < want; ahead_ += kAdvicePiece)
+                    advise(map_, ahead_, std::min(kAdvicePiece, want - ahead_), MADV_WILLNEED);
+            }
+            s.mode = Mode::Mapped;
+            s.populated = false;
+            return;
+        }
+        s.mode = Mode::Copied;
+        if (!buffer(s)) return;
+        s.status = store_.read(at, Bytes(s.buf.get(), len));
+    }
+
+    // Maps chunk c's pages here, not by page faults in the workers: called
+    // for the next chunk while one is hashed, so that only two chunks of the
+    // mapping are resident at a time.
+    void prepare(uint64_t c) noexcept {
+        if (c >= chunks()) return;
+        Slot& s = slots_[c % kSlots];
+        if (s.mode != Mode::Mapped || s.populated) return;
+        advise(map_, at_of(c), len_of(c), MADV_POPULATE_READ);
+        s.populated = true;
+    }
+
+    Result<const uint8_t*> get(uint64_t c) {
+        Slot& s = slots_[c % kSlots];
+        const uint64_t at = at_of(c);
+        const std::size_t len = len_of(c);
+        prepare(c);
+        if (s.mode == Mode::Mapped) return map_.data() + at;
+        if (s.mode == Mode::Copied) {
+            if (s.status == Status::NoMem) return make_error(s.status, "out of memory for the read buffers");
+            if (s.status != Status::Ok) return read_error(at, len);
+            return static_cast<const uint8_t*>(s.buf.get());
+        }
+        while (s.pending)
+            if (Status st = reap(); st != Status::Ok) return make_error(st, "waiting for a read failed");
+        if (s.result >= 0 && static_cast<uint64_t>(s.result) < len) return changed_error(store_);  // short: shrank
+        if (s.result < 0) {
+            // Refused (alignment the device wants, a file system without
+            // O_DIRECT): read through the mapping from now on.
+            if (s.result != -EINVAL) return read_error(at, len);
+            dfd_ = -1;
+            s.mode = Mode::Mapped;
+            s.populated = false;
+            prepare(c);
+            return map_.data() + at;
+        }
+        return static_cast<const uint8_t*>(s.buf.get());
+    }
+
+    // Chunk c is hashed: its mapped pages leave this process (bounded
+    // memory), and a file truncated meanwhile is reported, as some of those
+    // blocks read as zeros, not the file.
+    Result<void> done(uint64_t c) {
+        Slot& s = slots_[c % kSlots];
+        if (s.mode == Mode::Mapped) {
+            store_.release_mapped(at_of(c), len_of(c));
+            if (store_.changed()) return changed_error(store_);
+        }
+        return {};
+    }
+
+private:
+    enum class Mode { Mapped, Direct, Copied };
+    struct Slot {
+        Mode mode = Mode::Mapped;
+        bool populated = false;
+        Status status = Status::Ok;
+        bool pending = false;
+        int64_t result = 0;
+        std::unique_ptr<uint8_t, FreeDeleter> buf;
+        iocb cb{};
+    };
+
+    uint64_t at_of(uint64_t c) const noexcept { return offset_ + c * chunk_blocks_ * bs_; }
+    std::size_t len_of(uint64_t c) const noexcept {
+        return static_cast<std::size_t>(std::min(chunk_blocks_, nblocks_ - c * chunk_blocks_) * bs_);
+    }
+
+    bool buffer(Slot& s) {
+        if (s.buf) return true;
+        const std::size_t size = (chunk_blocks_ * bs_ + dm::BackingStore::kDirectAlign - 1) /
+                                 dm::BackingStore::kDirectAlign * dm::BackingStore::kDirectAlign;
+        s.buf.reset(static_cast<uint8_t*>(std::aligned_alloc(dm::BackingStore::kDirectAlign, size)));
+        if (!s.buf) s.status = Status::NoMem;
+        return s.buf != nullptr;
+    }
+
+    // The length is rounded up to the alignment: bytes past the run (or a
+    // short read at the end of the file past it) are not looked at.
+    bool submit(Slot& s, uint64_t c, uint64_t at, std::size_t len) {
+        if (!buffer(s)) return false;
+        constexpr std::size_t a = dm::BackingStore::kDirectAlign;
+        s.cb = iocb{};
+        s.cb.aio_data = c % kSlots;
+        s.cb.aio_lio_opcode = IOCB_CMD_PREAD;
+        s.cb.aio_fildes = static_cast<uint32_t>(dfd_);
+        s.cb.aio_buf = reinterpret_cast<uint64_t>(s.buf.get());
+        s.cb.aio_nbytes = (len + a - 1) / a * a;
+        s.cb.aio_offset = static_cast<int64_t>(at);
+        iocb* list[1] = {&s.cb};
+        long n;
+        do n = ::syscall(SYS_io_submit, aio_, 1L, list);
+        while (n < 0 && errno == EINTR);
+        if (n != 1) return false;  // mapped instead
+        s.mode = Mode::Direct;
+        s.pending = true;
+        return true;
+    }
+
+    Status reap() {
+        std::array<io_event, kSlots> ev{};
+        long n = ::syscall(SYS_io_getevents, aio_, 1L, static_cast<long>(ev.size()), ev.data(), nullptr);
+        if (n < 0) return errno == EINTR ? Status::Ok : Status::IoError;
+        for (long i = 0; i < n; ++i) {
+            Slot& s = slots_[static_cast<std::size_t>(ev[static_cast<std::size_t>(i)].data)];
+            s.result = ev[static_cast<std::size_t>(i)].res;
+            s.pending = false;
+        }
+        return Status::Ok;
+    }
+
+    dm::BackingStore& store_;
+    const uint64_t offset_;
+    const uint32_t bs_;
+    const uint64_t nblocks_;
+    const uint64_t chunk_blocks_;
+    ConstBytes map_;
+    bool in_place_ = false;
+    int dfd_ = -1;
+    aio_context_t aio_ = 0;
+    uint64_t ahead_;  // without direct reads, the page cache was asked for up to here
+    std::array<Slot, kSlots> slots_;
+};
 
 }  // namespace
 
@@ -52,52 +263,25 @@ Result<void> hash_blocks(ParallelHasher& pool, dm::BackingStore& store, uint64_t
     const uint64_t chunk_blocks = std::max<uint64_t>(1, kChunkBytes / bs);
     const std::size_t buf_blocks = static_cast<std::size_t>(std::clamp<uint64_t>(nblocks, 1, chunk_blocks));
     store.hint_sequential();
-    // A mapped file is hashed in place (no copy out of the page cache); other
-    // stores are read into two buffers, the next while the current is hashed.
-    const ConstBytes map = store.mapped();
-    const bool in_place = nblocks > 0 && map.size() >= offset + nblocks * bs;
-    std::vector<uint8_t> buf[2];
-    if (!in_place && nblocks > 0) buf[0].resize(buf_blocks * bs), buf[1].resize(buf_blocks * bs);
     std::vector<uint8_t> digests(buf_blocks * ds);
-    uint64_t ahead = offset;  // the page cache has been asked for up to here
-
-    // The chunk starting at block `first`, in buffer `which` when read. For
-    // the mapping: the readahead window is moved on, and the chunk's pages
-    // are mapped here, on the reading thread, instead of faulting one by one
-    // in the workers (for an uncached file, this is where we wait for the disk).
-    auto fetch = [&](uint64_t first, int which) -> Result<const uint8_t*> {
-        const std::size_t len = static_cast<std::size_t>(std::min(chunk_blocks, nblocks - first)) * bs;
-        const uint64_t at = offset + first * bs;
-        if (in_place) {
-            const uint64_t want = std::min<uint64_t>(offset + nblocks * bs, at + len + kReadAheadBytes);
-            for (; ahead < want; ahead += kAdvicePiece)
-                advise(map, ahead, std::min(kAdvicePiece, want - ahead), MADV_WILLNEED);
-            advise(map, at, len, MADV_POPULATE_READ);
-            return map.data() + at;
+    {
+        ChunkReader reader(store, offset, bs, nblocks, chunk_blocks);
+        for (uint64_t c = 0; c + 1 < kSlots; ++c) reader.issue(c);
+        for (uint64_t c = 0; c < reader.chunks(); ++c) {
+            const uint64_t first = c * chunk_blocks;
+            const std::size_t count = static_cast<std::size_t>(std::min(chunk_blocks, nblocks - first));
+            auto cur = reader.get(c);
+            if (!cur) return cur.error();
+            pool.start(*cur, count, bs, digests.data());
+            reader.issue(c + kSlots - 1);  // into the slot of chunk c-1, hashed already
+            reader.prepare(c + 1);
+            if (Status s = pool.wait(); s != Status::Ok)
+                return make_error(s, std::string("hashing failed: ") + to_string(s));
+            if (auto r = reader.done(c); !r) return r;
+            if (auto r = sink(first, count, ConstBytes(digests).first(count * ds)); !r) return r;
+            if (progress && !progress((first + count) * bs, length))
+                return make_error(Status::Interrupted, "interrupted");
         }
-        if (store.read(at, Bytes(buf[which]).first(len)) != Status::Ok) return read_error(at, len);
-        return static_cast<const uint8_t*>(buf[which].data());
-    };
-    Result<const uint8_t*> cur = static_cast<const uint8_t*>(nullptr);
-    if (nblocks > 0) cur = fetch(0, 0);
-    if (!cur) return cur.error();
-    int which = 0;
-    for (uint64_t first = 0; first < nblocks; first += chunk_blocks, which ^= 1) {
-        const std::size_t count = static_cast<std::size_t>(std::min(chunk_blocks, nblocks - first));
-        pool.start(*cur, count, bs, digests.data());
-        Result<const uint8_t*> next = static_cast<const uint8_t*>(nullptr);
-        if (first + chunk_blocks < nblocks) next = fetch(first + chunk_blocks, which ^ 1);
-        if (Status s = pool.wait(); s != Status::Ok)
-            return make_error(s, std::string("hashing failed: ") + to_string(s));
-        if (in_place) {
-            store.release_mapped(offset + first * bs, count * bs);  // bounded memory
-            // Truncated under us: some of those blocks were zeros, not the file.
-            if (store.changed()) return changed_error(store);
-        }
-        if (!next) return next.error();
-        if (auto r = sink(first, count, ConstBytes(digests).first(count * ds)); !r) return r;
-        if (progress && !progress((first + count) * bs, length)) return make_error(Status::Interrupted, "interrupted");
-        cur = next;
     }
     if (const auto tail = static_cast<std::size_t>(length - nblocks * bs); tail > 0) {
         std::vector<uint8_t> last(bs, 0);  // zero-padded

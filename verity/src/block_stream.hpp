@@ -1,11 +1,12 @@
 // The one reader of the verity engines: streams a run of blocks from a store
 // and hashes them on the caller's ParallelHasher. Each chunk is hashed while
-// the next one is read; a mapped file is hashed in place and read ahead (a
-// window of the page cache is requested ahead of the hashing position, the
-// next chunk's pages are mapped before the workers reach them), so a file
-// that is not cached is hashed as fast as the disk delivers it. A mapped file
-// truncated meanwhile reads as zeros (MappedFile, through the store) and is
-// reported, never trusted. Memory: a few chunks of a few MiB.
+// the next ones are read. A chunk of a mapped file that is in the page cache
+// is hashed in place (its pages mapped before the workers reach them); one
+// that is not is read with O_DIRECT (three requests queued), so a file that
+// is not cached is hashed as fast as the disk delivers it and stays uncached.
+// A mapped file truncated meanwhile reads as zeros (MappedFile, through the
+// store), a direct read comes back short: both are reported, never trusted.
+// Memory: a few chunks of a few MiB.
 #pragma once
 
 #include <blkcrypt/backing_store.hpp>

@@ -40,6 +40,13 @@ public:
     // Drops [offset, offset+len) of the mapping from this process's resident
     // memory (the data stays in the page cache), to keep memory bounded.
     virtual void release_mapped(uint64_t /*offset*/, uint64_t /*len*/) noexcept {}
+    // The same file opened again with O_DIRECT, owned by the store (closed
+    // with it), for reading what is not in the page cache straight from the
+    // disk without filling the cache; -1 when the store has no such thing or
+    // the file system refuses it. Reads through it must have offset, length
+    // and buffer aligned to kDirectAlign.
+    static constexpr std::size_t kDirectAlign = 4096;
+    virtual int direct_fd() noexcept { return -1; }
     // Starts writing [offset, offset+len) out without waiting, so a streaming
     // writer's final flush() waits for the tail only, not the whole image.
     virtual void start_writeback(uint64_t /*offset*/, uint64_t /*len*/) noexcept {}
