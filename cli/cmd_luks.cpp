@@ -8,12 +8,14 @@
 #include "output_file.hpp"
 #include "passphrase.hpp"
 #include "progress.hpp"
+#include "serve.hpp"
 
 #include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/luks/container.hpp>
 #include <blkcrypt/luks/luks1.hpp>
 #include <blkcrypt/luks/luks2.hpp>
 #include <blkcrypt/luks/pbkdf_bench.hpp>
+#include <blkcrypt/nbd/block_device.hpp>
 #include <blkcrypt/random.hpp>
 
 #include <algorithm>
@@ -268,6 +270,24 @@ int run_decrypt(const po::variables_map& vm, const std::vector<std::string>& fil
     return 0;
 }
 
+
+// luks serve: the data segment's plaintext over NBD, read-write unless
+// --read-only, as `cryptsetup open` would make it a device. Writes land only
+// in the data segment (the target's offset), so the header is never touched.
+int run_serve(const po::variables_map& vm, const std::vector<std::string>& files) {
+    const std::string image = one_file(files, "serve");
+    const bool read_only = vm["read-only"].as<bool>();
+    const Devices d = open_devices(vm, image);
+    const luks::Volume vol = unlock(vm, d);
+    block_stop_signals();  // after the KDF's threads, before the target's
+    auto data = blkcrypt::open_file_store(image, !read_only);
+    if (!data) throw Failure(data.error().message);
+    blkcrypt::dm::TargetOptions opts;
+    if (vm.count("threads")) opts.threads = vm["threads"].as<unsigned>();
+    auto target = luks::make_target(registry(), vol, *data, opts);
+    if (!target) throw Failure(target.error().message);
+    return serve_device(vm, blkcrypt::nbd::make_crypt_device(std::move(target).value(), *data, read_only));
+}
 
 // A regular file shorter than `bytes` grows to it (cryptsetup fallocates a
 // header file so); devices and larger files are left alone.
@@ -926,6 +946,7 @@ int run_kill_slot(const po::variables_map& vm, const std::vector<std::string>& f
 int run_luks(Args args) {
     CommandLine cl{"blkcrypt luks format|dump|uuid|is-luks|test-passphrase [OPTIONS] IMAGE\n"
                    "       blkcrypt luks decrypt [OPTIONS] IMAGE OUT\n"
+                   "       blkcrypt luks serve [OPTIONS] (--socket PATH | --port N) [--read-only] IMAGE\n"
                    "       blkcrypt luks encrypt [OPTIONS] IN IMAGE\n"
                    "       blkcrypt luks add-key|change-key|remove-key [OPTIONS] IMAGE [KEY_FILE]\n"
                    "       blkcrypt luks kill-slot [OPTIONS] IMAGE SLOT [KEY_FILE] | erase [-q] IMAGE\n"
@@ -937,7 +958,8 @@ int run_luks(Args args) {
                    "A passphrase is prompted for on a terminal, else one line of stdin; --key-file\n"
                    "reads the whole file ('-': all of stdin). A passphrase that opens no keyslot\n"
                    "exits 2 (\"No key available with this passphrase.\"). OUT follows the output\n"
-                   "policy (docs/outputs.md); the other actions write IMAGE in place."};
+                   "policy (docs/outputs.md); the other actions write IMAGE in place. serve makes\n"
+                   "the plaintext a network block device (NBD) for nbdcopy, nbdfuse, qemu (docs/nbd.md)."};
     cl.options.add_options()
         ("header", po::value<std::string>()->value_name("FILE"), "the LUKS header is in FILE (detached), not IMAGE")
         ("key-file,d", po::value<std::string>()->value_name("FILE"), "read the passphrase from FILE ('-': all of stdin)")
@@ -978,6 +1000,7 @@ int run_luks(Args args) {
         ("header-backup-file", po::value<std::string>()->value_name("FILE"), "header-backup/-restore: the backup file")
         ("uuid", po::value<std::string>()->value_name("UUID"), "format: this UUID (default: random); uuid: set it")
         ("verify-passphrase,y", po::bool_switch(), "format: ask for the passphrase twice (always on a terminal)");
+    add_serve_options(cl.options);
     add_progress_options(cl.options);
     add_action_arguments(cl, {{"format", "create a container, as cryptsetup luksFormat (--type luks1|luks2, default luks2)"},
                               {"dump", "print the header as cryptsetup luksDump does"},
@@ -985,6 +1008,7 @@ int run_luks(Args args) {
                               {"is-luks", "exit 0 for a LUKS container, 1 otherwise (cryptsetup isLuks)"},
                               {"test-passphrase", "check a passphrase (cryptsetup open --test-passphrase)"},
                               {"decrypt", "write the plaintext of the data segment of IMAGE to OUT"},
+                              {"serve", "serve the plaintext of IMAGE over NBD, read-write unless --read-only"},
                               {"encrypt", "write the plain image IN into the data segment of IMAGE"},
                               {"add-key", "add a passphrase in a new keyslot (cryptsetup luksAddKey)"},
                               {"change-key", "move a passphrase's volume key under a new one (cryptsetup luksChangeKey)"},
@@ -993,10 +1017,10 @@ int run_luks(Args args) {
                               {"erase", "remove every keyslot (cryptsetup luksErase)"},
                               {"header-backup", "save the header and keyslots (cryptsetup luksHeaderBackup)"},
                               {"header-restore", "write a saved header back (cryptsetup luksHeaderRestore)"}});
-    only_for(cl, {"format", "dump", "test-passphrase", "decrypt", "encrypt", "add-key", "change-key", "remove-key",
+    only_for(cl, {"format", "dump", "test-passphrase", "decrypt", "serve", "encrypt", "add-key", "change-key", "remove-key",
                   "kill-slot"},
              {"key-file", "keyfile-offset", "keyfile-size"});
-    only_for(cl, {"format", "dump", "test-passphrase", "decrypt", "encrypt", "add-key", "change-key", "remove-key"},
+    only_for(cl, {"format", "dump", "test-passphrase", "decrypt", "serve", "encrypt", "add-key", "change-key", "remove-key"},
              {"key-slot"});
     only_for(cl, {"dump"}, {"dump-volume-key", "dump-json-metadata"});
     only_for(cl, {"dump", "format", "remove-key", "kill-slot", "uuid", "header-restore", "erase"}, {"batch-mode"});
@@ -1005,11 +1029,12 @@ int run_luks(Args args) {
     only_for(cl, {"format", "add-key", "change-key"},
              {"iter-time", "pbkdf-force-iterations", "pbkdf", "pbkdf-memory", "pbkdf-parallel", "hash"});
     only_for(cl, {"decrypt"}, {"in-place"});
-    only_for(cl, {"decrypt", "encrypt"}, {"threads"});
+    only_for(cl, {"decrypt", "encrypt", "serve"}, {"threads"});
+    only_for(cl, {"serve"}, serve_option_names());
     only_for(cl, {"decrypt", "encrypt"}, progress_option_names());
     only_for(cl, {"format"}, {"type", "cipher", "key-size", "offset", "align-payload", "verify-passphrase", "sector-size",
                               "label", "subsystem", "luks2-metadata-size", "luks2-keyslots-size"});
-    only_for(cl, {"format", "test-passphrase", "decrypt", "encrypt", "add-key"}, {"volume-key-file"});
+    only_for(cl, {"format", "test-passphrase", "decrypt", "serve", "encrypt", "add-key"}, {"volume-key-file"});
     only_for(cl, {"format", "uuid"}, {"uuid"});
     auto vm = parse_command_line(cl, args);
     if (!vm) return 0;
@@ -1028,7 +1053,8 @@ int run_luks(Args args) {
     if (action == "is-luks") return run_is_luks(*vm, files);
     if (action == "test-passphrase") return run_test_passphrase(*vm, files);
     if (action == "decrypt") return run_decrypt(*vm, files);
-    throw UsageError("unknown action '" + action + "': use format, dump, uuid, is-luks, test-passphrase, decrypt, encrypt, add-key, change-key, remove-key, kill-slot, erase, header-backup or header-restore");
+    if (action == "serve") return run_serve(*vm, files);
+    throw UsageError("unknown action '" + action + "': use format, dump, uuid, is-luks, test-passphrase, decrypt, serve, encrypt, add-key, change-key, remove-key, kill-slot, erase, header-backup or header-restore");
 }
 
 }  // namespace cli

@@ -3,36 +3,7 @@
 # (libnbd-bin), qemu-img and qemu-io (qemu-utils), plus tests/cli/nbd_client.py
 # for what they never send (unaligned requests, garbage, oversized requests).
 source "$(dirname "$0")/lib.sh"
-CLIENT="$(dirname "$0")/nbd_client.py"
-for tool in nbdinfo nbdcopy qemu-img qemu-io python3; do
-    command -v $tool >/dev/null || fail "$tool is missing (scripts/install-deps.sh installs it)"
-done
-
-SOCK=$TMP/s.sock
-URI="nbd+unix:///?socket=$SOCK"
-SERVER_PID=
-# start_server ARGS...: blkcrypt ARGS --socket SOCK --pid-file, waits until it listens.
-start_server() {
-    rm -f "$TMP/pid"
-    "$BLKCRYPT" "$@" --pid-file "$TMP/pid" 2>>"$TMP/log" &
-    SERVER_PID=$!
-    for _ in $(seq 100); do
-        [[ -s $TMP/pid ]] && return 0
-        kill -0 $SERVER_PID 2>/dev/null || fail "server died: $(cat "$TMP/log")"
-        sleep 0.1
-    done
-    fail "server did not start"
-}
-# stop_server [SIGNAL]: the server must exit 0 on SIGTERM/SIGINT.
-stop_server() {
-    local rc=0
-    kill -"${1:-TERM}" $SERVER_PID
-    wait $SERVER_PID || rc=$?
-    [[ $rc == 0 ]] || fail "server exit $rc on SIG${1:-TERM}: $(tail -3 "$TMP/log")"
-    [[ ! -e $SOCK ]] || fail "socket left behind"
-    [[ ! -e $TMP/pid ]] || fail "pid file left behind"
-}
-T() { timeout 120 "$@"; }
+source "$(dirname "$0")/nbd_lib.sh"
 
 random_file "$TMP/plain" $((8 << 20))
 KEY=$(head -c 64 /dev/urandom | xxd -p -c 64)
@@ -103,9 +74,7 @@ grep -q "protocol error" "$TMP/log" || fail "no protocol error logged"
 
 # --- kill -9 after a flushed write: the data is on disk -----------------
 T qemu-io -f raw -c "write -P 0x5a 1000 70000" -c flush "$URI" >/dev/null
-kill -9 $SERVER_PID
-wait $SERVER_PID 2>/dev/null || true
-rm -f "$SOCK" "$TMP/pid"
+kill_server
 decrypt "$TMP/dec"
 python3 - "$TMP/model" <<'PY'
 import sys

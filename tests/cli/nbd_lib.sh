@@ -1,0 +1,37 @@
+# Sourced by the NBD CLI tests after lib.sh: a server on a Unix socket in
+# $TMP, started and stopped the way scripts use it (--pid-file, SIGTERM).
+for tool in nbdinfo nbdcopy qemu-img qemu-io python3; do
+    command -v $tool >/dev/null || fail "$tool is missing (scripts/install-deps.sh installs it)"
+done
+CLIENT="$(dirname "${BASH_SOURCE[0]}")/nbd_client.py"
+SOCK=$TMP/s.sock
+URI="nbd+unix:///?socket=$SOCK"
+SERVER_PID=
+# start_server ARGS...: blkcrypt ARGS --pid-file, waits until it listens.
+start_server() {
+    rm -f "$TMP/pid"
+    "$BLKCRYPT" "$@" --pid-file "$TMP/pid" 2>>"$TMP/log" &
+    SERVER_PID=$!
+    for _ in $(seq 100); do
+        [[ -s $TMP/pid ]] && return 0
+        kill -0 $SERVER_PID 2>/dev/null || fail "server died: $(cat "$TMP/log")"
+        sleep 0.1
+    done
+    fail "server did not start"
+}
+# stop_server [SIGNAL]: the server must exit 0 on SIGTERM/SIGINT.
+stop_server() {
+    local rc=0
+    kill -"${1:-TERM}" $SERVER_PID
+    wait $SERVER_PID || rc=$?
+    [[ $rc == 0 ]] || fail "server exit $rc on SIG${1:-TERM}: $(tail -3 "$TMP/log")"
+    [[ ! -e $SOCK ]] || fail "socket left behind"
+    [[ ! -e $TMP/pid ]] || fail "pid file left behind"
+}
+# kill_server: kill -9, as a crash; the socket and pid file stay behind.
+kill_server() {
+    kill -9 $SERVER_PID
+    wait $SERVER_PID 2>/dev/null || true
+    rm -f "$SOCK" "$TMP/pid"
+}
+T() { timeout 120 "$@"; }
