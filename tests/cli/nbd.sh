@@ -3,6 +3,13 @@
 # (libnbd-bin), qemu-img and qemu-io (qemu-utils), plus tests/cli/nbd_client.py
 # for what they never send (unaligned requests, garbage, oversized requests).
 source "$(dirname "$0")/lib.sh"
+CLIENT="$(dirname "$0")/nbd_client.py"
+for tool in nbdinfo nbdcopy qemu-img qemu-io python3; do
+    command -v $tool >/dev/null || fail "$tool is missing (scripts/install-deps.sh installs it)"
+done
+
+SOCK=$TMP/s.sock
+URI="nbd+unix:///?socket=$SOCK"
 source "$(dirname "$0")/nbd_lib.sh"
 
 random_file "$TMP/plain" $((8 << 20))
@@ -74,7 +81,9 @@ grep -q "protocol error" "$TMP/log" || fail "no protocol error logged"
 
 # --- kill -9 after a flushed write: the data is on disk -----------------
 T qemu-io -f raw -c "write -P 0x5a 1000 70000" -c flush "$URI" >/dev/null
-kill_server
+kill -9 $SERVER_PID
+wait $SERVER_PID 2>/dev/null || true
+rm -f "$SOCK" "$TMP/pid"
 decrypt "$TMP/dec"
 python3 - "$TMP/model" <<'PY'
 import sys

@@ -1,13 +1,7 @@
-# Sourced by the NBD CLI tests after lib.sh: a server on a Unix socket in
-# $TMP, started and stopped the way scripts use it (--pid-file, SIGTERM).
-for tool in nbdinfo nbdcopy qemu-img qemu-io python3; do
-    command -v $tool >/dev/null || fail "$tool is missing (scripts/install-deps.sh installs it)"
-done
-CLIENT="$(dirname "${BASH_SOURCE[0]}")/nbd_client.py"
-SOCK=$TMP/s.sock
-URI="nbd+unix:///?socket=$SOCK"
+# What the NBD server tests share (sourced after lib.sh, with SOCK set):
+# starting the server, stopping it, and a timeout for clients.
 SERVER_PID=
-# start_server ARGS...: blkcrypt ARGS --pid-file, waits until it listens.
+# start_server ARGS...: blkcrypt ARGS --socket SOCK --pid-file, waits until it listens.
 start_server() {
     rm -f "$TMP/pid"
     "$BLKCRYPT" "$@" --pid-file "$TMP/pid" 2>>"$TMP/log" &
@@ -28,10 +22,17 @@ stop_server() {
     [[ ! -e $SOCK ]] || fail "socket left behind"
     [[ ! -e $TMP/pid ]] || fail "pid file left behind"
 }
+T() { timeout 120 "$@"; }
 # kill_server: kill -9, as a crash; the socket and pid file stay behind.
 kill_server() {
     kill -9 $SERVER_PID
     wait $SERVER_PID 2>/dev/null || true
     rm -f "$SOCK" "$TMP/pid"
 }
-T() { timeout 120 "$@"; }
+# For the tests that set no SOCK: a socket in $TMP, and the clients they need.
+SOCK=${SOCK:-$TMP/s.sock}
+URI="nbd+unix:///?socket=$SOCK"
+CLIENT="$(dirname "${BASH_SOURCE[0]}")/nbd_client.py"
+for tool in nbdinfo nbdcopy qemu-img qemu-io python3; do
+    command -v $tool >/dev/null || fail "$tool is missing (scripts/install-deps.sh installs it)"
+done
