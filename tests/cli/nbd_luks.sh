@@ -54,20 +54,9 @@ cmp "$TMP/plain" "$TMP/out" || fail "luks serve: not the plaintext"
 # --- writes through the server: nbdcopy in, then unaligned qemu-io --------
 random_file "$TMP/model" $DATA_BYTES
 T nbdcopy --connections=4 "$TMP/model" "$URI"
-python3 - "$TMP/model" "$TMP/qemu-io.cmds" <<'PY'
-import random, sys
-m = bytearray(open(sys.argv[1], "rb").read())
-r = random.Random(15)
-with open(sys.argv[2], "w") as f:
-    for i in range(60):
-        n = r.randint(1, 9000); off = r.randint(0, len(m) - n); p = r.randint(1, 255)
-        m[off:off + n] = bytes([p]) * n
-        f.write("write -P %d %d %d\n" % (p, off, n))
-    f.write("flush\n")
-open(sys.argv[1], "wb").write(m)
-PY
+qemu_io_script "$TMP/model" "$TMP/qemu-io.cmds" 15 60
 T qemu-io -f raw "$URI" <"$TMP/qemu-io.cmds" >"$TMP/qemu-io.out" 2>&1
-! grep -qiE "fail|error" "$TMP/qemu-io.out" || fail "qemu-io: $(grep -iE 'fail|error' "$TMP/qemu-io.out" | head -3)"
+! grep -qiE "fail|error|mismatch" "$TMP/qemu-io.out" || fail "qemu-io: $(grep -iE 'fail|error|mismatch' "$TMP/qemu-io.out" | head -3)"
 stop_server TERM
 header_intact "after nbdcopy in and qemu-io writes"
 ref_decrypt "$TMP/ref"
