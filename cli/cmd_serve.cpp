@@ -103,6 +103,7 @@ int run_serve(Args args) {
     if (images.size() != 1) throw UsageError("serve needs one IMAGE");
     blkcrypt::nbd::StoreDeviceOptions o;
     o.read_only = read_only;
+    o.discard = !read_only;  // TRIM punches a hole in the file (reads zeros)
     if (vm->count("sector-size")) o.block_size = (*vm)["sector-size"].as<unsigned>();
     o.threads = threads;
     block_stop_signals();  // before the device's threads exist

@@ -129,6 +129,7 @@ Result<std::shared_ptr<BlockDevice>> build_dm_table(Registry& reg, const std::ve
         if (!s) return s.error();
         StoreDeviceOptions so;
         so.read_only = !written.count(name);
+        so.discard = !so.read_only;  // a hole in the file, as a discard to a disk
         so.threads = opts.threads;
         auto d = make_store_device(*s, so);
         if (!d) return make_error(d.status(), name + ": " + d.error().message);

@@ -32,6 +32,12 @@ public:
         return lower_->submit_write(offset_ + offset, in, std::move(done));
     }
     Status flush() override { return lower_->flush(); }
+    bool can_discard() const override { return lower_->can_discard(); }
+    Status discard(uint64_t offset, uint64_t len) override {
+        const uint32_t bs = block_size();
+        if (!len || offset % bs || len % bs || offset > length_ || len > length_ - offset) return Status::Invalid;
+        return lower_->discard(offset_ + offset, len);
+    }
     void drain() override { lower_->drain(); }
     std::string describe() const override {
         return "linear " + std::to_string(offset_ / 512) + " of " + lower_->describe();
@@ -95,6 +101,24 @@ public:
         for (auto& s : segs_)
             if (Status st = s.dev->flush(); st != Status::Ok && first == Status::Ok) first = st;
         return first;
+    }
+    // As the kernel's dm_table_supports_discards: only when every target does.
+    bool can_discard() const override {
+        if (read_only_) return false;
+        for (const auto& s : segs_)
+            if (!s.dev->can_discard()) return false;
+        return true;
+    }
+    Status discard(uint64_t offset, uint64_t len) override {
+        if (!can_discard()) return Status::Unsupported;
+        if (!len || offset % bs_ || len % bs_ || offset > size_ || len > size_ - offset) return Status::Invalid;
+        for (const auto& s : segs_) {
+            const uint64_t end = s.start + s.dev->size();
+            if (end <= offset || s.start >= offset + len) continue;
+            const uint64_t from = std::max(offset, s.start), to = std::min(offset + len, end);
+            if (Status st = s.dev->discard(from - s.start, to - from); st != Status::Ok) return st;
+        }
+        return Status::Ok;
     }
     void drain() override {
         for (auto& s : segs_) s.dev->drain();
@@ -165,6 +189,9 @@ public:
     Status write(uint64_t offset, ConstBytes in) override { return write_sync(*dev_, offset, in); }
     uint64_t size() const override { return dev_->size(); }
     Status flush() override { return dev_->flush(); }
+    Status discard(uint64_t offset, uint64_t len) override {
+        return dev_->can_discard() ? dev_->discard(offset, len) : Status::Unsupported;
+    }
     std::string name() const override { return name_; }
 
 private:

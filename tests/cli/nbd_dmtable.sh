@@ -94,6 +94,28 @@ for range in "$((2048 * 512)) 512" "$((2048 * 512 - 512)) 4096" "$((2100 * 512))
 done
 stop_server TERM
 
+# --- TRIM: plain serve and tables whose every line discards ---------------
+cp "$TMP/plain" "$TMP/trim"
+start_server serve --socket "$SOCK" "$TMP/trim"
+T nbdinfo --json "$URI" | grep_q '"can_trim": true' || fail "plain serve: no TRIM"
+T qemu-io -f raw -c "discard 1M 1M" "$URI" >"$TMP/qemu-io.out" 2>&1 || fail "discard: $(cat "$TMP/qemu-io.out")"
+stop_server TERM
+cmp <(sectors "$TMP/trim" 2048 2048) <(head -c 1M /dev/zero) || fail "plain serve TRIM: no hole"
+cmp <(sectors "$TMP/trim" 0 2048) <(sectors "$TMP/plain" 0 2048) || fail "plain serve TRIM: too much"
+cp "$TMP/plain" "$TMP/trim" && cp "$TMP/enc" "$TMP/enc.trim"
+printf '0 2048 linear %s 0\n2048 2048 crypt aes-xts-plain64 %s 0 %s 0 1 allow_discards\n' \
+    "$TMP/trim" "$KEY" "$TMP/enc.trim" >"$TMP/trim.tbl"
+start_server serve --socket "$SOCK" --dm-table "$TMP/trim.tbl"
+T nbdinfo --json "$URI" | grep_q '"can_trim": true' || fail "linear + crypt allow_discards: no TRIM"
+T qemu-io -f raw -c "discard 512K 1M" "$URI" >"$TMP/qemu-io.out" 2>&1 || fail "discard: $(cat "$TMP/qemu-io.out")"
+stop_server TERM
+cmp <(sectors "$TMP/trim" 1024 1024) <(head -c 512K /dev/zero) || fail "table TRIM: no hole in the linear file"
+cmp <(sectors "$TMP/enc.trim" 0 1024) <(head -c 512K /dev/zero) || fail "table TRIM: no hole in the ciphertext"
+cmp <(sectors "$TMP/enc.trim" 1024 1024) <(sectors "$TMP/enc" 1024 1024) || fail "table TRIM: too much"
+start_server serve --socket "$SOCK" --dm-table "$TMP/multi.tbl"
+T nbdinfo --json "$URI" | grep_q '"can_trim": false' || fail "a table with zero and crypt without allow_discards offers TRIM"
+stop_server TERM
+
 # --- refusals: the file and line, never the key ----------------------------
 bad_table() {  # WANT_TEXT LINES...
     local want=$1

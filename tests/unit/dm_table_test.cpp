@@ -205,3 +205,56 @@ TEST_CASE("dm table: read-only tables open their files read-only", "[dm_table]")
     std::vector<uint8_t> b(512);
     CHECK(nbd::write_sync(**ro, 0, ConstBytes(b.data(), b.size())) != Status::Ok);
 }
+
+namespace {
+// A memory store whose discards zero the range (a file's hole).
+class HoleStore final : public BackingStore {
+public:
+    explicit HoleStore(std::shared_ptr<MemoryStore> m) : m_(std::move(m)) {}
+    Status read(uint64_t o, Bytes b) override { return m_->read(o, b); }
+    Status write(uint64_t o, ConstBytes b) override { return m_->write(o, b); }
+    uint64_t size() const override { return m_->size(); }
+    Status discard(uint64_t o, uint64_t n) override {
+        const std::vector<uint8_t> z(n);
+        return m_->write(o, ConstBytes(z.data(), z.size()));
+    }
+
+private:
+    std::shared_ptr<MemoryStore> m_;
+};
+}  // namespace
+
+TEST_CASE("dm table: TRIM only when every target discards, split across them", "[dm_table]") {
+    auto disk = filled(64 * 1024, 7);
+    auto dev = [&] {
+        nbd::StoreDeviceOptions o;
+        o.discard = true;
+        o.threads = 1;
+        auto d = nbd::make_store_device(std::make_shared<HoleStore>(disk), o);
+        REQUIRE(d);
+        return *d;
+    }();
+    auto lin = [&](uint64_t off, uint64_t len) {
+        auto l = nbd::make_linear_device(dev, off, len);
+        REQUIRE(l);
+        return *l;
+    };
+    auto both = nbd::make_concat_device({{0, lin(8192, 4096)}, {4096, lin(32768, 4096)}}, false, "x");
+    REQUIRE(both);
+    REQUIRE((*both)->can_discard());
+    REQUIRE((*both)->discard(2048, 4096) == Status::Ok);  // the end of one line, the start of the next
+    const auto orig = pattern(64 * 1024, 7);
+    const auto& d = disk->data();
+    CHECK(std::equal(d.begin() + 8192, d.begin() + 10240, orig.begin() + 8192));
+    CHECK(std::all_of(d.begin() + 10240, d.begin() + 12288, [](uint8_t b) { return b == 0; }));
+    CHECK(std::all_of(d.begin() + 32768, d.begin() + 34816, [](uint8_t b) { return b == 0; }));
+    CHECK(std::equal(d.begin() + 34816, d.begin() + 36864, orig.begin() + 34816));
+    CHECK((*both)->discard(0, 100) == Status::Invalid);
+    auto with_zero = nbd::make_concat_device({{0, lin(0, 4096)}, {4096, nbd::make_zero_device(4096, false)}}, false, "x");
+    REQUIRE(with_zero);
+    CHECK_FALSE((*with_zero)->can_discard());
+    CHECK((*with_zero)->discard(0, 4096) == Status::Unsupported);
+    auto ro = nbd::make_concat_device({{0, lin(0, 4096)}}, true, "x");
+    REQUIRE(ro);
+    CHECK_FALSE((*ro)->can_discard());
+}
