@@ -19,6 +19,13 @@ same generated data (page cache warm), printing the ratio for each target:
                                             vs crypt encrypt/decrypt with the same table  >= 0.9x
                                             vs qemu-img convert to/from driver=luks       >= 3x
                                             (decrypt also with the plaintext discarded)
+  nbdcopy from luks serve (qemu-img's LUKS1 image)
+                                            vs qemu-nbd --image-opts driver=luks                     >= 2x
+                                            vs nbdkit --filter=luks file                             (reported)
+                                            vs qemu-nbd serving the raw plaintext                    >= 1.0x
+  random 4 KiB reads, 64 in flight (qemu-img bench), from luks serve
+                                            vs qemu-nbd --image-opts driver=luks                     >= 1.5x
+                                            vs nbdkit --filter=luks file                             (reported)
   peak RSS of every blkcrypt command                                                    < 64 MiB
 
 --only SECTIONS (comma-separated: verity, fsverity, crypt, nbd, engine, luks)
@@ -54,7 +61,7 @@ BENCH = os.path.join(BUILD, "bench/blkcrypt_bench")
 SALT = "11" * 32
 UUID = "00000000-1111-4222-8333-444444444444"
 PEERS = {"veritysetup": "cryptsetup-bin", "fsverity": "fsverity", "qemu-img": "qemu-utils", "/usr/bin/time": "time",
-         "qemu-nbd": "qemu-utils", "nbdcopy": "libnbd-bin"}
+         "qemu-nbd": "qemu-utils", "nbdcopy": "libnbd-bin", "nbdkit": "nbdkit"}
 
 
 def ensure_peers():
@@ -169,9 +176,10 @@ def cold_comparison(work, data):
               f"{'yes' if ratio <= 1.15 else 'NO'}")
 
 
-def nbdcopy_from(server, sock):
+def nbdcopy_from(server, sock, client=None):
     """Best time of `nbdcopy` from the NBD server started by `server` on the
-    Unix socket `sock` to null: (the transport and the server, no writes)."""
+    Unix socket `sock` to null: (the transport and the server, no writes);
+    or of another `client` command."""
     proc = subprocess.Popen(server, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
     try:
         for _ in range(200):
@@ -180,7 +188,8 @@ def nbdcopy_from(server, sock):
             time.sleep(0.05)
         else:
             sys.exit(f"server did not start: {' '.join(server)}")
-        best, _ = run(["nbdcopy", "--connections=4", f"nbd+unix:///?socket={sock}", "null:"], keep_stdout=False)
+        best, _ = run(client or ["nbdcopy", "--connections=4", f"nbd+unix:///?socket={sock}", "null:"],
+                      keep_stdout=False)
         return best
     finally:
         proc.terminate()
@@ -259,6 +268,16 @@ def luks_comparison(work, data, rows, times, rss):
     os.remove(c)
 
 
+# Random 4 KiB reads: qemu-img bench steps by a large odd multiple of 4 KiB,
+# modulo the image size, so consecutive reads land far apart.
+RANDOM_READS = 100000
+
+
+def random_reads(sock):
+    return ["qemu-img", "bench", "-f", "raw", "-c", str(RANDOM_READS), "-d", "64", "-s", "4096",
+            "-S", str(4096 * 52429), f"nbd+unix:///?socket={sock}"]
+
+
 def main():
     if "--help" in sys.argv[1:] or "-h" in sys.argv[1:]:
         print(__doc__)
@@ -277,7 +296,7 @@ def main():
             sys.exit(f"no {f}: build first (scripts/build.sh) or set BUILD")
     work = os.environ.get("WORKDIR") or tempfile.mkdtemp(prefix="blkcrypt-cmp-")
     data = os.path.join(work, "data.img")
-    rows, times, rss = [], [], {}
+    rows, times, rss, iops = [], [], {}, []
     try:
         with open(data, "wb") as f:
             for _ in range(SIZE_MIB):
@@ -348,6 +367,21 @@ def main():
             t_qraw = nbdcopy_from(["qemu-nbd", "-r", "-t", "-e", "4", "-f", "raw", "-k", sock, data], sock)
             rows.append(("nbdcopy crypt serve / qemu-nbd luks", t_qluks, t_serve, 2.0))
             rows.append(("nbdcopy crypt serve / qemu-nbd raw", t_qraw, t_serve, 1.0))
+            # luks serve on the LUKS1 image qemu-img made, beside qemu-nbd and nbdkit on it.
+            passf = os.path.join(work, "pass")
+            with open(passf, "w") as f:
+                f.write("pass")
+            lserve = [BLKCRYPT, "luks", "serve", "--key-file", passf, "--read-only", "--socket", sock, luks]
+            qluks = ["qemu-nbd", "-r", "-t", "-e", "4", "-k", sock, "--object", "secret,id=s0,data=pass",
+                     "--image-opts", f"driver=luks,key-secret=s0,file.filename={luks}"]
+            nkluks = ["nbdkit", "-f", "-r", "-U", sock, "--filter=luks", "file", luks, "passphrase=pass"]
+            t_lserve, t_nk = nbdcopy_from(lserve, sock), nbdcopy_from(nkluks, sock)
+            rows.append(("nbdcopy luks serve / qemu-nbd luks", t_qluks, t_lserve, 2.0))
+            rows.append(("nbdcopy luks serve / nbdkit luks", t_nk, t_lserve, None))
+            rows.append(("nbdcopy luks serve / qemu-nbd raw", t_qraw, t_lserve, 1.0))
+            r_ours, r_q, r_nk = (nbdcopy_from(c, sock, random_reads(sock)) for c in (lserve, qluks, nkluks))
+            iops.append(("4K random reads luks serve / qemu-nbd luks", r_q, r_ours, 1.5))
+            iops.append(("4K random reads luks serve / nbdkit luks", r_nk, r_ours, None))
         for name in ("enc.img", "q.luks", "h.vs", "h.bc"):
             if os.path.exists(os.path.join(work, name)):
                 os.remove(os.path.join(work, name))
@@ -372,6 +406,11 @@ def main():
         tgt = f">={target}x" if target else "-"
         ok = "-" if not target else ("yes" if ratio >= target else "NO")
         print(f"{name:36} {SIZE_MIB / peer:6.0f} MiB/s {SIZE_MIB / ours:6.0f} MiB/s {ratio:6.2f}x {tgt:>8}  {ok}")
+    for name, peer, ours, target in iops:  # RANDOM_READS reads of 4 KiB each
+        ratio = peer / ours
+        ok = "-" if not target else ("yes" if ratio >= target else "NO")
+        print(f"{name:42} {RANDOM_READS / peer:6.0f}/s {RANDOM_READS / ours:6.0f}/s {ratio:6.2f}x "
+              f"{f'>={target}x' if target else '-':>8}  {ok}")
     if "engine" in sections:
         ratio = engine / ossl
         print(f"{'engine aes-xts 4K, 1 core / openssl':36} {ossl:6.0f} MiB/s {engine:6.0f} MiB/s {ratio:6.2f}x {'>=0.8x':>8}  "

@@ -9,6 +9,7 @@
 #include "output_file.hpp"
 #include "passphrase.hpp"
 #include "progress.hpp"
+#include "serve.hpp"
 
 #include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/luks/container.hpp>
@@ -16,6 +17,7 @@
 #include <blkcrypt/luks/luks1.hpp>
 #include <blkcrypt/luks/luks2.hpp>
 #include <blkcrypt/luks/pbkdf_bench.hpp>
+#include <blkcrypt/nbd/block_device.hpp>
 #include <blkcrypt/random.hpp>
 
 #include <algorithm>
@@ -418,6 +420,24 @@ int run_decrypt(const po::variables_map& vm, const std::vector<std::string>& fil
     return run_copy(vm, job, image);
 }
 
+
+// luks serve: the data segment's plaintext over NBD, read-write unless
+// --read-only, as `cryptsetup open` would make it a device. Writes land only
+// in the data segment (the target's offset), so the header is never touched.
+int run_serve(const po::variables_map& vm, const std::vector<std::string>& files) {
+    const std::string image = one_file(files, "serve");
+    const bool read_only = vm["read-only"].as<bool>();
+    const Devices d = open_devices(vm, image);
+    const luks::Volume vol = unlock(vm, d);
+    block_stop_signals();  // after the KDF's threads, before the target's
+    auto data = blkcrypt::open_file_store(image, !read_only);
+    if (!data) throw Failure(data.error().message);
+    blkcrypt::dm::TargetOptions opts;
+    if (vm.count("threads")) opts.threads = vm["threads"].as<unsigned>();
+    auto target = luks::make_target(registry(), vol, *data, opts);
+    if (!target) throw Failure(target.error().message);
+    return serve_device(vm, blkcrypt::nbd::make_crypt_device(std::move(target).value(), *data, read_only));
+}
 
 // A regular file shorter than `bytes` grows to it (cryptsetup fallocates a
 // header file so); devices and larger files are left alone.
@@ -1248,6 +1268,7 @@ int run_token(const po::variables_map& vm, const std::vector<std::string>& files
 int run_luks(Args args) {
     CommandLine cl{"blkcrypt luks format|dump|uuid|is-luks|test-passphrase [OPTIONS] IMAGE\n"
                    "       blkcrypt luks decrypt [OPTIONS] IMAGE OUT\n"
+                   "       blkcrypt luks serve [OPTIONS] (--socket PATH | --port N) [--read-only] IMAGE\n"
                    "       blkcrypt luks encrypt [OPTIONS] IN IMAGE\n"
                    "       blkcrypt luks add-key|change-key|remove-key [OPTIONS] IMAGE [KEY_FILE]\n"
                    "       blkcrypt luks kill-slot [OPTIONS] IMAGE SLOT [KEY_FILE] | erase [-q] IMAGE\n"
@@ -1263,7 +1284,8 @@ int run_luks(Args args) {
                    "A passphrase is prompted for on a terminal, else one line of stdin; --key-file\n"
                    "reads the whole file ('-': all of stdin). A passphrase that opens no keyslot\n"
                    "exits 2 (\"No key available with this passphrase.\"). OUT follows the output\n"
-                   "policy (docs/outputs.md); the other actions write IMAGE in place."};
+                   "policy (docs/outputs.md); the other actions write IMAGE in place. serve makes\n"
+                   "the plaintext a network block device (NBD) for nbdcopy, nbdfuse, qemu (docs/nbd.md)."};
     cl.options.add_options()
         ("header", po::value<std::string>()->value_name("FILE"), "the LUKS header is in FILE (detached), not IMAGE")
         ("key-file,d", po::value<std::string>()->value_name("FILE"), "read the passphrase from FILE ('-': all of stdin)")
@@ -1272,7 +1294,7 @@ int run_luks(Args args) {
         ("key-slot,S", number_value<unsigned>(0, 31)->value_name("N"), "try only keyslot N")
         ("dump-volume-key", po::bool_switch(), "dump: also print the volume key (asks for the passphrase)")
         ("dump-json-metadata", po::bool_switch(), "dump: print the LUKS2 JSON metadata, as cryptsetup")
-        ("json", po::bool_switch(), "dump: one JSON object for scripts (docs/json.md), LUKS1 and LUKS2")
+        ("json", po::bool_switch(), "dump: one JSON object for scripts; serve: events as JSON lines (docs/json.md)")
         ("batch-mode,q", po::bool_switch(), "do not ask for confirmation")
         ("tries,T", number_value<unsigned>(0, 1000)->value_name("N"), "ask at most N times for a passphrase at the terminal (default: 3, 0: no limit)")
         ("verbose,v", po::bool_switch(), "name the keyslot opened, created or removed")
@@ -1316,6 +1338,7 @@ int run_luks(Args args) {
         ("header-backup-file", po::value<std::string>()->value_name("FILE"), "header-backup/-restore: the backup file")
         ("uuid", po::value<std::string>()->value_name("UUID"), "format: this UUID (default: random); uuid: set it")
         ("verify-passphrase,y", po::bool_switch(), "format: ask for the passphrase twice (always on a terminal)");
+    add_serve_options(cl.options);
     add_progress_options(cl.options);
     add_action_arguments(cl, {{"format", "create a container, as cryptsetup luksFormat (--type luks1|luks2, default luks2)"},
                               {"dump", "print the header as cryptsetup luksDump does"},
@@ -1323,6 +1346,7 @@ int run_luks(Args args) {
                               {"is-luks", "exit 0 for a LUKS container, 1 otherwise (cryptsetup isLuks)"},
                               {"test-passphrase", "check a passphrase (cryptsetup open --test-passphrase)"},
                               {"decrypt", "write the plaintext of the data segment of IMAGE to OUT"},
+                              {"serve", "serve the plaintext of IMAGE over NBD, read-write unless --read-only"},
                               {"encrypt", "write the plain image IN into the data segment of IMAGE"},
                               {"add-key", "add a passphrase in a new keyslot (cryptsetup luksAddKey)"},
                               {"change-key", "move a passphrase's volume key under a new one (cryptsetup luksChangeKey)"},
@@ -1334,31 +1358,35 @@ int run_luks(Args args) {
                               {"convert", "rewrite the header as --type luks1|luks2 (cryptsetup convert)"},
                               {"config", "set a LUKS2 --label, --subsystem or keyslot --priority (cryptsetup config)"},
                               {"token", "add|remove|import|export a LUKS2 token (cryptsetup token)"}});
-    only_for(cl, {"format", "dump", "test-passphrase", "decrypt", "encrypt", "add-key", "change-key", "remove-key",
-                  "kill-slot"},
+    only_for(cl, {"format", "dump", "test-passphrase", "decrypt", "serve", "encrypt", "add-key", "change-key",
+                  "remove-key", "kill-slot"},
              {"key-file", "keyfile-offset", "keyfile-size"});
-    only_for(cl, {"format", "dump", "test-passphrase", "decrypt", "encrypt", "add-key", "change-key", "remove-key",
-                  "config", "token"},
+    only_for(cl, {"format", "dump", "test-passphrase", "decrypt", "serve", "encrypt", "add-key", "change-key",
+                  "remove-key", "config", "token"},
              {"key-slot"});
     only_for(cl, {"config"}, {"priority"});
     only_for(cl, {"token"}, {"token-id", "json-file", "token-replace", "key-description"});
-    only_for(cl, {"dump"}, {"dump-volume-key", "dump-json-metadata", "json"});
+    only_for(cl, {"dump"}, {"dump-volume-key", "dump-json-metadata"});
+    only_for(cl, {"dump", "serve"}, {"json"});
     only_for(cl, {"dump", "format", "remove-key", "kill-slot", "uuid", "header-restore", "erase", "convert"}, {"batch-mode"});
     only_for(cl, {"header-backup", "header-restore"}, {"header-backup-file"});
     only_for(cl, {"test-passphrase", "add-key", "change-key", "remove-key", "token"}, {"verbose"});
     only_for(cl, {"format", "add-key", "change-key", "encrypt"},
              {"iter-time", "pbkdf-force-iterations", "pbkdf", "pbkdf-memory", "pbkdf-parallel", "hash"});
     only_for(cl, {"decrypt"}, {"in-place"});
-    only_for(cl, {"decrypt", "encrypt"}, {"threads", "start", "size"});
+    only_for(cl, {"decrypt", "encrypt", "serve"}, {"threads"});
+    only_for(cl, {"decrypt", "encrypt"}, {"start", "size"});
+    only_for(cl, {"serve"}, serve_option_names());
     only_for(cl, {"decrypt", "encrypt"}, progress_option_names());
     only_for(cl, {"format", "convert", "encrypt"}, {"type"});
     only_for(cl, {"encrypt"}, {"format"});
-    only_for(cl, {"dump", "test-passphrase", "decrypt", "encrypt", "add-key", "change-key", "remove-key", "kill-slot"},
+    only_for(cl, {"dump", "test-passphrase", "decrypt", "serve", "encrypt", "add-key", "change-key", "remove-key",
+                  "kill-slot"},
              {"tries"});
     only_for(cl, {"format", "encrypt"}, {"cipher", "key-size", "offset", "align-payload", "verify-passphrase", "sector-size",
                               "luks2-metadata-size", "luks2-keyslots-size"});
     only_for(cl, {"format", "config", "encrypt"}, {"label", "subsystem"});
-    only_for(cl, {"format", "test-passphrase", "decrypt", "encrypt", "add-key"}, {"volume-key-file"});
+    only_for(cl, {"format", "test-passphrase", "decrypt", "serve", "encrypt", "add-key"}, {"volume-key-file"});
     only_for(cl, {"format", "uuid", "encrypt"}, {"uuid"});
     auto vm = parse_command_line(cl, args);
     if (!vm) return 0;
@@ -1380,7 +1408,8 @@ int run_luks(Args args) {
     if (action == "convert") return run_convert(*vm, files);
     if (action == "config") return run_config(*vm, files);
     if (action == "token") return run_token(*vm, files);
-    throw UsageError("unknown action '" + action + "': use format, dump, uuid, is-luks, test-passphrase, decrypt, encrypt, add-key, change-key, remove-key, kill-slot, erase, header-backup, header-restore, convert, config or token");
+    if (action == "serve") return run_serve(*vm, files);
+    throw UsageError("unknown action '" + action + "': use format, dump, uuid, is-luks, test-passphrase, decrypt, serve, encrypt, add-key, change-key, remove-key, kill-slot, erase, header-backup, header-restore, convert, config or token");
 }
 
 }  // namespace cli

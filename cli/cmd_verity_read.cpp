@@ -8,7 +8,7 @@
 #include "verity_actions.hpp"
 #include "verity_params.hpp"
 
-#include <blkcrypt/nbd/block_device.hpp>
+#include <blkcrypt/nbd/dm_table.hpp>
 #include <blkcrypt/registry.hpp>
 #include <blkcrypt/verity/superblock.hpp>
 #include <blkcrypt/verity/table.hpp>
@@ -148,21 +148,6 @@ vy::VerityTable read_table(blkcrypt::Registry& reg, const po::variables_map& vm,
     return table_from_files(reg, vm, files);
 }
 
-// The verified view as a read-only store, so the NBD server's store device
-// (its I/O pool, whole blocks) serves it; a corrupt block fails its read.
-class VerifiedStore final : public blkcrypt::BackingStore {
-public:
-    VerifiedStore(std::unique_ptr<vy::VerityTarget> t, std::string name) : t_(std::move(t)), name_(std::move(name)) {}
-    blkcrypt::Status read(uint64_t offset, blkcrypt::Bytes out) override { return t_->read(offset, out); }
-    blkcrypt::Status write(uint64_t, blkcrypt::ConstBytes) override { return blkcrypt::Status::Unsupported; }
-    uint64_t size() const override { return t_->size(); }
-    std::string name() const override { return name_; }
-
-private:
-    std::unique_ptr<vy::VerityTarget> t_;
-    std::string name_;
-};
-
 }  // namespace
 
 // verity serve: the verified data, read-only, over NBD.
@@ -185,14 +170,9 @@ int run_verity_serve(const po::variables_map& vm, const std::vector<std::string>
     };
     auto target = vy::VerityTarget::create(reg, table, data, hash, topts);
     if (!target) throw Failure(target.error().message);
-    const uint32_t bs = (*target)->block_size();
-    blkcrypt::nbd::StoreDeviceOptions o;
-    o.read_only = true;
-    o.block_size = bs;
-    if (vm.count("threads")) o.threads = vm["threads"].as<unsigned>();
-    o.description = "verity " + table.data_dev;
-    auto dev = blkcrypt::nbd::make_store_device(
-        std::make_shared<VerifiedStore>(std::move(target).value(), table.data_dev), o);
+    auto dev = blkcrypt::nbd::make_verity_device(std::move(target).value(),
+                                                 vm.count("threads") ? vm["threads"].as<unsigned>() : 0,
+                                                 "verity " + table.data_dev);
     if (!dev) throw UsageError(dev.error().message);
     return serve_device(vm, *dev);
 }

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <bit>
 #include <new>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -67,22 +68,25 @@ public:
     unsigned worker_threads() const noexcept { return pool_.threads(); }
 
     Status submit(Bio& bio) override {
-        const std::size_t n = bio.size();
-        const uint64_t step = table_.sector_size / kSector;
-        // As crypt_map: a bio must cover whole sectors of the target.
-        if (!bio.on_complete || n == 0 || n % table_.sector_size || bio.sector % step)
-            return Status::Invalid;
-        if (bio.sector > length_ || n / kSector > length_ - bio.sector) return Status::Invalid;
-
-        std::size_t slot = pool_.acquire();
-        CryptIo& io = ios_[slot];
-        io.bio = &bio;
-        io.phase = CryptIo::Phase::Start;
-        io.size = n;
-        io.done = 0;
-        io.window.resize(std::max(io.window.size(), bio.vecs.size()));  // grows, then reused
-        pool_.schedule(slot);
+        const auto slot = take_slot(bio);
+        if (!slot) return Status::Invalid;
+        pool_.schedule(*slot);
         return Status::InProgress;
+    }
+
+    Status run_inline(Bio& bio) override {
+        const auto slot = take_slot(bio);
+        if (!slot) return Status::Invalid;
+        CryptIo& io = ios_[*slot];
+        Status s = bio.dir == BioDir::Read ? read_bio(bio) : Status::Ok;
+        if (s == Status::Ok) s = convert(io);
+        if (s == Status::InProgress) return s;  // the completion schedules the rest
+        io.bio = nullptr;
+        if (io.bounce_used && s != Status::Ok) secure_wipe(io.bounce.get(), io.bounce_used);
+        io.bounce_used = 0;
+        pool_.release(*slot);
+        pool_.retire();
+        return s;
     }
 
     Status submit_sync(Bio& bio) override {
@@ -100,6 +104,24 @@ public:
     const AlgInfo& cipher_info() const override { return tfm_.info(); }
 
 private:
+    // A slot set up for the bio, or none when the bio is refused.
+    std::optional<std::size_t> take_slot(Bio& bio) {
+        const std::size_t n = bio.size();
+        const uint64_t step = table_.sector_size / kSector;
+        // As crypt_map: a bio must cover whole sectors of the target.
+        if (!bio.on_complete || n == 0 || n % table_.sector_size || bio.sector % step) return std::nullopt;
+        if (bio.sector > length_ || n / kSector > length_ - bio.sector) return std::nullopt;
+
+        std::size_t slot = pool_.acquire();
+        CryptIo& io = ios_[slot];
+        io.bio = &bio;
+        io.phase = CryptIo::Phase::Start;
+        io.size = n;
+        io.done = 0;
+        io.window.resize(std::max(io.window.size(), bio.vecs.size()));  // grows, then reused
+        return slot;
+    }
+
     // A worker's turn with a bio: start it, or go on after an async request.
     void run(std::size_t slot) {
         CryptIo& io = ios_[slot];

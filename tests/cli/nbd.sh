@@ -55,20 +55,7 @@ cp "$TMP/plain2" "$TMP/model"
 start_server crypt serve --table "$TABLE" --socket "$SOCK" --threads 2 "$TMP/enc"
 T python3 "$CLIENT" "$SOCK" rmw "$TMP/model" 1 256 || fail "unaligned requests through nbd_client.py"
 # qemu-io: unaligned writes of patterns, then the whole image compared.
-python3 - "$TMP/model" "$TMP/qemu-io.cmds" <<'PY'
-import random, sys
-m = bytearray(open(sys.argv[1], "rb").read())
-r = random.Random(7)
-with open(sys.argv[2], "w") as f:
-    for i in range(100):
-        n = r.randint(1, 9000); off = r.randint(0, len(m) - n); p = r.randint(1, 255)
-        m[off:off + n] = bytes([p]) * n
-        f.write("write -P %d %d %d\n" % (p, off, n))
-        n = r.randint(1, 9000); off = r.randint(0, len(m) - n)
-        f.write("read -P %d %d 1\n" % (m[off], off))  # one byte, checked against the model
-    f.write("flush\n")
-open(sys.argv[1], "wb").write(m)
-PY
+qemu_io_script "$TMP/model" "$TMP/qemu-io.cmds" 7 100
 T qemu-io -f raw "$URI" <"$TMP/qemu-io.cmds" >"$TMP/qemu-io.out" 2>&1
 ! grep -qiE "fail|error|mismatch" "$TMP/qemu-io.out" || fail "qemu-io: $(grep -iE 'fail|error|mismatch' "$TMP/qemu-io.out" | head -3)"
 T qemu-img compare -f raw -F raw "$URI" "$TMP/model" >/dev/null || fail "image differs from the model"

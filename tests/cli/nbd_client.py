@@ -28,8 +28,13 @@ def recv_exact(s, n):
 
 
 def connect(path):
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.connect(path)
+    """A Unix socket PATH, or HOST:PORT for TCP."""
+    if path.startswith("/"):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(path)
+    else:
+        host, port = path.rsplit(":", 1)
+        s = socket.create_connection((host, int(port)))
     hello = recv_exact(s, 18)
     assert hello[:16] == b"NBDMAGICIHAVEOPT", hello
     s.sendall(struct.pack(">I", 3))  # fixed newstyle, no zeroes

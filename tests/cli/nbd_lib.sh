@@ -32,3 +32,31 @@ stop_server() {
     [[ ! -e $TMP/pid ]] || fail "pid file left behind"
 }
 T() { timeout 120 "$@"; }
+# kill_server: kill -9, as a crash; the socket and pid file stay behind.
+kill_server() {
+    kill -9 $SERVER_PID
+    wait $SERVER_PID 2>/dev/null || true
+    rm -f "$SOCK" "$TMP/pid"
+}
+# qemu_io_script MODEL CMDS SEED COUNT: COUNT unaligned pattern writes for
+# qemu-io into CMDS, each followed by a one-byte read checked against the
+# model, then a flush; MODEL is updated to what the image then holds.
+qemu_io_script() {
+    python3 - "$@" <<'PY'
+import random, sys
+m = bytearray(open(sys.argv[1], "rb").read())
+r = random.Random(int(sys.argv[3]))
+with open(sys.argv[2], "w") as f:
+    for i in range(int(sys.argv[4])):
+        n = r.randint(1, 9000); off = r.randint(0, len(m) - n); p = r.randint(1, 255)
+        m[off:off + n] = bytes([p]) * n
+        f.write("write -P %d %d %d\n" % (p, off, n))
+        n = r.randint(1, 9000); off = r.randint(0, len(m) - n)
+        f.write("read -P %d %d 1\n" % (m[off], off))  # one byte, checked against the model
+    f.write("flush\n")
+open(sys.argv[1], "wb").write(m)
+PY
+}
+CLIENT="$(dirname "${BASH_SOURCE[0]}")/nbd_client.py"
+# Every NBD test uses these clients.
+need nbdinfo nbdcopy qemu-img qemu-io python3

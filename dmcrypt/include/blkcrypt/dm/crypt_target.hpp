@@ -57,6 +57,12 @@ public:
     // Submit and wait; returns the final status. Uses its own completion:
     // bio.on_complete is left as it was and not called.
     virtual Status submit_sync(Bio& bio) = 0;
+    // Runs the bio in the calling thread, without a worker's turn: for small
+    // bios, where handing over to a worker costs more than the work. Returns
+    // the bio's final status and does not call on_complete; or InProgress
+    // when an async transform took it after all (on_complete then reports
+    // it, as after submit). Invalid as submit refuses; blocks as submit does.
+    virtual Status run_inline(Bio& bio) = 0;
     // Wait until every submitted bio has completed.
     virtual void drain() = 0;
 

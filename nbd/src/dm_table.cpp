@@ -1,0 +1,198 @@
+// dmsetup table files: parsed line by line (crypt and verity arguments by
+// their own parsers) and built into a concatenation of block devices.
+#include <blkcrypt/dm/crypt_target.hpp>
+#include <blkcrypt/nbd/dm_table.hpp>
+#include <blkcrypt/verity/target.hpp>
+
+#include <charconv>
+#include <map>
+#include <set>
+
+namespace blkcrypt::nbd {
+namespace {
+
+Error at_line(unsigned n, const std::string& msg, Status s = Status::Invalid) {
+    return make_error(s, "line " + std::to_string(n) + ": " + msg);
+}
+
+bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
+
+std::vector<std::string_view> split_words(std::string_view s) {
+    std::vector<std::string_view> w;
+    std::size_t i = 0;
+    while (i < s.size()) {
+        while (i < s.size() && is_space(s[i])) ++i;
+        const std::size_t b = i;
+        while (i < s.size() && !is_space(s[i])) ++i;
+        if (i > b) w.push_back(s.substr(b, i - b));
+    }
+    return w;
+}
+
+// Decimal digits only, as the kernel's sscanf "%llu%c" accepts them.
+bool number(std::string_view s, uint64_t& v) {
+    if (s.empty() || s.size() > 20) return false;
+    const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+    return r.ec == std::errc() && r.ptr == s.data() + s.size();
+}
+
+constexpr uint64_t kMaxSectors = UINT64_MAX / 512;
+
+}  // namespace
+
+Result<std::vector<DmLine>> parse_dm_table(std::string_view text) {
+    std::vector<DmLine> lines;
+    uint64_t next = 0;
+    unsigned n = 0;
+    while (!text.empty()) {
+        const std::size_t nl = text.find('\n');
+        const std::string_view raw = text.substr(0, nl);
+        text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+        ++n;
+        const auto w = split_words(raw);
+        if (w.empty() || w[0].front() == '#') continue;
+        if (w.size() < 3) return at_line(n, "expected '<start> <length> <target> [<args>...]'");
+        DmLine l;
+        l.line_no = n;
+        if (!number(w[0], l.start) || !number(w[1], l.length))
+            return at_line(n, "invalid start or length '" + std::string(w[0]) + " " + std::string(w[1]) + "'");
+        if (l.length == 0) return at_line(n, "zero-length target");
+        if (l.start != next)
+            return at_line(n, (l.start > next ? "gap in the table: sector " : "overlap in the table: sector ") +
+                                  std::to_string(l.start) + ", expected " + std::to_string(next));
+        if (l.length > kMaxSectors - l.start) return at_line(n, "the table is too large");
+        next = l.start + l.length;
+        l.target = std::string(w[2]);
+        const std::size_t nargs = w.size() - 3;
+        if (l.target == "linear") {
+            if (nargs != 2) return at_line(n, "linear: expected '<device> <offset>'");
+            l.device = std::string(w[3]);
+            if (!number(w[4], l.offset) || l.offset > kMaxSectors) return at_line(n, "linear: invalid device sector");
+        } else if (l.target == "zero" || l.target == "error") {
+            if (nargs != 0) return at_line(n, l.target + ": no arguments expected");
+        } else if (l.target == "crypt") {
+            auto t = dm::parse_table_line(raw);
+            if (!t) return at_line(n, "crypt: " + t.error().message);
+            if (t->offset > kMaxSectors) return at_line(n, "crypt: invalid device sector");
+            l.crypt = std::move(t).value();
+        } else if (l.target == "verity") {
+            const std::size_t args_at = static_cast<std::size_t>(w[2].data() + w[2].size() - raw.data());
+            auto t = verity::parse_verity_args(raw.substr(args_at));
+            if (!t) return at_line(n, "verity: " + t.error().message);
+            const uint64_t spb = t->params.data_block_size / 512;
+            if (l.length % spb) return at_line(n, "verity: the length is not a multiple of the data block size");
+            if (l.length / spb > t->params.data_blocks)
+                return at_line(n, "verity: the target covers " + std::to_string(l.length) + " sectors; the tree " +
+                                      std::to_string(t->params.data_blocks * spb));
+            t->start = l.start;
+            t->length = l.length;
+            l.verity = std::move(t).value();
+        } else {
+            return at_line(n, "unknown target type '" + l.target + "' (linear, zero, error, crypt, verity)");
+        }
+        lines.push_back(std::move(l));
+    }
+    if (lines.empty()) return make_error(Status::Invalid, "the table has no lines");
+    return lines;
+}
+
+Result<std::shared_ptr<BlockDevice>> build_dm_table(Registry& reg, const std::vector<DmLine>& lines,
+                                                    const DmBuildOptions& opts) {
+    if (lines.empty()) return make_error(Status::Invalid, "the table has no lines");
+    if (!opts.open) return make_error(Status::Invalid, "no way to open devices");
+    bool read_only = opts.read_only;
+    for (const DmLine& l : lines) read_only = read_only || l.verity.has_value();
+    // Paths a writable target writes to are opened writable, the rest not.
+    std::set<std::string> written;
+    if (!read_only) {
+        for (const DmLine& l : lines) {
+            if (l.target == "linear") written.insert(l.device);
+            if (l.crypt) written.insert(l.crypt->device);
+        }
+    }
+
+    std::map<std::string, std::shared_ptr<BackingStore>> stores;
+    std::map<std::string, std::shared_ptr<BlockDevice>> store_devs;
+    auto named = [&](const std::string& name) { return opts.named ? opts.named(name) : nullptr; };
+    auto store_of = [&](const std::string& name) -> Result<std::shared_ptr<BackingStore>> {
+        if (auto d = named(name)) return device_store(d, name);
+        if (auto it = stores.find(name); it != stores.end()) return it->second;
+        auto s = opts.open(name, written.count(name) > 0);
+        if (!s) return s;
+        stores[name] = *s;
+        return *s;
+    };
+    auto device_of = [&](const std::string& name) -> Result<std::shared_ptr<BlockDevice>> {
+        if (auto d = named(name)) return d;
+        if (auto it = store_devs.find(name); it != store_devs.end()) return it->second;
+        auto s = store_of(name);
+        if (!s) return s.error();
+        StoreDeviceOptions so;
+        so.read_only = !written.count(name);
+        so.discard = !so.read_only;  // a hole in the file, as a discard to a disk
+        so.threads = opts.threads;
+        auto d = make_store_device(*s, so);
+        if (!d) return make_error(d.status(), name + ": " + d.error().message);
+        store_devs[name] = *d;
+        return *d;
+    };
+
+    std::vector<Segment> segs;
+    for (const DmLine& l : lines) {
+        const uint64_t bytes = l.length * 512;
+        auto fail = [&](const Error& e) { return at_line(l.line_no, l.target + ": " + e.message, e.status); };
+        std::shared_ptr<BlockDevice> dev;
+        if (l.target == "zero") {
+            dev = make_zero_device(bytes, read_only);
+        } else if (l.target == "error") {
+            dev = make_error_device(bytes);
+        } else if (l.target == "linear") {
+            auto lower = device_of(l.device);
+            if (!lower) return fail(lower.error());
+            auto d = make_linear_device(*lower, l.offset * 512, bytes);
+            if (!d) return fail(d.error());
+            dev = *d;
+        } else if (l.crypt) {
+            auto store = store_of(l.crypt->device);
+            if (!store) return fail(store.error());
+            const uint64_t have = (*store)->size() / 512;
+            if (l.crypt->offset > have || l.length > have - l.crypt->offset)
+                return at_line(l.line_no, "crypt: " + l.crypt->device + " is too small: " + std::to_string(have) +
+                                              " sectors, the line needs " + std::to_string(l.crypt->offset + l.length));
+            dm::TargetOptions to;
+            to.threads = opts.threads;
+            auto t = dm::CryptTarget::create(reg, *l.crypt, *store, l.length, to);
+            if (!t) return fail(t.error());
+            dev = make_crypt_device(std::move(t).value(), *store, read_only);
+        } else if (l.verity) {
+            auto data = store_of(l.verity->data_dev);
+            if (!data) return fail(data.error());
+            auto hash = store_of(l.verity->hash_dev);
+            if (!hash) return fail(hash.error());
+            verity::VerityTargetOptions vo;
+            vo.log = opts.on_corruption;
+            auto t = verity::VerityTarget::create(reg, *l.verity, *data, *hash, vo);
+            if (!t) return fail(t.error());
+            auto d = make_verity_device(std::move(t).value(), opts.threads, "verity " + l.verity->data_dev);
+            if (!d) return fail(d.error());
+            dev = *d;
+            if (dev->size() != bytes) {  // a target shorter than the tree
+                auto w = make_linear_device(dev, 0, bytes);
+                if (!w) return fail(w.error());
+                dev = *w;
+            }
+        } else {
+            return at_line(l.line_no, "unknown target type '" + l.target + "'");
+        }
+        segs.push_back({l.start * 512, std::move(dev)});
+    }
+    std::string what = opts.description;
+    if (what.empty()) {
+        what = "table of " + std::to_string(lines.size()) + (lines.size() == 1 ? " target (" : " targets (");
+        for (std::size_t i = 0; i < lines.size(); ++i) what += (i ? " " : "") + lines[i].target;
+        what += ")";
+    }
+    return make_concat_device(std::move(segs), read_only, what);
+}
+
+}  // namespace blkcrypt::nbd
