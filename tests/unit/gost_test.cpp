@@ -1,0 +1,185 @@
+// Streebog (GOST R 34.11-2012) in the generic provider, HMAC and PBKDF2 over
+// it, and PBKDF2 over blake2s-256 and wp512: what TrueCrypt/VeraCrypt key
+// derivation needs. Known answers are RFC 6986 / RFC 7836 / R 50.1.111-2016;
+// the others were computed with libgcrypt 1.10 on the build machine
+// (gcry_md_hash_buffer, gcry_kdf_derive(GCRY_KDF_PBKDF2)).
+#include "test_util.hpp"
+
+#include <blkcrypt/kdf.hpp>
+#include <blkcrypt/registry.hpp>
+#include <blkcrypt/shash.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+using namespace blkcrypt;
+using testutil::hex;
+using testutil::registry;
+using testutil::unhex;
+
+namespace {
+
+using Buf = std::vector<uint8_t>;
+
+Buf bytes(std::string_view s) { return Buf(s.begin(), s.end()); }
+
+Shash alloc_hash(std::string_view name) {
+    auto h = Shash::alloc(registry(), name);
+    REQUIRE(h.ok());
+    return std::move(h).value();
+}
+
+std::string digest_hex(const Shash& h, ConstBytes msg) {
+    Buf out(h.digestsize());
+    REQUIRE(h.digest(msg, out) == Status::Ok);
+    return hex(out);
+}
+
+// RFC 6986 section 10 messages in stream order.
+const Buf kM1 = bytes("012345678901234567890123456789012345678901234567890123456789012");
+const Buf kM2 = unhex(
+    "d1e520e2e5f2f0e82c20d1f2f0e8e1eee6e820e2edf3f6e82c20e2e5fef2fa20f120eceef0ff20f1f2f0e5ebe0"
+    "ece820ede020f5f0e0e1f0fbff20efebfaeafb20c8e3eef0e5e2fb");
+
+std::string pbkdf2_hex(const char* hash, std::string_view pw, std::string_view salt, uint32_t iter,
+                       std::size_t len) {
+    Buf out(len);
+    auto r = pbkdf2(registry(), hash, bytes(pw), bytes(salt), iter, out);
+    REQUIRE(r.ok());
+    return hex(out);
+}
+
+}  // namespace
+
+TEST_CASE("streebog: registered under the kernel's names and drivers", "[gost]") {
+    for (auto [name, digestsize] : {std::pair{"streebog256", 32}, std::pair{"streebog512", 64}}) {
+        INFO(name);
+        auto h = alloc_hash(name);
+        CHECK(h.info().name == name);
+        CHECK(h.info().driver == std::string(name) + "-generic");
+        CHECK(h.info().module == "generic");
+        CHECK(h.digestsize() == static_cast<std::size_t>(digestsize));
+        CHECK(h.blocksize() == 64);
+        CHECK(h.statesize() == 264);
+        bool passed = false;
+        for (const auto& s : registry().list())
+            if (s.info.driver == h.info().driver) passed = s.selftest == SelftestState::Passed;
+        CHECK(passed);
+    }
+}
+
+TEST_CASE("streebog: RFC 6986 examples", "[gost]") {
+    const auto s512 = alloc_hash("streebog512");
+    const auto s256 = alloc_hash("streebog256");
+    CHECK(digest_hex(s512, kM1) ==
+          "1b54d01a4af5b9d5cc3d86d68d285462b19abc2475222f35c085122be4ba1ffa00ad30f8767b3a82384c6574"
+          "f024c311e2a481332b08ef7f41797891c1646f48");
+    CHECK(digest_hex(s256, kM1) == "9d151eefd8590b89daa6ba6cb74af9275dd051026bb149a452fd84e5e57b5500");
+    CHECK(digest_hex(s512, kM2) ==
+          "1e88e62226bfca6f9994f1f2d51569e0daf8475a3b0fe61a5300eee46d961376035fe83549ada2b8620fcd7c"
+          "496ce5b33f0cb9dddc2b6460143b03dabac9fb28");
+    CHECK(digest_hex(s256, kM2) == "9dd2fe4e90409e5da87f53976d7405b0c0cac628fc669a741d50063c557e8f50");
+}
+
+TEST_CASE("streebog: any split, and export/import between the pieces, gives the one-shot digest",
+          "[gost]") {
+    Buf msg(200);
+    for (std::size_t i = 0; i < msg.size(); ++i) msg[i] = static_cast<uint8_t>(i * 131 + 7);
+    for (const char* name : {"streebog256", "streebog512"}) {
+        const auto h = alloc_hash(name);
+        const auto other = alloc_hash(name);
+        const std::string want = digest_hex(h, msg);
+        for (std::size_t split = 0; split <= msg.size(); ++split) {
+            INFO(name << " split " << split);
+            const ConstBytes all(msg);
+            auto a = h.new_desc();
+            REQUIRE(a.ok());
+            a->init();
+            a->update(all.first(split));
+            Buf st(h.statesize());
+            REQUIRE(a->export_state(st) == Status::Ok);
+            auto b = other.new_desc();
+            REQUIRE(b.ok());
+            b->init();
+            b->update(bytes("noise"));
+            REQUIRE(b->import_state(st) == Status::Ok);
+            Buf got(h.digestsize());
+            REQUIRE(b->finup(all.subspan(split), got) == Status::Ok);
+            CHECK(hex(got) == want);
+        }
+    }
+}
+
+TEST_CASE("streebog: import rejects malformed states", "[gost]") {
+    auto h = alloc_hash("streebog512");
+    auto d = h.new_desc();
+    REQUIRE(d.ok());
+    d->init();
+    d->update(bytes("abc"));
+    Buf st(h.statesize());
+    REQUIRE(d->export_state(st) == Status::Ok);
+    CHECK(hex(ConstBytes(st).first(4)) == "61626300");  // pending input, then zeros
+    CHECK(hex(ConstBytes(st).subspan(256, 8)) == "0300000000000000");  // fill 3
+    auto patched = [&](std::size_t off, uint8_t v) {
+        Buf s = st;
+        s[off] = v;
+        return d->import_state(s);
+    };
+    CHECK(patched(256, 63) == Status::Ok);
+    CHECK(patched(256, 64) == Status::Invalid);  // fill past the block
+    CHECK(patched(260, 1) == Status::Invalid);   // reserved word
+    CHECK(patched(3, 1) == Status::Invalid);     // a byte past fill
+}
+
+TEST_CASE("streebog: HMAC through the hmac template, RFC 7836 section 4.1", "[gost]") {
+    const Buf key = unhex("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f");
+    const Buf msg = unhex("0126bdb87800af214341456563780100");
+    struct Case {
+        const char* name;
+        const char* mac;
+    };
+    for (const Case& c :
+         {Case{"hmac(streebog256)", "a1aa5f7de402d7b3d323f2991c8d4534013137010a83754fd0af6d7cd4922ed9"},
+          Case{"hmac(streebog512)",
+               "a59bab22ecae19c65fbde6e5f4e9f5d8549d31f037f9df9b905500e171923a773d5f1530f2ed7e964cb2"
+               "eedc29e9ad2f3afe93b2814f79f5000ffc0366c251e6"}}) {
+        INFO(c.name);
+        auto h = alloc_hash(c.name);
+        REQUIRE(h.setkey(key) == Status::Ok);
+        CHECK(digest_hex(h, msg) == c.mac);
+    }
+}
+
+TEST_CASE("pbkdf2 over streebog512: R 50.1.111-2016 vectors", "[gost][kdf]") {
+    CHECK(pbkdf2_hex("streebog512", "password", "salt", 1, 64) ==
+          "64770af7f748c3b1c9ac831dbcfd85c26111b30a8a657ddc3056b80ca73e040d2854fd36811f6d825cc4ab66"
+          "ec0a68a490a9e5cf5156b3a2b7eecddbf9a16b47");
+    CHECK(pbkdf2_hex("streebog512", "password", "salt", 2, 64) ==
+          "5a585bafdfbb6e8830d6d68aa3b43ac00d2e4aebce01c9b31c2caed56f0236d4d34b2b8fbd2c4e89d54d46f5"
+          "0e47d45bbac301571743119e8d3c42ba66d348de");
+    CHECK(pbkdf2_hex("streebog512", "password", "salt", 4096, 64) ==
+          "e52deb9a2d2aaff4e2ac9d47a41f34c20376591c67807f0477e32549dc341bc7867c09841b6d58e29d0347c9"
+          "96301d55df0d34e47cf68f4e3c2cdaf1d9ab86c3");
+    CHECK(pbkdf2_hex("streebog256", "password", "salt", 2, 32) ==
+          "b0a3ff64e42ca187f96e7263788b3f97938e1fefe962b06b24b9c7470ba5ca31");  // libgcrypt
+}
+
+TEST_CASE("pbkdf2 over blake2s-256 and wp512 (libgcrypt, hashlib)", "[blake2s][kdf]") {
+    // 48 bytes: two blocks of output, the second one truncated.
+    CHECK(pbkdf2_hex("blake2s-256", "password", "salt", 2, 48) ==
+          "7b88e65e6e95a118bc995f681a391cbd7b46e0cf9750a81100f613add62d84be7f88c3e2900b32fd3ed5e97b"
+          "3c96acc8");
+    CHECK(pbkdf2_hex("wp512", "password", "salt", 2, 64) ==
+          "110b2e4266f03c334f6085bf421a68d6976a2f767e0bb6041a9c9315ec0d249fc8cb5fac1f9f3b87dbb98e9b"
+          "4b220dfe0d6b55f88109dd558c30f0a0356f7d9f");
+}
+
+TEST_CASE("blake2s-256: RFC 7693 Appendix B through the default registry", "[blake2s]") {
+    const auto h = alloc_hash("blake2s-256");
+    CHECK(h.info().driver == "blake2s-256-cryptopp");
+    CHECK(digest_hex(h, bytes("abc")) ==
+          "508c5e8c327c14e2e1a72ba34eeb452f37458b209ed63a294d999b4c86675982");
+}
