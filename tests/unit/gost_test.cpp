@@ -333,6 +333,7 @@ TEST_CASE("blake2s-256: PBKDF2 opens the header of a volume VeraCrypt made", "[b
     REQUIRE(x->decrypt(ConstBytes(hdr).subspan(64), dec, iv) == Status::Ok);
     CHECK(std::string(dec.begin(), dec.begin() + 4) == "VERA");
     // Header checksum: CRC-32 of its first 188 bytes, stored at 188.
-    const uint32_t stored = uint32_t{dec[188]} << 24 | uint32_t{dec[189]} << 16 | uint32_t{dec[190]} << 8 | dec[191];
+    const uint32_t stored =
+        uint32_t{dec[188]} << 24 | uint32_t{dec[189]} << 16 | uint32_t{dec[190]} << 8 | dec[191];
     CHECK(crc32_zlib(ConstBytes(dec).first(188)) == stored);
 }

@@ -88,7 +88,8 @@ struct Tables {
     uint8_t pi_inv[256];
 
     Tables() {
-        for (int v = 0; v < 256; ++v) pi_inv[generic::kGostPi[static_cast<std::size_t>(v)]] = static_cast<uint8_t>(v);
+        for (int v = 0; v < 256; ++v)
+            pi_inv[generic::kGostPi[static_cast<std::size_t>(v)]] = static_cast<uint8_t>(v);
         for (int j = 0; j < 16; ++j)
             for (int v = 0; v < 256; ++v) {
                 uint8_t a[16] = {};
