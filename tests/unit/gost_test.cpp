@@ -92,31 +92,45 @@ TEST_CASE("streebog: RFC 6986 examples", "[gost]") {
     CHECK(digest_hex(s256, kM2) == "9dd2fe4e90409e5da87f53976d7405b0c0cac628fc669a741d50063c557e8f50");
 }
 
+namespace {
+
+// The state after hashing msg[0, split), exported.
+Buf export_after(const Shash& h, ConstBytes msg, std::size_t split) {
+    auto d = h.new_desc();
+    REQUIRE(d.ok());
+    d->init();
+    d->update(msg.first(split));
+    Buf st(h.statesize());
+    REQUIRE(d->export_state(st) == Status::Ok);
+    return st;
+}
+
+// The digest of a computation that imports st over a used one and hashes rest.
+std::string finish_from(const Shash& h, const Buf& st, ConstBytes rest) {
+    auto d = h.new_desc();
+    REQUIRE(d.ok());
+    d->init();
+    d->update(bytes("noise"));
+    REQUIRE(d->import_state(st) == Status::Ok);
+    Buf got(h.digestsize());
+    REQUIRE(d->finup(rest, got) == Status::Ok);
+    return hex(got);
+}
+
+}  // namespace
+
 TEST_CASE("streebog: any split, and export/import between the pieces, gives the one-shot digest",
           "[gost]") {
     Buf msg(200);
     for (std::size_t i = 0; i < msg.size(); ++i) msg[i] = static_cast<uint8_t>(i * 131 + 7);
     for (const char* name : {"streebog256", "streebog512"}) {
         const auto h = alloc_hash(name);
-        const auto other = alloc_hash(name);
+        const auto other = alloc_hash(name);  // imports go to another handle
         const std::string want = digest_hex(h, msg);
         for (std::size_t split = 0; split <= msg.size(); ++split) {
             INFO(name << " split " << split);
-            const ConstBytes all(msg);
-            auto a = h.new_desc();
-            REQUIRE(a.ok());
-            a->init();
-            a->update(all.first(split));
-            Buf st(h.statesize());
-            REQUIRE(a->export_state(st) == Status::Ok);
-            auto b = other.new_desc();
-            REQUIRE(b.ok());
-            b->init();
-            b->update(bytes("noise"));
-            REQUIRE(b->import_state(st) == Status::Ok);
-            Buf got(h.digestsize());
-            REQUIRE(b->finup(all.subspan(split), got) == Status::Ok);
-            CHECK(hex(got) == want);
+            const Buf st = export_after(h, msg, split);
+            CHECK(finish_from(other, st, ConstBytes(msg).subspan(split)) == want);
         }
     }
 }
@@ -161,28 +175,38 @@ TEST_CASE("streebog: HMAC through the hmac template, RFC 7836 section 4.1", "[go
     }
 }
 
-TEST_CASE("pbkdf2 over streebog512: R 50.1.111-2016 vectors", "[gost][kdf]") {
-    CHECK(pbkdf2_hex("streebog512", "password", "salt", 1, 64) ==
-          "64770af7f748c3b1c9ac831dbcfd85c26111b30a8a657ddc3056b80ca73e040d2854fd36811f6d825cc4ab66"
-          "ec0a68a490a9e5cf5156b3a2b7eecddbf9a16b47");
-    CHECK(pbkdf2_hex("streebog512", "password", "salt", 2, 64) ==
-          "5a585bafdfbb6e8830d6d68aa3b43ac00d2e4aebce01c9b31c2caed56f0236d4d34b2b8fbd2c4e89d54d46f5"
-          "0e47d45bbac301571743119e8d3c42ba66d348de");
-    CHECK(pbkdf2_hex("streebog512", "password", "salt", 4096, 64) ==
-          "e52deb9a2d2aaff4e2ac9d47a41f34c20376591c67807f0477e32549dc341bc7867c09841b6d58e29d0347c9"
-          "96301d55df0d34e47cf68f4e3c2cdaf1d9ab86c3");
-    CHECK(pbkdf2_hex("streebog256", "password", "salt", 2, 32) ==
-          "b0a3ff64e42ca187f96e7263788b3f97938e1fefe962b06b24b9c7470ba5ca31");  // libgcrypt
-}
-
-TEST_CASE("pbkdf2 over blake2s-256 and wp512 (libgcrypt, hashlib)", "[blake2s][kdf]") {
-    // 48 bytes: two blocks of output, the second one truncated.
-    CHECK(pbkdf2_hex("blake2s-256", "password", "salt", 2, 48) ==
-          "7b88e65e6e95a118bc995f681a391cbd7b46e0cf9750a81100f613add62d84be7f88c3e2900b32fd3ed5e97b"
-          "3c96acc8");
-    CHECK(pbkdf2_hex("wp512", "password", "salt", 2, 64) ==
-          "110b2e4266f03c334f6085bf421a68d6976a2f767e0bb6041a9c9315ec0d249fc8cb5fac1f9f3b87dbb98e9b"
-          "4b220dfe0d6b55f88109dd558c30f0a0356f7d9f");
+TEST_CASE("pbkdf2 over streebog, blake2s-256 and wp512", "[gost][blake2s][kdf]") {
+    struct Case {
+        const char* hash;
+        uint32_t iter;
+        std::size_t len;
+        const char* dk;
+    };
+    // Password "password", salt "salt". streebog512: R 50.1.111-2016 section
+    // 4.1 (PBKDF2-HMAC-GOSTR3411_2012_512); the others libgcrypt. 48 bytes of
+    // blake2s-256: two output blocks, the second cut short.
+    const Case cases[] = {
+        {"streebog512", 1, 64,
+         "64770af7f748c3b1c9ac831dbcfd85c26111b30a8a657ddc3056b80ca73e040d2854fd36811f6d825cc4ab66"
+         "ec0a68a490a9e5cf5156b3a2b7eecddbf9a16b47"},
+        {"streebog512", 2, 64,
+         "5a585bafdfbb6e8830d6d68aa3b43ac00d2e4aebce01c9b31c2caed56f0236d4d34b2b8fbd2c4e89d54d46f5"
+         "0e47d45bbac301571743119e8d3c42ba66d348de"},
+        {"streebog512", 4096, 64,
+         "e52deb9a2d2aaff4e2ac9d47a41f34c20376591c67807f0477e32549dc341bc7867c09841b6d58e29d0347c9"
+         "96301d55df0d34e47cf68f4e3c2cdaf1d9ab86c3"},
+        {"streebog256", 2, 32, "b0a3ff64e42ca187f96e7263788b3f97938e1fefe962b06b24b9c7470ba5ca31"},
+        {"blake2s-256", 2, 48,
+         "7b88e65e6e95a118bc995f681a391cbd7b46e0cf9750a81100f613add62d84be7f88c3e2900b32fd3ed5e97b"
+         "3c96acc8"},
+        {"wp512", 2, 64,
+         "110b2e4266f03c334f6085bf421a68d6976a2f767e0bb6041a9c9315ec0d249fc8cb5fac1f9f3b87dbb98e9b"
+         "4b220dfe0d6b55f88109dd558c30f0a0356f7d9f"},
+    };
+    for (const Case& c : cases) {
+        INFO(c.hash << " iterations " << c.iter);
+        CHECK(pbkdf2_hex(c.hash, "password", "salt", c.iter, c.len) == c.dk);
+    }
 }
 
 TEST_CASE("blake2s-256: RFC 7693 Appendix B through the default registry", "[blake2s]") {
