@@ -247,7 +247,7 @@ TEST_CASE("kuznyechik: RFC 7801 and GOST R 34.13-2015 ECB examples", "[gost]") {
     CHECK(ct == p);
 }
 
-TEST_CASE("kuznyechik: keys are 32 bytes; a new key replaces the old", "[gost]") {
+TEST_CASE("kuznyechik: keys are 32 bytes, and a new key replaces the old", "[gost]") {
     auto c = alloc_cipher("kuznyechik");
     for (std::size_t n : {0, 16, 24, 31, 33, 64}) {
         INFO(n);
