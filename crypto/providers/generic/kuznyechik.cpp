@@ -10,7 +10,8 @@
 // A round L(S(X[k](a))) is sixteen lookups in per-position tables of L(pi(v))
 // built once, as the references do: the timing depends on secret bytes
 // through the cache. Decryption undoes L by tables of the inverse map and
-// pi by its inverse table.
+// pi by its inverse table, through tables of L^-1(pi^-1(v)) on a state kept
+// under L^-1 (so both directions cost the same).
 #include "generic/generic.hpp"
 #include "generic/gost_pi.hpp"
 
@@ -85,6 +86,7 @@ void l_inv_map(uint8_t a[16]) {
 struct Tables {
     Blk ls[16][256];   // L(pi(v) at position j)
     Blk li[16][256];   // L^-1(v at position j)
+    Blk lsi[16][256];  // L^-1(pi^-1(v) at position j)
     uint8_t pi_inv[256];
 
     Tables() {
@@ -100,6 +102,10 @@ struct Tables {
                 b[j] = static_cast<uint8_t>(v);
                 l_inv_map(b);
                 li[j][v] = load(b);
+                uint8_t c[16] = {};
+                c[j] = pi_inv[v];
+                l_inv_map(c);
+                lsi[j][v] = load(c);
             }
     }
 };
@@ -109,27 +115,22 @@ const Tables& tables() {
     return t;
 }
 
-// L(S(x)).
-Blk ls(const Tables& t, Blk x) {
+// Sum over the bytes of x of tab[j][x_j]: one linear map after a bytewise one.
+Blk lookup(const Blk (&tab)[16][256], Blk x) {
     Blk r{{0, 0}};
-    for (int j = 0; j < 16; ++j) r = r ^ t.ls[j][byte_at(x, j)];
+    for (int j = 0; j < 16; ++j) r = r ^ tab[j][byte_at(x, j)];
     return r;
 }
 
-// S^-1(L^-1(x)).
-Blk inv_round(const Tables& t, Blk x) {
-    Blk r{{0, 0}};
-    for (int j = 0; j < 16; ++j) r = r ^ t.li[j][byte_at(x, j)];
-    uint8_t b[16];
-    store(b, r);
-    for (uint8_t& c : b) c = t.pi_inv[c];
-    return load(b);
-}
+Blk ls(const Tables& t, Blk x) { return lookup(t.ls, x); }
 
 class KuznyechikTfm final : public CipherTfm {
 public:
     KuznyechikTfm() : t_(tables()) {}
-    ~KuznyechikTfm() override { secure_wipe(keys_.data(), sizeof keys_); }
+    ~KuznyechikTfm() override {
+        secure_wipe(keys_.data(), sizeof keys_);
+        secure_wipe(dkeys_.data(), sizeof dkeys_);
+    }
 
     Status setkey(ConstBytes key) override {
         if (key.size() != kKey) return Status::Invalid;
@@ -150,6 +151,10 @@ public:
             keys_[static_cast<std::size_t>(2 * i + 2)] = a1;
             keys_[static_cast<std::size_t>(2 * i + 3)] = a0;
         }
+        // Decryption runs on L^-1 of the state, as L^-1 is linear:
+        // S^-1(L^-1(x ^ K)) = S^-1(L^-1(x) ^ L^-1(K)).
+        dkeys_[0] = keys_[0];
+        for (std::size_t r = 1; r < kRounds; ++r) dkeys_[r] = lookup(t_.li, keys_[r]);
         return Status::Ok;
     }
 
@@ -163,15 +168,23 @@ public:
 
     void decrypt(const uint8_t* in, uint8_t* out, std::size_t nblocks) const override {
         for (std::size_t n = 0; n < nblocks; ++n, in += kBlock, out += kBlock) {
-            Blk x = load(in);
-            for (int r = kRounds - 1; r > 0; --r) x = inv_round(t_, x ^ keys_[static_cast<std::size_t>(r)]);
-            store(out, x ^ keys_[0]);
+            // y = L^-1(x); each round y = L^-1(S^-1(y ^ K'_r)); the last
+            // round leaves out L^-1.
+            Blk y = lookup(t_.li, load(in));
+            for (int r = kRounds - 1; r > 1; --r)
+                y = lookup(t_.lsi, y ^ dkeys_[static_cast<std::size_t>(r)]);
+            uint8_t b[16];
+            store(b, y ^ dkeys_[1]);
+            for (uint8_t& c : b) c = t_.pi_inv[c];
+            store(out, load(b) ^ dkeys_[0]);
+            secure_wipe(b, sizeof b);
         }
     }
 
 private:
     const Tables& t_;
     std::array<Blk, kRounds> keys_{};
+    std::array<Blk, kRounds> dkeys_{};  // K_1, then L^-1(K_2) .. L^-1(K_10)
 };
 
 class KuznyechikAlg final : public CipherAlg {
