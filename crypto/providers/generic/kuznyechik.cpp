@@ -118,6 +118,7 @@ const Tables& tables() {
 // Sum over the bytes of x of tab[j][x_j]: one linear map after a bytewise one.
 Blk lookup(const Blk (&tab)[16][256], Blk x) {
     Blk r{{0, 0}};
+#pragma GCC unroll 16
     for (int j = 0; j < 16; ++j) r = r ^ tab[j][byte_at(x, j)];
     return r;
 }
@@ -177,7 +178,6 @@ public:
             store(b, y ^ dkeys_[1]);
             for (uint8_t& c : b) c = t_.pi_inv[c];
             store(out, load(b) ^ dkeys_[0]);
-            secure_wipe(b, sizeof b);
         }
     }
 

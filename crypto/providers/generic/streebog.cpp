@@ -93,10 +93,13 @@ struct LpsTables {
 };
 constexpr LpsTables kLps;
 
+// Unrolled: with constant shifts and indices this is 64 loads and XORs.
 U512 lps(const U512& x) {
     U512 r;
+#pragma GCC unroll 8
     for (int k = 0; k < 8; ++k) {
         uint64_t w = 0;
+#pragma GCC unroll 8
         for (int m = 0; m < 8; ++m) w ^= kLps.t[m][(x[static_cast<std::size_t>(m)] >> (8 * k)) & 0xff];
         r[static_cast<std::size_t>(k)] = w;
     }
