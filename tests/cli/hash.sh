@@ -29,6 +29,14 @@ want=$(sha256sum "$TMP/big")
 got=$("$BLKCRYPT" hash --alg 'cryptd(sha256)' "$TMP/big") || fail "cryptd(sha256): exit $?"
 [[ $got == "$want" ]] || fail "cryptd(sha256): got '$got', want '$want'"
 
+# blake2s-256 (TrueCrypt/VeraCrypt's PBKDF2 hash) against Python's hashlib,
+# which embeds the BLAKE2 reference code; the big file crosses read chunks.
+for f in "$TMP/empty" "$TMP/big"; do
+    want=$(python3 -c 'import hashlib, sys; print(hashlib.blake2s(open(sys.argv[1], "rb").read()).hexdigest())' "$f")
+    got=$("$BLKCRYPT" hash --alg blake2s-256 "$f") || fail "blake2s-256 $f: exit $?"
+    [[ ${got%% *} == "$want" ]] || fail "blake2s-256 $f: got '$got', want '$want'"
+done
+
 expect_exit 1 "$BLKCRYPT" hash --alg sha256 "$TMP/missing"
 expect_exit 2 "$BLKCRYPT" hash --alg nosuchhash "$TMP/one"
 expect_one_error_line

@@ -30,6 +30,13 @@ grep -q '^PASS  aes-cryptopp (aes): ' "$TMP/stdout" || fail "selftest: aes did n
 expect_exit 0 "$BLKCRYPT" selftest aes sha256
 grep -Eqx '[1-9][0-9]* passed, 0 failed, [0-9]+ untested' "$TMP/stdout" || fail "selftest aes sha256"
 
+# The algorithms TrueCrypt/VeraCrypt need beyond the kernel's usual set.
+expect_exit 0 "$BLKCRYPT" selftest blake2s-256 streebog256 streebog512 kuznyechik
+for d in blake2s-256-cryptopp streebog256-generic streebog512-generic kuznyechik-generic; do
+    grep -q "^PASS  $d (" "$TMP/stdout" || fail "selftest: $d did not pass"
+done
+grep -Eqx '4 passed, 0 failed, 0 untested' "$TMP/stdout" || fail "selftest of the GOST/BLAKE2s set"
+
 expect_exit nonzero "$BLKCRYPT" selftest nosuchalg
 grep -q '^FAIL  nosuchalg: ' "$TMP/stdout" || fail "selftest nosuchalg: no FAIL line"
 grep -Eqx '0 passed, 1 failed, 0 untested' "$TMP/stdout" || fail "selftest nosuchalg: summary"

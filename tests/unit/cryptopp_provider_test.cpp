@@ -85,7 +85,7 @@ const std::vector<HashCase> kHashes = {
     {"md5", 16, 64, 88},          {"sha1", 20, 64, 96},         {"sha224", 28, 64, 104},
     {"sha256", 32, 64, 104},      {"sha384", 48, 128, 208},     {"sha512", 64, 128, 208},
     {"sha3-256", 32, 136, 208},   {"sha3-512", 64, 72, 208},    {"rmd160", 20, 64, 96},
-    {"wp512", 64, 64, 144},       {"blake2b-512", 64, 128, 232}, {"crc32", 4, 1, 4},
+    {"wp512", 64, 64, 144},       {"blake2b-512", 64, 128, 232}, {"blake2s-256", 32, 64, 120}, {"crc32", 4, 1, 4},
     {"crc32c", 4, 1, 4},
 };
 
@@ -93,6 +93,8 @@ const std::vector<HashCase> kHashes = {
 const std::vector<std::pair<const char*, Buf>> kKeyedVariants = {
     {"blake2b-512", unhex("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f")},
     {"blake2b-512", Buf{0x6b}},
+    {"blake2s-256", unhex("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f")},
+    {"blake2s-256", Buf{0x6b}},
     {"crc32", unhex("ffffffff")},
     {"crc32c", unhex("12345678")},
 };
@@ -196,6 +198,12 @@ TEST_CASE("cryptopp: hash known answers", "[cryptopp]") {
         {"blake2b-512", bytes("k"), {},
          "a393a0e4093eea8bfd03ebe262849654a10fbf67afc7f4f533efc0f992b33cbc574f32066446c2447ef23d5e"
          "86fabfd213b9eed79173ee8900909f2da52269cc"},
+        {"blake2s-256", {}, bytes("abc"),
+         "508c5e8c327c14e2e1a72ba34eeb452f37458b209ed63a294d999b4c86675982"},
+        {"blake2s-256", unhex("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"),
+         bytes("abc"), "a281f725754969a702f6fe36fc591b7def866e4b70173ece402fc01c064d6b65"},
+        {"blake2s-256", bytes("k"), {},
+         "e4db13614567e4ed83bed1b46d4d51717081c2eaf18d4b71fd85d487b9572929"},
         {"crc32", {}, {}, "00000000"},
         {"crc32", {}, bytes("123456789"), "882dfd2d"},
         {"crc32", unhex("ffffffff"), bytes("123456789"), "d9c60b34"},  // ~0xcbf43926, LE
@@ -344,6 +352,10 @@ TEST_CASE("cryptopp: import rejects malformed states", "[cryptopp]") {
     CHECK(import_after("blake2b-512", 224, unhex("80000000")) == Status::Ok);    // buflen 128
     CHECK(import_after("blake2b-512", 224, unhex("81000000")) == Status::Invalid);
     CHECK(import_after("blake2b-512", 80, unhex("ff")) == Status::Invalid);  // f[0] set
+    CHECK(import_after("blake2s-256", 112, unhex("40000000")) == Status::Ok);  // buflen 64
+    CHECK(import_after("blake2s-256", 112, unhex("41000000")) == Status::Invalid);
+    CHECK(import_after("blake2s-256", 116, unhex("40000000")) == Status::Invalid);  // outlen 64
+    CHECK(import_after("blake2s-256", 44, unhex("01")) == Status::Invalid);  // f[1] set
     // A byte count whose bit length overflows the 64-bit length field.
     CHECK(import_after("sha256", 32, unhex("0000000000000020")) == Status::Invalid);
     CHECK(import_after("sha256", 32, unhex("ffffffffffffff1f")) == Status::Ok);
@@ -358,6 +370,10 @@ TEST_CASE("cryptopp: hash keys", "[cryptopp]") {
     CHECK(one_shot(b, bytes("abc")) != unkeyed);
     CHECK(b.setkey(Buf(64, 1)) == Status::Ok);
     CHECK(one_shot(b, bytes("abc")) != unkeyed);
+    auto s = alloc_hash("blake2s-256");
+    CHECK(s.setkey(Buf{}) == Status::Invalid);
+    CHECK(s.setkey(Buf(33, 1)) == Status::Invalid);
+    CHECK(s.setkey(Buf(32, 1)) == Status::Ok);
 
     for (const char* crc : {"crc32", "crc32c"}) {
         INFO(crc);

@@ -26,7 +26,7 @@ using CryptoPP::word64;
 
 // ---- Reaching members Crypto++ keeps private --------------------------------
 // Import must set the byte count of an iterated hash and the whole state of
-// BLAKE2b, both private in Crypto++. An explicit instantiation may name
+// BLAKE2, both private in Crypto++. An explicit instantiation may name
 // private members ([temp.spec.general]/6), so Expose<Tag, &X::m> defines
 // the friend function member(Tag) that returns the member pointer.
 template <class Tag, typename Tag::type M>
@@ -45,12 +45,22 @@ struct Blake2bSt {
     using type = CryptoPP::BLAKE2b_State CryptoPP::BLAKE2b::*;
     friend type member(Blake2bSt);
 };
+struct Blake2sSt {
+    using type = CryptoPP::BLAKE2s_State CryptoPP::BLAKE2s::*;
+    friend type member(Blake2sSt);
+};
+template <class H>
+using Blake2St = std::conditional_t<std::is_same_v<H, CryptoPP::BLAKE2b>, Blake2bSt, Blake2sSt>;
+// The word of H's state: word64 for BLAKE2b, word32 for BLAKE2s.
+template <class H>
+using Blake2Word = std::conditional_t<std::is_same_v<H, CryptoPP::BLAKE2b>, word64, word32>;
 
 template struct Expose<CountLo32, &IterBase<word32>::m_countLo>;
 template struct Expose<CountHi32, &IterBase<word32>::m_countHi>;
 template struct Expose<CountLo64, &IterBase<word64>::m_countLo>;
 template struct Expose<CountHi64, &IterBase<word64>::m_countHi>;
 template struct Expose<Blake2bSt, &CryptoPP::BLAKE2b::m_state>;
+template struct Expose<Blake2sSt, &CryptoPP::BLAKE2s::m_state>;
 
 // ---- Shared scaffolding ------------------------------------------------------
 // H: the Crypto++ hash, which hashes on the stack for digest(); S: the state.
@@ -226,30 +236,30 @@ std::shared_ptr<Alg> sha3_hash(const char* name) {
     return std::make_shared<CppHashAlg<CppHashTfm<H, S>>>(hash_info<H>(name, S::kStateSize));
 }
 
-// ---- BLAKE2b-512, optionally keyed --------------------------------------------
-// Ours, in the field order of the kernel's struct blake2b_state:
-// { u64 h[8]; u64 t[2]; u64 f[2]; u8 buf[128]; u32 buflen; u32 outlen; } (232
-// bytes). BLAKE2b keeps the last block (up to 128 bytes) unhashed until it
-// knows whether more follows, so buflen may be 128. A keyed state holds the
-// key block in buf until more input arrives, as in the kernel.
-constexpr std::size_t kBlake2bStateSize = 12 * 8 + 128 + 8;
+// ---- BLAKE2b-512 and BLAKE2s-256, optionally keyed ---------------------------
+// Ours, in the field order of the kernel's struct blake2b_state / blake2s_state
+// (W = u64 / u32, B = 128 / 64 bytes):
+// { W h[8]; W t[2]; W f[2]; u8 buf[B]; u32 buflen; u32 outlen; } (232 / 120
+// bytes). BLAKE2 keeps the last block (up to B bytes) unhashed until it knows
+// whether more follows, so buflen may be B. A keyed state holds the key block
+// in buf until more input arrives, as in the kernel.
+template <class H>
+typename H::State& state_of(H& h) { return h.*member(Blake2St<H>{}); }
+template <class H>
+const typename H::State& state_of(const H& h) { return h.*member(Blake2St<H>{}); }
 
-CryptoPP::BLAKE2b_State& state_of(CryptoPP::BLAKE2b& h) { return h.*member(Blake2bSt{}); }
-const CryptoPP::BLAKE2b_State& state_of(const CryptoPP::BLAKE2b& h) {
-    return h.*member(Blake2bSt{});
-}
-
-class Blake2bTfm final : public ShashTfm {
+template <class H>
+class Blake2Tfm final : public ShashTfm {
 public:
-    // An unkeyed BLAKE2b copies without allocating, so the initial state of
+    // An unkeyed BLAKE2 copies without allocating, so the initial state of
     // every computation, keyed or not, is kept in one: init() and digest()
     // copy it.
-    const CryptoPP::BLAKE2b& initial() const { return initial_; }
+    const H& initial() const { return initial_; }
 
     Status setkey(ConstBytes key) override {
-        if (key.empty() || key.size() > CryptoPP::BLAKE2b::MAX_KEYLENGTH) return Status::Invalid;
+        if (key.empty() || key.size() > H::MAX_KEYLENGTH) return Status::Invalid;
         try {
-            const CryptoPP::BLAKE2b keyed(key.data(), key.size());
+            const H keyed(key.data(), key.size());
             state_of(initial_) = state_of(keyed);
         } catch (const CryptoPP::Exception&) {
             return Status::Invalid;
@@ -262,57 +272,64 @@ public:
     std::unique_ptr<ShashState> new_state() const override;
 
     void digest(ConstBytes data, Bytes out) const override {
-        CryptoPP::BLAKE2b h(initial_);
+        H h(initial_);
         h.Update(data.data(), data.size());
         h.TruncatedFinal(out.data(), out.size());
     }
 
 private:
-    CryptoPP::BLAKE2b initial_;
+    H initial_;
 };
 
-class Blake2bState final : public CppState<CryptoPP::BLAKE2b> {
+template <class H>
+class Blake2State final : public CppState<H> {
+    using W = Blake2Word<H>;
+    static constexpr std::size_t kBuf = H::BLOCKSIZE;
+    static constexpr std::size_t kLenOff = 12 * sizeof(W) + kBuf;
+
 public:
-    explicit Blake2bState(const Blake2bTfm& tfm) : tfm_(tfm) { init(); }
+    explicit Blake2State(const Blake2Tfm<H>& tfm) : tfm_(tfm) { init(); }
 
     // The key is read at init, as the kernel does.
-    void init() override { state_of(h_) = state_of(tfm_.initial()); }
+    void init() override { state_of(this->h_) = state_of(tfm_.initial()); }
 
     void export_state(Bytes out) const override {
-        const auto& st = state_of(h_);
-        for (std::size_t i = 0; i < 12; ++i) put_le(out.data() + 8 * i, st.m_hft[i]);  // h, t, f
-        std::memcpy(out.data() + 96, st.m_buf.data(), 128);
-        put_le(out.data() + 224, static_cast<uint32_t>(st.m_len));
-        put_le(out.data() + 228, static_cast<uint32_t>(CryptoPP::BLAKE2b::DIGESTSIZE));
+        const auto& st = state_of(this->h_);
+        for (std::size_t i = 0; i < 12; ++i) put_le(out.data() + sizeof(W) * i, st.m_hft[i]);  // h, t, f
+        std::memcpy(out.data() + 12 * sizeof(W), st.m_buf.data(), kBuf);
+        put_le(out.data() + kLenOff, static_cast<uint32_t>(st.m_len));
+        put_le(out.data() + kLenOff + 4, static_cast<uint32_t>(H::DIGESTSIZE));
     }
 
     Status import_state(ConstBytes in) override {
-        const uint32_t buflen = get_le<uint32_t>(in.data() + 224);
-        const uint32_t outlen = get_le<uint32_t>(in.data() + 228);
+        const uint32_t buflen = get_le<uint32_t>(in.data() + kLenOff);
+        const uint32_t outlen = get_le<uint32_t>(in.data() + kLenOff + 4);
         // f[] is set only by the final block; a running state has it zero.
-        const bool finalised = get_le<word64>(in.data() + 80) || get_le<word64>(in.data() + 88);
-        if (buflen > 128 || outlen != CryptoPP::BLAKE2b::DIGESTSIZE || finalised)
-            return Status::Invalid;
-        auto& st = state_of(h_);
-        for (std::size_t i = 0; i < 12; ++i) st.m_hft[i] = get_le<word64>(in.data() + 8 * i);
-        std::memcpy(st.m_buf.data(), in.data() + 96, 128);
+        const bool finalised =
+            get_le<W>(in.data() + 10 * sizeof(W)) || get_le<W>(in.data() + 11 * sizeof(W));
+        if (buflen > kBuf || outlen != H::DIGESTSIZE || finalised) return Status::Invalid;
+        auto& st = state_of(this->h_);
+        for (std::size_t i = 0; i < 12; ++i) st.m_hft[i] = get_le<W>(in.data() + sizeof(W) * i);
+        std::memcpy(st.m_buf.data(), in.data() + 12 * sizeof(W), kBuf);
         st.m_len = buflen;
         return Status::Ok;
     }
 
 private:
-    const Blake2bTfm& tfm_;
+    const Blake2Tfm<H>& tfm_;
 };
 
-std::unique_ptr<ShashState> Blake2bTfm::new_state() const {
-    return std::make_unique<Blake2bState>(*this);
+template <class H>
+std::unique_ptr<ShashState> Blake2Tfm<H>::new_state() const {
+    return std::make_unique<Blake2State<H>>(*this);
 }
 
-std::shared_ptr<Alg> blake2b_512() {
-    AlgInfo info = hash_info<CryptoPP::BLAKE2b>("blake2b-512", kBlake2bStateSize);
-    info.min_keysize = 1;  // the key is optional; setkey takes 1..64 bytes
-    info.max_keysize = CryptoPP::BLAKE2b::MAX_KEYLENGTH;
-    return std::make_shared<CppHashAlg<Blake2bTfm>>(std::move(info));
+template <class H>
+std::shared_ptr<Alg> blake2_hash(const char* name) {
+    AlgInfo info = hash_info<H>(name, 12 * sizeof(Blake2Word<H>) + H::BLOCKSIZE + 8);
+    info.min_keysize = 1;  // the key is optional; setkey takes 1..MAX_KEYLENGTH bytes
+    info.max_keysize = H::MAX_KEYLENGTH;
+    return std::make_shared<CppHashAlg<Blake2Tfm<H>>>(std::move(info));
 }
 
 }  // namespace
@@ -330,7 +347,8 @@ std::vector<std::shared_ptr<Alg>> make_hashes() {
         md_hash<C::Whirlpool, kWp512>("wp512"),
         sha3_hash<C::SHA3_256>("sha3-256"),
         sha3_hash<C::SHA3_512>("sha3-512"),
-        blake2b_512(),
+        blake2_hash<C::BLAKE2b>("blake2b-512"),
+        blake2_hash<C::BLAKE2s>("blake2s-256"),
     };
 }
 
