@@ -101,11 +101,13 @@ int run_dump(const po::variables_map& vm, const std::vector<std::string>& files)
         if (!std::getline(std::cin, answer) || answer != "YES") throw Failure("Operation aborted.");
     }
     const tcrypt::Volume vol = unlock(vm, image, *dev);
-    std::cout << tcrypt::dump(vol, image) << std::flush;
-    if (show_key) {
-        const blkcrypt::SecureBuffer text = tcrypt::dump_volume_key(vol);
-        write_all(STDOUT_FILENO, text, "stdout");
+    if (!show_key) {
+        std::cout << tcrypt::dump(vol, image) << std::flush;
+        return 0;
     }
+    const blkcrypt::SecureBuffer text = tcrypt::dump_volume_key(vol, image);
+    std::cout.flush();
+    write_all(STDOUT_FILENO, text, "stdout");
     return 0;
 }
 

@@ -199,12 +199,7 @@ bool try_chain(Registry& reg, const Chain& c, const uint8_t* hkey, const uint8_t
         std::memcpy(iv, hkey + c.part[0].iv_offset, 16);
     }
     if (sk->decrypt(ConstBytes(out, kEncSize), Bytes(out, kEncSize), Bytes(iv, 16)) != Status::Ok) return false;
-    const bool magic = !std::memcmp(out, "TRUE", 4) || (vera && !std::memcmp(out, "VERA", 4));
-    if (!magic) return false;
-    // Version 3 and older headers have no header CRC; the key CRC always counts.
-    const uint16_t version = get_be16(out + 4);
-    if (version > 3 && crc32(ConstBytes(out, kCrcSpan)) != get_be32(out + kCrcSpan)) return false;
-    return crc32(ConstBytes(out + kKeysOffset, kKeysSize)) == get_be32(out + 8);
+    return !std::memcmp(out, "TRUE", 4) || (vera && !std::memcmp(out, "VERA", 4));
 }
 
 Header parse(const uint8_t* d) {
@@ -248,6 +243,67 @@ void mix_keyfile(Bytes pool, ConstBytes keyfile) {
             j = (j + 1) % pool.size();
         }
     }
+}
+
+Result<Volume> from_decrypted(ConstBytes dec, std::string_view cipher, std::string_view mode, uint64_t dev_size,
+                              const OpenOptions& opts) {
+    if (dec.size() != kEncSize) return make_error(Status::Invalid, "a TCRYPT header has 448 encrypted bytes");
+    const Chain* cp = nullptr;
+    for (const auto& ch : kChains)
+        if (cipher == ch.name && mode == mode_name(ch.mode)) cp = &ch;
+    if (!cp) return make_error(Status::Unsupported, "unknown TCRYPT cipher chain " + std::string(cipher) + "-" + std::string(mode));
+    const Chain& c = *cp;
+    const uint8_t* d = dec.data();
+    if (std::memcmp(d, "TRUE", 4) && (!opts.veracrypt || std::memcmp(d, "VERA", 4)))
+        return make_error(Status::Invalid, "TCRYPT header magic mismatch.");
+    // Version 3 and older headers have no header CRC; the key CRC always counts.
+    if (get_be16(d + 4) > 3 && crc32(ConstBytes(d, kCrcSpan)) != get_be32(d + kCrcSpan))
+        return make_error(Status::Invalid, "TCRYPT header CRC32 mismatch.");
+    if (crc32(ConstBytes(d + kKeysOffset, kKeysSize)) != get_be32(d + 8))
+        return make_error(Status::Invalid, "TCRYPT keys CRC32 mismatch.");
+    Volume v;
+    v.hdr = parse(d);
+    v.hdr.cipher = c.name;
+    v.hdr.mode = mode_name(c.mode);
+    v.hdr.key_size = part_key_size(c.mode) * c.count;
+    const Header& h = v.hdr;
+    if (h.sector_size % 512)
+        return make_error(Status::Unsupported, "Activation is not supported for " +
+                                                   std::to_string(h.sector_size) + " sector size.");
+    // Data and IV offsets as cryptsetup's TCRYPT_get_data_offset
+    // and TCRYPT_get_iv_offset.
+    const uint64_t mk = h.mk_offset / 512;
+    // TrueCrypt < 6 kept a hidden volume right before its header near the end.
+    auto old_hidden = [&]() -> Result<uint64_t> {
+        if (h.hidden_volume_size > dev_size || dev_size - h.hidden_volume_size < static_cast<uint64_t>(-kHiddenOffsetOld))
+            return make_error(Status::Invalid, "TCRYPT hidden volume larger than the device.");
+        return (dev_size - h.hidden_volume_size + static_cast<uint64_t>(kHiddenOffsetOld)) / 512;
+    };
+    uint64_t data = mk;
+    if (!opts.system && c.mode == Mode::Xts && h.version < 3) {
+        data = 1;
+    } else if (!opts.system && opts.hidden && (c.mode != Mode::Xts || h.version == 3)) {
+        auto o = old_hidden();
+        if (!o) return o.error();
+        data = *o;
+    }
+    const uint64_t iv = c.mode == Mode::Xts ? data : c.mode == Mode::Lrw ? 0 : mk;
+    v.length_sectors = opts.system ? 0 : (opts.hidden ? h.hidden_volume_size : h.volume_size) / 512;
+    std::string spec = c.count == 1 ? std::string(c.part[0].name) + "-" + mode_name(c.mode)
+                                    : "capi:" + chain_api(c) + "-" + (c.mode == Mode::Xts ? "plain64" : "benbi");
+    auto t = dm::parse_cipher_spec(spec);
+    if (!t) return t.error();
+    v.table = std::move(*t);
+    v.table.key = volume_key(v);
+    v.table.offset = data;
+    v.table.iv_offset = iv;
+    v.table.sector_size = 512;
+    if (opts.system) {
+        // The whole encrypted area of a whole-disk image, as
+        // cryptsetup maps it when it finds no partition.
+        v.length_sectors = h.volume_size / 512;
+    }
+    return v;
 }
 
 Result<Volume> open(Registry& reg, BackingStore& dev, ConstBytes passphrase, const OpenOptions& opts) {
@@ -299,46 +355,13 @@ Result<Volume> open(Registry& reg, BackingStore& dev, ConstBytes passphrase, con
                 if (!try_chain(reg, c, hkey.data(), raw.data() + kSaltSize, opts.veracrypt, dec.data(),
                                opts.skipped))
                     continue;
-                Volume v;
-                v.hdr = parse(dec.data());
-                v.hdr.kdf_hash = k.hash;
-                v.hdr.iterations = iters;
-                v.hdr.cipher = c.name;
-                v.hdr.mode = mode_name(c.mode);
-                v.hdr.key_size = part_key_size(c.mode) * c.count;
-                const Header& h = v.hdr;
-                if (h.sector_size % 512)
-                    return make_error(Status::Unsupported, "Activation is not supported for " +
-                                                               std::to_string(h.sector_size) + " sector size.");
-                // Data and IV offsets as cryptsetup's TCRYPT_get_data_offset
-                // and TCRYPT_get_iv_offset.
-                const uint64_t mk = h.mk_offset / 512;
-                uint64_t data = mk;
-                const uint64_t old_hidden =
-                    (dev_size - h.hidden_volume_size + static_cast<uint64_t>(kHiddenOffsetOld)) / 512;
-                if (opts.system) {
-                } else if (c.mode == Mode::Xts) {
-                    if (h.version < 3) data = 1;
-                    else if (opts.hidden && h.version == 3) data = old_hidden;
-                } else if (opts.hidden) {
-                    data = old_hidden;
+                auto v = from_decrypted(ConstBytes(dec.data(), kEncSize), c.name, mode_name(c.mode), dev_size, opts);
+                if (!v) {
+                    if (v.status() == Status::Invalid) continue;  // a CRC mismatch: not this chain
+                    return v.error();
                 }
-                const uint64_t iv = c.mode == Mode::Xts ? data : c.mode == Mode::Lrw ? 0 : mk;
-                v.length_sectors = opts.system ? 0 : (opts.hidden ? h.hidden_volume_size : h.volume_size) / 512;
-                std::string spec = c.count == 1 ? std::string(c.part[0].name) + "-" + mode_name(c.mode)
-                                                : "capi:" + chain_api(c) + "-" + (c.mode == Mode::Xts ? "plain64" : "benbi");
-                auto t = dm::parse_cipher_spec(spec);
-                if (!t) return t.error();
-                v.table = std::move(*t);
-                v.table.key = volume_key(v);
-                v.table.offset = data;
-                v.table.iv_offset = iv;
-                v.table.sector_size = 512;
-                if (opts.system) {
-                    // The whole encrypted area of a whole-disk image, as
-                    // cryptsetup maps it when it finds no partition.
-                    v.length_sectors = h.volume_size / 512;
-                }
+                v->hdr.kdf_hash = k.hash;
+                v->hdr.iterations = iters;
                 return v;
             }
         }
@@ -379,16 +402,21 @@ std::string dump(const Volume& vol, std::string_view device_path) {
     return o;
 }
 
-SecureBuffer dump_volume_key(const Volume& vol) {
-    // cryptsetup's crypt_log_hex: "xx " per byte, 16 a line, continuation
-    // lines indented with two tabs.
-    static constexpr char kHead[] = "MK dump:\t";
+SecureBuffer dump_volume_key(const Volume& vol, std::string_view device_path) {
+    // cryptsetup's tcryptDump_with_volume_key: always "TCRYPT", the data
+    // offset in sectors, then crypt_log_hex ("xx " per byte, 16 a line,
+    // continuation lines indented with two tabs).
+    const Header& h = vol.hdr;
+    const std::string head = "TCRYPT header information for " + std::string(device_path) +
+                             "\nCipher chain:  \t" + h.cipher + "\nCipher mode:   \t" + h.mode +
+                             "\nPayload offset:\t" + std::to_string(vol.table.offset) +
+                             "\nMK bits:       \t" + std::to_string(h.key_size * 8) + "\nMK dump:\t";
     static constexpr char kDigits[] = "0123456789abcdef";
     const SecureBuffer k = volume_key(vol);
     const std::size_t lines = (k.size() + 15) / 16;
-    SecureBuffer out(sizeof kHead - 1 + k.size() * 3 + (lines ? lines - 1 : 0) * 3 + 1);
+    SecureBuffer out(head.size() + k.size() * 3 + (lines ? lines - 1 : 0) * 3 + 1);
     std::size_t n = 0;
-    for (char c : std::string_view(kHead)) out[n++] = static_cast<uint8_t>(c);
+    for (char c : head) out[n++] = static_cast<uint8_t>(c);
     for (std::size_t i = 0; i < k.size(); ++i) {
         if (i && i % 16 == 0) {
             out[n++] = '\n';

@@ -67,6 +67,14 @@ struct Volume {
     uint64_t length_sectors = 0;  // 0 = to the end of the device
 };
 
+// The Volume a decrypted header describes: `dec` is the 448 bytes after the
+// salt as chain `cipher` ("serpent-twofish") in `mode` ("xts-plain64")
+// decrypted them. Checks the magic and both CRC-32s (Invalid), then derives
+// the data and IV offsets and the dm-crypt table as cryptsetup does. open()
+// calls it for each candidate; the fuzz harness calls it directly.
+Result<Volume> from_decrypted(ConstBytes dec, std::string_view cipher, std::string_view mode, uint64_t device_size,
+                              const OpenOptions& opts);
+
 // The keyfile pool after mixing `keyfile` into it (TrueCrypt's CRC-32 based
 // pool: each byte advances a CRC-32 whose four bytes, big-endian, are added
 // to the pool in turn, wrapping at pool.size()).
@@ -84,9 +92,10 @@ SecureBuffer volume_key(const Volume& vol);
 
 // What `cryptsetup tcryptDump` prints.
 std::string dump(const Volume& vol, std::string_view device_path);
-// The lines --dump-volume-key adds after it ("MK dump:" and the key in hex),
-// kept in wiping memory.
-SecureBuffer dump_volume_key(const Volume& vol);
+// What `cryptsetup tcryptDump --dump-volume-key` prints instead (its own
+// shorter header lines, then "MK dump:" and the key in hex), kept in wiping
+// memory.
+SecureBuffer dump_volume_key(const Volume& vol, std::string_view device_path);
 
 // The dm-crypt target over the volume's data area in `data`.
 Result<std::unique_ptr<dm::CryptTarget>> make_target(Registry& reg, const Volume& vol,
