@@ -393,8 +393,8 @@ std::string dump(const Volume& vol, std::string_view device_path) {
     o += std::string(h.veracrypt ? "VERACRYPT" : "TCRYPT") + " header information for " + std::string(device_path) + "\n";
     line("Version:       \t%d\n", h.version);
     line("Driver req.:\t%x.%x\n", h.version_tc >> 8, h.version_tc & 0xFF);
-    line("Sector size:\t%u [bytes]\n", h.sector_size);
-    line("MK offset:\t%llu [bytes]\n", static_cast<unsigned long long>(h.mk_offset));
+    line("Sector size:\t%u\n", h.sector_size);
+    line("MK offset:\t%llu\n", static_cast<unsigned long long>(h.mk_offset));
     line("PBKDF2 hash:\t%s\n", h.kdf_hash.c_str());
     line("Cipher chain:\t%s\n", h.cipher.c_str());
     line("Cipher mode:\t%s\n", h.mode.c_str());

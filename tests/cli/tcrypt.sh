@@ -21,7 +21,7 @@ D=$TMP/tcrypt
 fat_uuid() { blkid -p -o value -s UUID "$1" || true; }
 
 # The golden cases: name, image, password, cryptsetup options, size, sha256.
-n=0
+n=0 dumps=0
 while IFS=$'\t' read -r name img pw opts size sha; do
     [[ $name == \#* || -z $name ]] && continue
     read -r -a o <<<"$opts"
@@ -35,17 +35,22 @@ while IFS=$'\t' read -r name img pw opts size sha; do
     want=DEAD-BABE
     [[ $name == *hidden* ]] && want=CAFE-BABE
     [[ $(fat_uuid "$out") == "$want" ]] || fail "$name: FAT UUID $(fat_uuid "$out"), want $want"
-    if [[ -f $GOLD/$name.dump ]]; then
-        printf '%s\n' "$pw" | "$BLKCRYPT" tcrypt dump -q --dump-volume-key "${o[@]}" "$D/$img" >"$TMP/dump" ||
+    # The dumps, with and without the volume key (the oracle named the image /dev/vdX).
+    for kind in plain dump; do
+        [[ -f $GOLD/$name.$kind ]] || continue
+        key=()
+        [[ $kind == dump ]] && key=(--dump-volume-key)
+        printf '%s\n' "$pw" | "$BLKCRYPT" tcrypt dump -q "${key[@]}" "${o[@]}" "$D/$img" >"$TMP/dump" ||
             fail "$name: dump failed"
-        # The oracle named the image /dev/vdX.
-        sed "1s|for .*|for $D/$img|" "$GOLD/$name.dump" >"$TMP/want"
-        diff -u "$TMP/want" "$TMP/dump" >&2 || fail "$name: dump differs from cryptsetup tcryptDump"
-    fi
+        sed "1s|for .*|for $D/$img|" "$GOLD/$name.$kind" >"$TMP/want"
+        diff -u "$TMP/want" "$TMP/dump" >&2 || fail "$name: dump ${key[*]} differs from cryptsetup tcryptDump"
+        dumps=$((dumps + 1))
+    done
     rm -f "$out"
     n=$((n + 1))
 done <"$GOLD/golden.tsv"
 [[ $n -ge 10 ]] || fail "only $n golden cases read from $GOLD/golden.tsv"
+[[ $dumps -ge 20 ]] || fail "only $dumps dumps compared"
 
 # Refusals: exit 2 and cryptsetup's message, nothing written.
 refused() {
@@ -85,4 +90,4 @@ grep_q 'Maximum TCRYPT passphrase length (64) exceeded.' <"$TMP/stderr" || fail 
 head -c 300 /dev/zero >"$TMP/short"
 printf 'x\n' >"$TMP/pw"
 expect_exit 2 "$BLKCRYPT" tcrypt dump --passphrase-file "$TMP/pw" --disable-veracrypt "$TMP/short"
-echo "tcrypt: $n golden cases and the refusals passed"
+echo "tcrypt: $n golden cases ($dumps dumps) and the refusals passed"
