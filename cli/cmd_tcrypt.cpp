@@ -62,6 +62,8 @@ tcrypt::OpenOptions open_options(const po::variables_map& vm) {
     o.system = vm["tcrypt-system"].as<bool>();
     o.veracrypt = !vm["disable-veracrypt"].as<bool>();
     if (o.hidden && o.system) throw UsageError("--tcrypt-hidden and --tcrypt-system exclude each other");
+    if (vm["veracrypt-query-pim"].as<bool>() && (vm.count("veracrypt-pim") || !o.veracrypt))
+        throw UsageError("--veracrypt-query-pim needs VeraCrypt mode and excludes --veracrypt-pim");
     if (vm.count("veracrypt-pim")) {
         if (!o.veracrypt) throw UsageError("--veracrypt-pim needs VeraCrypt mode (not with --disable-veracrypt)");
         o.pim = vm["veracrypt-pim"].as<uint32_t>();
@@ -74,10 +76,27 @@ tcrypt::OpenOptions open_options(const po::variables_map& vm) {
     return o;
 }
 
+// --veracrypt-query-pim: cryptsetup asks after the passphrase ("Enter
+// VeraCrypt PIM: " on a terminal, else the next line of stdin).
+uint32_t query_pim() {
+    const blkcrypt::SecureBuffer b = ::isatty(STDIN_FILENO) ? prompt_passphrase("Enter VeraCrypt PIM: ", false)
+                                                            : read_key_input("-", 0, 0, true);
+    uint64_t v = 0;
+    bool ok = b.size() > 0 && b.size() <= 10;
+    for (std::size_t i = 0; ok && i < b.size(); ++i) {
+        ok = b[i] >= '0' && b[i] <= '9';
+        v = v * 10 + (b[i] - '0');
+    }
+    if (!ok || v > UINT32_MAX) throw Failure("Invalid PIM value: outside of range.");
+    if (v == 0) throw Failure("Invalid PIM value: 0.");
+    return static_cast<uint32_t>(v);
+}
+
 // Opens the volume: exit 2 with cryptsetup's words when no header decrypts.
 tcrypt::Volume unlock(const po::variables_map& vm, const std::string& image, blkcrypt::BackingStore& dev) {
     tcrypt::OpenOptions o = open_options(vm);
     const blkcrypt::SecureBuffer pass = read_passphrase(vm, image);
+    if (vm["veracrypt-query-pim"].as<bool>()) o.pim = query_pim();
     auto vol = tcrypt::open(registry(), dev, pass, o);
     if (!vol) {
         if (vol.status() == blkcrypt::Status::NoKey) throw StatusFailure(vol.error().message, kExitNoKey);
@@ -154,6 +173,7 @@ int run_tcrypt(Args args) {
         ("disable-veracrypt", po::bool_switch(), "TrueCrypt only: no VeraCrypt KDFs or header magic")
         ("veracrypt-pim", number_value<uint32_t>(1, UINT32_MAX / 2048)->value_name("PIM"),
          "VeraCrypt Personal Iterations Multiplier")
+        ("veracrypt-query-pim", po::bool_switch(), "ask for the PIM after the passphrase (stdin: its next line)")
         ("hash,h", po::value<std::string>()->value_name("HASH"), "try only KDFs whose hash contains HASH")
         ("cipher,c", po::value<std::string>()->value_name("CIPHER"), "try only cipher chains whose name contains CIPHER")
         ("dump-volume-key", po::bool_switch(), "dump: also print the volume key")

@@ -74,6 +74,14 @@ refused aaaaaaaaaaaa -h sha512 --tcrypt-hidden "$D/tc_4-sha512-xts-aes-hidden"  
 refused aaaaaaaaaaaa -h sha256 --disable-veracrypt "$D/vc_1-sha256-xts-aes"            # VeraCrypt needs its mode
 refused aaaaaaaaaaaa -h sha1 -c serpent "$D/tc_1-sha1-cbc-aes"                         # -c limits the chains
 
+# --veracrypt-query-pim takes the PIM from the next line of stdin.
+printf 'cccccccccccccccccccc\n1234\n' | "$BLKCRYPT" tcrypt decrypt -h sha256 --veracrypt-query-pim \
+    "$D/vcpim_1_1234-sha256-xts-aes" "$TMP/qpim.out" || fail "--veracrypt-query-pim"
+[[ $(fat_uuid "$TMP/qpim.out") == DEAD-BABE ]] || fail "--veracrypt-query-pim: wrong plaintext"
+expect_exit 1 "$BLKCRYPT" tcrypt decrypt -h sha256 --veracrypt-query-pim "$D/vcpim_1_1234-sha256-xts-aes" \
+    "$TMP/qpim2.out" < <(printf 'cccccccccccccccccccc\n12x4\n')
+grep_q 'Invalid PIM value' <"$TMP/stderr" || fail "bad PIM: $(cat "$TMP/stderr")"
+
 # A KDF the registry does not have (VeraCrypt 1.26's BLAKE2s) is named.
 printf 'aaaaaaaaaaaa\n' >"$TMP/pw"
 if ! "$BLKCRYPT" list >"$TMP/list" || ! grep -q '^name *: blake2s-256$' "$TMP/list"; then
