@@ -67,12 +67,16 @@ refused aaaaaaaaaaab -h sha256 "$D/vc_1-sha256-xts-aes"
 refused cccccccccccccccccccc -h sha256 --veracrypt-pim 1233 "$D/vcpim_1_1234-sha256-xts-aes"
 refused cccccccccccccccccccc -h sha256 "$D/vcpim_1_1234-sha256-xts-aes"               # PIM missing
 refused aaaaaaaaaaaa -h sha256 --key-file "$D/keyfile1" "$D/vck_1_pw12-sha256-xts-aes" # a keyfile missing
-refused aaaaaaaaaaaa -h sha256 --key-file "$D/keyfile2" --key-file "$D/keyfile1" "$D/vck_1_pw12-sha256-xts-aes"
 refused aaaaaaaaaaaa -h sha256 "$D/vck_1_pw12-sha256-xts-aes"                          # no keyfiles
 refused bbbbbbbbbbbb -h sha512 "$D/tc_4-sha512-xts-aes-hidden"                         # hidden password, outer header
 refused aaaaaaaaaaaa -h sha512 --tcrypt-hidden "$D/tc_4-sha512-xts-aes-hidden"         # outer password, hidden header
 refused aaaaaaaaaaaa -h sha256 --disable-veracrypt "$D/vc_1-sha256-xts-aes"            # VeraCrypt needs its mode
 refused aaaaaaaaaaaa -h sha1 -c serpent "$D/tc_1-sha1-cbc-aes"                         # -c limits the chains
+
+# The keyfile pool is a sum: keyfiles in the other order open the volume too.
+printf 'aaaaaaaaaaaa\n' | "$BLKCRYPT" tcrypt decrypt -h sha256 --key-file "$D/keyfile2" --key-file "$D/keyfile1" \
+    "$D/vck_1_pw12-sha256-xts-aes" "$TMP/kf.out" || fail "keyfiles in the other order"
+grep_q "^vck	.*	$(sha256sum <"$TMP/kf.out" | cut -d' ' -f1)\$" <"$GOLD/golden.tsv" || fail "keyfiles reordered: wrong plaintext"
 
 # --veracrypt-query-pim takes the PIM from the next line of stdin.
 printf 'cccccccccccccccccccc\n1234\n' | "$BLKCRYPT" tcrypt decrypt -h sha256 --veracrypt-query-pim \

@@ -5,7 +5,9 @@
 # Usage: [PARTS="plain key open"] make-golden.sh [FIXTURES_TAR] [ORACLE_DIR]
 # PARTS picks the sections per case: plain (tcryptDump), key (tcryptDump
 # --dump-volume-key), open (tcryptOpen, the table, size and sha256 of the
-# mapped device). Writes oracle-<parts>.txt here.
+# mapped device). CASES (an extended regex) runs only the cases whose name
+# matches. Writes oracle-<parts>[-<cases>].txt here; split.py turns the
+# transcripts into the replayed files.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 tarball=${1:-$here/../../../../shared/fixtures/tcrypt-images.tar.xz}
@@ -19,7 +21,9 @@ kf() { od -An -to1 -v "$1" | tr -d ' \n' | sed 's/\([0-7]\{3\}\)/\\\1/g'; }
 # The cases: name, image, password, cryptsetup options (cases.tsv).
 cases=()
 while IFS=$'\t' read -r name img pw opts; do
-  [[ -z $name || $name == \#* ]] || cases+=("$name|$img|$pw|$opts")
+  [[ -z $name || $name == \#* ]] && continue
+  [[ -z ${CASES:-} ]] || [[ $name =~ $CASES ]] || continue
+  cases+=("$name|$img|$pw|$opts")
 done < "$here/cases.tsv"
 images=(); disks=()
 dev_of() { local i; for i in "${!images[@]}"; do [ "${images[$i]}" = "$1" ] && { printf '/dev/vd%b' "\\$(printf '%03o' $((97 + i)))"; return; }; done; }
@@ -59,4 +63,4 @@ ORACLE_TIMEOUT=${ORACLE_TIMEOUT:-5400} "$oracle/run-in-kernel.sh" "$g" "${disks[
   echo "# Generated $(date -u '+%Y-%m-%d %H:%M UTC') by tests/tcrypt/kernel/make-golden.sh"
   echo "# Kernel: $(cat "$oracle/cache/build/KERNEL_VERSION" 2>/dev/null || echo '?')"
   cat "$work/out.txt"
-} > "$here/oracle-${parts// /-}.txt"
+} > "$here/oracle-${parts// /-}${CASES:+-$(printf %s "$CASES" | tr -c 'a-z0-9' '-' | sed 's/^-*//; s/-*$//')}.txt"
