@@ -176,15 +176,11 @@ uint32_t crc_update(uint32_t crc, ConstBytes data) {
 }
 uint32_t crc32(ConstBytes data) { return ~crc_update(~0u, data); }
 
-// Decrypts one candidate into `out`: false when the chain's ciphers are not
-// in the registry (appended to skipped) or the result has no magic/CRC.
-bool try_chain(Registry& reg, const Chain& c, const uint8_t* hkey, const uint8_t* enc, bool vera,
-               uint8_t* out, std::vector<std::string>* skipped) {
+// Decrypts one candidate into `out`: false when the registry lacks one of
+// the chain's ciphers (kuznyechik, say) or the result has no magic.
+bool try_chain(Registry& reg, const Chain& c, const uint8_t* hkey, const uint8_t* enc, bool vera, uint8_t* out) {
     auto sk = Skcipher::alloc(reg, chain_api(c));
-    if (!sk) {
-        if (skipped) skipped->push_back(std::string(c.name) + "-" + mode_name(c.mode));
-        return false;
-    }
+    if (!sk) return false;
     // CBC decrypts the header with the cipher key alone; the IV seed and
     // whitening parts of its volume key are applied here.
     SecureBuffer key = c.mode == Mode::CbcTcw ? SecureBuffer(ConstBytes(hkey + c.part[0].key_offset, 32))
@@ -288,7 +284,9 @@ Result<Volume> from_decrypted(ConstBytes dec, std::string_view cipher, std::stri
         data = *o;
     }
     const uint64_t iv = c.mode == Mode::Xts ? data : c.mode == Mode::Lrw ? 0 : mk;
-    v.length_sectors = opts.system ? 0 : (opts.hidden ? h.hidden_volume_size : h.volume_size) / 512;
+    // System encryption of a whole-disk image: the whole encrypted area, as
+    // cryptsetup maps it when it finds no partition.
+    v.length_sectors = (opts.hidden && !opts.system ? h.hidden_volume_size : h.volume_size) / 512;
     std::string spec = c.count == 1 ? std::string(c.part[0].name) + "-" + mode_name(c.mode)
                                     : "capi:" + chain_api(c) + "-" + (c.mode == Mode::Xts ? "plain64" : "benbi");
     auto t = dm::parse_cipher_spec(spec);
@@ -298,11 +296,6 @@ Result<Volume> from_decrypted(ConstBytes dec, std::string_view cipher, std::stri
     v.table.offset = data;
     v.table.iv_offset = iv;
     v.table.sector_size = 512;
-    if (opts.system) {
-        // The whole encrypted area of a whole-disk image, as
-        // cryptsetup maps it when it finds no partition.
-        v.length_sectors = h.volume_size / 512;
-    }
     return v;
 }
 
@@ -340,11 +333,14 @@ Result<Volume> open(Registry& reg, BackingStore& dev, ConstBytes passphrase, con
             if (k.veracrypt && !opts.veracrypt) continue;
             // With a PIM only VeraCrypt's KDFs, their iterations from it.
             if (opts.veracrypt && opts.pim && !k.veracrypt) continue;
-            const uint32_t iters = opts.veracrypt && opts.pim ? k.pim_const + k.pim_mult * opts.pim : k.iterations;
+            const uint64_t it64 = opts.veracrypt && opts.pim ? k.pim_const + uint64_t{k.pim_mult} * opts.pim : k.iterations;
+            if (it64 > UINT32_MAX) return make_error(Status::Invalid, "Invalid PIM value: outside of range.");
+            const auto iters = static_cast<uint32_t>(it64);
             SecureBuffer hkey(kHdrKeySize);
             auto r = pbkdf2(reg, registry_hash(k.hash), ConstBytes(pool.data(), pw_len),
                             ConstBytes(raw.data(), kSaltSize), iters, hkey.span());
             if (!r) {
+                if (r.status() != Status::NotFound) return r.error();
                 if (std::find(missing.begin(), missing.end(), k.hash) == missing.end()) missing.push_back(k.hash);
                 continue;
             }
@@ -352,8 +348,7 @@ Result<Volume> open(Registry& reg, BackingStore& dev, ConstBytes passphrase, con
             SecureBuffer dec(kEncSize);
             for (const auto& c : kChains) {
                 if (!opts.cipher.empty() && !contains(c.name, opts.cipher)) continue;
-                if (!try_chain(reg, c, hkey.data(), raw.data() + kSaltSize, opts.veracrypt, dec.data(),
-                               opts.skipped))
+                if (!try_chain(reg, c, hkey.data(), raw.data() + kSaltSize, opts.veracrypt, dec.data()))
                     continue;
                 auto v = from_decrypted(ConstBytes(dec.data(), kEncSize), c.name, mode_name(c.mode), dev_size, opts);
                 if (!v) {
@@ -371,8 +366,6 @@ Result<Volume> open(Registry& reg, BackingStore& dev, ConstBytes passphrase, con
         for (const auto& h : missing) m += (m.empty() ? "" : ", ") + h;
         return make_error(Status::Unsupported, "PBKDF2 hash algorithm not available: " + m + ".");
     }
-    if (opts.skipped)
-        for (const auto& h : missing) opts.skipped->push_back("pbkdf2-" + h);
     return make_error(Status::NoKey, "No device header detected with this passphrase.");
 }
 

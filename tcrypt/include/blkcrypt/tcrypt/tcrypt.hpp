@@ -43,9 +43,6 @@ struct OpenOptions {
     std::string cipher;      // -c: only chains whose name contains this
     // Keyfile contents in order (at most kKeyfileMax bytes of each count).
     std::vector<SecureBuffer> keyfiles;
-    // KDFs skipped because the registry lacks their hash are named here
-    // ("blake2s-256"), for the caller to report.
-    std::vector<std::string>* skipped = nullptr;
 };
 
 struct Header {
