@@ -125,7 +125,7 @@ TEST_CASE("tcrypt: keyfile pool mixing matches a zlib CRC-32 recomputation", "[t
           "751b80c27d0a49376c5390e2fcf065b4a179aeeea211d2b8f9947c0b5fbfa9255cafc37c2434e500b95c77bd2fa0bf53534fc782ffaa29a157981bf46bea7598");
 }
 
-TEST_CASE("tcrypt: a TrueCrypt header opens to its table; wrong secrets are NoKey", "[tcrypt]") {
+TEST_CASE("tcrypt: a TrueCrypt header opens to its table, wrong secrets are NoKey", "[tcrypt]") {
     std::vector<uint8_t> keys(256);
     for (std::size_t i = 0; i < keys.size(); ++i) keys[i] = static_cast<uint8_t>(i * 7 + 1);
     auto store = make_volume("secret", keys, "TRUE");
