@@ -36,6 +36,7 @@ constexpr Command kCommands[] = {
     {"serve", "serve an image to NBD clients (nbdcopy, qemu-img, nbdfuse)", cli::run_serve},
     {"bench", "measure cipher and hash throughput, like cryptsetup benchmark", cli::run_bench},
     {"luks", "read LUKS containers as cryptsetup does, without root", cli::run_luks},
+    {"tcrypt", "read TrueCrypt/VeraCrypt volumes as cryptsetup does, without root", cli::run_tcrypt},
 };
 
 // cryptsetup's action names, accepted at the top level: `blkcrypt luksDump
@@ -59,6 +60,7 @@ constexpr Alias kAliases[] = {
     {"convert", "luks", "convert"},
     {"config", "luks", "config"},
     {"token", "luks", "token"},
+    {"tcryptDump", "tcrypt", "dump"},
 };
 
 void print_help() {

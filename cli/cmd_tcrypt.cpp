@@ -1,0 +1,197 @@
+// blkcrypt tcrypt: TrueCrypt and VeraCrypt volumes as cryptsetup's TCRYPT
+// reads them (tcryptDump, tcryptOpen), without root or device-mapper: the
+// plaintext goes through the dm-crypt engine and the copy loop `crypt` uses.
+#include "commands.hpp"
+#include "image_copy.hpp"
+#include "number_option.hpp"
+#include "output_file.hpp"
+#include "passphrase.hpp"
+#include "progress.hpp"
+
+#include <blkcrypt/backing_store.hpp>
+#include <blkcrypt/tcrypt/tcrypt.hpp>
+
+#include <algorithm>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+namespace cli {
+namespace {
+
+namespace tcrypt = blkcrypt::tcrypt;
+
+// cryptsetup's exit status for a secret that opens nothing (EPERM).
+constexpr int kExitNoKey = 2;
+
+const char* const kVolumeKeyWarning =
+    "Header dump with volume key is sensitive information\n"
+    "which allows access to encrypted partition without a passphrase.\n"
+    "This dump should be stored encrypted in a safe place.";
+
+// The passphrase as cryptsetup's tcrypt actions read it: --passphrase-file
+// (a blkcrypt extension: its first line), a prompt on a terminal, else one
+// line of piped stdin. With keyfiles an empty passphrase is allowed.
+blkcrypt::SecureBuffer read_passphrase(const po::variables_map& vm, const std::string& device) {
+    if (vm.count("passphrase-file")) return read_key_input(vm["passphrase-file"].as<std::string>(), 0, 0, true);
+    if (::isatty(STDIN_FILENO)) return prompt_passphrase("Enter passphrase for " + device + ": ", false);
+    return read_key_input("-", 0, 0, true);
+}
+
+std::shared_ptr<blkcrypt::BackingStore> open_image(const std::string& path) {
+    auto s = blkcrypt::open_file_store(path, false);
+    if (!s) throw Failure(s.error().message);
+    return *s;
+}
+
+// A keyfile: its first 1 MiB (the rest does not count, as in TrueCrypt).
+blkcrypt::SecureBuffer read_keyfile(const std::string& path) {
+    auto s = blkcrypt::open_file_store(path, false);
+    if (!s) throw Failure("Failed to open key file " + path + ": " + s.error().message);
+    blkcrypt::SecureBuffer b(std::min<uint64_t>((*s)->size(), tcrypt::kKeyfileMax));
+    if ((*s)->read(0, b.span()) != blkcrypt::Status::Ok) throw Failure("Error reading keyfile " + path + ".");
+    return b;
+}
+
+tcrypt::OpenOptions open_options(const po::variables_map& vm) {
+    tcrypt::OpenOptions o;
+    o.hidden = vm["tcrypt-hidden"].as<bool>();
+    o.backup = vm["tcrypt-backup"].as<bool>();
+    o.system = vm["tcrypt-system"].as<bool>();
+    o.veracrypt = !vm["disable-veracrypt"].as<bool>();
+    if (o.hidden && o.system) throw UsageError("--tcrypt-hidden and --tcrypt-system exclude each other");
+    if (vm["veracrypt-query-pim"].as<bool>() && (vm.count("veracrypt-pim") || !o.veracrypt))
+        throw UsageError("--veracrypt-query-pim needs VeraCrypt mode and excludes --veracrypt-pim");
+    if (vm.count("veracrypt-pim")) {
+        if (!o.veracrypt) throw UsageError("--veracrypt-pim needs VeraCrypt mode (not with --disable-veracrypt)");
+        o.pim = vm["veracrypt-pim"].as<uint32_t>();
+    }
+    if (vm.count("hash")) o.hash = vm["hash"].as<std::string>();
+    if (vm.count("cipher")) o.cipher = vm["cipher"].as<std::string>();
+    if (vm.count("key-file"))
+        for (const auto& f : vm["key-file"].as<std::vector<std::string>>())
+            o.keyfiles.push_back(read_keyfile(f));
+    return o;
+}
+
+// --veracrypt-query-pim: cryptsetup asks after the passphrase ("Enter
+// VeraCrypt PIM: " on a terminal, else the next line of stdin).
+uint32_t query_pim() {
+    const blkcrypt::SecureBuffer b = ::isatty(STDIN_FILENO) ? prompt_passphrase("Enter VeraCrypt PIM: ", false)
+                                                            : read_key_input("-", 0, 0, true);
+    uint64_t v = 0;
+    bool ok = b.size() > 0 && b.size() <= 10;
+    for (std::size_t i = 0; ok && i < b.size(); ++i) {
+        ok = b[i] >= '0' && b[i] <= '9';
+        v = v * 10 + (b[i] - '0');
+    }
+    if (!ok || v > UINT32_MAX) throw Failure("Invalid PIM value: outside of range.");
+    if (v == 0) throw Failure("Invalid PIM value: 0.");
+    return static_cast<uint32_t>(v);
+}
+
+// Opens the volume: exit 2 with cryptsetup's words when no header decrypts.
+tcrypt::Volume unlock(const po::variables_map& vm, const std::string& image, blkcrypt::BackingStore& dev) {
+    tcrypt::OpenOptions o = open_options(vm);
+    const blkcrypt::SecureBuffer pass = read_passphrase(vm, image);
+    if (vm["veracrypt-query-pim"].as<bool>()) o.pim = query_pim();
+    auto vol = tcrypt::open(registry(), dev, pass, o);
+    if (!vol) {
+        if (vol.status() == blkcrypt::Status::NoKey) throw StatusFailure(vol.error().message, kExitNoKey);
+        throw Failure(vol.error().message);
+    }
+    return std::move(vol).value();
+}
+
+std::string one_file(const std::vector<std::string>& files, const std::string& action) {
+    if (files.size() != 1) throw UsageError("tcrypt " + action + " needs exactly one IMAGE");
+    return files[0];
+}
+
+int run_dump(const po::variables_map& vm, const std::vector<std::string>& files) {
+    const std::string image = one_file(files, "dump");
+    auto dev = open_image(image);
+    const bool show_key = vm["dump-volume-key"].as<bool>();
+    if (show_key && !vm["batch-mode"].as<bool>() && ::isatty(STDIN_FILENO)) {
+        std::cerr << kVolumeKeyWarning << "\nAre you sure? (Type 'yes' in capital letters): " << std::flush;
+        std::string answer;
+        if (!std::getline(std::cin, answer) || answer != "YES") throw Failure("Operation aborted.");
+    }
+    const tcrypt::Volume vol = unlock(vm, image, *dev);
+    if (!show_key) {
+        std::cout << tcrypt::dump(vol, image) << std::flush;
+        return 0;
+    }
+    const blkcrypt::SecureBuffer text = tcrypt::dump_volume_key(vol, image);
+    std::cout.flush();
+    write_all(STDOUT_FILENO, text, "stdout");
+    return 0;
+}
+
+int run_decrypt(const po::variables_map& vm, const std::vector<std::string>& files) {
+    if (files.size() != 2) throw UsageError("tcrypt decrypt needs IMAGE and OUT");
+    const std::string& image = files[0];
+    if (image == "-") throw UsageError("IMAGE cannot be stdin: the header is read first");
+    std::vector<NamedPath> inputs = {{"IMAGE", image}};
+    if (vm.count("key-file"))
+        for (const auto& f : vm["key-file"].as<std::vector<std::string>>()) inputs.push_back({"a key file", f});
+    Output out(files[1], OutputOptions{.role = "OUT", .secret = true, .can_stream = true,
+                                       .in_place = vm["in-place"].as<bool>(), .inputs = inputs});
+    auto dev = open_image(image);
+    const tcrypt::Volume vol = unlock(vm, image, *dev);
+    ImageCopy job{.encrypt = false, .in_path = image, .out = out, .table = vol.table};
+    if (vol.length_sectors) job.size_sectors = vol.length_sectors;
+    if (vm.count("threads")) job.threads = vm["threads"].as<unsigned>();
+    job.progress = progress_settings(vm);
+    job.progress_name = image;
+    job.progress_json = vm["progress-json"].as<bool>();
+    copy_image(job);
+    return 0;
+}
+
+}  // namespace
+
+int run_tcrypt(Args args) {
+    CommandLine cl{"blkcrypt tcrypt dump [OPTIONS] IMAGE\n"
+                   "       blkcrypt tcrypt decrypt [OPTIONS] IMAGE OUT",
+                   "TrueCrypt and VeraCrypt volumes as cryptsetup (TCRYPT) opens them, without root or\n"
+                   "device-mapper. cryptsetup's names work at the top level too: blkcrypt tcryptDump.\n"
+                   "The passphrase is prompted for on a terminal, else one line of stdin; --key-file\n"
+                   "names TrueCrypt keyfiles (repeatable, in order). Every KDF and cipher chain is\n"
+                   "tried (-h, -c limit the search); VeraCrypt mode is on unless --disable-veracrypt.\n"
+                   "A secret that opens no header exits 2 (\"No device header detected with this\n"
+                   "passphrase.\"). OUT follows the output policy (docs/outputs.md)."};
+    cl.options.add_options()
+        ("key-file,d", po::value<std::vector<std::string>>()->value_name("FILE"),
+         "a TrueCrypt/VeraCrypt keyfile (repeatable; its first 1 MiB counts)")
+        ("passphrase-file", po::value<std::string>()->value_name("FILE"), "the passphrase: the first line of FILE")
+        ("tcrypt-hidden", po::bool_switch(), "the hidden volume's header")
+        ("tcrypt-backup", po::bool_switch(), "the backup header (at the end of the volume)")
+        ("tcrypt-system", po::bool_switch(), "system encryption (the header at sector 62 of a whole-disk image)")
+        ("disable-veracrypt", po::bool_switch(), "TrueCrypt only: no VeraCrypt KDFs or header magic")
+        ("veracrypt-pim", number_value<uint32_t>(1, UINT32_MAX / 2048)->value_name("PIM"),
+         "VeraCrypt Personal Iterations Multiplier")
+        ("veracrypt-query-pim", po::bool_switch(), "ask for the PIM after the passphrase (stdin: its next line)")
+        ("hash,h", po::value<std::string>()->value_name("HASH"), "try only KDFs whose hash contains HASH")
+        ("cipher,c", po::value<std::string>()->value_name("CIPHER"), "try only cipher chains whose name contains CIPHER")
+        ("dump-volume-key", po::bool_switch(), "dump: also print the volume key")
+        ("batch-mode,q", po::bool_switch(), "do not ask for confirmation")
+        ("threads,t", threads_value()->value_name("N"), "crypt worker threads, at most 256 (default: one per core)")
+        ("in-place", po::bool_switch(), "write into the existing regular file OUT directly");
+    add_progress_options(cl.options);
+    add_action_arguments(cl, {{"dump", "print the header as cryptsetup tcryptDump does"},
+                              {"decrypt", "write the volume's plaintext (what cryptsetup tcryptOpen maps) to OUT"}});
+    only_for(cl, {"dump"}, {"dump-volume-key", "batch-mode"});
+    only_for(cl, {"decrypt"}, {"in-place", "threads"});
+    only_for(cl, {"decrypt"}, progress_option_names());
+    auto vm = parse_command_line(cl, args);
+    if (!vm) return 0;
+    const auto [action, files] = action_arguments(*vm);
+    if (action == "dump") return run_dump(*vm, files);
+    if (action == "decrypt") return run_decrypt(*vm, files);
+    throw UsageError("unknown action '" + action + "': use dump or decrypt");
+}
+
+}  // namespace cli

@@ -1,0 +1,102 @@
+// TrueCrypt and VeraCrypt volumes (cryptsetup's TCRYPT): the 512-byte header
+// (64-byte salt, then 448 bytes encrypted with a key derived by PBKDF2 from
+// the passphrase and keyfile pool) is decrypted by trying every KDF and cipher
+// chain cryptsetup tries, and becomes a Volume holding the dm-crypt table of
+// the data area, the same target abstraction LUKS opens to.
+#pragma once
+
+#include <blkcrypt/backing_store.hpp>
+#include <blkcrypt/bytes.hpp>
+#include <blkcrypt/dm/crypt_target.hpp>
+#include <blkcrypt/dm/table.hpp>
+#include <blkcrypt/registry.hpp>
+#include <blkcrypt/secure_buffer.hpp>
+#include <blkcrypt/status.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace blkcrypt::tcrypt {
+
+// Header locations (bytes; negative: from the end of the device).
+constexpr int64_t kHiddenOffset = 65536;
+constexpr int64_t kHiddenOffsetOld = -1536;  // TrueCrypt < 6: the hidden header near the end
+constexpr int64_t kBackupOffset = -131072;
+constexpr int64_t kHiddenBackupOffset = -65536;
+constexpr int64_t kSystemOffset = 31744;  // sector 62 of the boot drive
+constexpr std::size_t kHeaderSize = 512;
+constexpr std::size_t kSaltSize = 64;
+constexpr std::size_t kPoolSize = 64;        // TrueCrypt passphrase and keyfile pool
+constexpr std::size_t kVeraPoolSize = 128;   // VeraCrypt, for passphrases over 64 bytes
+constexpr std::size_t kKeyfileMax = 1048576; // bytes of a keyfile that count
+
+struct OpenOptions {
+    bool hidden = false;     // --tcrypt-hidden
+    bool backup = false;     // --tcrypt-backup
+    bool system = false;     // --tcrypt-system (header at sector 62)
+    bool veracrypt = true;   // VeraCrypt KDFs and "VERA" magic (--disable-veracrypt clears)
+    uint32_t pim = 0;        // --veracrypt-pim (0: the default iterations)
+    std::string hash;        // -h: only KDFs whose hash contains this
+    std::string cipher;      // -c: only chains whose name contains this
+    // Keyfile contents in order (at most kKeyfileMax bytes of each count).
+    std::vector<SecureBuffer> keyfiles;
+};
+
+struct Header {
+    bool veracrypt = false;  // "VERA" magic
+    uint16_t version = 0, version_tc = 0;
+    uint32_t flags = 0, sector_size = 512;
+    uint64_t hidden_volume_size = 0, volume_size = 0, mk_offset = 0, mk_size = 0;
+    std::string kdf_hash;    // cryptsetup's name: "sha512", "ripemd160", "whirlpool"
+    uint32_t iterations = 0;
+    std::string cipher;      // chain: "aes", "serpent-twofish-aes"
+    std::string mode;        // "xts-plain64", "lrw-benbi", "cbc-tcw"
+    std::size_t key_size = 0; // bytes of the chain's volume key
+    SecureBuffer keys;       // the header's 256-byte key area
+};
+
+struct Volume {
+    Header hdr;
+    dm::CryptTable table;         // cipher, key, iv_offset, offset (512-byte sectors)
+    uint64_t length_sectors = 0;  // 0 = to the end of the device
+};
+
+// The Volume a decrypted header describes: `dec` is the 448 bytes after the
+// salt as chain `cipher` ("serpent-twofish") in `mode` ("xts-plain64")
+// decrypted them. Checks the magic and both CRC-32s (Invalid), then derives
+// the data and IV offsets and the dm-crypt table as cryptsetup does. open()
+// calls it for each candidate; the fuzz harness calls it directly.
+Result<Volume> from_decrypted(ConstBytes dec, std::string_view cipher, std::string_view mode, uint64_t device_size,
+                              const OpenOptions& opts);
+
+// The keyfile pool after mixing `keyfile` into it (TrueCrypt's CRC-32 based
+// pool: each byte advances a CRC-32 whose four bytes, big-endian, are added
+// to the pool in turn, wrapping at pool.size()).
+void mix_keyfile(Bytes pool, ConstBytes keyfile);
+
+// Decrypted with the first KDF and cipher chain that gives a header with the
+// right magic and CRC-32s. NoKey "No device header detected with this
+// passphrase." when none does; Invalid for a passphrase over the limit;
+// IoError for a device too short to hold the header.
+Result<Volume> open(Registry& reg, BackingStore& dev, ConstBytes passphrase, const OpenOptions& opts);
+
+// The volume key as cryptsetup's --dump-volume-key prints it (each cipher's
+// key in chain order, each as its mode takes it).
+SecureBuffer volume_key(const Volume& vol);
+
+// What `cryptsetup tcryptDump` prints.
+std::string dump(const Volume& vol, std::string_view device_path);
+// What `cryptsetup tcryptDump --dump-volume-key` prints instead (its own
+// shorter header lines, then "MK dump:" and the key in hex), kept in wiping
+// memory.
+SecureBuffer dump_volume_key(const Volume& vol, std::string_view device_path);
+
+// The dm-crypt target over the volume's data area in `data`.
+Result<std::unique_ptr<dm::CryptTarget>> make_target(Registry& reg, const Volume& vol,
+                                                     std::shared_ptr<BackingStore> data,
+                                                     dm::TargetOptions opts = {});
+
+}  // namespace blkcrypt::tcrypt

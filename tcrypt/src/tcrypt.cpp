@@ -1,0 +1,438 @@
+// TrueCrypt/VeraCrypt header decryption and the volume's dm-crypt table, with
+// cryptsetup's search order (lib/tcrypt): every KDF in turn derives a
+// 192-byte header key, and every cipher chain decrypts the 448 encrypted
+// header bytes with it until one gives the "TRUE" (or "VERA") magic.
+#include <blkcrypt/internal/bytes_util.hpp>
+#include <blkcrypt/kdf.hpp>
+#include <blkcrypt/skcipher.hpp>
+#include <blkcrypt/tcrypt/tcrypt.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+namespace blkcrypt::tcrypt {
+namespace {
+
+constexpr std::size_t kEncSize = 448;     // encrypted part of the header
+constexpr std::size_t kHdrKeySize = 192;  // PBKDF2 output: up to 3 ciphers x 64 bytes
+constexpr std::size_t kKeysOffset = 192;  // of the key area in the decrypted part
+constexpr std::size_t kKeysSize = 256;
+constexpr std::size_t kCrcSpan = 188;     // bytes covered by the header CRC-32
+constexpr std::size_t kLrwTweakKey = 16;
+
+// One KDF candidate (cryptsetup's tcrypt_kdf table, in its order).
+struct Kdf {
+    bool legacy, veracrypt;
+    const char* hash;  // cryptsetup's name
+    uint32_t iterations, pim_const, pim_mult;
+};
+constexpr Kdf kKdfs[] = {
+    {false, false, "ripemd160", 2000, 0, 0},
+    {false, false, "ripemd160", 1000, 0, 0},  // system encryption
+    {false, false, "sha512", 1000, 0, 0},
+    {false, false, "whirlpool", 1000, 0, 0},
+    {true, false, "sha1", 2000, 0, 0},
+    {false, true, "sha512", 500000, 15000, 1000},
+    {false, true, "whirlpool", 500000, 15000, 1000},
+    {false, true, "sha256", 500000, 15000, 1000},
+    {false, true, "sha256", 200000, 0, 2048},  // boot only
+    {false, true, "blake2s-256", 500000, 15000, 1000},
+    {false, true, "blake2s-256", 200000, 0, 2048},  // boot only
+    {false, true, "ripemd160", 655331, 15000, 1000},
+    {false, true, "ripemd160", 327661, 0, 2048},  // boot only
+    {false, true, "stribog512", 500000, 15000, 1000},
+};
+
+// The registry's name of a TrueCrypt hash.
+std::string registry_hash(std::string_view h) {
+    if (h == "ripemd160") return "rmd160";
+    if (h == "whirlpool") return "wp512";
+    if (h == "stribog512") return "streebog512";
+    return std::string(h);
+}
+
+enum class Mode { Xts, Lrw, CbcTcw };
+
+// One cipher of a chain: where its key (and tweak key) sit in the 192-byte
+// header key and in the header's key area.
+struct Part {
+    const char* name;
+    unsigned key_offset, iv_offset;
+};
+struct Chain {
+    bool legacy;
+    const char* name;
+    Mode mode;
+    unsigned count;
+    Part part[3];
+};
+// cryptsetup's tcrypt_cipher table (the modes blkcrypt maps; the outer-CBC
+// chains and blowfish are not here yet).
+constexpr Chain kChains[] = {
+    {false, "aes", Mode::Xts, 1, {{"aes", 0, 32}}},
+    {false, "serpent", Mode::Xts, 1, {{"serpent", 0, 32}}},
+    {false, "twofish", Mode::Xts, 1, {{"twofish", 0, 32}}},
+    {false, "twofish-aes", Mode::Xts, 2, {{"twofish", 0, 64}, {"aes", 32, 96}}},
+    {false, "serpent-twofish-aes", Mode::Xts, 3, {{"serpent", 0, 96}, {"twofish", 32, 128}, {"aes", 64, 160}}},
+    {false, "aes-serpent", Mode::Xts, 2, {{"aes", 0, 64}, {"serpent", 32, 96}}},
+    {false, "aes-twofish-serpent", Mode::Xts, 3, {{"aes", 0, 96}, {"twofish", 32, 128}, {"serpent", 64, 160}}},
+    {false, "serpent-twofish", Mode::Xts, 2, {{"serpent", 0, 64}, {"twofish", 32, 96}}},
+    {false, "camellia", Mode::Xts, 1, {{"camellia", 0, 32}}},
+    {false, "kuznyechik", Mode::Xts, 1, {{"kuznyechik", 0, 32}}},
+    {false, "kuznyechik-camellia", Mode::Xts, 2, {{"kuznyechik", 0, 64}, {"camellia", 32, 96}}},
+    {false, "twofish-kuznyechik", Mode::Xts, 2, {{"twofish", 0, 64}, {"kuznyechik", 32, 96}}},
+    {false, "serpent-camellia", Mode::Xts, 2, {{"serpent", 0, 64}, {"camellia", 32, 96}}},
+    {false, "aes-kuznyechik", Mode::Xts, 2, {{"aes", 0, 64}, {"kuznyechik", 32, 96}}},
+    {false, "camellia-serpent-kuznyechik", Mode::Xts, 3,
+     {{"camellia", 0, 96}, {"serpent", 32, 128}, {"kuznyechik", 64, 160}}},
+    {false, "aes", Mode::Lrw, 1, {{"aes", 32, 0}}},
+    {false, "serpent", Mode::Lrw, 1, {{"serpent", 32, 0}}},
+    {false, "twofish", Mode::Lrw, 1, {{"twofish", 32, 0}}},
+    {false, "twofish-aes", Mode::Lrw, 2, {{"twofish", 32, 0}, {"aes", 64, 0}}},
+    {false, "serpent-twofish-aes", Mode::Lrw, 3, {{"serpent", 32, 0}, {"twofish", 64, 0}, {"aes", 96, 0}}},
+    {false, "aes-serpent", Mode::Lrw, 2, {{"aes", 32, 0}, {"serpent", 64, 0}}},
+    {false, "aes-twofish-serpent", Mode::Lrw, 3, {{"aes", 32, 0}, {"twofish", 64, 0}, {"serpent", 96, 0}}},
+    {false, "serpent-twofish", Mode::Lrw, 2, {{"serpent", 32, 0}, {"twofish", 64, 0}}},
+    // Legacy CBC with the tcw IV: key 32, then IV seed 16 and whitening 16.
+    {true, "aes", Mode::CbcTcw, 1, {{"aes", 32, 0}}},
+    {true, "serpent", Mode::CbcTcw, 1, {{"serpent", 32, 0}}},
+    {true, "twofish", Mode::CbcTcw, 1, {{"twofish", 32, 0}}},
+};
+
+const char* mode_name(Mode m) {
+    switch (m) {
+    case Mode::Xts: return "xts-plain64";
+    case Mode::Lrw: return "lrw-benbi";
+    case Mode::CbcTcw: return "cbc-tcw";
+    }
+    return "";
+}
+
+std::size_t part_key_size(Mode m) {
+    switch (m) {
+    case Mode::Xts: return 64;
+    case Mode::Lrw: return 48;
+    case Mode::CbcTcw: return 64;  // cipher key 32 + IV seed 16 + whitening 16
+    }
+    return 0;
+}
+
+// One cipher's key as its mode takes it, from `src` (the 192-byte header key
+// or the header's key area): cryptsetup's TCRYPT_copy_key.
+void copy_key(const Part& p, Mode m, const uint8_t* src, uint8_t* out) {
+    switch (m) {
+    case Mode::Xts:
+        std::memcpy(out, src + p.key_offset, 32);
+        std::memcpy(out + 32, src + p.iv_offset, 32);
+        break;
+    case Mode::Lrw:
+        std::memcpy(out, src + p.key_offset, 32);
+        std::memcpy(out + 32, src, kLrwTweakKey);
+        break;
+    case Mode::CbcTcw:
+        std::memcpy(out, src + p.key_offset, 32);
+        std::memcpy(out + 32, src + p.iv_offset, 32);
+        break;
+    }
+}
+
+// The chain's whole key, each cipher's part in chain order.
+SecureBuffer chain_key(const Chain& c, const uint8_t* src) {
+    const std::size_t ks = part_key_size(c.mode);
+    SecureBuffer k(ks * c.count);
+    for (unsigned i = 0; i < c.count; ++i) copy_key(c.part[i], c.mode, src, k.data() + i * ks);
+    return k;
+}
+
+// The registry name of one cipher in the chain's mode, and of the chain: the
+// ciphers of a chain are one cascade(...) composition.
+std::string part_api(const Part& p, Mode m) {
+    switch (m) {
+    case Mode::Xts: return std::string("xts(") + p.name + ")";
+    case Mode::Lrw: return std::string("lrw(") + p.name + ")";
+    case Mode::CbcTcw: return std::string("cbc(") + p.name + ")";
+    }
+    return {};
+}
+std::string chain_api(const Chain& c) {
+    if (c.count == 1) return part_api(c.part[0], c.mode);
+    std::string s = "cascade(";
+    for (unsigned i = 0; i < c.count; ++i) s += (i ? "," : "") + part_api(c.part[i], c.mode);
+    return s + ")";
+}
+
+// The CRC-32 register (reflected, polynomial 0xEDB88320) advanced over data,
+// without inversions: cryptsetup's crypt_crc32. Bitwise, as it runs over at
+// most a keyfile and two header fields.
+uint32_t crc_update(uint32_t crc, ConstBytes data) {
+    for (uint8_t byte : data) {
+        crc ^= byte;
+        for (int b = 0; b < 8; ++b) crc = (crc >> 1) ^ ((crc & 1) ? 0xEDB88320u : 0);
+    }
+    return crc;
+}
+uint32_t crc32(ConstBytes data) { return ~crc_update(~0u, data); }
+
+// Decrypts one candidate into `out`: false when the registry lacks one of
+// the chain's ciphers (kuznyechik, say) or the result has no magic.
+bool try_chain(Registry& reg, const Chain& c, const uint8_t* hkey, const uint8_t* enc, bool vera, uint8_t* out) {
+    auto sk = Skcipher::alloc(reg, chain_api(c));
+    if (!sk) return false;
+    // CBC decrypts the header with the cipher key alone; the IV seed and
+    // whitening parts of its volume key are applied here.
+    SecureBuffer key = c.mode == Mode::CbcTcw ? SecureBuffer(ConstBytes(hkey + c.part[0].key_offset, 32))
+                                              : chain_key(c, hkey);
+    if (sk->setkey(key) != Status::Ok) return false;
+    std::memcpy(out, enc, kEncSize);
+    uint8_t iv[16] = {};
+    if (c.mode == Mode::Lrw) {
+        iv[15] = 1;  // the header is LRW block 1
+    } else if (c.mode == Mode::CbcTcw) {
+        for (std::size_t j = 0; j < kEncSize; ++j) out[j] ^= hkey[8 + j % 8];  // whitening
+        std::memcpy(iv, hkey + c.part[0].iv_offset, 16);
+    }
+    if (sk->decrypt(ConstBytes(out, kEncSize), Bytes(out, kEncSize), Bytes(iv, 16)) != Status::Ok) return false;
+    return !std::memcmp(out, "TRUE", 4) || (vera && !std::memcmp(out, "VERA", 4));
+}
+
+Header parse(const uint8_t* d) {
+    Header h;
+    h.veracrypt = d[0] == 'V';
+    h.version = get_be16(d + 4);
+    h.version_tc = get_be16(d + 6);
+    h.hidden_volume_size = get_be64(d + 28);
+    h.volume_size = get_be64(d + 36);
+    h.mk_offset = get_be64(d + 44);
+    if (!h.mk_offset) h.mk_offset = 512;
+    h.mk_size = get_be64(d + 52);
+    h.flags = get_be32(d + 60);
+    h.sector_size = get_be32(d + 64);
+    if (!h.sector_size) h.sector_size = 512;
+    h.keys.assign(ConstBytes(d + kKeysOffset, kKeysSize));
+    return h;
+}
+
+bool contains(std::string_view hay, std::string_view needle) { return hay.find(needle) != std::string_view::npos; }
+
+const Chain* find_chain(const Header& h) {
+    for (const auto& c : kChains)
+        if (h.cipher == c.name && h.mode == mode_name(c.mode)) return &c;
+    return nullptr;
+}
+
+}  // namespace
+
+void mix_keyfile(Bytes pool, ConstBytes keyfile) {
+    if (pool.empty()) return;
+    // CRC-32 register advanced one byte at a time, without the final
+    // inversion: the pool takes every intermediate value.
+    uint32_t crc = ~0u;
+    std::size_t j = 0;
+    const std::size_t n = std::min(keyfile.size(), kKeyfileMax);
+    for (std::size_t i = 0; i < n; ++i) {
+        crc = crc_update(crc, keyfile.subspan(i, 1));
+        for (int s = 24; s >= 0; s -= 8) {
+            pool[j] = static_cast<uint8_t>(pool[j] + (crc >> s));
+            j = (j + 1) % pool.size();
+        }
+    }
+}
+
+Result<Volume> from_decrypted(ConstBytes dec, std::string_view cipher, std::string_view mode, uint64_t dev_size,
+                              const OpenOptions& opts) {
+    if (dec.size() != kEncSize) return make_error(Status::Invalid, "a TCRYPT header has 448 encrypted bytes");
+    const Chain* cp = nullptr;
+    for (const auto& ch : kChains)
+        if (cipher == ch.name && mode == mode_name(ch.mode)) cp = &ch;
+    if (!cp) return make_error(Status::Unsupported, "unknown TCRYPT cipher chain " + std::string(cipher) + "-" + std::string(mode));
+    const Chain& c = *cp;
+    const uint8_t* d = dec.data();
+    if (std::memcmp(d, "TRUE", 4) && (!opts.veracrypt || std::memcmp(d, "VERA", 4)))
+        return make_error(Status::Invalid, "TCRYPT header magic mismatch.");
+    // Version 3 and older headers have no header CRC; the key CRC always counts.
+    if (get_be16(d + 4) > 3 && crc32(ConstBytes(d, kCrcSpan)) != get_be32(d + kCrcSpan))
+        return make_error(Status::Invalid, "TCRYPT header CRC32 mismatch.");
+    if (crc32(ConstBytes(d + kKeysOffset, kKeysSize)) != get_be32(d + 8))
+        return make_error(Status::Invalid, "TCRYPT keys CRC32 mismatch.");
+    Volume v;
+    v.hdr = parse(d);
+    v.hdr.cipher = c.name;
+    v.hdr.mode = mode_name(c.mode);
+    v.hdr.key_size = part_key_size(c.mode) * c.count;
+    const Header& h = v.hdr;
+    if (h.sector_size % 512)
+        return make_error(Status::Unsupported, "Activation is not supported for " +
+                                                   std::to_string(h.sector_size) + " sector size.");
+    // Data and IV offsets as cryptsetup's TCRYPT_get_data_offset
+    // and TCRYPT_get_iv_offset.
+    const uint64_t mk = h.mk_offset / 512;
+    // TrueCrypt < 6 kept a hidden volume right before its header near the end.
+    auto old_hidden = [&]() -> Result<uint64_t> {
+        if (h.hidden_volume_size > dev_size || dev_size - h.hidden_volume_size < static_cast<uint64_t>(-kHiddenOffsetOld))
+            return make_error(Status::Invalid, "TCRYPT hidden volume larger than the device.");
+        return (dev_size - h.hidden_volume_size + static_cast<uint64_t>(kHiddenOffsetOld)) / 512;
+    };
+    uint64_t data = mk;
+    if (!opts.system && c.mode == Mode::Xts && h.version < 3) {
+        data = 1;
+    } else if (!opts.system && opts.hidden && (c.mode != Mode::Xts || h.version == 3)) {
+        auto o = old_hidden();
+        if (!o) return o.error();
+        data = *o;
+    }
+    const uint64_t iv = c.mode == Mode::Xts ? data : c.mode == Mode::Lrw ? 0 : mk;
+    // System encryption of a whole-disk image: the whole encrypted area, as
+    // cryptsetup maps it when it finds no partition.
+    v.length_sectors = (opts.hidden && !opts.system ? h.hidden_volume_size : h.volume_size) / 512;
+    std::string spec = c.count == 1 ? std::string(c.part[0].name) + "-" + mode_name(c.mode)
+                                    : "capi:" + chain_api(c) + "-" + (c.mode == Mode::Xts ? "plain64" : "benbi");
+    auto t = dm::parse_cipher_spec(spec);
+    if (!t) return t.error();
+    v.table = std::move(*t);
+    v.table.key = volume_key(v);
+    v.table.offset = data;
+    v.table.iv_offset = iv;
+    v.table.sector_size = 512;
+    return v;
+}
+
+Result<Volume> open(Registry& reg, BackingStore& dev, ConstBytes passphrase, const OpenOptions& opts) {
+    // VeraCrypt's pool grows to 128 bytes for a passphrase over 64.
+    const bool long_pool = opts.veracrypt && passphrase.size() > kPoolSize;
+    const std::size_t max_pw = long_pool ? kVeraPoolSize : kPoolSize;
+    if (passphrase.size() > max_pw)
+        return make_error(Status::Invalid,
+                          "Maximum TCRYPT passphrase length (" + std::to_string(max_pw) + ") exceeded.");
+    SecureBuffer pool(max_pw);
+    for (const auto& kf : opts.keyfiles) mix_keyfile(pool.span(), kf);
+    for (std::size_t i = 0; i < passphrase.size(); ++i)
+        pool[i] = static_cast<uint8_t>(pool[i] + passphrase[i]);
+    // With keyfiles the whole pool is the password, zeros included.
+    const std::size_t pw_len = opts.keyfiles.empty() ? passphrase.size() : max_pw;
+
+    const uint64_t dev_size = dev.size();
+    auto at = [&](int64_t off) -> int64_t { return off < 0 ? static_cast<int64_t>(dev_size) + off : off; };
+    std::vector<int64_t> offsets;
+    if (opts.system) offsets = {kSystemOffset};
+    else if (opts.hidden) offsets = opts.backup ? std::vector<int64_t>{at(kHiddenBackupOffset)}
+                                                : std::vector<int64_t>{kHiddenOffset, at(kHiddenOffsetOld)};
+    else offsets = {opts.backup ? at(kBackupOffset) : 0};
+
+    std::vector<std::string> missing;
+    bool tried = false;
+    for (int64_t off : offsets) {
+        if (off < 0 || static_cast<uint64_t>(off) + kHeaderSize > dev_size) continue;
+        std::array<uint8_t, kHeaderSize> raw{};
+        if (auto s = dev.read(static_cast<uint64_t>(off), Bytes(raw.data(), raw.size())); s != Status::Ok)
+            return make_error(s, "Cannot read TCRYPT header.");
+        for (const auto& k : kKdfs) {
+            if (!opts.hash.empty() && !contains(k.hash, opts.hash)) continue;
+            if (k.veracrypt && !opts.veracrypt) continue;
+            // With a PIM only VeraCrypt's KDFs, their iterations from it.
+            if (opts.veracrypt && opts.pim && !k.veracrypt) continue;
+            const uint64_t it64 = opts.veracrypt && opts.pim ? k.pim_const + uint64_t{k.pim_mult} * opts.pim : k.iterations;
+            if (it64 > UINT32_MAX) return make_error(Status::Invalid, "Invalid PIM value: outside of range.");
+            const auto iters = static_cast<uint32_t>(it64);
+            SecureBuffer hkey(kHdrKeySize);
+            auto r = pbkdf2(reg, registry_hash(k.hash), ConstBytes(pool.data(), pw_len),
+                            ConstBytes(raw.data(), kSaltSize), iters, hkey.span());
+            if (!r) {
+                if (r.status() != Status::NotFound) return r.error();
+                if (std::find(missing.begin(), missing.end(), k.hash) == missing.end()) missing.push_back(k.hash);
+                continue;
+            }
+            tried = true;
+            SecureBuffer dec(kEncSize);
+            for (const auto& c : kChains) {
+                if (!opts.cipher.empty() && !contains(c.name, opts.cipher)) continue;
+                if (!try_chain(reg, c, hkey.data(), raw.data() + kSaltSize, opts.veracrypt, dec.data()))
+                    continue;
+                auto v = from_decrypted(ConstBytes(dec.data(), kEncSize), c.name, mode_name(c.mode), dev_size, opts);
+                if (!v) {
+                    if (v.status() == Status::Invalid) continue;  // a CRC mismatch: not this chain
+                    return v.error();
+                }
+                v->hdr.kdf_hash = k.hash;
+                v->hdr.iterations = iters;
+                return v;
+            }
+        }
+    }
+    if (!tried && !missing.empty()) {
+        std::string m;
+        for (const auto& h : missing) m += (m.empty() ? "" : ", ") + h;
+        return make_error(Status::Unsupported, "PBKDF2 hash algorithm not available: " + m + ".");
+    }
+    return make_error(Status::NoKey, "No device header detected with this passphrase.");
+}
+
+SecureBuffer volume_key(const Volume& vol) {
+    const Chain* c = find_chain(vol.hdr);
+    if (!c || vol.hdr.keys.size() < kKeysSize) return {};
+    return chain_key(*c, vol.hdr.keys.data());
+}
+
+std::string dump(const Volume& vol, std::string_view device_path) {
+    const Header& h = vol.hdr;
+    std::string o;
+    char buf[256];
+    auto line = [&](const char* fmt, auto... a) {
+        std::snprintf(buf, sizeof buf, fmt, a...);
+        o += buf;
+    };
+    o += std::string(h.veracrypt ? "VERACRYPT" : "TCRYPT") + " header information for " + std::string(device_path) + "\n";
+    line("Version:       \t%d\n", h.version);
+    line("Driver req.:\t%x.%x\n", h.version_tc >> 8, h.version_tc & 0xFF);
+    line("Sector size:\t%u\n", h.sector_size);
+    line("MK offset:\t%llu\n", static_cast<unsigned long long>(h.mk_offset));
+    line("PBKDF2 hash:\t%s\n", h.kdf_hash.c_str());
+    line("Cipher chain:\t%s\n", h.cipher.c_str());
+    line("Cipher mode:\t%s\n", h.mode.c_str());
+    line("MK bits:       \t%zu\n", h.key_size * 8);
+    return o;
+}
+
+SecureBuffer dump_volume_key(const Volume& vol, std::string_view device_path) {
+    // cryptsetup's tcryptDump_with_volume_key: always "TCRYPT", the data
+    // offset in sectors, then crypt_log_hex ("xx " per byte, 16 a line,
+    // continuation lines indented with two tabs).
+    const Header& h = vol.hdr;
+    const std::string head = "TCRYPT header information for " + std::string(device_path) +
+                             "\nCipher chain:  \t" + h.cipher + "\nCipher mode:   \t" + h.mode +
+                             "\nPayload offset:\t" + std::to_string(vol.table.offset) +
+                             "\nMK bits:       \t" + std::to_string(h.key_size * 8) + "\nMK dump:\t";
+    static constexpr char kDigits[] = "0123456789abcdef";
+    const SecureBuffer k = volume_key(vol);
+    const std::size_t lines = (k.size() + 15) / 16;
+    SecureBuffer out(head.size() + k.size() * 3 + (lines ? lines - 1 : 0) * 3 + 1);
+    std::size_t n = 0;
+    for (char c : head) out[n++] = static_cast<uint8_t>(c);
+    for (std::size_t i = 0; i < k.size(); ++i) {
+        if (i && i % 16 == 0) {
+            out[n++] = '\n';
+            out[n++] = '\t';
+            out[n++] = '\t';
+        }
+        out[n++] = static_cast<uint8_t>(kDigits[k[i] >> 4]);
+        out[n++] = static_cast<uint8_t>(kDigits[k[i] & 15]);
+        out[n++] = ' ';
+    }
+    out[n++] = '\n';
+    out.resize(n);
+    return out;
+}
+
+Result<std::unique_ptr<dm::CryptTarget>> make_target(Registry& reg, const Volume& vol,
+                                                     std::shared_ptr<BackingStore> data, dm::TargetOptions opts) {
+    if (!data) return make_error(Status::Invalid, "no data device");
+    const uint64_t sectors = data->size() / 512;
+    if (sectors <= vol.table.offset || (vol.length_sectors && sectors < vol.table.offset + vol.length_sectors))
+        return make_error(Status::Invalid, (data->name().empty() ? std::string("the data device") : data->name()) +
+                                               " is too small for the TCRYPT volume");
+    return dm::CryptTarget::create(reg, vol.table, std::move(data), vol.length_sectors, opts);
+}
+
+}  // namespace blkcrypt::tcrypt

@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+"""Turns the oracle's transcripts (oracle-*.txt, from make-golden.sh) into
+the files tests/cli/tcrypt.sh replays: golden.tsv (name, image, password,
+options, size and sha256 of the device tcryptOpen mapped), NAME.dump
+(tcryptDump --dump-volume-key) and NAME.plain (tcryptDump)."""
+import glob, os, re, sys
+
+here = os.path.dirname(os.path.abspath(__file__))
+cases = {}
+for line in open(os.path.join(here, 'cases.tsv')):
+    if line.startswith('#') or not line.strip():
+        continue
+    name, img, pw, opts = line.rstrip('\n').split('\t')
+    cases[name] = (img, pw, opts)
+
+found = {}
+for path in sorted(glob.glob(os.path.join(here, 'oracle-*.txt'))):
+    name = section = None
+    buf = []
+    for line in open(path, encoding='utf-8', errors='replace'):
+        line = line.rstrip('\n')
+        m = re.match(r'^=== (\S+)', line)
+        if m:
+            name, section = m.group(1), None
+            continue
+        m = re.match(r'^--- (\w+)$', line)
+        if m:
+            section, buf = m.group(1), []
+            continue
+        if name is None or section is None:
+            continue
+        if section in ('plain', 'dump'):
+            if re.match(r'^rc=\d+$', line):
+                if line == 'rc=0':
+                    with open(os.path.join(here, f'{name}.{ "plain" if section == "plain" else "dump"}'), 'w') as f:
+                        f.write('\n'.join(buf) + '\n')
+                section = None
+            else:
+                buf.append(line)
+        elif section == 'open':
+            if line.startswith('size='):
+                found.setdefault(name, {})['size'] = line[5:]
+            elif line.startswith('sha256='):
+                found.setdefault(name, {})['sha256'] = line[7:]
+
+with open(os.path.join(here, 'golden.tsv'), 'w') as f:
+    f.write('# name\timage\tpassword\toptions\tsize\tsha256 (of the device cryptsetup tcryptOpen mapped)\n')
+    for name, (img, pw, opts) in cases.items():
+        r = found.get(name, {})
+        if 'size' in r and 'sha256' in r:
+            f.write('\t'.join([name, img, pw, opts, r['size'], r['sha256']]) + '\n')
+        else:
+            print(f'{name}: no mapping recorded', file=sys.stderr)
