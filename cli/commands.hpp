@@ -17,6 +17,7 @@ int run_verity(Args args);
 int run_fsverity(Args args);
 int run_bench(Args args);
 int run_luks(Args args);
+int run_bitlk(Args args);
 int run_serve(Args args);
 
 }  // namespace cli

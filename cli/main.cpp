@@ -36,6 +36,7 @@ constexpr Command kCommands[] = {
     {"serve", "serve an image to NBD clients (nbdcopy, qemu-img, nbdfuse)", cli::run_serve},
     {"bench", "measure cipher and hash throughput, like cryptsetup benchmark", cli::run_bench},
     {"luks", "read LUKS containers as cryptsetup does, without root", cli::run_luks},
+    {"bitlk", "read BitLocker volumes as cryptsetup does, without root", cli::run_bitlk},
 };
 
 // cryptsetup's action names, accepted at the top level: `blkcrypt luksDump
@@ -56,6 +57,7 @@ constexpr Alias kAliases[] = {
     {"luksHeaderRestore", "luks", "header-restore"},
     {"luksUUID", "luks", "uuid"},
     {"isLuks", "luks", "is-luks"},
+    {"bitlkDump", "bitlk", "dump"},
 };
 
 void print_help() {
