@@ -22,8 +22,9 @@ constexpr uint16_t kEntryStartupKey = 0x0006, kValueKey = 0x0001, kValueString =
 
 using namespace detail;
 
-// UTF-8 to UTF-16LE, padded with zeros to twice the UTF-8 length: cryptsetup
-// hashes passwordLen * 2 bytes of its zeroed conversion buffer.
+// UTF-8 to UTF-16LE, as Windows hashes it. (cryptsetup up to 2.6 hashed
+// twice the UTF-8 length, zero padded: the same for ASCII only; later
+// versions hash the UTF-16 length, as here.)
 std::optional<SecureBuffer> utf16_password(ConstBytes p) {
     SecureBuffer out(p.size() * 2);
     std::size_t o = 0;
@@ -37,6 +38,7 @@ std::optional<SecureBuffer> utf16_password(ConstBytes p) {
             c = (c << 6) | (p[i + k] & 0x3f);
         }
         i += n;
+        if (c > 0x10ffff || (c >= 0xd800 && c < 0xe000)) return std::nullopt;
         auto put = [&](uint32_t u) {
             out[o++] = static_cast<uint8_t>(u);
             out[o++] = static_cast<uint8_t>(u >> 8);
@@ -48,6 +50,7 @@ std::optional<SecureBuffer> utf16_password(ConstBytes p) {
             put(c);
         }
     }
+    out.resize(o);
     return out;
 }
 

@@ -114,8 +114,8 @@ dm::CryptTable crypt_table(const Metadata& md, ConstBytes key, const Segment& se
     dm::CryptTable table = t ? std::move(t).value() : dm::CryptTable{};
     table.key.assign(key);
     table.sector_size = md.sector_size;
-    // cryptsetup counts BitLocker IVs in 512-byte sectors for 4K volumes too.
-    table.iv_large_sectors = false;
+    // cryptsetup maps 4K volumes with iv_large_sectors (IVs count 4K sectors).
+    table.iv_large_sectors = md.sector_size != 512;
     table.offset = seg.source;
     table.iv_offset = seg.source;
     table.start = seg.start;
