@@ -5,6 +5,7 @@
 #include "number_option.hpp"
 #include "output_file.hpp"
 #include "passphrase.hpp"
+#include "serve.hpp"
 
 #include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/bitlk/bitlk.hpp>
@@ -117,18 +118,40 @@ int run_decrypt(const po::variables_map& vm, const std::vector<std::string>& fil
     return 0;
 }
 
+// The plaintext view over NBD, read-only (the view does not write).
+int run_serve(const po::variables_map& vm, const std::vector<std::string>& files) {
+    const Image im = open_image(one_file(files, "serve"));
+    if (auto segs = bitlk::segments(im.md, im.store->size() / 512); !segs) throw Failure(segs.error().message);
+    const blkcrypt::SecureBuffer key = unlock(vm, im);
+    block_stop_signals();  // before the targets' and the device's threads exist
+    blkcrypt::dm::TargetOptions topts;
+    topts.threads = vm.count("threads") ? vm["threads"].as<unsigned>() : 0;
+    auto view = bitlk::open_view(registry(), im.md, key, im.store, topts);
+    if (!view) throw Failure(view.error().message);
+    blkcrypt::nbd::StoreDeviceOptions o;
+    o.read_only = true;
+    o.block_size = im.md.sector_size;
+    o.threads = topts.threads;
+    o.description = "bitlk " + im.path;
+    auto dev = blkcrypt::nbd::make_store_device(*view, o);
+    if (!dev) throw Failure(im.path + ": " + dev.error().message);
+    return serve_device(vm, *dev);
+}
+
 }  // namespace
 
 int run_bitlk(Args args) {
     CommandLine cl{"blkcrypt bitlk dump|test-passphrase [OPTIONS] IMAGE\n"
-                   "       blkcrypt bitlk decrypt [OPTIONS] IMAGE OUT",
+                   "       blkcrypt bitlk decrypt [OPTIONS] IMAGE OUT\n"
+                   "       blkcrypt bitlk serve (--socket PATH | --port N) [OPTIONS] IMAGE",
                    "BitLocker volumes (also To Go) as cryptsetup's BITLK reads them, without root\n"
                    "or device-mapper: dump is bitlkDump, decrypt writes the plaintext bitlkOpen\n"
-                   "maps. The secret is a passphrase or a 48-digit recovery password (prompted for\n"
-                   "on a terminal, else one line of stdin), or --key-file: a .BEK startup key or a\n"
-                   "file holding the passphrase. A volume with a clear key (suspended protection)\n"
-                   "opens without one. A secret that opens nothing exits 2 (\"No key available\n"
-                   "with this passphrase.\"). OUT follows the output policy (docs/outputs.md)."};
+                   "maps, serve exports it read-only over NBD (docs/nbd.md). The secret is a\n"
+                   "passphrase or a 48-digit recovery password (prompted for on a terminal, else\n"
+                   "one line of stdin), or --key-file: a .BEK startup key or a file holding the\n"
+                   "passphrase. A volume with a clear key (suspended protection) opens without\n"
+                   "one. A secret that opens nothing exits 2 (\"No key available with this\n"
+                   "passphrase.\"). OUT follows the output policy (docs/outputs.md)."};
     cl.options.add_options()
         ("key-file,d", po::value<std::string>()->value_name("FILE"), "read the secret from FILE ('-': all of stdin), e.g. a .BEK")
         ("keyfile-offset", number_value<uint64_t>(0, UINT64_MAX)->value_name("BYTES"), "skip BYTES of the key file")
@@ -136,18 +159,23 @@ int run_bitlk(Args args) {
         ("dump-volume-key", po::bool_switch(), "dump: also print the volume key (asks for the secret)")
         ("threads,t", threads_value()->value_name("N"), "crypt worker threads, at most 256 (default: one per core)")
         ("in-place", po::bool_switch(), "write into the existing regular file OUT directly");
+    add_serve_options(cl.options);
     add_action_arguments(cl, {{"dump", "print the metadata as cryptsetup bitlkDump does"},
                               {"test-passphrase", "check a secret (cryptsetup bitlkOpen --test-passphrase)"},
-                              {"decrypt", "write the plaintext cryptsetup bitlkOpen maps to OUT"}});
+                              {"decrypt", "write the plaintext cryptsetup bitlkOpen maps to OUT"},
+                              {"serve", "serve that plaintext read-only over NBD"}});
     only_for(cl, {"dump"}, {"dump-volume-key"});
-    only_for(cl, {"decrypt"}, {"threads", "in-place"});
+    only_for(cl, {"decrypt", "serve"}, {"threads"});
+    only_for(cl, {"decrypt"}, {"in-place"});
+    only_for(cl, {"serve"}, serve_option_names());
     auto vm = parse_command_line(cl, args);
     if (!vm) return 0;
     const auto [action, files] = action_arguments(*vm);
     if (action == "dump") return run_dump(*vm, files);
     if (action == "test-passphrase") return run_test_passphrase(*vm, files);
     if (action == "decrypt") return run_decrypt(*vm, files);
-    throw UsageError("unknown action '" + action + "': use dump, test-passphrase or decrypt");
+    if (action == "serve") return run_serve(*vm, files);
+    throw UsageError("unknown action '" + action + "': use dump, test-passphrase, decrypt or serve");
 }
 
 }  // namespace cli

@@ -6,7 +6,7 @@
 # cryptsetup is not installed), wrong secrets exit 2 with cryptsetup's words,
 # and decrypt equal to what the kernel maps with `cryptsetup bitlkOpen`
 # (sha256 recorded once in tests/bitlk/golden/bitlkopen.sha256) with the
-# filesystem UUID of images.conf.
+# filesystem UUID of images.conf; serve read by nbdcopy gives the same bytes.
 source "$(dirname "$0")/lib.sh"
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 FIX=${BLKCRYPT_SHARED_DIR:-$SRC/../shared}/fixtures/bitlk-images.tar.xz
@@ -86,4 +86,20 @@ done
 echo "$(conf bitlk-aes-cbc-128 RP)" | "$BLKCRYPT" bitlk decrypt bitlk-aes-cbc-128.img "$TMP/plain"
 [[ $(sha256sum <"$TMP/plain" | cut -d' ' -f1) == "$(awk '$2=="bitlk-aes-cbc-128"{print $1}' "$GOLD")" ]] ||
     fail "recovery password plaintext"
+
+# serve: nbdcopy reads the same plaintext over NBD (read-only export).
+if command -v nbdcopy >/dev/null; then
+    SOCK=$TMP/s.sock
+    echo anaconda | "$BLKCRYPT" bitlk serve --socket "$SOCK" --pid-file "$TMP/pid" bitlk-togo-aes-xts-128.img 2>"$TMP/log" &
+    SERVER=$!
+    for _ in $(seq 100); do [[ -s $TMP/pid ]] && break; kill -0 $SERVER 2>/dev/null || fail "serve died: $(cat "$TMP/log")"; sleep 0.1; done
+    [[ -s $TMP/pid ]] || fail "serve did not start"
+    timeout 120 nbdcopy "nbd+unix:///?socket=$SOCK" "$TMP/served" || fail "nbdcopy: $(cat "$TMP/log")"
+    kill -TERM $SERVER
+    wait $SERVER || fail "serve exit on SIGTERM: $(cat "$TMP/log")"
+    [[ $(sha256sum <"$TMP/served" | cut -d' ' -f1) == "$(awk '$2=="bitlk-togo-aes-xts-128"{print $1}' "$GOLD")" ]] ||
+        fail "served plaintext differs from the kernel's"
+else
+    echo "nbdcopy not installed: bitlk serve test skipped"
+fi
 echo "bitlk: all passed"
