@@ -78,6 +78,9 @@ Result<Unlocked> open_with(Registry& reg, const Metadata& md, std::size_t idx, C
         auto vmk = open_key(reg, w, protector_key, nullptr);
         if (!vmk) continue;
         auto fvek = open_key(reg, md.fvek, *vmk, &md);
+        if (!fvek && fvek.status() == Status::BadMsg)
+            return make_error(Status::Corrupt, "The FVEK fails its AES-CCM check under the unlocked VMK: "
+                                               "the BITLK metadata is damaged.");
         if (!fvek) return fvek.error();
         if (fvek->size() * 8 != md.key_bits) return make_error(Status::Invalid, "Unexpected key data size.");
         return Unlocked{std::move(fvek).value(), idx};

@@ -59,6 +59,14 @@ head -c 1048576 /dev/zero >"$TMP/zero.img"
 expect_exit 1 "$BLKCRYPT" bitlk dump "$TMP/zero.img"
 expect_one_error_line
 grep_q "Invalid or unknown boot signature for BITLK device." <"$TMP/stderr" || fail "foreign file message"
+# A tampered FVEK (one ciphertext byte of the first metadata block's FVEK
+# entry): the passphrase still opens the VMK, and the damage is named.
+cp --sparse=always bitlk-aes-cbc-128.img "$TMP/tampered.img"
+flip_byte "$TMP/tampered.img" $((35213312 + 112 + 576 + 40))
+expect_exit 1 sh -c "echo anaconda | '$BLKCRYPT' bitlk decrypt '$TMP/tampered.img' '$TMP/never'"
+grep_q "the BITLK metadata is damaged" <"$TMP/stderr" || fail "tampered FVEK message: $(cat "$TMP/stderr")"
+[[ ! -e $TMP/never ]] || fail "OUT written for a tampered volume"
+rm -f "$TMP/tampered.img"
 head -c 4096 bitlk-aes-xts-128.img >"$TMP/short.img"
 expect_exit 1 "$BLKCRYPT" bitlk dump "$TMP/short.img"
 expect_one_error_line

@@ -103,12 +103,12 @@ TEST_CASE("clear key -> VMK -> FVEK, and a wrong key", "[bitlk]") {
     REQUIRE_FALSE(w);
     CHECK(w.status() == Status::NoKey);
     CHECK(w.error().message == "No key available with this passphrase.");
-    // A tampered FVEK tag fails as a tag mismatch, not as a key.
+    // A tampered FVEK tag is damaged metadata, not a wrong key.
     md.vmks[0].protection = bitlk::kClearKey;
     md.fvek.tag[0] ^= 1;
     auto t = bitlk::unlock_clear_key(registry(), md);
     REQUIRE_FALSE(t);
-    CHECK(t.status() == Status::BadMsg);
+    CHECK(t.status() == Status::Corrupt);
 }
 
 TEST_CASE("bitlkOpen's segments: the To Go fixture's kernel table", "[bitlk]") {
