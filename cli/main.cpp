@@ -37,6 +37,7 @@ constexpr Command kCommands[] = {
     {"bench", "measure cipher and hash throughput, like cryptsetup benchmark", cli::run_bench},
     {"luks", "read LUKS containers as cryptsetup does, without root", cli::run_luks},
     {"tcrypt", "read TrueCrypt/VeraCrypt volumes as cryptsetup does, without root", cli::run_tcrypt},
+    {"bitlk", "read BitLocker volumes as cryptsetup does, without root", cli::run_bitlk},
 };
 
 // cryptsetup's action names, accepted at the top level: `blkcrypt luksDump
@@ -61,6 +62,7 @@ constexpr Alias kAliases[] = {
     {"config", "luks", "config"},
     {"token", "luks", "token"},
     {"tcryptDump", "tcrypt", "dump"},
+    {"bitlkDump", "bitlk", "dump"},
 };
 
 void print_help() {

@@ -192,4 +192,19 @@ blkcrypt::SecureBuffer prompt_passphrase(const std::string& prompt, bool verify)
     return pass;
 }
 
+// The passphrase as cryptsetup reads it (tools_get_key): --key-file whole
+// (or --keyfile-size bytes) after --keyfile-offset, '-' all of stdin; else a
+// prompt on a terminal, or one line of piped stdin.
+blkcrypt::SecureBuffer read_passphrase(const po::variables_map& vm, const std::string& device, bool verify) {
+    if (vm.count("verify-passphrase") && vm["verify-passphrase"].as<bool>()) verify = true;
+    const uint64_t offset = vm.count("keyfile-offset") ? vm["keyfile-offset"].as<uint64_t>() : 0;
+    const std::size_t size = vm.count("keyfile-size") ? static_cast<std::size_t>(vm["keyfile-size"].as<uint64_t>()) : 0;
+    if (vm.count("key-file")) return read_key_input(vm["key-file"].as<std::string>(), offset, size, false);
+    if (::isatty(STDIN_FILENO)) {
+        if (offset || size) throw UsageError("--keyfile-offset and --keyfile-size need --key-file or piped input");
+        return prompt_passphrase("Enter passphrase for " + device + ": ", verify);
+    }
+    return read_key_input("-", offset, size, true);
+}
+
 }  // namespace cli

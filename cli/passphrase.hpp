@@ -5,6 +5,8 @@
 // Everything read lands in SecureBuffers; nothing is ever printed.
 #pragma once
 
+#include "common.hpp"
+
 #include <blkcrypt/secure_buffer.hpp>
 
 #include <cstddef>
@@ -29,5 +31,11 @@ blkcrypt::SecureBuffer read_key_input(const std::string& path, uint64_t offset, 
 // ("Verify passphrase: ") and refuses a mismatch ("Passphrases do not match.").
 // The terminal is restored on every exit path, signals included.
 blkcrypt::SecureBuffer prompt_passphrase(const std::string& prompt, bool verify);
+
+// The passphrase as cryptsetup's tools_get_key reads it from the options
+// key-file, keyfile-offset and keyfile-size (those the command declares):
+// --key-file whole (or --keyfile-size bytes) after --keyfile-offset, '-' all
+// of stdin; else a prompt on a terminal, or one line of piped stdin.
+blkcrypt::SecureBuffer read_passphrase(const po::variables_map& vm, const std::string& device, bool verify = false);
 
 }  // namespace cli

@@ -293,6 +293,11 @@ SecureBuffer dump_volume_key(const Header& h, std::string_view device, ConstByte
     head += "Cipher mode:   \t" + h.cipher_mode + "\n";
     head += "Payload offset:\t" + std::to_string(h.payload_offset) + "\n";
     head += "UUID:          \t" + h.uuid + "\n";
+    return key_dump_lines(head, vk);
+}
+
+SecureBuffer key_dump_lines(std::string_view h, ConstBytes vk) {
+    std::string head(h);
     head += "MK bits:       \t" + std::to_string(vk.size() * 8) + "\n";
     head += "MK dump:\t";
     // The key's hex goes straight into wiping memory: 3 characters a byte,

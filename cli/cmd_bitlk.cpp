@@ -1,0 +1,181 @@
+// blkcrypt bitlk: BitLocker volumes as cryptsetup's BITLK reads them, without
+// root or device-mapper: `bitlk dump` is bitlkDump, `bitlk decrypt` writes
+// what bitlkOpen maps (the same segments, read in userspace).
+#include "commands.hpp"
+#include "number_option.hpp"
+#include "output_file.hpp"
+#include "passphrase.hpp"
+#include "serve.hpp"
+
+#include <blkcrypt/backing_store.hpp>
+#include <blkcrypt/bitlk/bitlk.hpp>
+
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+namespace cli {
+namespace {
+
+namespace bitlk = blkcrypt::bitlk;
+
+constexpr int kExitNoKey = 2;  // cryptsetup's status for a secret that opens nothing (EPERM)
+
+struct Image {
+    std::string path;
+    std::shared_ptr<blkcrypt::BackingStore> store;
+    bitlk::Metadata md;
+};
+
+Image open_image(const std::string& path) {
+    auto s = blkcrypt::open_file_store(path, false);
+    if (!s) throw Failure(s.error().message);
+    auto md = bitlk::read_metadata(**s);
+    if (!md) throw Failure(md.error().message);
+    return Image{path, *s, std::move(md).value()};
+}
+
+bool has_clear_key(const bitlk::Metadata& md) {
+    for (const bitlk::Vmk& v : md.vmks)
+        if (v.protection == bitlk::kClearKey && !v.clear_key.empty()) return true;
+    return false;
+}
+
+// The FVEK: from a clear-key protector when the volume has one (no secret
+// needed; cryptsetup 2.6 cannot), else from the passphrase, recovery
+// password or .BEK file read as cryptsetup reads a passphrase.
+blkcrypt::SecureBuffer unlock(const po::variables_map& vm, const Image& im) {
+    blkcrypt::Result<bitlk::Unlocked> u = blkcrypt::make_error(blkcrypt::Status::NoKey, "");
+    if (has_clear_key(im.md) && !vm.count("key-file")) {
+        u = bitlk::unlock_clear_key(registry(), im.md);
+    } else {
+        const blkcrypt::SecureBuffer secret = read_passphrase(vm, im.path);
+        u = bitlk::unlock(registry(), im.md, secret);
+    }
+    if (!u) {
+        if (u.status() == blkcrypt::Status::NoKey) throw StatusFailure("No key available with this passphrase.", kExitNoKey);
+        throw Failure(u.error().message);
+    }
+    return std::move(u->key);
+}
+
+std::string one_file(const std::vector<std::string>& files, const std::string& action) {
+    if (files.size() != 1) throw UsageError("bitlk " + action + " needs exactly one IMAGE");
+    return files[0];
+}
+
+int run_dump(const po::variables_map& vm, const std::vector<std::string>& files) {
+    const Image im = open_image(one_file(files, "dump"));
+    if (!vm["dump-volume-key"].as<bool>()) {
+        refuse_given(vm, {"key-file", "keyfile-offset", "keyfile-size"}, "only with --dump-volume-key");
+        std::cout << bitlk::dump(im.md, im.path);
+        return 0;
+    }
+    const blkcrypt::SecureBuffer key = unlock(vm, im);
+    const blkcrypt::SecureBuffer text = bitlk::dump_volume_key(im.md, im.path, key);
+    std::cout.flush();
+    write_all(STDOUT_FILENO, text, "stdout");
+    return 0;
+}
+
+int run_test_passphrase(const po::variables_map& vm, const std::vector<std::string>& files) {
+    const Image im = open_image(one_file(files, "test-passphrase"));
+    (void)unlock(vm, im);
+    return 0;
+}
+
+int run_decrypt(const po::variables_map& vm, const std::vector<std::string>& files) {
+    if (files.size() != 2) throw UsageError("bitlk decrypt needs IMAGE and OUT");
+    const std::string& image = files[0];
+    const std::string key_path = vm.count("key-file") ? vm["key-file"].as<std::string>() : "";
+    if (image == "-") throw UsageError("IMAGE cannot be stdin: its metadata is read first");
+    Output out(files[1], OutputOptions{.role = "OUT", .secret = true, .can_stream = true,
+                                       .in_place = vm["in-place"].as<bool>(),
+                                       .inputs = {{"IMAGE", image}, {"the key file", key_path}}});
+    const Image im = open_image(image);
+    // Refuse what bitlkOpen refuses before asking for a secret.
+    if (auto segs = bitlk::segments(im.md, im.store->size() / 512); !segs) throw Failure(segs.error().message);
+    const blkcrypt::SecureBuffer key = unlock(vm, im);
+    blkcrypt::dm::TargetOptions topts;
+    topts.threads = vm.count("threads") ? vm["threads"].as<unsigned>() : 0;
+    auto view = bitlk::open_view(registry(), im.md, key, im.store, topts);
+    if (!view) throw Failure(view.error().message);
+    const uint64_t size = (*view)->size();
+    out.reserve(size);
+    std::vector<uint8_t> buf(1 << 20);
+    for (uint64_t at = 0; at < size;) {
+        const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(buf.size(), size - at));
+        const blkcrypt::Bytes chunk(buf.data(), n);
+        if (blkcrypt::Status s = (*view)->read(at, chunk); s != blkcrypt::Status::Ok)
+            throw Failure(image + ": reading the plaintext at byte " + std::to_string(at) + ": " + blkcrypt::to_string(s));
+        out.write(chunk);
+        at += n;
+    }
+    out.commit();
+    return 0;
+}
+
+// The plaintext view over NBD, read-only (the view does not write).
+int run_serve(const po::variables_map& vm, const std::vector<std::string>& files) {
+    const Image im = open_image(one_file(files, "serve"));
+    if (auto segs = bitlk::segments(im.md, im.store->size() / 512); !segs) throw Failure(segs.error().message);
+    const blkcrypt::SecureBuffer key = unlock(vm, im);
+    block_stop_signals();  // before the targets' and the device's threads exist
+    blkcrypt::dm::TargetOptions topts;
+    topts.threads = vm.count("threads") ? vm["threads"].as<unsigned>() : 0;
+    auto view = bitlk::open_view(registry(), im.md, key, im.store, topts);
+    if (!view) throw Failure(view.error().message);
+    blkcrypt::nbd::StoreDeviceOptions o;
+    o.read_only = true;
+    o.block_size = im.md.sector_size;
+    o.threads = topts.threads;
+    o.description = "bitlk " + im.path;
+    auto dev = blkcrypt::nbd::make_store_device(*view, o);
+    if (!dev) throw Failure(im.path + ": " + dev.error().message);
+    return serve_device(vm, *dev);
+}
+
+}  // namespace
+
+int run_bitlk(Args args) {
+    CommandLine cl{"blkcrypt bitlk dump|test-passphrase [OPTIONS] IMAGE\n"
+                   "       blkcrypt bitlk decrypt [OPTIONS] IMAGE OUT\n"
+                   "       blkcrypt bitlk serve (--socket PATH | --port N) [OPTIONS] IMAGE",
+                   "BitLocker volumes (also To Go) as cryptsetup's BITLK reads them, without root\n"
+                   "or device-mapper: dump is bitlkDump, decrypt writes the plaintext bitlkOpen\n"
+                   "maps, serve exports it read-only over NBD (docs/nbd.md). The secret is a\n"
+                   "passphrase or a 48-digit recovery password (prompted for on a terminal, else\n"
+                   "one line of stdin), or --key-file: a .BEK startup key or a file holding the\n"
+                   "passphrase. A volume with a clear key (suspended protection) opens without\n"
+                   "one. A secret that opens nothing exits 2 (\"No key available with this\n"
+                   "passphrase.\"). OUT follows the output policy (docs/outputs.md)."};
+    cl.options.add_options()
+        ("key-file,d", po::value<std::string>()->value_name("FILE"), "read the secret from FILE ('-': all of stdin), e.g. a .BEK")
+        ("keyfile-offset", number_value<uint64_t>(0, UINT64_MAX)->value_name("BYTES"), "skip BYTES of the key file")
+        ("keyfile-size,l", number_value<uint64_t>(1, kMaxKeyFileSize)->value_name("BYTES"), "read exactly BYTES of the key file")
+        ("dump-volume-key", po::bool_switch(), "dump: also print the volume key (asks for the secret)")
+        ("threads,t", threads_value()->value_name("N"), "crypt worker threads, at most 256 (default: one per core)")
+        ("in-place", po::bool_switch(), "write into the existing regular file OUT directly");
+    add_serve_options(cl.options);
+    add_action_arguments(cl, {{"dump", "print the metadata as cryptsetup bitlkDump does"},
+                              {"test-passphrase", "check a secret (cryptsetup bitlkOpen --test-passphrase)"},
+                              {"decrypt", "write the plaintext cryptsetup bitlkOpen maps to OUT"},
+                              {"serve", "serve that plaintext read-only over NBD"}});
+    only_for(cl, {"dump"}, {"dump-volume-key"});
+    only_for(cl, {"decrypt", "serve"}, {"threads"});
+    only_for(cl, {"decrypt"}, {"in-place"});
+    only_for(cl, {"serve"}, serve_option_names());
+    auto vm = parse_command_line(cl, args);
+    if (!vm) return 0;
+    const auto [action, files] = action_arguments(*vm);
+    if (action == "dump") return run_dump(*vm, files);
+    if (action == "test-passphrase") return run_test_passphrase(*vm, files);
+    if (action == "decrypt") return run_decrypt(*vm, files);
+    if (action == "serve") return run_serve(*vm, files);
+    throw UsageError("unknown action '" + action + "': use dump, test-passphrase, decrypt or serve");
+}
+
+}  // namespace cli
