@@ -212,11 +212,8 @@ int run_copy(const po::variables_map& vm, bool enc, const std::vector<std::strin
     ImageCopy job{.encrypt = enc, .in_path = in_path, .out = out, .table = table};
     if (vm.count("size")) job.size_sectors = vm["size"].as<uint64_t>();
     if (vm.count("start")) job.start_sectors = vm["start"].as<uint64_t>();
-    if (vm.count("threads")) job.threads = vm["threads"].as<unsigned>();
-    job.progress = progress_settings(vm);
-    job.progress_name = enc ? out_path : in_path;
+    set_copy_options(vm, job, enc ? out_path : in_path);
     job.json = vm["json"].as<bool>();
-    job.progress_json = vm["progress-json"].as<bool>();
     const CopyResult done = copy_image(job);
     if (vm["json"].as<bool>()) {
         JsonWriter w(std::cout);

@@ -378,10 +378,7 @@ void set_range(const po::variables_map& vm, ImageCopy& job, uint64_t segment_sec
 
 // decrypt / encrypt: the copy with --threads and the progress options.
 int run_copy(const po::variables_map& vm, ImageCopy& job, const std::string& image) {
-    if (vm.count("threads")) job.threads = vm["threads"].as<unsigned>();
-    job.progress = progress_settings(vm);
-    job.progress_name = image;
-    job.progress_json = vm["progress-json"].as<bool>();
+    set_copy_options(vm, job, image);
     copy_image(job);
     return 0;
 }

@@ -143,10 +143,7 @@ int run_decrypt(const po::variables_map& vm, const std::vector<std::string>& fil
     const tcrypt::Volume vol = unlock(vm, image, *dev);
     ImageCopy job{.encrypt = false, .in_path = image, .out = out, .table = vol.table};
     if (vol.length_sectors) job.size_sectors = vol.length_sectors;
-    if (vm.count("threads")) job.threads = vm["threads"].as<unsigned>();
-    job.progress = progress_settings(vm);
-    job.progress_name = image;
-    job.progress_json = vm["progress-json"].as<bool>();
+    set_copy_options(vm, job, image);
     copy_image(job);
     return 0;
 }

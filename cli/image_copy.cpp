@@ -275,4 +275,11 @@ CopyResult copy_image(const ImageCopy& job) {
     return CopyResult{done, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()};
 }
 
+void set_copy_options(const po::variables_map& vm, ImageCopy& job, const std::string& name) {
+    if (vm.count("threads")) job.threads = vm["threads"].as<unsigned>();
+    job.progress = progress_settings(vm);
+    job.progress_name = name;
+    job.progress_json = vm["progress-json"].as<bool>();
+}
+
 }  // namespace cli

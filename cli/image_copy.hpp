@@ -48,6 +48,10 @@ struct CopyResult {
 // Runs the copy and commits OUT. UsageError/Failure as the commands throw them.
 CopyResult copy_image(const ImageCopy& job);
 
+// What every copying command takes from its command line: --threads and the
+// progress options, the progress line naming `name`.
+void set_copy_options(const po::variables_map& vm, ImageCopy& job, const std::string& name);
+
 // CryptTarget::create with its errors as exceptions: the table's fault
 // (UsageError) unless the store failed underneath (Failure).
 std::unique_ptr<blkcrypt::dm::CryptTarget> make_crypt_target(blkcrypt::Registry& reg,
