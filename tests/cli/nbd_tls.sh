@@ -7,11 +7,15 @@
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/nbd_lib.sh"
 need nbdinfo nbdcopy qemu-img certtool psktool python3
-"$BLKCRYPT" serve --tls require --tls-psk /dev/null --socket "$TMP/x" /dev/null >"$TMP/probe" 2>&1 || true
+# The probe's image is a regular file: the image is checked before --tls.
+truncate -s 1M "$TMP/probe.img"
+"$BLKCRYPT" serve --tls require --tls-psk /dev/null --socket "$TMP/x" "$TMP/probe.img" >"$TMP/probe" 2>&1 || true
 if grep_q "built without TLS" <"$TMP/probe"; then
-    echo "nbd_tls: built without TLS (BLKCRYPT_WITH_TLS=OFF): checking the refusal only"
+    echo "nbd_tls: built without TLS (BLKCRYPT_WITH_TLS=OFF): the refusal was checked, nothing else"
     exit 0
 fi
+# Built with TLS, the probe must have failed on its PSK file (/dev/null), not on TLS.
+grep_q -F "/dev/null" <"$TMP/probe" || fail "TLS probe: $(cat "$TMP/probe")"
 URI="nbds+unix:///?socket=$SOCK"
 
 # --- credentials: a CA, a server and a client certificate (qemu's layout) --
