@@ -34,7 +34,7 @@ ev = [json.loads(l) for l in lines]   # every line one object
 assert all(isinstance(e, dict) and "event" in e for e in ev), lines
 by = lambda name: [e for e in ev if e["event"] == name]
 exec(sys.argv[2])
-' "$TMP/events" "$1" || fail "events: $(cat "$TMP/events")"
+' "$TMP/events" "$1" || fail "events: $(cat "$TMP/events") server log: $(cat "$TMP/log") qemu-io: $(cat "$TMP/qio" 2>/dev/null)"
 }
 
 random_file "$TMP/plain" $((1 << 20))
@@ -44,7 +44,7 @@ printf '\xff' | dd of="$TMP/tampered" bs=1 seek=$((5 * 4096 + 7)) conv=notrunc s
 
 # --- verity serve on a Unix socket: a bad block is a request_error ---------
 json_server verity serve --socket "$SOCK" --export-name v "$TMP/tampered" "$TMP/vhash" "$(cat "$TMP/root")"
-T qemu-io -f raw -r -c "read 0 4096" -c "read $((5 * 4096)) 4096" "nbd+unix:///v?socket=$SOCK" >/dev/null 2>&1 || true
+T qemu-io -f raw -r -c "read 0 4096" -c "read $((5 * 4096)) 4096" "nbd+unix:///v?socket=$SOCK" >"$TMP/qio" 2>&1 || true
 json_stop
 check '
 l = by("listening")
