@@ -163,6 +163,7 @@ public:
     }
 
     void update(ConstBytes data) override {
+        if (data.empty()) return;  // an empty span may have no pointer: memcpy must not see it
         const uint8_t* p = data.data();
         std::size_t len = data.size();
         if (fill_) {
