@@ -38,6 +38,7 @@ constexpr Command kCommands[] = {
     {"luks", "read LUKS containers as cryptsetup does, without root", cli::run_luks},
     {"tcrypt", "read TrueCrypt/VeraCrypt volumes as cryptsetup does, without root", cli::run_tcrypt},
     {"bitlk", "read BitLocker volumes as cryptsetup does, without root", cli::run_bitlk},
+    {"loopaes", "read and write loop-AES volumes as cryptsetup loopaesOpen maps them, without root", cli::run_loopaes},
 };
 
 // cryptsetup's action names, accepted at the top level: `blkcrypt luksDump
