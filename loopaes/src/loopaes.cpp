@@ -29,8 +29,8 @@ Result<std::vector<SecureBuffer>> parse_keyfile(ConstBytes data) {
     if (data.empty()) return make_error(Status::Invalid, kIncompatible);
     if (looks_gpg(data))
         return make_error(Status::Invalid,
-                          "Detected not yet supported GPG encrypted keyfile.\n"
-                          "Please use gpg --decrypt <KEYFILE> | cryptsetup --keyfile=- ...");
+                          "Detected not yet supported GPG encrypted keyfile: decrypt it first "
+                          "(gpg --decrypt KEYFILE) and give the decrypted key file.");
     std::vector<SecureBuffer> keys;
     std::size_t at = 0;
     while (at < data.size() && keys.size() < kMaxKeys) {
