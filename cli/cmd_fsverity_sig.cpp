@@ -63,6 +63,7 @@ int run_fsverity_sign(Args args) {
     if (!vm) return 0;
     const auto words = file_and_sig(*vm, "sign");
     if (!vm->count("key")) throw UsageError("sign needs --key KEY");
+    if (words[1] == "-") throw UsageError("SIG cannot be stdout: the result line is printed there");
     if (!fsv::signatures_supported()) throw Failure("signatures need OpenSSL: blkcrypt was built without OpenSSL");
     const std::string key_path = (*vm)["key"].as<std::string>();
     const std::string cert_path = vm->count("cert") ? (*vm)["cert"].as<std::string>() : key_path;

@@ -99,5 +99,7 @@ expect_exit 2 "$BLKCRYPT" fsverity sign data x.sig --key other.key --cert rsa.pe
 expect_exit 2 "$BLKCRYPT" fsverity sign data data --key rsa.key --cert rsa.pem
 cmp data "$SIGS/fsverity.data" || fail "sign wrote over its input"
 expect_exit 2 "$BLKCRYPT" fsverity sign data --key rsa.key --cert rsa.pem
+expect_exit 2 "$BLKCRYPT" fsverity sign data - --key rsa.key --cert rsa.pem
+grep_q "SIG cannot be stdout" "$TMP/stderr" || fail "sign to stdout: $(cat "$TMP/stderr")"
 expect_exit 2 "$BLKCRYPT" fsverity sign data x.sig --key rsa.key --cert rsa.pem --hash-alg md5
 echo "fsverity signatures: all checks passed"

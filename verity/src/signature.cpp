@@ -139,8 +139,7 @@ std::string digest_name(PKCS7_SIGNER_INFO* si) {
     const int nid = OBJ_obj2nid(a->algorithm);
     const char* n = nid != NID_undef ? OBJ_nid2sn(nid) : nullptr;
     std::string s = n ? n : "unknown";
-    for (auto& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    if (s.rfind("sha", 0) == 0 && s.find('-') != std::string::npos) s.erase(s.find('-'), 1);  // SHA-256 style
+    for (auto& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));  // "SHA256"
     return s;
 }
 
