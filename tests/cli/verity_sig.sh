@@ -116,6 +116,9 @@ expect_exit 2 "$BLKCRYPT" verity verify data hash "$root" --trusted-cert rsa.pem
 grep_q "only with --root-hash-signature" "$TMP/stderr" || fail "--trusted-cert alone: $(cat "$TMP/stderr")"
 expect_exit 2 "$BLKCRYPT" verity verify data hash "$root" --root-hash-signature our.sig --trusted-cert rsa.key
 expect_exit 2 "$BLKCRYPT" verity format data hash2 --root-hash-signature our.sig
+mkdir certs-bad && cp rsa.pem certs-bad/ && echo "not a certificate" >certs-bad/README
+expect_exit 2 "$BLKCRYPT" verity verify data hash "$root" --root-hash-signature our.sig --trusted-certs certs-bad
+grep_q "certs-bad/README: not a PEM or DER X.509 certificate" "$TMP/stderr" || fail "non-certificate in DIR: $(cat "$TMP/stderr")"
 expect_exit 2 "$BLKCRYPT" verity verify data hash "$root" --root-hash-signature our.sig --trusted-cert rsa.pem --sig-key-desc x
 
 # 3. table: the key description veritysetup open would load the signature under.
