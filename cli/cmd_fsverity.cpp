@@ -3,6 +3,7 @@
 // descriptor can be saved, through the output policy (output_file.hpp); both
 // appear together or not at all.
 #include "commands.hpp"
+#include "fsverity_sig.hpp"
 #include "json.hpp"
 #include "number_option.hpp"
 #include "output_file.hpp"
@@ -39,9 +40,12 @@ std::string parse_hash(const std::string& s) {
 }
 
 void print_help() {
-    std::cout << "Usage: blkcrypt fsverity digest FILE... [OPTIONS]\n\n"
-                 "Compute fs-verity file digests, as 'fsverity digest' does.\n"
-                 "Run 'blkcrypt fsverity digest --help' for the options.\n";
+    std::cout << "Usage: blkcrypt fsverity digest FILE... [OPTIONS]\n"
+                 "       blkcrypt fsverity sign FILE SIG --key KEY [--cert CERT] [OPTIONS]\n"
+                 "       blkcrypt fsverity verify-sig FILE SIG --cert CERT [OPTIONS]\n\n"
+                 "Compute fs-verity file digests, as 'fsverity digest' does; make and check\n"
+                 "built-in signatures, as 'fsverity sign' does.\n"
+                 "Run 'blkcrypt fsverity ACTION --help' for the options.\n";
 }
 
 int run_digest(Args args) {
@@ -64,23 +68,12 @@ int run_digest(Args args) {
     cl.actions = {{"digest", "print the fs-verity digest of files"}};
     cl.hidden.add_options()("file", po::value<std::vector<std::string>>(), "input files");
     cl.positional.add("file", -1);
-    // fsverity-utils takes "--salt=" as no salt; Boost refuses an empty "=".
-    std::vector<std::string> words;
-    for (const auto& a : args) {
-        if (a == "--salt=") words.insert(words.end(), {"--salt", ""});
-        else words.push_back(a);
-    }
-    auto vm = parse_command_line(cl, words);
+    auto vm = parse_command_line(cl, fsverity_salt_words(args));
     if (!vm) return 0;
     if (!vm->count("file")) throw UsageError("no FILE given");
     const auto files = (*vm)["file"].as<std::vector<std::string>>();
 
-    fsv::FsverityParams p;
-    if (vm->count("hash-alg")) p.hash = parse_hash((*vm)["hash-alg"].as<std::string>());
-    if (vm->count("block-size")) p.block_size = parse_block_size((*vm)["block-size"].as<std::string>());
-    if (vm->count("salt")) p.salt = decode_hex((*vm)["salt"].as<std::string>(), "--salt");
-    if (vm->count("threads")) p.threads = (*vm)["threads"].as<unsigned>();
-    if (auto r = fsv::fsverity_check_params(p); !r) throw UsageError(r.error().message);
+    fsv::FsverityParams p = fsverity_params(*vm);
     const bool compact = (*vm)["compact"].as<bool>(), builtin = (*vm)["for-builtin-sig"].as<bool>();
     const bool json = (*vm)["json"].as<bool>();
     if (json && compact) throw UsageError("--json and --compact exclude each other");
@@ -162,14 +155,37 @@ int run_digest(Args args) {
 
 }  // namespace
 
+std::vector<std::string> fsverity_salt_words(Args args) {
+    // fsverity-utils takes "--salt=" as no salt; Boost refuses an empty "=".
+    std::vector<std::string> words;
+    for (const auto& a : args) {
+        if (a == "--salt=") words.insert(words.end(), {"--salt", ""});
+        else words.push_back(a);
+    }
+    return words;
+}
+
+fsv::FsverityParams fsverity_params(const po::variables_map& vm) {
+    fsv::FsverityParams p;
+    if (vm.count("hash-alg")) p.hash = parse_hash(vm["hash-alg"].as<std::string>());
+    if (vm.count("block-size")) p.block_size = parse_block_size(vm["block-size"].as<std::string>());
+    if (vm.count("salt")) p.salt = decode_hex(vm["salt"].as<std::string>(), "--salt");
+    if (vm.count("threads")) p.threads = vm["threads"].as<unsigned>();
+    if (auto r = fsv::fsverity_check_params(p); !r) throw UsageError(r.error().message);
+    return p;
+}
+
 int run_fsverity(Args args) {
-    if (args.empty()) throw UsageError("fsverity: no subcommand given (digest; see blkcrypt fsverity --help)");
+    if (args.empty())
+        throw UsageError("fsverity: no subcommand given (digest, sign, verify-sig; see blkcrypt fsverity --help)");
     if (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
         print_help();
         return 0;
     }
     if (args[0] == "digest") return run_digest(args.subspan(1));
-    throw UsageError("fsverity: unknown subcommand '" + args[0] + "' (digest)");
+    if (args[0] == "sign") return run_fsverity_sign(args.subspan(1));
+    if (args[0] == "verify-sig") return run_fsverity_verify_sig(args.subspan(1));
+    throw UsageError("fsverity: unknown subcommand '" + args[0] + "' (digest, sign, verify-sig)");
 }
 
 }  // namespace cli

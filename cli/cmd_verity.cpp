@@ -13,6 +13,7 @@
 #include "serve.hpp"
 #include "verity_actions.hpp"
 #include "verity_params.hpp"
+#include "verity_sig.hpp"
 
 #include <blkcrypt/dm/backing_store.hpp>
 #include <blkcrypt/registry.hpp>
@@ -117,6 +118,7 @@ int run_verify(const po::variables_map& vm, const std::vector<std::string>& file
     if (root.size() != geometry->digest_size)
         throw UsageError("the root hash has " + std::to_string(root.size()) + " bytes; " +
                          params.hash_name + " needs " + std::to_string(geometry->digest_size));
+    check_root_hash_signature(vm, root);  // before any block is read, as the kernel does at table load
     const bool json = vm["json"].as<bool>();
     Progress progress(progress_settings(vm), files[0], params.data_blocks * params.data_block_size);
     auto report = vy::verify_tree(reg, params, root, *data, *hash, tree_options(vm, progress));
@@ -175,22 +177,26 @@ int run_verity(Args args) {
                    "       blkcrypt verity dump HASH [--hash-offset BYTES]\n"
                    "       blkcrypt verity table DATA HASH ROOT_HEX [options]\n"
                    "       blkcrypt verity read (--table LINE | DATA HASH ROOT_HEX) [--out FILE] [options]\n"
-                   "       blkcrypt verity serve (--table LINE | DATA HASH ROOT_HEX) (--socket PATH | --port N)",
+                   "       blkcrypt verity serve (--table LINE | DATA HASH ROOT_HEX) (--socket PATH | --port N)\n"
+                   "       blkcrypt verity sign ROOT_HEX --key KEY --cert CERT --out SIG",
                    "Build, check or show a dm-verity hash tree as veritysetup does. HASH may be\n"
                    "DATA itself (the tree then goes past the data, at --hash-offset). verify exits\n"
                    "0 only when every block matches; it names each corrupted block. table prints the\n"
                    "dm-verity table line cryptsetup would load; read serves the data through the\n"
                    "verity read path (per-block checks, kernel policies), like reading /dev/mapper;\n"
-                   "serve makes that view a read-only NBD device (docs/nbd.md)."};
+                   "serve makes that view a read-only NBD device (docs/nbd.md). sign makes the\n"
+                   "PKCS#7 root hash signature the kernel checks (--root-hash-signature)."};
     add_verity_options(cl.options);
     add_serve_options(cl.options);
     add_progress_options(cl.options);
+    add_signature_options(cl.options);
     add_action_arguments(cl, {{"format", "build the hash tree of DATA into HASH and print the root hash"},
                               {"verify", "check DATA against HASH and the root hash"},
                               {"dump", "print the superblock of HASH"},
                               {"table", "print the dm-verity table line for dmsetup"},
                               {"read", "read DATA through the verity target, checking every block"},
-                              {"serve", "serve DATA over NBD, read-only, every block checked on read"}});
+                              {"serve", "serve DATA over NBD, read-only, every block checked on read"},
+                              {"sign", "sign a root hash (PKCS#7, as the kernel's root_hash_sig_key_desc check wants)"}});
     // Which action honours what (the rest go with every action).
     const std::vector<std::string> params = {"hash", "data-block-size", "hash-block-size", "data-blocks",
                                              "salt", "uuid", "format"};
@@ -201,7 +207,10 @@ int run_verity(Args args) {
     only_for(cl, {"table", "read", "serve"}, {"ignore-corruption", "restart-on-corruption", "panic-on-corruption",
                                      "ignore-zero-blocks", "check-at-most-once"});
     only_for(cl, {"read", "serve"}, {"table"});
-    only_for(cl, {"read"}, {"out"});
+    only_for(cl, {"read", "sign"}, {"out"});
+    only_for(cl, {"verify", "table", "read", "serve"}, signature_check_option_names());
+    only_for(cl, {"table"}, {"sig-key-desc", "name"});
+    only_for(cl, {"sign"}, {"key", "cert"});
     only_for(cl, {"serve"}, serve_option_names());
     auto vm = parse_command_line(cl, args);
     if (!vm) return 0;
@@ -212,7 +221,8 @@ int run_verity(Args args) {
     if (action == "table") return run_verity_table(*vm, files);
     if (action == "read") return run_verity_read(*vm, files);
     if (action == "serve") return run_verity_serve(*vm, files);
-    throw UsageError("unknown action '" + action + "': use format, verify, dump, table, read or serve");
+    if (action == "sign") return run_verity_sign(*vm, files);
+    throw UsageError("unknown action '" + action + "': use format, verify, dump, table, read, serve or sign");
 }
 
 }  // namespace cli

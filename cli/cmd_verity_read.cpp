@@ -7,6 +7,7 @@
 #include "serve.hpp"
 #include "verity_actions.hpp"
 #include "verity_params.hpp"
+#include "verity_sig.hpp"
 
 #include <blkcrypt/nbd/dm_table.hpp>
 #include <blkcrypt/registry.hpp>
@@ -105,6 +106,7 @@ vy::VerityTable table_from_files(blkcrypt::Registry& reg, const po::variables_ma
     if (!g) throw UsageError(g.error().message);
     auto t = vy::make_verity_table(params, *g, root, files[0], files[1]);
     apply_policies(vm, t);
+    if (check_root_hash_signature(vm, t.root_hash)) t.root_hash_sig_key_desc = signature_key_description(vm, params);
     return t;
 }
 
@@ -125,6 +127,7 @@ int run_verity_table(const po::variables_map& vm, const std::vector<std::string>
         w.key("data_blocks"), w.number(static_cast<int64_t>(t.params.data_blocks));
         w.key("hash_start_block"), w.number(static_cast<int64_t>(t.hash_start_block));
         w.key("root_hash"), w.string(encode_hex(t.root_hash));
+        if (!t.root_hash_sig_key_desc.empty()) w.key("root_hash_sig_key_desc"), w.string(t.root_hash_sig_key_desc);
         w.end_object();
     } else {
         std::cout << t.line() << "\n";
@@ -143,6 +146,10 @@ vy::VerityTable read_table(blkcrypt::Registry& reg, const po::variables_map& vm,
         if (!t) throw UsageError("--table: " + t.error().message);
         vy::VerityTable table = std::move(*t);
         apply_policies(vm, table);
+        // The kernel would take the signature from its keyring; here it is a file.
+        if (!check_root_hash_signature(vm, table.root_hash) && !table.root_hash_sig_key_desc.empty())
+            throw UsageError("the table names the signature key '" + table.root_hash_sig_key_desc +
+                             "': give the signature with --root-hash-signature");
         return table;
     }
     return table_from_files(reg, vm, files);

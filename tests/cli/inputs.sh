@@ -80,7 +80,7 @@ usage_error "option '--alg' given more than once" hash --alg %value% --alg %cano
 usage_error "option '--alg' is required (see blkcrypt hash --help)" hash img
 usage_error "option '--alg' needs a value (see blkcrypt hash --help)" hash img --alg
 usage_error "missing action: encrypt, decrypt, table or serve (see blkcrypt crypt --help)" crypt
-usage_error "missing action: format, verify, dump, table, read or serve (see blkcrypt verity --help)" verity --hash sha1
+usage_error "missing action: format, verify, dump, table, read, serve or sign (see blkcrypt verity --help)" verity --hash sha1
 usage_error "unknown option '-z' (see blkcrypt fsverity digest --help)" fsverity digest img -z
 usage_error "option '--json' takes no value" list --json=%value%
 

@@ -49,9 +49,14 @@ Result<void> parse_options(std::vector<std::string_view> w, VerityTable& t) {
         else if (o == "check_at_most_once") t.check_at_most_once = true;
         else if (o == "restart_on_error" || o == "panic_on_error" || o == "try_verify_in_tasklet")
             t.other_flags.emplace_back(o);
+        else if (o == "root_hash_sig_key_desc") {
+            // The key (in the kernel's keyring) holding the signature.
+            if (i + 1 >= w.size()) return bad("option 'root_hash_sig_key_desc' needs a key description");
+            t.root_hash_sig_key_desc = w[++i];
+        }
         else if (o == "use_fec_from_device" || o == "fec_roots" || o == "fec_blocks" ||
-                 o == "fec_start" || o == "root_hash_sig_key_desc")
-            return bad("option '" + std::string(o) + "' (FEC / signatures) is not supported");
+                 o == "fec_start")
+            return bad("option '" + std::string(o) + "' (FEC) is not supported");
         else return bad("unknown option '" + std::string(o) + "'");
     }
     return {};
@@ -121,8 +126,14 @@ std::string VerityTable::args() const {
     for (const auto& f : other_flags) opts.push_back(f);
     if (ignore_zero_blocks) opts.emplace_back("ignore_zero_blocks");
     if (check_at_most_once) opts.emplace_back("check_at_most_once");
+    // Last, as cryptsetup writes it; the description is a word of its own.
+    std::size_t words = opts.size();
+    if (!root_hash_sig_key_desc.empty()) {
+        opts.push_back("root_hash_sig_key_desc " + root_hash_sig_key_desc);
+        words += 2;
+    }
     if (!opts.empty()) {
-        s += " " + std::to_string(opts.size());
+        s += " " + std::to_string(words);
         for (const auto& o : opts) s += " " + o;
     }
     return s;

@@ -7,7 +7,7 @@
 // or just the part after "verity". Options: ignore_corruption,
 // restart_on_corruption, panic_on_corruption, restart_on_error,
 // panic_on_error, ignore_zero_blocks, check_at_most_once,
-// try_verify_in_tasklet. FEC and signature options are refused (not built).
+// try_verify_in_tasklet, root_hash_sig_key_desc <key>. FEC options are refused (not built).
 #pragma once
 
 #include <blkcrypt/status.hpp>
@@ -30,6 +30,7 @@ struct VerityTable {
     CorruptionMode on_corruption = CorruptionMode::Error;
     bool ignore_zero_blocks = false;
     bool check_at_most_once = false;
+    std::string root_hash_sig_key_desc;   // empty: no signature option
     std::vector<std::string> other_flags;  // accepted, no effect here (restart_on_error...)
 
     // The arguments after "verity", as `dmsetup table` shows them.
