@@ -241,3 +241,66 @@ TEST_CASE("fs-verity through the shared reader: a file that grows is an error", 
     REQUIRE_FALSE(d.ok());
     CHECK_THAT(d.error().message, Catch::Contains("grew"));
 }
+
+// Chunk c is hashed while the digests of chunk c-1 are handed on: they still
+// arrive in order, each chunk's once, and a sink's error or a stop asked by
+// the progress callback ends the run with nothing handed on after it.
+TEST_CASE("hash_blocks: chunks hashed while the previous ones are handed on", "[merkle]") {
+    constexpr std::size_t kBs = 4096, kSize = (18u << 20) + 1000;  // 5 chunks, a short tail
+    char name[] = "/var/tmp/blkcrypt-merkle-XXXXXX";
+    const int fd = ::mkstemp(name);
+    REQUIRE(fd >= 0);
+    std::vector<uint8_t> buf(kSize);
+    for (std::size_t i = 0; i < kSize; ++i) buf[i] = static_cast<uint8_t>(i * 31 + (i >> 12));
+    REQUIRE(::write(fd, buf.data(), buf.size()) == static_cast<ssize_t>(buf.size()));
+    ::close(fd);
+    auto store = dm::open_file_store(name, false);
+    REQUIRE(store.ok());
+    auto h = BlockHasher::create(testutil::registry(), "sha256", {}, SaltPlacement::Before);
+    REQUIRE(h.ok());
+    auto pool = ParallelHasher::create(*h, 3);
+    REQUIRE(pool.ok());
+    const auto none = [](uint64_t, uint64_t) { return true; };
+
+    SECTION("every block's digest, in order") {
+        std::vector<uint8_t> got;
+        auto r = hash_blocks(**pool, **store, 0, kBs, kSize, none, [&](uint64_t first, uint64_t n, ConstBytes dg) -> Result<void> {
+            CHECK(first * 32 == got.size());
+            CHECK(dg.size() == n * 32);
+            got.insert(got.end(), dg.begin(), dg.end());
+            return {};
+        });
+        REQUIRE(r.ok());
+        std::vector<uint8_t> want;
+        for (std::size_t off = 0; off < kSize; off += kBs) {
+            std::vector<uint8_t> block(buf.begin() + static_cast<std::ptrdiff_t>(off),
+                                       buf.begin() + static_cast<std::ptrdiff_t>(std::min(kSize, off + kBs)));
+            block.resize(kBs, 0);
+            const auto d = sha256(block);
+            want.insert(want.end(), d.begin(), d.end());
+        }
+        CHECK(got == want);
+    }
+    SECTION("a sink's error ends the run") {
+        int calls = 0;
+        auto r = hash_blocks(**pool, **store, 0, kBs, kSize, none, [&](uint64_t, uint64_t, ConstBytes) -> Result<void> {
+            if (++calls == 2) return make_error(Status::IoError, "sink full");
+            return {};
+        });
+        REQUIRE_FALSE(r.ok());
+        CHECK(r.error().message == "sink full");
+        CHECK(calls == 2);
+    }
+    SECTION("a stop from the progress callback ends the run") {
+        int calls = 0;
+        auto r = hash_blocks(**pool, **store, 0, kBs, kSize, [](uint64_t done, uint64_t) { return done < (8u << 20); },
+                             [&](uint64_t, uint64_t, ConstBytes) -> Result<void> {
+                                 ++calls;
+                                 return {};
+                             });
+        REQUIRE_FALSE(r.ok());
+        CHECK(r.error().status == Status::Interrupted);
+        CHECK(calls == 2);
+    }
+    ::unlink(name);
+}

@@ -132,7 +132,7 @@ public:
     }
 
     // Maps chunk c's pages here, not by page faults in the workers: called
-    // for the next chunk while one is hashed, so that only two chunks of the
+    // for the next chunk while one is hashed, so that only three chunks of the
     // mapping are resident at a time.
     void prepare(uint64_t c) noexcept {
         if (c >= chunks()) return;
@@ -263,25 +263,42 @@ Result<void> hash_blocks(ParallelHasher& pool, dm::BackingStore& store, uint64_t
     const uint64_t chunk_blocks = std::max<uint64_t>(1, kChunkBytes / bs);
     const std::size_t buf_blocks = static_cast<std::size_t>(std::clamp<uint64_t>(nblocks, 1, chunk_blocks));
     store.hint_sequential();
-    std::vector<uint8_t> digests(buf_blocks * ds);
+    // Two digest buffers: chunk c is hashed into one while the digests of
+    // chunk c-1 go to the sink from the other, and c-1's mapping is released,
+    // so the workers never wait for this thread between chunks.
+    std::array<std::vector<uint8_t>, 2> digests{std::vector<uint8_t>(buf_blocks * ds),
+                                                std::vector<uint8_t>(buf_blocks * ds)};
     {
         ChunkReader reader(store, offset, bs, nblocks, chunk_blocks);
+        const auto count_of = [&](uint64_t c) {
+            return static_cast<std::size_t>(std::min(chunk_blocks, nblocks - c * chunk_blocks));
+        };
+        // Chunk c is hashed: releases it and hands its digests on.
+        const auto finish = [&](uint64_t c) -> Result<void> {
+            if (auto r = reader.done(c); !r) return r;
+            const uint64_t first = c * chunk_blocks;
+            const std::size_t count = count_of(c);
+            if (auto r = sink(first, count, ConstBytes(digests[c % 2]).first(count * ds)); !r) return r;
+            if (progress && !progress((first + count) * bs, length))
+                return make_error(Status::Interrupted, "interrupted");
+            return {};
+        };
         for (uint64_t c = 0; c + 1 < kSlots; ++c) reader.issue(c);
         for (uint64_t c = 0; c < reader.chunks(); ++c) {
-            const uint64_t first = c * chunk_blocks;
-            const std::size_t count = static_cast<std::size_t>(std::min(chunk_blocks, nblocks - first));
             auto cur = reader.get(c);
             if (!cur) return cur.error();
-            pool.start(*cur, count, bs, digests.data());
-            reader.issue(c + kSlots - 1);  // into the slot of chunk c-1, hashed already
+            pool.start(*cur, count_of(c), bs, digests[c % 2].data());
+            // While chunk c is hashed. The pool reads chunk c and writes its
+            // digests until wait(): no early return before it.
+            Result<void> prev = c > 0 ? finish(c - 1) : Result<void>{};
+            reader.issue(c + kSlots - 1);  // into the slot of chunk c-1, finished above
             reader.prepare(c + 1);
             if (Status s = pool.wait(); s != Status::Ok)
                 return make_error(s, std::string("hashing failed: ") + to_string(s));
-            if (auto r = reader.done(c); !r) return r;
-            if (auto r = sink(first, count, ConstBytes(digests).first(count * ds)); !r) return r;
-            if (progress && !progress((first + count) * bs, length))
-                return make_error(Status::Interrupted, "interrupted");
+            if (!prev) return prev;
         }
+        if (reader.chunks() > 0)
+            if (auto r = finish(reader.chunks() - 1); !r) return r;
     }
     if (const auto tail = static_cast<std::size_t>(length - nblocks * bs); tail > 0) {
         std::vector<uint8_t> last(bs, 0);  // zero-padded
@@ -290,9 +307,9 @@ Result<void> hash_blocks(ParallelHasher& pool, dm::BackingStore& store, uint64_t
             if (store.changed()) return changed_error(store);
             return read_error(at, tail);
         }
-        if (Status s = pool.own_context().hash_one(last, Bytes(digests).first(ds)); s != Status::Ok)
+        if (Status s = pool.own_context().hash_one(last, Bytes(digests[0]).first(ds)); s != Status::Ok)
             return make_error(s, std::string("hashing failed: ") + to_string(s));
-        if (auto r = sink(nblocks, 1, ConstBytes(digests).first(ds)); !r) return r;
+        if (auto r = sink(nblocks, 1, ConstBytes(digests[0]).first(ds)); !r) return r;
         if (progress && !progress(length, length)) return make_error(Status::Interrupted, "interrupted");
     }
     if (store.changed()) return changed_error(store);  // grew (or shrank) meanwhile
