@@ -1,4 +1,5 @@
 #include "block_stream.hpp"
+#include "read_buffer.hpp"
 
 #include <linux/aio_abi.h>
 #include <sys/mman.h>
@@ -75,10 +76,6 @@ bool mostly_cached(ConstBytes map, uint64_t off, uint64_t len) noexcept {
     }
     return missing * 2 <= seen;
 }
-
-struct FreeDeleter {
-    void operator()(uint8_t* p) const noexcept { std::free(p); }
-};
 
 // Reads the chunks of a run in order, kSlots at a time. A chunk of a mapped
 // file that is in the page cache is hashed in place (no copy); one that is
@@ -189,7 +186,7 @@ private:
         Status status = Status::Ok;
         bool pending = false;
         int64_t result = 0;
-        std::unique_ptr<uint8_t, FreeDeleter> buf;
+        ReadBuffer buf;
         iocb cb{};
     };
 
@@ -200,11 +197,10 @@ private:
 
     bool buffer(Slot& s) {
         if (s.buf) return true;
-        const std::size_t size = (chunk_blocks_ * bs_ + dm::BackingStore::kDirectAlign - 1) /
+        const std::size_t size = (std::min(chunk_blocks_, nblocks_) * bs_ + dm::BackingStore::kDirectAlign - 1) /
                                  dm::BackingStore::kDirectAlign * dm::BackingStore::kDirectAlign;
-        s.buf.reset(static_cast<uint8_t*>(std::aligned_alloc(dm::BackingStore::kDirectAlign, size)));
-        if (!s.buf) s.status = Status::NoMem;
-        return s.buf != nullptr;
+        if (!s.buf.allocate(size)) s.status = Status::NoMem;
+        return static_cast<bool>(s.buf);
     }
 
     // The length is rounded up to the alignment: bytes past the run (or a
