@@ -5,6 +5,7 @@
 #include "../../verity/src/block_stream.hpp"
 #include "../../verity/src/merkle_builder.hpp"
 #include "../../verity/src/parallel_hasher.hpp"
+#include "../../verity/src/task_pool.hpp"
 
 #include <blkcrypt/dm/backing_store.hpp>
 #include <blkcrypt/registry.hpp>
@@ -12,6 +13,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -303,4 +305,29 @@ TEST_CASE("hash_blocks: chunks hashed while the previous ones are handed on", "[
         CHECK(calls == 2);
     }
     ::unlink(name);
+}
+
+// A second job started before the first is waited for runs while the first
+// is still running (the workers do not wait for the caller between chunks);
+// wait() reports the jobs in the order they were started.
+TEST_CASE("TaskPool: a queued job runs before the one ahead of it is waited for", "[merkle]") {
+    TaskPool pool(2);
+    REQUIRE(pool.threads() == 2);
+    std::atomic<bool> second_ran{false};
+    std::atomic<bool> overlapped{false};
+    pool.start(2, [&](std::size_t part, unsigned) {
+        if (part == 1) {  // holds the first job open until the second has run (5 s at most)
+            for (int i = 0; i < 500 && !second_ran; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            overlapped = second_ran.load();
+        }
+        return Status::IoError;
+    });
+    pool.start(3, [&](std::size_t, unsigned) {
+        second_ran = true;
+        return Status::Ok;
+    });
+    CHECK(pool.wait() == Status::IoError);  // the first job's
+    CHECK(pool.wait() == Status::Ok);       // the second's
+    CHECK(overlapped);
+    CHECK(pool.wait() == Status::Ok);  // nothing left
 }

@@ -21,9 +21,10 @@ namespace blkcrypt::verity {
 namespace {
 
 constexpr std::size_t kChunkBytes = 4u << 20;
-// One chunk is hashed while the others are read: with direct reads, three
-// requests stay queued at the disk, which is what it needs to stream.
-constexpr std::size_t kSlots = 4;
+// One chunk is hashed and the next queued on the pool while the others are
+// read: with direct reads, three requests stay queued at the disk, which is
+// what it needs to stream.
+constexpr std::size_t kSlots = 5;
 // Without direct reads: how far ahead of the hashing position the page cache
 // is asked to be filled, so the disk always has requests queued.
 constexpr uint64_t kReadAheadBytes = 32u << 20;
@@ -129,8 +130,8 @@ public:
     }
 
     // Maps chunk c's pages here, not by page faults in the workers: called
-    // for the next chunk while one is hashed, so that only three chunks of the
-    // mapping are resident at a time.
+    // (by get) for the next chunk while one is hashed, so that only two or
+    // three chunks of the mapping are resident at a time.
     void prepare(uint64_t c) noexcept {
         if (c >= chunks()) return;
         Slot& s = slots_[c % kSlots];
@@ -259,42 +260,52 @@ Result<void> hash_blocks(ParallelHasher& pool, dm::BackingStore& store, uint64_t
     const uint64_t chunk_blocks = std::max<uint64_t>(1, kChunkBytes / bs);
     const std::size_t buf_blocks = static_cast<std::size_t>(std::clamp<uint64_t>(nblocks, 1, chunk_blocks));
     store.hint_sequential();
-    // Two digest buffers: chunk c is hashed into one while the digests of
-    // chunk c-1 go to the sink from the other, and c-1's mapping is released,
-    // so the workers never wait for this thread between chunks.
+    // Chunk c+1 is queued on the pool before chunk c is waited for, so the
+    // workers go from one chunk to the next without waiting for this thread;
+    // chunk c is released and its digests handed on while c+1 is hashed.
+    // Hence two digest buffers, and four slots: c, c+1 and two reads ahead.
     std::array<std::vector<uint8_t>, 2> digests{std::vector<uint8_t>(buf_blocks * ds),
                                                 std::vector<uint8_t>(buf_blocks * ds)};
     {
         ChunkReader reader(store, offset, bs, nblocks, chunk_blocks);
+        const uint64_t chunks = reader.chunks();
         const auto count_of = [&](uint64_t c) {
             return static_cast<std::size_t>(std::min(chunk_blocks, nblocks - c * chunk_blocks));
         };
-        // Chunk c is hashed: releases it and hands its digests on.
-        const auto finish = [&](uint64_t c) -> Result<void> {
+        // The pool reads a started chunk and writes its digests until it is
+        // waited for: every return waits for what is queued.
+        std::size_t queued = 0;
+        struct Drain {
+            ParallelHasher& pool;
+            std::size_t& queued;
+            ~Drain() {
+                for (; queued > 0; --queued) (void)pool.wait();
+            }
+        } drain{pool, queued};
+        const auto start = [&](uint64_t c) -> Result<void> {
+            auto data = reader.get(c);
+            if (!data) return data.error();
+            pool.start(*data, count_of(c), bs, digests[c % 2].data());
+            ++queued;
+            return {};
+        };
+        for (uint64_t c = 0; c < kSlots; ++c) reader.issue(c);  // c's slot is c % kSlots
+        if (chunks > 0)
+            if (auto r = start(0); !r) return r;
+        for (uint64_t c = 0; c < chunks; ++c) {
+            if (c + 1 < chunks)
+                if (auto r = start(c + 1); !r) return r;
+            --queued;
+            if (Status s = pool.wait(); s != Status::Ok)
+                return make_error(s, std::string("hashing failed: ") + to_string(s));
             if (auto r = reader.done(c); !r) return r;
             const uint64_t first = c * chunk_blocks;
             const std::size_t count = count_of(c);
             if (auto r = sink(first, count, ConstBytes(digests[c % 2]).first(count * ds)); !r) return r;
             if (progress && !progress((first + count) * bs, length))
                 return make_error(Status::Interrupted, "interrupted");
-            return {};
-        };
-        for (uint64_t c = 0; c + 1 < kSlots; ++c) reader.issue(c);
-        for (uint64_t c = 0; c < reader.chunks(); ++c) {
-            auto cur = reader.get(c);
-            if (!cur) return cur.error();
-            pool.start(*cur, count_of(c), bs, digests[c % 2].data());
-            // While chunk c is hashed. The pool reads chunk c and writes its
-            // digests until wait(): no early return before it.
-            Result<void> prev = c > 0 ? finish(c - 1) : Result<void>{};
-            reader.issue(c + kSlots - 1);  // into the slot of chunk c-1, finished above
-            reader.prepare(c + 1);
-            if (Status s = pool.wait(); s != Status::Ok)
-                return make_error(s, std::string("hashing failed: ") + to_string(s));
-            if (!prev) return prev;
+            reader.issue(c + kSlots);  // into chunk c's slot
         }
-        if (reader.chunks() > 0)
-            if (auto r = finish(reader.chunks() - 1); !r) return r;
     }
     if (const auto tail = static_cast<std::size_t>(length - nblocks * bs); tail > 0) {
         std::vector<uint8_t> last(bs, 0);  // zero-padded
