@@ -43,6 +43,14 @@ std::unique_ptr<HashContext> sha256_context() {
     return std::move(*c);
 }
 
+std::unique_ptr<ParallelHasher> sha256_pool(unsigned threads) {
+    auto h = BlockHasher::create(testutil::registry(), "sha256", {}, SaltPlacement::Before);
+    REQUIRE(h.ok());
+    auto pool = ParallelHasher::create(*h, threads);
+    REQUIRE(pool.ok());
+    return std::move(*pool);
+}
+
 struct Block {
     std::size_t level;
     uint64_t index;
@@ -200,14 +208,11 @@ TEST_CASE("hash_blocks: a mapped file is read ahead of the hashing", "[merkle]")
     if (evicted) {
         auto store = dm::open_file_store(name, false);
         REQUIRE(store.ok());
-        auto h = BlockHasher::create(testutil::registry(), "sha256", {}, SaltPlacement::Before);
-        REQUIRE(h.ok());
-        auto pool = ParallelHasher::create(*h, 1);
-        REQUIRE(pool.ok());
+        auto pool = sha256_pool(1);
         std::size_t ahead = 0;
         bool first = true;
         NoDirectStore no_direct(**store);
-        auto r = hash_blocks(**pool, no_direct, 0, 4096, kSize, [&](uint64_t, uint64_t) {
+        auto r = hash_blocks(*pool, no_direct, 0, 4096, kSize, [&](uint64_t, uint64_t) {
             // After the first 4 MiB: 16..32 MiB is on its way in.
             for (int i = 0; first && i < 200 && (ahead = resident(16u << 20, 16u << 20)) < 90; ++i)
                 std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -258,15 +263,13 @@ TEST_CASE("hash_blocks: chunks hashed while the previous ones are handed on", "[
     ::close(fd);
     auto store = dm::open_file_store(name, false);
     REQUIRE(store.ok());
-    auto h = BlockHasher::create(testutil::registry(), "sha256", {}, SaltPlacement::Before);
-    REQUIRE(h.ok());
-    auto pool = ParallelHasher::create(*h, 3);
-    REQUIRE(pool.ok());
+    auto pool = sha256_pool(3);
     const auto none = [](uint64_t, uint64_t) { return true; };
 
     SECTION("every block's digest, in order") {
         std::vector<uint8_t> got;
-        auto r = hash_blocks(**pool, **store, 0, kBs, kSize, none, [&](uint64_t first, uint64_t n, ConstBytes dg) -> Result<void> {
+        auto r = hash_blocks(*pool, **store, 0, kBs, kSize, none,
+                             [&](uint64_t first, uint64_t n, ConstBytes dg) -> Result<void> {
             CHECK(first * 32 == got.size());
             CHECK(dg.size() == n * 32);
             got.insert(got.end(), dg.begin(), dg.end());
@@ -285,7 +288,7 @@ TEST_CASE("hash_blocks: chunks hashed while the previous ones are handed on", "[
     }
     SECTION("a sink's error ends the run") {
         int calls = 0;
-        auto r = hash_blocks(**pool, **store, 0, kBs, kSize, none, [&](uint64_t, uint64_t, ConstBytes) -> Result<void> {
+        auto r = hash_blocks(*pool, **store, 0, kBs, kSize, none, [&](uint64_t, uint64_t, ConstBytes) -> Result<void> {
             if (++calls == 2) return make_error(Status::IoError, "sink full");
             return {};
         });
@@ -295,7 +298,7 @@ TEST_CASE("hash_blocks: chunks hashed while the previous ones are handed on", "[
     }
     SECTION("a stop from the progress callback ends the run") {
         int calls = 0;
-        auto r = hash_blocks(**pool, **store, 0, kBs, kSize, [](uint64_t done, uint64_t) { return done < (8u << 20); },
+        auto r = hash_blocks(*pool, **store, 0, kBs, kSize, [](uint64_t done, uint64_t) { return done < (8u << 20); },
                              [&](uint64_t, uint64_t, ConstBytes) -> Result<void> {
                                  ++calls;
                                  return {};

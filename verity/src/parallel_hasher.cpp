@@ -49,7 +49,8 @@ Result<std::unique_ptr<ParallelHasher>> ParallelHasher::create(std::shared_ptr<c
 
 void ParallelHasher::start(const uint8_t* data, std::size_t count, std::size_t bs, uint8_t* digests) {
     const std::size_t threads = std::clamp<std::size_t>(count / kMinPerThread, 1, ctx_.size());
-    const std::size_t parts = threads == 1 ? 1 : std::max(threads, std::min(count / kMinPerThread, count * bs / kPartBytes));
+    const std::size_t parts =
+        threads == 1 ? 1 : std::max(threads, std::min(count / kMinPerThread, count * bs / kPartBytes));
     const std::size_t ds = ds_;
     pool_.start(parts, [this, data, count, bs, digests, parts, ds](std::size_t part, unsigned worker) {
         const std::size_t b = count * part / parts, e = count * (part + 1) / parts;
