@@ -5,6 +5,7 @@
 #include "../../verity/src/block_stream.hpp"
 #include "../../verity/src/merkle_builder.hpp"
 #include "../../verity/src/parallel_hasher.hpp"
+#include "../../verity/src/task_pool.hpp"
 
 #include <blkcrypt/dm/backing_store.hpp>
 #include <blkcrypt/registry.hpp>
@@ -12,6 +13,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -39,6 +41,14 @@ std::unique_ptr<HashContext> sha256_context() {
     auto c = (*h)->new_context();
     REQUIRE(c.ok());
     return std::move(*c);
+}
+
+std::unique_ptr<ParallelHasher> sha256_pool(unsigned threads) {
+    auto h = BlockHasher::create(testutil::registry(), "sha256", {}, SaltPlacement::Before);
+    REQUIRE(h.ok());
+    auto pool = ParallelHasher::create(*h, threads);
+    REQUIRE(pool.ok());
+    return std::move(*pool);
 }
 
 struct Block {
@@ -198,14 +208,11 @@ TEST_CASE("hash_blocks: a mapped file is read ahead of the hashing", "[merkle]")
     if (evicted) {
         auto store = dm::open_file_store(name, false);
         REQUIRE(store.ok());
-        auto h = BlockHasher::create(testutil::registry(), "sha256", {}, SaltPlacement::Before);
-        REQUIRE(h.ok());
-        auto pool = ParallelHasher::create(*h, 1);
-        REQUIRE(pool.ok());
+        auto pool = sha256_pool(1);
         std::size_t ahead = 0;
         bool first = true;
         NoDirectStore no_direct(**store);
-        auto r = hash_blocks(**pool, no_direct, 0, 4096, kSize, [&](uint64_t, uint64_t) {
+        auto r = hash_blocks(*pool, no_direct, 0, 4096, kSize, [&](uint64_t, uint64_t) {
             // After the first 4 MiB: 16..32 MiB is on its way in.
             for (int i = 0; first && i < 200 && (ahead = resident(16u << 20, 16u << 20)) < 90; ++i)
                 std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -240,4 +247,90 @@ TEST_CASE("fs-verity through the shared reader: a file that grows is an error", 
     REQUIRE(grown);
     REQUIRE_FALSE(d.ok());
     CHECK_THAT(d.error().message, Catch::Contains("grew"));
+}
+
+// Chunk c is hashed while the digests of chunk c-1 are handed on: they still
+// arrive in order, each chunk's once, and a sink's error or a stop asked by
+// the progress callback ends the run with nothing handed on after it.
+TEST_CASE("hash_blocks: chunks hashed while the previous ones are handed on", "[merkle]") {
+    constexpr std::size_t kBs = 4096, kSize = (18u << 20) + 1000;  // 5 chunks, a short tail
+    char name[] = "/var/tmp/blkcrypt-merkle-XXXXXX";
+    const int fd = ::mkstemp(name);
+    REQUIRE(fd >= 0);
+    std::vector<uint8_t> buf(kSize);
+    for (std::size_t i = 0; i < kSize; ++i) buf[i] = static_cast<uint8_t>(i * 31 + (i >> 12));
+    REQUIRE(::write(fd, buf.data(), buf.size()) == static_cast<ssize_t>(buf.size()));
+    ::close(fd);
+    auto store = dm::open_file_store(name, false);
+    REQUIRE(store.ok());
+    auto pool = sha256_pool(3);
+    const auto none = [](uint64_t, uint64_t) { return true; };
+
+    SECTION("every block's digest, in order") {
+        std::vector<uint8_t> got;
+        auto r = hash_blocks(*pool, **store, 0, kBs, kSize, none,
+                             [&](uint64_t first, uint64_t n, ConstBytes dg) -> Result<void> {
+            CHECK(first * 32 == got.size());
+            CHECK(dg.size() == n * 32);
+            got.insert(got.end(), dg.begin(), dg.end());
+            return {};
+        });
+        REQUIRE(r.ok());
+        std::vector<uint8_t> want;
+        for (std::size_t off = 0; off < kSize; off += kBs) {
+            std::vector<uint8_t> block(buf.begin() + static_cast<std::ptrdiff_t>(off),
+                                       buf.begin() + static_cast<std::ptrdiff_t>(std::min(kSize, off + kBs)));
+            block.resize(kBs, 0);
+            const auto d = sha256(block);
+            want.insert(want.end(), d.begin(), d.end());
+        }
+        CHECK(got == want);
+    }
+    SECTION("a sink's error ends the run") {
+        int calls = 0;
+        auto r = hash_blocks(*pool, **store, 0, kBs, kSize, none, [&](uint64_t, uint64_t, ConstBytes) -> Result<void> {
+            if (++calls == 2) return make_error(Status::IoError, "sink full");
+            return {};
+        });
+        REQUIRE_FALSE(r.ok());
+        CHECK(r.error().message == "sink full");
+        CHECK(calls == 2);
+    }
+    SECTION("a stop from the progress callback ends the run") {
+        int calls = 0;
+        auto r = hash_blocks(*pool, **store, 0, kBs, kSize, [](uint64_t done, uint64_t) { return done < (8u << 20); },
+                             [&](uint64_t, uint64_t, ConstBytes) -> Result<void> {
+                                 ++calls;
+                                 return {};
+                             });
+        REQUIRE_FALSE(r.ok());
+        CHECK(r.error().status == Status::Interrupted);
+        CHECK(calls == 2);
+    }
+    ::unlink(name);
+}
+
+// A second job started before the first is waited for runs while the first
+// is still running (the workers do not wait for the caller between chunks);
+// wait() reports the jobs in the order they were started.
+TEST_CASE("TaskPool: a queued job runs before the one ahead of it is waited for", "[merkle]") {
+    TaskPool pool(2);
+    REQUIRE(pool.threads() == 2);
+    std::atomic<bool> second_ran{false};
+    std::atomic<bool> overlapped{false};
+    pool.start(2, [&](std::size_t part, unsigned) {
+        if (part == 1) {  // holds the first job open until the second has run (5 s at most)
+            for (int i = 0; i < 500 && !second_ran; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            overlapped = second_ran.load();
+        }
+        return Status::IoError;
+    });
+    pool.start(3, [&](std::size_t, unsigned) {
+        second_ran = true;
+        return Status::Ok;
+    });
+    CHECK(pool.wait() == Status::IoError);  // the first job's
+    CHECK(pool.wait() == Status::Ok);       // the second's
+    CHECK(overlapped);
+    CHECK(pool.wait() == Status::Ok);  // nothing left
 }

@@ -1,4 +1,5 @@
 #include "block_stream.hpp"
+#include "read_buffer.hpp"
 
 #include <linux/aio_abi.h>
 #include <sys/mman.h>
@@ -20,9 +21,10 @@ namespace blkcrypt::verity {
 namespace {
 
 constexpr std::size_t kChunkBytes = 4u << 20;
-// One chunk is hashed while the others are read: with direct reads, three
-// requests stay queued at the disk, which is what it needs to stream.
-constexpr std::size_t kSlots = 4;
+// One chunk is hashed and the next queued on the pool while the others are
+// read: with direct reads, three requests stay queued at the disk, which is
+// what it needs to stream.
+constexpr std::size_t kSlots = 5;
 // Without direct reads: how far ahead of the hashing position the page cache
 // is asked to be filled, so the disk always has requests queued.
 constexpr uint64_t kReadAheadBytes = 32u << 20;
@@ -76,10 +78,6 @@ bool mostly_cached(ConstBytes map, uint64_t off, uint64_t len) noexcept {
     return missing * 2 <= seen;
 }
 
-struct FreeDeleter {
-    void operator()(uint8_t* p) const noexcept { std::free(p); }
-};
-
 // Reads the chunks of a run in order, kSlots at a time. A chunk of a mapped
 // file that is in the page cache is hashed in place (no copy); one that is
 // not is read with O_DIRECT through kernel AIO into the chunk's buffer, so
@@ -132,8 +130,8 @@ public:
     }
 
     // Maps chunk c's pages here, not by page faults in the workers: called
-    // for the next chunk while one is hashed, so that only two chunks of the
-    // mapping are resident at a time.
+    // (by get) for the next chunk while one is hashed, so that only two or
+    // three chunks of the mapping are resident at a time.
     void prepare(uint64_t c) noexcept {
         if (c >= chunks()) return;
         Slot& s = slots_[c % kSlots];
@@ -189,7 +187,7 @@ private:
         Status status = Status::Ok;
         bool pending = false;
         int64_t result = 0;
-        std::unique_ptr<uint8_t, FreeDeleter> buf;
+        ReadBuffer buf;
         iocb cb{};
     };
 
@@ -200,11 +198,10 @@ private:
 
     bool buffer(Slot& s) {
         if (s.buf) return true;
-        const std::size_t size = (chunk_blocks_ * bs_ + dm::BackingStore::kDirectAlign - 1) /
+        const std::size_t size = (std::min(chunk_blocks_, nblocks_) * bs_ + dm::BackingStore::kDirectAlign - 1) /
                                  dm::BackingStore::kDirectAlign * dm::BackingStore::kDirectAlign;
-        s.buf.reset(static_cast<uint8_t*>(std::aligned_alloc(dm::BackingStore::kDirectAlign, size)));
-        if (!s.buf) s.status = Status::NoMem;
-        return s.buf != nullptr;
+        if (!s.buf.allocate(size)) s.status = Status::NoMem;
+        return static_cast<bool>(s.buf);
     }
 
     // The length is rounded up to the alignment: bytes past the run (or a
@@ -263,24 +260,51 @@ Result<void> hash_blocks(ParallelHasher& pool, dm::BackingStore& store, uint64_t
     const uint64_t chunk_blocks = std::max<uint64_t>(1, kChunkBytes / bs);
     const std::size_t buf_blocks = static_cast<std::size_t>(std::clamp<uint64_t>(nblocks, 1, chunk_blocks));
     store.hint_sequential();
-    std::vector<uint8_t> digests(buf_blocks * ds);
+    // Chunk c+1 is queued on the pool before chunk c is waited for, so the
+    // workers go from one chunk to the next without waiting for this thread;
+    // chunk c is released and its digests handed on while c+1 is hashed.
+    // Hence two digest buffers, and four slots: c, c+1 and two reads ahead.
+    std::array<std::vector<uint8_t>, 2> digests{std::vector<uint8_t>(buf_blocks * ds),
+                                                std::vector<uint8_t>(buf_blocks * ds)};
     {
         ChunkReader reader(store, offset, bs, nblocks, chunk_blocks);
-        for (uint64_t c = 0; c + 1 < kSlots; ++c) reader.issue(c);
-        for (uint64_t c = 0; c < reader.chunks(); ++c) {
-            const uint64_t first = c * chunk_blocks;
-            const std::size_t count = static_cast<std::size_t>(std::min(chunk_blocks, nblocks - first));
-            auto cur = reader.get(c);
-            if (!cur) return cur.error();
-            pool.start(*cur, count, bs, digests.data());
-            reader.issue(c + kSlots - 1);  // into the slot of chunk c-1, hashed already
-            reader.prepare(c + 1);
+        const uint64_t chunks = reader.chunks();
+        const auto count_of = [&](uint64_t c) {
+            return static_cast<std::size_t>(std::min(chunk_blocks, nblocks - c * chunk_blocks));
+        };
+        // The pool reads a started chunk and writes its digests until it is
+        // waited for: every return waits for what is queued.
+        std::size_t queued = 0;
+        struct Drain {
+            ParallelHasher& pool;
+            std::size_t& queued;
+            ~Drain() {
+                for (; queued > 0; --queued) (void)pool.wait();
+            }
+        } drain{pool, queued};
+        const auto start = [&](uint64_t c) -> Result<void> {
+            auto data = reader.get(c);
+            if (!data) return data.error();
+            pool.start(*data, count_of(c), bs, digests[c % 2].data());
+            ++queued;
+            return {};
+        };
+        for (uint64_t c = 0; c < kSlots; ++c) reader.issue(c);  // c's slot is c % kSlots
+        if (chunks > 0)
+            if (auto r = start(0); !r) return r;
+        for (uint64_t c = 0; c < chunks; ++c) {
+            if (c + 1 < chunks)
+                if (auto r = start(c + 1); !r) return r;
+            --queued;
             if (Status s = pool.wait(); s != Status::Ok)
                 return make_error(s, std::string("hashing failed: ") + to_string(s));
             if (auto r = reader.done(c); !r) return r;
-            if (auto r = sink(first, count, ConstBytes(digests).first(count * ds)); !r) return r;
+            const uint64_t first = c * chunk_blocks;
+            const std::size_t count = count_of(c);
+            if (auto r = sink(first, count, ConstBytes(digests[c % 2]).first(count * ds)); !r) return r;
             if (progress && !progress((first + count) * bs, length))
                 return make_error(Status::Interrupted, "interrupted");
+            reader.issue(c + kSlots);  // into chunk c's slot
         }
     }
     if (const auto tail = static_cast<std::size_t>(length - nblocks * bs); tail > 0) {
@@ -290,9 +314,9 @@ Result<void> hash_blocks(ParallelHasher& pool, dm::BackingStore& store, uint64_t
             if (store.changed()) return changed_error(store);
             return read_error(at, tail);
         }
-        if (Status s = pool.own_context().hash_one(last, Bytes(digests).first(ds)); s != Status::Ok)
+        if (Status s = pool.own_context().hash_one(last, Bytes(digests[0]).first(ds)); s != Status::Ok)
             return make_error(s, std::string("hashing failed: ") + to_string(s));
-        if (auto r = sink(nblocks, 1, ConstBytes(digests).first(ds)); !r) return r;
+        if (auto r = sink(nblocks, 1, ConstBytes(digests[0]).first(ds)); !r) return r;
         if (progress && !progress(length, length)) return make_error(Status::Interrupted, "interrupted");
     }
     if (store.changed()) return changed_error(store);  // grew (or shrank) meanwhile

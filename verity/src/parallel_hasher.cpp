@@ -9,6 +9,10 @@ namespace {
 
 constexpr std::size_t kBatch = 16;          // blocks per HashContext call
 constexpr std::size_t kMinPerThread = 16;   // fewer blocks are not worth a thread
+// A chunk is cut into parts of about this size that idle workers take in
+// turn: a worker slowed down (the reader's thread shares its core, a page
+// fault) delays its own part, not the whole chunk.
+constexpr std::size_t kPartBytes = 256u << 10;
 
 Status hash_range(HashContext& ctx, const uint8_t* data, uint8_t* digests, std::size_t count,
                   std::size_t bs, std::size_t ds) {
@@ -44,7 +48,9 @@ Result<std::unique_ptr<ParallelHasher>> ParallelHasher::create(std::shared_ptr<c
 }
 
 void ParallelHasher::start(const uint8_t* data, std::size_t count, std::size_t bs, uint8_t* digests) {
-    const std::size_t parts = std::clamp<std::size_t>(count / kMinPerThread, 1, ctx_.size());
+    const std::size_t threads = std::clamp<std::size_t>(count / kMinPerThread, 1, ctx_.size());
+    const std::size_t parts =
+        threads == 1 ? 1 : std::max(threads, std::min(count / kMinPerThread, count * bs / kPartBytes));
     const std::size_t ds = ds_;
     pool_.start(parts, [this, data, count, bs, digests, parts, ds](std::size_t part, unsigned worker) {
         const std::size_t b = count * part / parts, e = count * (part + 1) / parts;

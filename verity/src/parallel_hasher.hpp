@@ -21,7 +21,9 @@ public:
                                                           unsigned threads);
 
     // Hashes count blocks of bs bytes at data into digests (digest_size each).
-    // The buffers must stay untouched until wait() returns.
+    // The buffers must stay untouched until its wait() returns. A second run
+    // may be started before the first is waited for (the workers go on to
+    // it); each wait() finishes the oldest run.
     void start(const uint8_t* data, std::size_t count, std::size_t bs, uint8_t* digests);
     Status wait();
     Status hash(ConstBytes data, std::size_t bs, Bytes digests) {

@@ -39,39 +39,45 @@ void TaskPool::start(std::size_t parts, PartFn fn) {
         for (std::size_t i = 0; i < parts; ++i)
             if (Status s = fn(i, 0); s != Status::Ok && st == Status::Ok) st = s;
         std::lock_guard lk(mu_);
-        parts_ = finished_ = next_ = parts;
-        status_ = st;
+        jobs_.push_back(Job{nullptr, parts, parts, parts, st});
         return;
     }
     {
         std::lock_guard lk(mu_);
-        fn_ = std::move(fn);
-        parts_ = parts;
-        next_ = finished_ = 0;
-        status_ = Status::Ok;
+        jobs_.push_back(Job{std::move(fn), parts, 0, 0, Status::Ok});
     }
     work_cv_.notify_all();
 }
 
 Status TaskPool::wait() {
     std::unique_lock lk(mu_);
-    done_cv_.wait(lk, [&] { return finished_ == parts_; });
-    fn_ = nullptr;
-    return status_;
+    if (jobs_.empty()) return Status::Ok;
+    done_cv_.wait(lk, [&] { return jobs_.front().finished == jobs_.front().parts; });
+    const Status st = jobs_.front().status;
+    jobs_.pop_front();
+    return st;
+}
+
+TaskPool::Job* TaskPool::runnable() noexcept {
+    for (Job& j : jobs_)
+        if (j.next < j.parts) return &j;
+    return nullptr;
 }
 
 void TaskPool::worker(unsigned index) {
     std::unique_lock lk(mu_);
     for (;;) {
-        work_cv_.wait(lk, [&] { return stop_ || next_ < parts_; });
-        if (next_ >= parts_) return;  // stopping, nothing left
-        const std::size_t part = next_++;
-        PartFn fn = fn_;
+        Job* job = nullptr;
+        work_cv_.wait(lk, [&] { return (job = runnable()) != nullptr || stop_; });
+        if (!job) return;  // stopping, nothing left
+        const std::size_t part = job->next++;
         lk.unlock();
-        const Status s = fn(part, index);
+        // The job's function is called in place (not copied per part): it
+        // stays until the last part has finished.
+        const Status s = job->fn(part, index);
         lk.lock();
-        if (s != Status::Ok && status_ == Status::Ok) status_ = s;
-        if (++finished_ == parts_) done_cv_.notify_all();
+        if (s != Status::Ok && job->status == Status::Ok) job->status = s;
+        if (++job->finished == job->parts) done_cv_.notify_all();
     }
 }
 

@@ -1,10 +1,13 @@
-// TaskPool: a fixed set of threads that run the parts of one job at a time.
-// The tree builder hashes a chunk on the pool while it reads the next one.
+// TaskPool: a fixed set of threads that run the parts of jobs, in the order
+// the jobs were started. A second job may be started before the first is
+// waited for: the workers go on to it without waiting for the caller (the
+// reader queues the next chunk while one is hashed).
 #pragma once
 
 #include <blkcrypt/status.hpp>
 
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -28,9 +31,11 @@ public:
     // Threads started (0: jobs run on the caller). Workers are numbered
     // below max(1, threads()).
     unsigned threads() const noexcept { return static_cast<unsigned>(threads_.size()); }
-    // Starts fn on parts [0, parts); returns at once. One job at a time.
+    // Starts fn on parts [0, parts); returns at once. Each start is matched
+    // by a wait; at most kMaxJobs are started and not yet waited for.
+    static constexpr std::size_t kMaxJobs = 2;
     void start(std::size_t parts, PartFn fn);
-    // Waits for the job; the first failing part's status.
+    // Waits for the oldest job not waited for; the first failing part's status.
     Status wait();
     Status run(std::size_t parts, PartFn fn) {
         start(parts, std::move(fn));
@@ -38,13 +43,17 @@ public:
     }
 
 private:
+    struct Job {
+        PartFn fn;
+        std::size_t parts = 0, next = 0, finished = 0;
+        Status status = Status::Ok;
+    };
     void worker(unsigned index);
+    Job* runnable() noexcept;  // the oldest job with a part not taken; under mu_
 
     std::mutex mu_;
     std::condition_variable work_cv_, done_cv_;
-    PartFn fn_;
-    std::size_t parts_ = 0, next_ = 0, finished_ = 0;
-    Status status_ = Status::Ok;
+    std::deque<Job> jobs_;  // a worker keeps a pointer while it runs a part: never popped before all finish
     bool stop_ = false;
     std::vector<std::thread> threads_;
 };
