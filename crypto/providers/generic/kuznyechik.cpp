@@ -92,21 +92,28 @@ struct Tables {
     Tables() {
         for (int v = 0; v < 256; ++v)
             pi_inv[generic::kGostPi[static_cast<std::size_t>(v)]] = static_cast<uint8_t>(v);
-        for (int j = 0; j < 16; ++j)
+        // L and L^-1 are linear over GF(2^8): v at position j maps to v
+        // times the image of 1 there, so 32 maps of unit blocks give every
+        // entry (the tables are built at each start, by the registry's
+        // self-test: a map per entry took ~20 ms of every command).
+        for (int j = 0; j < 16; ++j) {
+            uint8_t fwd[16] = {}, inv[16] = {};
+            fwd[j] = inv[j] = 1;
+            l_map(fwd);
+            l_inv_map(inv);
             for (int v = 0; v < 256; ++v) {
-                uint8_t a[16] = {};
-                a[j] = generic::kGostPi[static_cast<std::size_t>(v)];
-                l_map(a);
+                const uint8_t s = generic::kGostPi[static_cast<std::size_t>(v)];
+                uint8_t a[16], b[16], c[16];
+                for (int i = 0; i < 16; ++i) {
+                    a[i] = gf_mul(fwd[i], s);
+                    b[i] = gf_mul(inv[i], static_cast<uint8_t>(v));
+                    c[i] = gf_mul(inv[i], pi_inv[v]);
+                }
                 ls[j][v] = load(a);
-                uint8_t b[16] = {};
-                b[j] = static_cast<uint8_t>(v);
-                l_inv_map(b);
                 li[j][v] = load(b);
-                uint8_t c[16] = {};
-                c[j] = pi_inv[v];
-                l_inv_map(c);
                 lsi[j][v] = load(c);
             }
+        }
     }
 };
 
