@@ -1301,7 +1301,7 @@ int run_luks(Args args) {
          "decrypt/encrypt: begin at 512-byte sector SECTORS of the data segment (default: 0)")
         ("size,b", number_value<uint64_t>(1, UINT64_MAX / 512)->value_name("SECTORS"),
          "decrypt/encrypt: process SECTORS 512-byte sectors (default: to the end of the segment or IN)")
-        ("format", po::bool_switch(), "encrypt: create IMAGE first, sized for IN, with the format options")
+        ("format", po::bool_switch(), "encrypt: create IMAGE first, sized for IN, with the format options (with --header: the new header in FILE, all of IMAGE data)")
         ("type", po::value<std::string>()->value_name("TYPE"), "format: luks1 or luks2 (default: luks2, as cryptsetup)")
         ("cipher,c", po::value<std::string>()->value_name("SPEC"), "format: cipher (default: aes-xts-plain64)")
         ("key-size,s", number_value<unsigned>(8, 4096)->value_name("BITS"), "format: volume key bits (default: 512 for XTS, else 256)")
