@@ -86,7 +86,7 @@ def read_through(path):
             pass
 
 
-def run(cmd, cold=False, keep_stdout=True, retry_on=None, settle=False, warm=None):
+def run(cmd, cold=False, keep_stdout=True, retry_on=None, settle=False, warm=None, repeat=None):
     """Best wall time over REPEAT runs (each after dropping the page cache if
     cold, after a sync if settle: no writeback left by the run before, after
     reading the file warm in if given), and the last stdout. A run failing
@@ -94,7 +94,7 @@ def run(cmd, cold=False, keep_stdout=True, retry_on=None, settle=False, warm=Non
     counted."""
     best, out = None, ""
     retries = 5
-    for _ in range(REPEAT):
+    for _ in range(repeat or REPEAT):
         if cold:
             drop_caches()
         elif settle:
@@ -116,6 +116,18 @@ def run(cmd, cold=False, keep_stdout=True, retry_on=None, settle=False, warm=Non
         best = elapsed if best is None else min(best, elapsed)
         out = proc.stdout.decode() if keep_stdout else ""
     return best, out
+
+
+def run_in_turn(cmds, **kw):
+    """Best wall time of each command, the commands run in turn (A B C A B C
+    ...) so that a drift of the machine (writeback of the run before, other
+    load) weighs on each alike; run in blocks, the first one paid for it."""
+    best = [None] * len(cmds)
+    for _ in range(REPEAT):
+        for i, cmd in enumerate(cmds):
+            t, _ = run(cmd, repeat=1, **kw)
+            best[i] = t if best[i] is None else min(best[i], t)
+    return best
 
 
 def peak_rss_mib(cmd):
@@ -240,20 +252,18 @@ def luks_comparison(work, data, rows, times, rss):
     enc_q = ["qemu-img", "convert", "-n"] + secret + ["-f", "raw", data, "--target-image-opts", qopts]
     # Each data run starts with no writeback pending (qemu-img flushes less than
     # we do: what it leaves dirty would slow the next command down).
-    t_el, _ = run(enc_l, keep_stdout=False, settle=True)
+    t_el, t_ec, t_eq = run_in_turn([enc_l, enc_c, enc_q], keep_stdout=False, settle=True)
     rss["luks encrypt"] = peak_rss_mib(enc_l)
-    t_ec, _ = run(enc_c, keep_stdout=False, settle=True)
-    t_eq, _ = run(enc_q, keep_stdout=False, settle=True)
-    out = os.path.join(work, "luks.out")
-    dec_l = [BLKCRYPT, "luks", "decrypt", "--key-file", pw, c, out]
-    dec_c = [BLKCRYPT, "crypt", "decrypt"] + table + [c, out]
-    dec_q = ["qemu-img", "convert"] + secret + ["--image-opts", qopts, "-O", "raw", out]
-    timed = {}
-    for tool, cmd in (("luks", dec_l), ("crypt", dec_c), ("qemu", dec_q)):
-        timed[tool], _ = run(cmd, keep_stdout=False, settle=True)
-        if subprocess.run(["cmp", "-s", data, out]).returncode != 0:
+    outs = {tool: os.path.join(work, f"luks.{tool}.out") for tool in ("luks", "crypt", "qemu")}
+    dec_l = [BLKCRYPT, "luks", "decrypt", "--key-file", pw, c, outs["luks"]]
+    dec_c = [BLKCRYPT, "crypt", "decrypt"] + table + [c, outs["crypt"]]
+    dec_q = ["qemu-img", "convert"] + secret + ["--image-opts", qopts, "-O", "raw", outs["qemu"]]
+    cmds = {"luks": dec_l, "crypt": dec_c, "qemu": dec_q}
+    timed = dict(zip(cmds, run_in_turn(list(cmds.values()), keep_stdout=False, settle=True)))
+    for tool, cmd in cmds.items():
+        if subprocess.run(["cmp", "-s", data, outs[tool]]).returncode != 0:
             sys.exit(f"{' '.join(cmd)}: the plaintext differs")
-        os.remove(out)
+        os.remove(outs[tool])
     rss["luks decrypt"] = peak_rss_mib(dec_l[:-1] + ["/dev/null"])
     # The same without the disk: the plaintext thrown away (/dev/null; qemu's
     # null-co driver), as a shared VM's disk bounds both tools above.

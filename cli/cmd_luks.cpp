@@ -476,7 +476,7 @@ std::string uuid_option(const po::variables_map& vm) {
 // temporary name) with a passphrase already read, without a confirmation;
 // messages still name IMAGE.
 struct FormatInto {
-    std::string path;
+    std::string path;  // where the header goes: IMAGE's, or a detached --header's, temporary file
     const blkcrypt::SecureBuffer* passphrase = nullptr;
 };
 
@@ -490,7 +490,8 @@ void start_format(const po::variables_map& vm, const std::string& image, bool de
                   const FormatInto* into) {
     struct stat st {};
     if (!into && ::stat(image.c_str(), &st) != 0) throw Failure(errno_message(image));
-    if (detached && ::stat(header_path.c_str(), &st) != 0) {
+    // encrypt --format makes a detached header through its own Output.
+    if (detached && !into && ::stat(header_path.c_str(), &st) != 0) {
         const int fd = ::open(header_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
         if (fd < 0) throw Failure(errno_message(header_path));
         ::close(fd);
@@ -698,33 +699,47 @@ int run_set_uuid(const po::variables_map& vm, const std::vector<std::string>& fi
 // encrypt --format IN IMAGE: a new container sized for IN (its data offset
 // plus IN), made in IMAGE's temporary file and filled from IN there, then
 // renamed into place (docs/outputs.md): an interrupted or failed run leaves
-// no half image, as qemu-img convert -O luks.
+// no half image, as qemu-img convert -O luks. With a detached --header the
+// whole of IMAGE is data (offset 0 unless --offset), as `cryptsetup
+// reencrypt --encrypt --header` leaves a device, and the header is a second
+// output committed with IMAGE: neither appears unless both are complete.
 int run_encrypt_format(const po::variables_map& vm, const std::vector<std::string>& files) {
     if (files.size() != 2) throw UsageError("luks encrypt needs IN and IMAGE");
     const std::string& in_path = files[0];
     const std::string& image = files[1];
-    if (vm.count("header")) throw UsageError("--format writes the header into IMAGE: --header is not supported with it");
+    const std::string header = vm.count("header") ? vm["header"].as<std::string>() : "";
     refuse_given(vm, {"start", "size"}, "not with --format (the new container is filled whole)");
     const std::string key_path = vm.count("key-file") ? vm["key-file"].as<std::string>() : "";
     const std::string vk_path = vm.count("volume-key-file") ? vm["volume-key-file"].as<std::string>() : "";
     if (in_path == "-" || key_path == "-" || vk_path == "-")
         throw UsageError("--format needs IN of known size, read as a file (and no key from stdin)");
+    if (header == "-") throw UsageError("--header '-': the new header must be a file or a block device");
     auto in = blkcrypt::open_file_store(in_path, false);
     if (!in) throw Failure(in.error().message);
     struct stat st {};
     if (::stat(in_path.c_str(), &st) != 0 || (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)))
         throw UsageError("--format needs IN of known size (a regular file or a block device)");
-    Output out(image, OutputOptions{.role = "IMAGE", .can_stream = false,
-                                    .inputs = {{"IN", in_path}, {"the key file", key_path}, {"the volume key file", vk_path}}});
+    const std::vector<NamedPath> inputs{{"IN", in_path}, {"the key file", key_path}, {"the volume key file", vk_path}};
+    Output out(image, OutputOptions{.role = "IMAGE", .can_stream = false, .inputs = inputs});
+    // The header holds the keyslots: 0600 when new, as cryptsetup makes it.
+    std::optional<Output> hdr;
+    if (!header.empty()) {
+        std::vector<NamedPath> hdr_inputs = inputs;
+        hdr_inputs.push_back({"IMAGE", image});  // a header of its own
+        hdr.emplace(header, OutputOptions{.role = "--header", .secret = true, .can_stream = false, .inputs = hdr_inputs});
+    }
     // One passphrase for the new keyslot (asked twice on a terminal, as format).
     const blkcrypt::SecureBuffer pass = read_passphrase(vm, image, true);
-    const FormatInto into{out.write_path(), &pass};
+    const std::string header_tmp = hdr ? hdr->write_path() : out.write_path();
+    const FormatInto into{header_tmp, &pass};
     run_format(vm, {image}, &into);
-    auto store = blkcrypt::open_file_store(out.write_path(), false);
+    auto store = blkcrypt::open_file_store(header_tmp, false);
     if (!store) throw Failure(store.error().message);
     auto vol = luks::open(registry(), **store, pass);
     if (!vol) throw Failure(vol.error().message);
+    store->reset();
     ImageCopy job{.encrypt = true, .in_path = in_path, .out = out, .table = vol->table};
+    if (hdr) job.commit_with = &*hdr;
     return run_copy(vm, job, image);
 }
 
@@ -1286,7 +1301,7 @@ int run_luks(Args args) {
          "decrypt/encrypt: begin at 512-byte sector SECTORS of the data segment (default: 0)")
         ("size,b", number_value<uint64_t>(1, UINT64_MAX / 512)->value_name("SECTORS"),
          "decrypt/encrypt: process SECTORS 512-byte sectors (default: to the end of the segment or IN)")
-        ("format", po::bool_switch(), "encrypt: create IMAGE first, sized for IN, with the format options")
+        ("format", po::bool_switch(), "encrypt: create IMAGE first, sized for IN, with the format options (with --header: the new header in FILE, all of IMAGE data)")
         ("type", po::value<std::string>()->value_name("TYPE"), "format: luks1 or luks2 (default: luks2, as cryptsetup)")
         ("cipher,c", po::value<std::string>()->value_name("SPEC"), "format: cipher (default: aes-xts-plain64)")
         ("key-size,s", number_value<unsigned>(8, 4096)->value_name("BITS"), "format: volume key bits (default: 512 for XTS, else 256)")

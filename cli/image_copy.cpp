@@ -271,7 +271,9 @@ CopyResult copy_image(const ImageCopy& job) {
 
     target.reset();
     store.reset();
-    out.commit();  // its fsync also covers what the file store wrote
+    // Its fsync also covers what the file store wrote.
+    if (job.commit_with) Output::commit_all({job.commit_with, &out});
+    else out.commit();
     return CopyResult{done, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()};
 }
 

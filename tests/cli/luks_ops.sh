@@ -235,6 +235,79 @@ done
 [[ ! -e $TMP/gone.img ]] || fail "an interrupted encrypt --format left IMAGE"
 cmp "$TMP/keep.img" "$TMP/new1.img" || fail "an interrupted encrypt --format changed the existing IMAGE"
 
+# ---- encrypt --format --header H: the whole of IMAGE is data (offset 0), as
+# `cryptsetup reencrypt --encrypt --header H` leaves a device; with the same
+# volume key and sector size, IMAGE holds byte for byte what cryptsetup's
+# reencrypt made of a copy of IN, and cryptsetup opens our header.
+head -c 64 /dev/urandom >"$TMP/vk64"
+for sector in 512 4096; do
+    rm -f "$TMP/hd" "$TMP/hcs"
+    cp "$TMP/in.bin" "$TMP/cs.img"
+    cryptsetup reencrypt --encrypt -q --type luks2 --header "$TMP/hcs" --volume-key-file "$TMP/vk64" --key-size 512 \
+        --sector-size "$sector" "${PBKDF2[@]}" --key-file "$TMP/p0" "$TMP/cs.img" || fail "cryptsetup reencrypt --encrypt"
+    expect_exit 0 "$BLKCRYPT" luks encrypt --format --header "$TMP/hd" --volume-key-file "$TMP/vk64" \
+        --sector-size "$sector" "${PBKDF2[@]}" --key-file "$TMP/p0" "$TMP/in.bin" "$TMP/det.img"
+    [[ $(stat -c %s "$TMP/det.img") == $((3 * 1024 * 1024)) ]] || fail "detached encrypt --format: IMAGE size $(stat -c %s "$TMP/det.img")"
+    cmp "$TMP/det.img" "$TMP/cs.img" || fail "detached encrypt --format (sector $sector) differs from cryptsetup reencrypt --encrypt"
+    [[ $(stat -c %a "$TMP/hd") == 600 ]] || fail "a new detached header is $(stat -c %a "$TMP/hd"), not 0600"
+    [[ $(stat -c %s "$TMP/hd") == $(stat -c %s "$TMP/hcs") ]] || fail "detached header size $(stat -c %s "$TMP/hd") / cryptsetup's $(stat -c %s "$TMP/hcs")"
+    cryptsetup open --test-passphrase --header "$TMP/hd" --key-file "$TMP/p0" "$TMP/det.img" || fail "cryptsetup rejects our detached header"
+    cryptsetup luksDump --header "$TMP/hd" "$TMP/det.img" >"$TMP/d.det"
+    grep_q -F "offset: 0 [bytes]" <"$TMP/d.det" || fail "detached encrypt --format: data offset not 0"
+    grep_q -F "sector: $sector [bytes]" <"$TMP/d.det" || fail "detached encrypt --format: sector size"
+    [[ $(volume_key "$TMP/p0" "$TMP/hd") == *"$(od -An -tx1 "$TMP/vk64" | tr -d ' \n')" ]] || fail "cryptsetup sees another volume key"
+    "$BLKCRYPT" luks decrypt --header "$TMP/hd" --key-file "$TMP/p0" "$TMP/det.img" "$TMP/dec"
+    cmp "$TMP/dec" "$TMP/in.bin" || fail "detached encrypt --format: decrypt is not IN"
+    rm -f "$TMP/dec" "$TMP/det.img"
+done
+# cryptsetup's reencrypt made with our own default sector (4096) opens by us too.
+"$BLKCRYPT" luks decrypt --header "$TMP/hcs" --key-file "$TMP/p0" "$TMP/cs.img" "$TMP/dec"
+cmp "$TMP/dec" "$TMP/in.bin" || fail "cryptsetup reencrypt --encrypt --header: our decrypt is not IN"
+rm -f "$TMP/dec"
+# LUKS1: payload offset 0 in the detached header, IMAGE the size of IN.
+rm -f "$TMP/hd"
+expect_exit 0 "$BLKCRYPT" luks encrypt --format --type luks1 --header "$TMP/hd" --pbkdf-force-iterations 1000 \
+    --key-file "$TMP/p0" "$TMP/in.bin" "$TMP/det1.img"
+[[ $(cryptsetup luksDump "$TMP/hd" | awk '/^Payload offset:/ {print $3}') == 0 ]] || fail "LUKS1 detached payload offset"
+[[ $(stat -c %s "$TMP/det1.img") == $((3 * 1024 * 1024)) ]] || fail "LUKS1 detached IMAGE size"
+cryptsetup open --test-passphrase --header "$TMP/hd" --key-file "$TMP/p0" "$TMP/det1.img" || fail "cryptsetup rejects our LUKS1 detached header"
+"$BLKCRYPT" luks decrypt --header "$TMP/hd" --key-file "$TMP/p0" "$TMP/det1.img" "$TMP/dec"
+cmp "$TMP/dec" "$TMP/in.bin" || fail "LUKS1 detached encrypt --format: data"
+rm -f "$TMP/dec"
+# The header may not be IMAGE or IN; a copy that fails after the header was
+# made (IN not a multiple of the 4096-byte sector) leaves neither file.
+expect_exit 2 "$BLKCRYPT" luks encrypt --format --header "$TMP/same.img" "${PBKDF2[@]}" --key-file "$TMP/p0" "$TMP/in.bin" "$TMP/same.img"
+grep_q -F "is IMAGE" <"$TMP/stderr" || fail "--header == IMAGE: $(cat "$TMP/stderr")"
+expect_exit 2 "$BLKCRYPT" luks encrypt --format --header "$TMP/in.bin" "${PBKDF2[@]}" --key-file "$TMP/p0" "$TMP/in.bin" "$TMP/none.img"
+[[ ! -e $TMP/same.img && ! -e $TMP/none.img ]] || fail "a refused detached encrypt --format left a file"
+{ cat "$TMP/in.bin"; head -c 512 /dev/urandom; } >"$TMP/odd.bin"
+expect_exit 2 "$BLKCRYPT" luks encrypt --format --header "$TMP/hodd" "${PBKDF2[@]}" --key-file "$TMP/p0" "$TMP/odd.bin" "$TMP/odd.img"
+[[ ! -e $TMP/odd.img && ! -e $TMP/hodd ]] || fail "a failed detached encrypt --format left IMAGE or the header: $(ls "$TMP")"
+compgen -G "$TMP/.*blkcrypt-tmp*" >/dev/null && fail "a failed detached encrypt --format left a temporary file"
+# Interrupted: no IMAGE, no header, no temporary file; an existing header
+# and IMAGE stay as they were.
+cp "$TMP/det1.img" "$TMP/keepd.img"
+cp "$TMP/hd" "$TMP/keeph"
+for pair in "$TMP/goned.img $TMP/goneh" "$TMP/keepd.img $TMP/keeph"; do
+    read -r target hdr <<<"$pair"
+    mkfifo "$TMP/fifo"
+    "$BLKCRYPT" luks encrypt --format --header "$hdr" "${PBKDF2[@]}" "$TMP/in.bin" "$target" <"$TMP/fifo" 2>"$TMP/int.err" &
+    pid=$!
+    exec 7>"$TMP/fifo"
+    for _ in $(seq 50); do compgen -G "$TMP/.$(basename "$hdr").blkcrypt-tmp.*" >/dev/null && break; sleep 0.1; done
+    sleep 0.2
+    kill -TERM "$pid"
+    rc=0
+    wait "$pid" || rc=$?
+    exec 7>&-
+    rm -f "$TMP/fifo"
+    [[ $rc == 143 ]] || fail "interrupted detached encrypt --format: exit $rc ($(cat "$TMP/int.err"))"
+    compgen -G "$TMP/.*blkcrypt-tmp*" >/dev/null && fail "a temporary file was left: $(ls -a "$TMP")"
+done
+[[ ! -e $TMP/goned.img && ! -e $TMP/goneh ]] || fail "an interrupted detached encrypt --format left IMAGE or the header"
+cmp "$TMP/keepd.img" "$TMP/det1.img" || fail "an interrupted detached encrypt --format changed IMAGE"
+cmp "$TMP/keeph" "$TMP/hd" || fail "an interrupted detached encrypt --format changed the header"
+
 # ---- --tries: a wrong passphrase at the terminal is asked again (3 times by default).
 python3 - "$BLKCRYPT" "$TMP/c.img" "$TMP/l1.img" <<'PY' || fail "--tries"
 import fcntl, os, pty, select, subprocess, sys, termios, time
