@@ -38,6 +38,7 @@ constexpr Command kCommands[] = {
     {"luks", "read LUKS containers as cryptsetup does, without root", cli::run_luks},
     {"tcrypt", "read TrueCrypt/VeraCrypt volumes as cryptsetup does, without root", cli::run_tcrypt},
     {"bitlk", "read BitLocker volumes as cryptsetup does, without root", cli::run_bitlk},
+    {"fvault2", "read FileVault 2 volumes as cryptsetup does, without root", cli::run_fvault2},
 };
 
 // cryptsetup's action names, accepted at the top level: `blkcrypt luksDump
@@ -63,6 +64,7 @@ constexpr Alias kAliases[] = {
     {"token", "luks", "token"},
     {"tcryptDump", "tcrypt", "dump"},
     {"bitlkDump", "bitlk", "dump"},
+    {"fvault2Dump", "fvault2", "dump"},
 };
 
 void print_help() {
