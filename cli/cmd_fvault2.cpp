@@ -28,11 +28,6 @@ namespace fvault2 = blkcrypt::fvault2;
 
 constexpr int kExitNoKey = 2;  // cryptsetup's status for a passphrase that opens nothing (EPERM)
 
-const char* const kVolumeKeyWarning =
-    "Header dump with volume key is sensitive information\n"
-    "which allows access to encrypted partition without a passphrase.\n"
-    "This dump should be stored encrypted in a safe place.";
-
 struct Image {
     std::string path;
     std::shared_ptr<blkcrypt::BackingStore> store;
@@ -75,12 +70,7 @@ int run_dump(const po::variables_map& vm, const std::vector<std::string>& files)
         std::cout << fvault2::dump(im.md, im.path);
         return 0;
     }
-    // cryptsetup's yesDialog: only on a terminal and without --batch-mode.
-    if (!vm["batch-mode"].as<bool>() && ::isatty(STDIN_FILENO)) {
-        std::cerr << kVolumeKeyWarning << "\nAre you sure? (Type 'yes' in capital letters): " << std::flush;
-        std::string answer;
-        if (!std::getline(std::cin, answer) || answer != "YES") throw Failure("Operation aborted.");
-    }
+    confirm_volume_key_dump(vm);
     const blkcrypt::SecureBuffer key = unlock(vm, im);
     const blkcrypt::SecureBuffer text = fvault2::dump_volume_key(im.md, im.path, key);
     std::cout.flush();

@@ -50,6 +50,52 @@ else
     echo "cryptsetup not installed: live fvault2Dump comparison skipped (oracle transcript compared)"
 fi
 
+# On a terminal: cryptsetup's volume key warning first (anything but YES
+# aborts, no key shown), then the passphrase prompt.
+python3 - "$BLKCRYPT" "$IMG" "$PW" <<'PY' || fail "terminal confirmation and prompt"
+import fcntl, os, pty, select, subprocess, sys, termios, time
+blk, img, pw = sys.argv[1:4]
+
+def run(answers):
+    master, slave = pty.openpty()
+    def child():
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+    p = subprocess.Popen([blk, "fvault2", "dump", "--dump-volume-key", img], stdin=slave, stdout=slave,
+                         stderr=slave, preexec_fn=child, close_fds=True)
+    os.close(slave)
+    out, end = b"", time.time() + 120
+    triggers = [b"capital letters): ", b"Enter passphrase for %s: " % img.encode()]
+    while True:
+        if time.time() > end:
+            p.kill()
+            raise SystemExit("timeout: %r" % out)
+        r, _, _ = select.select([master], [], [], 0.2)
+        if r:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                break
+            out += chunk
+            if answers and out.endswith(triggers[0]):
+                time.sleep(0.3)  # a prompt turns echo off (flushing input) after printing itself
+                os.write(master, answers.pop(0).encode() + b"\n")
+                triggers.pop(0)
+        if not r and p.poll() is not None:
+            break
+    p.wait()
+    os.close(master)
+    return p.returncode, out.decode(errors="replace")
+
+rc, out = run(["no"])
+assert rc == 1 and "Header dump with volume key is sensitive information" in out, (rc, out)
+assert "Operation aborted." in out and "Volume key:" not in out, out
+rc, out = run(["YES", pw])
+assert rc == 0 and "Volume key:       \t20 73 4d 33" in out, (rc, out)
+PY
+
 # A wrong passphrase: exit 2 and cryptsetup's words; nothing on stdout.
 expect_exit 2 sh -c "echo heslo124 | '$BLKCRYPT' fvault2 dump --dump-volume-key '$IMG'"
 grep_q -x "blkcrypt: No key available with this passphrase." <"$TMP/stderr" || fail "wrong passphrase message"
