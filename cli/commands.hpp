@@ -20,6 +20,7 @@ int run_luks(Args args);
 int run_tcrypt(Args args);
 int run_bitlk(Args args);
 int run_loopaes(Args args);
+int run_fvault2(Args args);
 int run_serve(Args args);
 
 }  // namespace cli

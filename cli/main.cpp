@@ -39,6 +39,7 @@ constexpr Command kCommands[] = {
     {"tcrypt", "read TrueCrypt/VeraCrypt volumes as cryptsetup does, without root", cli::run_tcrypt},
     {"bitlk", "read BitLocker volumes as cryptsetup does, without root", cli::run_bitlk},
     {"loopaes", "read and write loop-AES volumes as cryptsetup loopaesOpen maps them, without root", cli::run_loopaes},
+    {"fvault2", "read FileVault 2 volumes as cryptsetup does, without root", cli::run_fvault2},
 };
 
 // cryptsetup's action names, accepted at the top level: `blkcrypt luksDump
@@ -64,6 +65,7 @@ constexpr Alias kAliases[] = {
     {"token", "luks", "token"},
     {"tcryptDump", "tcrypt", "dump"},
     {"bitlkDump", "bitlk", "dump"},
+    {"fvault2Dump", "fvault2", "dump"},
 };
 
 void print_help() {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <iostream>
 #include <iterator>
 #include <csignal>
 #include <cstring>
@@ -205,6 +206,17 @@ blkcrypt::SecureBuffer read_passphrase(const po::variables_map& vm, const std::s
         return prompt_passphrase("Enter passphrase for " + device + ": ", verify);
     }
     return read_key_input("-", offset, size, true);
+}
+
+void confirm_volume_key_dump(const po::variables_map& vm) {
+    if (vm["batch-mode"].as<bool>() || !::isatty(STDIN_FILENO)) return;
+    std::cerr << "Header dump with volume key is sensitive information\n"
+                 "which allows access to encrypted partition without a passphrase.\n"
+                 "This dump should be stored encrypted in a safe place.\n"
+                 "Are you sure? (Type 'yes' in capital letters): "
+              << std::flush;
+    std::string answer;
+    if (!std::getline(std::cin, answer) || answer != "YES") throw Failure("Operation aborted.");
 }
 
 }  // namespace cli

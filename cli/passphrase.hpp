@@ -38,4 +38,9 @@ blkcrypt::SecureBuffer prompt_passphrase(const std::string& prompt, bool verify)
 // of stdin; else a prompt on a terminal, or one line of piped stdin.
 blkcrypt::SecureBuffer read_passphrase(const po::variables_map& vm, const std::string& device, bool verify = false);
 
+// Before a --dump-volume-key dump: cryptsetup's warning and yesDialog, asked
+// only on a terminal and without --batch-mode (which the command declares);
+// anything but "YES" throws Failure("Operation aborted.").
+void confirm_volume_key_dump(const po::variables_map& vm);
+
 }  // namespace cli
