@@ -6,14 +6,17 @@ oracle-generated.txt), used for volumes no fixture has (a 1 GiB one for the
 benchmark).
 
   make_volume.py OUT --size BYTES --password PW [--pim N] [--seed S]
-                 [--plain-out FILE]
+                 [--kdf pbkdf2-sha512|argon2id] [--plain-out FILE]
 
 Layout (VeraCrypt's, as cryptsetup reads it): the 512-byte header at 0, the
 hidden header area at 64 KiB (random), the data area at 128 KiB (BYTES, a
 multiple of 512), then the backup header and the hidden backup area (random),
 128 KiB in all. The header: a 64-byte salt, then 448 bytes encrypted with
 AES-256-XTS (data unit 0) under the first 64 bytes of PBKDF2-HMAC-SHA512
-(500000 iterations, or 15000 + 1000 x PIM); inside, "VERA", version 5,
+(500000 iterations, or 15000 + 1000 x PIM), or with --kdf argon2id of
+VeraCrypt 1.26's Argon2id (python3-argon2: version 0x13, one lane, the salt,
+192 bytes; memory and passes from the PIM as VeraCrypt documents them, no PIM
+meaning PIM 2: 96 MiB, 3 passes); inside, "VERA", version 5,
 minimum program version 1.11, the CRC-32 of the key area, the sizes, the
 data offset, sector size 512, the CRC-32 of bytes 64..251, and the 256-byte
 key area whose first 64 bytes are the AES-XTS volume key. Data sector n of
@@ -48,7 +51,24 @@ def xts(key, tweak, data, encrypt=True):
     return op.update(data) + op.finalize()
 
 
-def header(password, salt, size, key_area, iterations):
+def argon2_costs(pim):
+    """(passes, KiB) VeraCrypt's documentation gives for a PIM."""
+    p = pim or 2
+    mib = min(64 + (p - 1) * 32, 1024)
+    passes = 3 + (p - 1) // 3 if p <= 31 else 13 + (p - 31)
+    return passes, mib * 1024
+
+
+def header_key(kdf, password, salt, pim):
+    if kdf == "argon2id":
+        from argon2.low_level import Type, hash_secret_raw
+        passes, kib = argon2_costs(pim)
+        return hash_secret_raw(password, salt, time_cost=passes, memory_cost=kib, parallelism=1,
+                               hash_len=192, type=Type.ID, version=19)
+    return hashlib.pbkdf2_hmac("sha512", password, salt, 15000 + 1000 * pim if pim else 500000, 192)
+
+
+def header(kdf, password, salt, size, key_area, pim):
     body = bytearray(448)  # the header from byte 64 on
     body[0:4] = b"VERA"
     struct.pack_into(">HH", body, 4, 5, 0x010B)
@@ -58,7 +78,7 @@ def header(password, salt, size, key_area, iterations):
     struct.pack_into(">II", body, 60, 0, SECTOR)  # flags, sector size
     struct.pack_into(">I", body, 188, zlib.crc32(bytes(body[0:188])))
     body[192:448] = key_area
-    hk = hashlib.pbkdf2_hmac("sha512", password, salt, iterations, 192)
+    hk = header_key(kdf, password, salt, pim)
     return salt + xts(hk[:64], 0, bytes(body))
 
 
@@ -69,16 +89,16 @@ def main():
     ap.add_argument("--password", required=True)
     ap.add_argument("--pim", type=int, default=0)
     ap.add_argument("--seed", default="blkcrypt")
+    ap.add_argument("--kdf", choices=("pbkdf2-sha512", "argon2id"), default="pbkdf2-sha512")
     ap.add_argument("--plain-out")
     a = ap.parse_args()
     if a.size <= 0 or a.size % SECTOR:
         sys.exit("--size must be a positive multiple of 512")
-    iterations = 15000 + 1000 * a.pim if a.pim else 500000
     password = a.password.encode()
     key_area = stream(a.seed, "keys", 256)
     vk = key_area[:64]
     with open(a.out, "wb") as f:
-        f.write(header(password, stream(a.seed, "salt", 64), a.size, key_area, iterations))
+        f.write(header(a.kdf, password, stream(a.seed, "salt", 64), a.size, key_area, a.pim))
         f.write(stream(a.seed, "filler", DATA_OFFSET - 512))
         plain = open(a.plain_out, "wb") if a.plain_out else None
         digest = hashlib.sha256()
@@ -95,7 +115,7 @@ def main():
             f.write(b"".join(xts(vk, first + i, p[i * SECTOR:(i + 1) * SECTOR]) for i in range(n // SECTOR)))
         if plain:
             plain.close()
-        backup = header(password, stream(a.seed, "backup-salt", 64), a.size, key_area, iterations)
+        backup = header(a.kdf, password, stream(a.seed, "backup-salt", 64), a.size, key_area, a.pim)
         f.write(backup + stream(a.seed, "backup-filler", 65536 - 512) + stream(a.seed, "hidden-backup", 65536))
     print(digest.hexdigest())
 
