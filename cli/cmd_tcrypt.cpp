@@ -7,6 +7,7 @@
 #include "output_file.hpp"
 #include "passphrase.hpp"
 #include "progress.hpp"
+#include "serve.hpp"
 
 #include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/tcrypt/tcrypt.hpp>
@@ -148,18 +149,39 @@ int run_decrypt(const po::variables_map& vm, const std::vector<std::string>& fil
     return 0;
 }
 
+// tcrypt serve: the volume's plaintext over NBD, read-write unless
+// --read-only, as `cryptsetup tcryptOpen` maps it (writable too). Writes land
+// only in the data area; like cryptsetup, an outer volume's writes do not
+// protect a hidden volume inside it.
+int run_serve(const po::variables_map& vm, const std::vector<std::string>& files) {
+    const std::string image = one_file(files, "serve");
+    const bool read_only = vm["read-only"].as<bool>();
+    auto dev = open_image(image);
+    const tcrypt::Volume vol = unlock(vm, image, *dev);
+    block_stop_signals();  // after the KDF search, before the target's threads exist
+    auto data = blkcrypt::open_file_store(image, !read_only);
+    if (!data) throw Failure(data.error().message);
+    blkcrypt::dm::TargetOptions opts;
+    if (vm.count("threads")) opts.threads = vm["threads"].as<unsigned>();
+    auto target = tcrypt::make_target(registry(), vol, *data, opts);
+    if (!target) throw Failure(target.error().message);
+    return serve_device(vm, blkcrypt::nbd::make_crypt_device(std::move(target).value(), *data, read_only));
+}
+
 }  // namespace
 
 int run_tcrypt(Args args) {
     CommandLine cl{"blkcrypt tcrypt dump [OPTIONS] IMAGE\n"
-                   "       blkcrypt tcrypt decrypt [OPTIONS] IMAGE OUT",
+                   "       blkcrypt tcrypt decrypt [OPTIONS] IMAGE OUT\n"
+                   "       blkcrypt tcrypt serve [OPTIONS] (--socket PATH | --port N) [--read-only] IMAGE",
                    "TrueCrypt and VeraCrypt volumes as cryptsetup (TCRYPT) opens them, without root or\n"
                    "device-mapper. cryptsetup's names work at the top level too: blkcrypt tcryptDump.\n"
                    "The passphrase is prompted for on a terminal, else one line of stdin; --key-file\n"
                    "names TrueCrypt keyfiles (repeatable, in order). Every KDF and cipher chain is\n"
                    "tried (-h, -c limit the search); VeraCrypt mode is on unless --disable-veracrypt.\n"
                    "A secret that opens no header exits 2 (\"No device header detected with this\n"
-                   "passphrase.\"). OUT follows the output policy (docs/outputs.md)."};
+                   "passphrase.\"). OUT follows the output policy (docs/outputs.md). serve exports\n"
+                   "the plaintext over NBD (docs/nbd.md), read-write unless --read-only."};
     cl.options.add_options()
         ("key-file,d", po::value<std::vector<std::string>>()->value_name("FILE"),
          "a TrueCrypt/VeraCrypt keyfile (repeatable; its first 1 MiB counts)")
@@ -178,17 +200,22 @@ int run_tcrypt(Args args) {
         ("threads,t", threads_value()->value_name("N"), "crypt worker threads, at most 256 (default: one per core)")
         ("in-place", po::bool_switch(), "write into the existing regular file OUT directly");
     add_progress_options(cl.options);
+    add_serve_options(cl.options);
     add_action_arguments(cl, {{"dump", "print the header as cryptsetup tcryptDump does"},
-                              {"decrypt", "write the volume's plaintext (what cryptsetup tcryptOpen maps) to OUT"}});
+                              {"decrypt", "write the volume's plaintext (what cryptsetup tcryptOpen maps) to OUT"},
+                              {"serve", "serve that plaintext over NBD, read-write unless --read-only"}});
     only_for(cl, {"dump"}, {"dump-volume-key", "batch-mode"});
-    only_for(cl, {"decrypt"}, {"in-place", "threads"});
+    only_for(cl, {"decrypt"}, {"in-place"});
+    only_for(cl, {"decrypt", "serve"}, {"threads"});
+    only_for(cl, {"serve"}, serve_option_names());
     only_for(cl, {"decrypt"}, progress_option_names());
     auto vm = parse_command_line(cl, args);
     if (!vm) return 0;
     const auto [action, files] = action_arguments(*vm);
     if (action == "dump") return run_dump(*vm, files);
     if (action == "decrypt") return run_decrypt(*vm, files);
-    throw UsageError("unknown action '" + action + "': use dump or decrypt");
+    if (action == "serve") return run_serve(*vm, files);
+    throw UsageError("unknown action '" + action + "': use dump, decrypt or serve");
 }
 
 }  // namespace cli

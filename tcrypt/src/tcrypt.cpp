@@ -23,10 +23,11 @@ constexpr std::size_t kKeysSize = 256;
 constexpr std::size_t kCrcSpan = 188;     // bytes covered by the header CRC-32
 constexpr std::size_t kLrwTweakKey = 16;
 
-// One KDF candidate (cryptsetup's tcrypt_kdf table, in its order).
+// One KDF candidate (cryptsetup's tcrypt_kdf table, in its order, then
+// VeraCrypt 1.26's Argon2id, which cryptsetup does not know).
 struct Kdf {
     bool legacy, veracrypt;
-    const char* hash;  // cryptsetup's name
+    const char* hash;  // cryptsetup's name; "argon2id" for Argon2id
     uint32_t iterations, pim_const, pim_mult;
 };
 constexpr Kdf kKdfs[] = {
@@ -44,7 +45,22 @@ constexpr Kdf kKdfs[] = {
     {false, true, "ripemd160", 655331, 15000, 1000},
     {false, true, "ripemd160", 327661, 0, 2048},  // boot only
     {false, true, "stribog512", 500000, 15000, 1000},
+    // Last: the costliest to try (96 MiB). Its costs come from the PIM.
+    {false, true, "argon2id", 0, 0, 0},
 };
+
+// VeraCrypt's Argon2id costs for a PIM (its documentation, "Argon2id"): no
+// PIM counts as PIM 2 (96 MiB, 3 passes); memory grows 32 MiB a step up to
+// 1 GiB at PIM 31, passes one every three PIMs to 13, then one a PIM.
+struct Argon2Costs {
+    uint32_t passes, memory_kib;
+};
+Argon2Costs argon2_costs(uint32_t pim) {
+    const uint64_t p = pim ? pim : 2;
+    const uint64_t mib = std::min<uint64_t>(64 + (p - 1) * 32, 1024);
+    const uint64_t t = p <= 31 ? 3 + (p - 1) / 3 : 13 + (p - 31);
+    return {static_cast<uint32_t>(std::min<uint64_t>(t, UINT32_MAX)), static_cast<uint32_t>(mib * 1024)};
+}
 
 // The registry's name of a TrueCrypt hash.
 std::string registry_hash(std::string_view h) {
@@ -333,12 +349,19 @@ Result<Volume> open(Registry& reg, BackingStore& dev, ConstBytes passphrase, con
             if (k.veracrypt && !opts.veracrypt) continue;
             // With a PIM only VeraCrypt's KDFs, their iterations from it.
             if (opts.veracrypt && opts.pim && !k.veracrypt) continue;
-            const uint64_t it64 = opts.veracrypt && opts.pim ? k.pim_const + uint64_t{k.pim_mult} * opts.pim : k.iterations;
+            const bool is_argon2 = !std::strcmp(k.hash, "argon2id");
+            const uint64_t it64 = is_argon2 ? argon2_costs(opts.pim).passes
+                                  : opts.veracrypt && opts.pim ? k.pim_const + uint64_t{k.pim_mult} * opts.pim
+                                                               : k.iterations;
             if (it64 > UINT32_MAX) return make_error(Status::Invalid, "Invalid PIM value: outside of range.");
             const auto iters = static_cast<uint32_t>(it64);
             SecureBuffer hkey(kHdrKeySize);
-            auto r = pbkdf2(reg, registry_hash(k.hash), ConstBytes(pool.data(), pw_len),
-                            ConstBytes(raw.data(), kSaltSize), iters, hkey.span());
+            // Argon2id, one lane, over the same password and salt, always
+            // 192 bytes (its output depends on the length, unlike PBKDF2's).
+            auto r = is_argon2 ? argon2(Argon2Type::Id, ConstBytes(pool.data(), pw_len), ConstBytes(raw.data(), kSaltSize),
+                                        iters, argon2_costs(opts.pim).memory_kib, 1, hkey.span())
+                               : pbkdf2(reg, registry_hash(k.hash), ConstBytes(pool.data(), pw_len),
+                                        ConstBytes(raw.data(), kSaltSize), iters, hkey.span());
             if (!r) {
                 if (r.status() != Status::NotFound) return r.error();
                 if (std::find(missing.begin(), missing.end(), k.hash) == missing.end()) missing.push_back(k.hash);

@@ -2,7 +2,10 @@
 """Turns the oracle's transcripts (oracle-*.txt, from make-golden.sh) into
 the files tests/cli/tcrypt.sh replays: golden.tsv (name, image, password,
 options, size and sha256 of the device tcryptOpen mapped), NAME.dump
-(tcryptDump --dump-volume-key) and NAME.plain (tcryptDump)."""
+(tcryptDump --dump-volume-key) and NAME.plain (tcryptDump). For the
+volumes tests/tcrypt/make_volume.py generated (generated.tsv,
+make-generated.sh), generated.golden: name, size and sha256 of the mapped
+device, after checking that it is the sha256 the generator printed."""
 import glob, os, re, sys
 
 here = os.path.dirname(os.path.abspath(__file__))
@@ -19,9 +22,11 @@ for path in sorted(glob.glob(os.path.join(here, 'oracle-*.txt'))):
     buf = []
     for line in open(path, encoding='utf-8', errors='replace'):
         line = line.rstrip('\n')
-        m = re.match(r'^=== (\S+)', line)
+        m = re.match(r'^=== (\S+)(?: generator-sha256=(\w+))?', line)
         if m:
             name, section = m.group(1), None
+            if m.group(2):
+                found.setdefault(name, {})['generator'] = m.group(2)
             continue
         m = re.match(r'^--- (\w+)$', line)
         if m:
@@ -51,3 +56,18 @@ with open(os.path.join(here, 'golden.tsv'), 'w') as f:
             f.write('\t'.join([name, img, pw, opts, r['size'], r['sha256']]) + '\n')
         else:
             print(f'{name}: no mapping recorded', file=sys.stderr)
+
+generated = os.path.join(here, 'generated.tsv')
+if os.path.exists(generated):
+    with open(os.path.join(here, 'generated.golden'), 'w') as f:
+        f.write('# name\tsize\tsha256 (of the device cryptsetup tcryptOpen mapped from the generated volume)\n')
+        for line in open(generated):
+            if line.startswith('#') or not line.strip():
+                continue
+            name = line.split('\t')[0]
+            r = found.get(name, {})
+            if 'sha256' not in r:
+                sys.exit(f'{name}: no mapping recorded')
+            if r['sha256'] != r.get('generator'):
+                sys.exit(f'{name}: the kernel mapped {r["sha256"]}, the generator wrote {r.get("generator")}')
+            f.write('\t'.join([name, r['size'], r['sha256']]) + '\n')
