@@ -30,11 +30,23 @@ struct Image {
     bitlk::Metadata md;
 };
 
+void warn(const std::string& msg) {
+    std::cout.flush();
+    std::cerr << "blkcrypt: warning: " << msg << "\n";
+}
+
 Image open_image(const std::string& path) {
     auto s = blkcrypt::open_file_store(path, false);
     if (!s) throw Failure(s.error().message);
-    auto md = bitlk::read_metadata(**s);
+    auto md = bitlk::read_metadata(registry(), **s);
     if (!md) throw Failure(md.error().message);
+    // Where blkcrypt reads more than cryptsetup would, it says so.
+    if (md->damaged_first)
+        warn("the first FVE metadata block is damaged; using copy " + std::to_string(md->copy + 1) + " at offset " +
+             std::to_string(md->metadata_offset[md->copy]));
+    if (md->partial())
+        warn("encryption of this volume is paused: the " + std::to_string(md->volume_size) +
+             " bytes from the start are decrypted, the rest is read as stored (cryptsetup refuses it)");
     return Image{path, *s, std::move(md).value()};
 }
 

@@ -14,6 +14,7 @@ PKGS=(
   libargon2-dev nlohmann-json3-dev
   qemu-utils libnbd-bin nbdkit fuse3
   libgnutls28-dev gnutls-bin
+  dislocker
 )
 
 missing=()

@@ -20,6 +20,7 @@ import argparse
 import hashlib
 import struct
 import sys
+import zlib
 
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import AESCCM
@@ -163,7 +164,9 @@ class Volume:
         return bytes(buf)
 
     def stored(self, offset, plain):
-        """`plain` (whole sectors at `offset` of the view) as stored on disk."""
+        """`plain` (whole sectors) as stored on disk at `offset`: encrypted below the
+        encrypted size (a partially encrypted volume has converted that much, from the
+        start), as it is above."""
         out = bytearray()
         for i in range(0, len(plain), self.ss):
             at = offset + i
@@ -217,8 +220,14 @@ class Volume:
         block += struct.pack("<QII", self.encrypted, 0, BOOT_REGION // self.ss)
         block += struct.pack("<QQQQ", *self.fve, self.vh_offset)
         block += struct.pack("<IIII", msize, 1, 48, msize) + self.guid
-        block += struct.pack("<IHHQ", nonces.n + 1, self.method, self.method, CREATED)
-        return block + body
+        block += struct.pack("<IHHQ", nonces.n + 2, self.method, self.method, CREATED)
+        block += body
+        block += bytes(-len(block) % 16)
+        # The validation after the block (what dislocker checks, picking the first copy
+        # that passes): its size, version 2, the CRC32 of the block, and the SHA-256 of
+        # the block as a key datum wrapped by the VMK.
+        check = ccm_datum(nonces, vmk, key_datum(0x2005, hashlib.sha256(block).digest()))
+        return block + struct.pack("<HHI", 8 + len(check), 2, zlib.crc32(block)) + check
 
     def boot_sector(self):
         """The boot sector Windows writes in place of the filesystem's (whose copy is in the
@@ -264,18 +273,13 @@ class Volume:
                 img.seek(off)
                 img.write(c)
             img.seek(self.vh_offset)
-            img.write(self.stored_at(self.vh_offset, self.plaintext(0, BOOT_REGION)))
+            img.write(self.stored(self.vh_offset, self.plaintext(0, BOOT_REGION)))
             img.seek(0)
             img.write(self.boot_sector())
             for o in self.fve:
                 img.seek(o)
                 img.write(meta)
 
-    def stored_at(self, where, plain):
-        out = bytearray()
-        for i in range(0, len(plain), self.ss):
-            out += self.encrypt_sector(plain[i:i + self.ss], where + i)
-        return bytes(out)
 
 
 def main():

@@ -9,6 +9,11 @@
 #   passphrase equal to cryptsetup's with the recovery password (cryptsetup 2.6.1 hashes
 #   non-ASCII passphrases zero padded; an image hashed that way opens in cryptsetup 2.6 and
 #   not in blkcrypt, which hashes as Windows does).
+# - dislocker-file (an independent reader; skipped where not installed) gives the
+#   generator's plaintext too (it converts ASCII passphrases only: the recovery password
+#   for the non-ASCII case).
+# - Paused encryption (state 5, which cryptsetup refuses): the encrypted size decrypted,
+#   the rest as stored, as dislocker reads the encrypted part.
 source "$(dirname "$0")/lib.sh"
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 GEN=$SRC/tests/bitlk/make_image.py
@@ -17,6 +22,14 @@ python3 -c 'import cryptography' 2>/dev/null || { echo "python3-cryptography abs
 have_cryptsetup=false
 command -v cryptsetup >/dev/null && have_cryptsetup=true
 $have_cryptsetup || echo "cryptsetup not installed: dump comparisons skipped"
+have_dislocker=false
+command -v dislocker-file >/dev/null && have_dislocker=true
+$have_dislocker || echo "dislocker not installed: dislocker comparisons skipped"
+# dislocker_plain IMAGE OUT SECRET_OPTION: dislocker's plaintext of IMAGE.
+dislocker_plain() {
+    rm -f "$2"
+    timeout 300 dislocker-file -V "$1" "$3" -- "$2" >dislocker.log 2>&1 || fail "dislocker-file $1: $(tail -3 dislocker.log)"
+}
 
 sha() { sha256sum <"$1" | cut -d' ' -f1; }
 cd "$TMP"
@@ -55,6 +68,11 @@ while read -r name open args; do
         fi
         cmp want "$name.kd" || { diff want "$name.kd" >&2; fail "key dump differs: $name"; }
     fi
+    if $have_dislocker; then
+        if [[ $open == rp ]]; then dislocker_plain "$name.img" "$name.d" "-p$rp"; else dislocker_plain "$name.img" "$name.d" "-u$pw"; fi
+        cmp "$name.d" "$name.plain" || fail "$name: dislocker's plaintext differs from the generator's"
+        rm -f "$name.d"
+    fi
     rm -f "$name.img" "$name.plain"
 done <"$G/cases.txt"
 [[ $cases -ge 6 ]] || fail "only $cases cases read"
@@ -75,4 +93,26 @@ python3 "$GEN" --seed utf8w --password "$PW" w.img w.plain >w.key
 printf '%s\n' "$PW" | "$BLKCRYPT" bitlk decrypt w.img w.out
 cmp w.out w.plain || fail "non-ASCII passphrase plaintext"
 expect_exit 2 sh -c "printf '%s\n' 'hesloZluťoučký€😀' | '$BLKCRYPT' bitlk test-passphrase w.img"
+
+# Paused encryption: 1 MiB converted (the relocated boot sectors, at 1088 KiB, are not yet
+# encrypted), then 2 MiB (they are).
+for enc in 1048576 2097152; do
+    python3 "$GEN" --seed paused --size 4194304 --encrypted-size $enc --state 5,4 --password anaconda p.img p.plain >/dev/null
+    echo anaconda | "$BLKCRYPT" bitlk decrypt p.img p.out 2>"$TMP/stderr" || fail "paused decrypt: $(cat "$TMP/stderr")"
+    grep_q -x "blkcrypt: warning: encryption of this volume is paused: the $enc bytes from the start are decrypted, the rest is read as stored (cryptsetup refuses it)" <"$TMP/stderr" ||
+        fail "paused warning: $(cat "$TMP/stderr")"
+    cmp p.out p.plain || fail "paused volume ($enc encrypted): plaintext differs"
+    # Past the encrypted size and the metadata, the image holds the plaintext itself.
+    cmp -n 983040 -i 3211264 p.img p.plain || fail "paused volume: the unconverted part is not stored plain"
+    if $have_dislocker; then
+        # dislocker-file writes the encrypted size only.
+        dislocker_plain p.img p.d -uanaconda
+        [[ $(stat -c %s p.d) == "$enc" ]] || fail "dislocker wrote $(stat -c %s p.d) bytes, not $enc"
+        cmp -n $enc p.d p.plain || fail "paused volume ($enc encrypted): dislocker's plaintext differs"
+    fi
+done
+# A state cryptsetup and blkcrypt both refuse: conversion running (2).
+python3 "$GEN" --seed running --encrypted-size 1048576 --state 2,4 --password anaconda r.img r.plain >/dev/null
+expect_exit 1 sh -c "echo anaconda | '$BLKCRYPT' bitlk decrypt r.img r.out"
+grep_q "This BITLK device is in an unsupported state and cannot be activated." <"$TMP/stderr" || fail "running state message"
 echo "bitlk_gen: all passed"
