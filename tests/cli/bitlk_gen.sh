@@ -111,6 +111,20 @@ for enc in 1048576 2097152; do
         cmp -n $enc p.d p.plain || fail "paused volume ($enc encrypted): dislocker's plaintext differs"
     fi
 done
+# The same view served (bitlk::open_view's plain pieces), read back by nbdcopy.
+if command -v nbdcopy >/dev/null; then
+    SOCK=$TMP/s.sock
+    echo anaconda | "$BLKCRYPT" bitlk serve --socket "$SOCK" --pid-file "$TMP/pid" p.img 2>"$TMP/log" &
+    SERVER=$!
+    for _ in $(seq 100); do [[ -s $TMP/pid ]] && break; kill -0 $SERVER 2>/dev/null || fail "serve died: $(cat "$TMP/log")"; sleep 0.1; done
+    [[ -s $TMP/pid ]] || fail "serve did not start"
+    timeout 120 nbdcopy "nbd+unix:///?socket=$SOCK" served || fail "nbdcopy: $(cat "$TMP/log")"
+    kill -TERM $SERVER
+    wait $SERVER || fail "serve exit on SIGTERM: $(cat "$TMP/log")"
+    cmp served p.plain || fail "served paused volume differs"
+else
+    echo "nbdcopy not installed: serve of a paused volume skipped"
+fi
 # A state cryptsetup and blkcrypt both refuse: conversion running (2).
 python3 "$GEN" --seed running --encrypted-size 1048576 --state 2,4 --password anaconda r.img r.plain >/dev/null
 expect_exit 1 sh -c "echo anaconda | '$BLKCRYPT' bitlk decrypt r.img r.out"
