@@ -48,7 +48,8 @@ Image open_image(const std::string& path) {
         warn("the first FVE metadata block is damaged; using copy " + std::to_string(md->copy + 1) + " at offset " +
              std::to_string(md->metadata_offset[md->copy]));
     if (md->partial())
-        warn("encryption of this volume is paused: the " + std::to_string(md->volume_size) +
+        warn(std::string(md->next_state == 1 ? "decryption" : "encryption") + " of this volume is paused: the " +
+             std::to_string(md->volume_size) +
              " bytes from the start are decrypted, the rest is read as stored (cryptsetup refuses it)");
     return Image{path, *s, std::move(md).value()};
 }

@@ -125,6 +125,11 @@ if command -v nbdcopy >/dev/null; then
 else
     echo "nbdcopy not installed: serve of a paused volume skipped"
 fi
+# Decryption paused (5, next 1): the same rule, its own words.
+python3 "$GEN" --seed paused --size 4194304 --encrypted-size 2097152 --state 5,1 --password anaconda p.img p.plain >/dev/null
+echo anaconda | "$BLKCRYPT" bitlk decrypt p.img p2.out 2>"$TMP/stderr"
+grep_q "^blkcrypt: warning: decryption of this volume is paused: the 2097152 bytes" <"$TMP/stderr" || fail "decryption paused warning"
+cmp p2.out p.plain || fail "decryption paused: plaintext differs"
 # A state cryptsetup and blkcrypt both refuse: conversion running (2).
 python3 "$GEN" --seed running --encrypted-size 1048576 --state 2,4 --password anaconda r.img r.plain >/dev/null
 expect_exit 1 sh -c "echo anaconda | '$BLKCRYPT' bitlk decrypt r.img r.out"
