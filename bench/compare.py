@@ -28,9 +28,11 @@ same generated data (page cache warm), printing the ratio for each target:
                                             vs nbdkit --filter=luks file                             (reported)
   tcrypt decrypt of a VeraCrypt aes-xts volume (tests/tcrypt/make_volume.py, PBKDF2-SHA512 500000)
                                             vs crypt decrypt with the same table           >= 0.9x
+  bitlk decrypt of a BitLocker aes-xts-plain64 (128) volume made by tests/bitlk/make_image.py
+                                            vs crypt decrypt with the same table    >= 0.9x
   peak RSS of every blkcrypt command                                                    < 64 MiB
 
---only SECTIONS (comma-separated: verity, fsverity, crypt, nbd, engine, luks, tcrypt)
+--only SECTIONS (comma-separated: verity, fsverity, crypt, nbd, engine, luks, tcrypt, bitlk)
 runs only those rows (nbd includes what crypt makes for it); default: all.
 
 With --cold, only the cold-cache comparison runs: before each run the page
@@ -314,6 +316,35 @@ def tcrypt_comparison(work, rows, rss):
         os.remove(f)
 
 
+def bitlk_comparison(work, rows, rss):
+    """A BitLocker volume of SIZE_MIB written by the test generator, decrypted by
+    `bitlk decrypt` (passphrase, its 2^20 SHA-256 stretch included) and by `crypt
+    decrypt` with its FVEK and the same cipher over the whole device."""
+    img, plain, out = (os.path.join(work, n) for n in ("bitlk.img", "bitlk.plain", "bitlk.out"))
+    gen = subprocess.run([sys.executable, os.path.join(ROOT, "tests/bitlk/make_image.py"), "--size",
+                          str(SIZE_MIB << 20), "--cipher", "xts-128", "--password", "compare.py", img, plain],
+                         stdout=subprocess.PIPE, check=True)
+    key = os.path.join(work, "bitlk.key")
+    with open(key, "wb") as f:
+        f.write(bytes.fromhex(gen.stdout.decode().strip()))
+    pw = os.path.join(work, "bitlk.pass")
+    with open(pw, "w") as f:
+        f.write("compare.py")
+    dec_b = [BLKCRYPT, "bitlk", "decrypt", "--key-file", pw, img, out]
+    dec_c = [BLKCRYPT, "crypt", "decrypt", "--cipher", "aes-xts-plain64", "--key-size", "256", "--key-file", key,
+             img, out]
+    timed = {}
+    for tool, cmd in (("bitlk", dec_b), ("crypt", dec_c)):
+        timed[tool], _ = run(cmd, keep_stdout=False, settle=True)
+        if tool == "bitlk" and subprocess.run(["cmp", "-s", plain, out]).returncode != 0:
+            sys.exit("bitlk decrypt: the plaintext differs from the generator's")
+        os.remove(out)
+    rss["bitlk decrypt"] = peak_rss_mib(dec_b[:-1] + ["/dev/null"])
+    rows.append(("bitlk decrypt / crypt decrypt", timed["crypt"], timed["bitlk"], 0.9))
+    for f in (img, plain):
+        os.remove(f)
+
+
 # Random 4 KiB reads: qemu-img bench steps by a large odd multiple of 4 KiB,
 # modulo the image size, so consecutive reads land far apart.
 RANDOM_READS = 100000
@@ -329,7 +360,7 @@ def main():
         print(__doc__)
         return
     cold = "--cold" in sys.argv[1:]
-    sections = {"verity", "fsverity", "crypt", "nbd", "engine", "luks", "tcrypt"}
+    sections = {"verity", "fsverity", "crypt", "nbd", "engine", "luks", "tcrypt", "bitlk"}
     if "--only" in sys.argv[1:]:
         i = sys.argv.index("--only")
         wanted = set(sys.argv[i + 1].split(",")) if i + 1 < len(sys.argv) else set()
@@ -435,6 +466,8 @@ def main():
             luks_comparison(work, data, rows, times, rss)
         if "tcrypt" in sections:
             tcrypt_comparison(work, rows, rss)
+        if "bitlk" in sections:
+            bitlk_comparison(work, rows, rss)
     finally:
         if not os.environ.get("WORKDIR"):
             shutil.rmtree(work, ignore_errors=True)

@@ -2,6 +2,7 @@
 // root or device-mapper: `bitlk dump` is bitlkDump, `bitlk decrypt` writes
 // what bitlkOpen maps (the same segments, read in userspace).
 #include "commands.hpp"
+#include "image_copy.hpp"
 #include "number_option.hpp"
 #include "output_file.hpp"
 #include "passphrase.hpp"
@@ -9,7 +10,9 @@
 
 #include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/bitlk/bitlk.hpp>
+#include <blkcrypt/dm/bio_ring.hpp>
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -30,11 +33,24 @@ struct Image {
     bitlk::Metadata md;
 };
 
+void warn(const std::string& msg) {
+    std::cout.flush();
+    std::cerr << "blkcrypt: warning: " << msg << "\n";
+}
+
 Image open_image(const std::string& path) {
     auto s = blkcrypt::open_file_store(path, false);
     if (!s) throw Failure(s.error().message);
-    auto md = bitlk::read_metadata(**s);
+    auto md = bitlk::read_metadata(registry(), **s);
     if (!md) throw Failure(md.error().message);
+    // Where blkcrypt reads more than cryptsetup would, it says so.
+    if (md->damaged_first)
+        warn("the first FVE metadata block is damaged; using copy " + std::to_string(md->copy + 1) + " at offset " +
+             std::to_string(md->metadata_offset[md->copy]));
+    if (md->partial())
+        warn(std::string(md->next_state == 1 ? "decryption" : "encryption") + " of this volume is paused: the " +
+             std::to_string(md->volume_size) +
+             " bytes from the start are decrypted, the rest is read as stored (cryptsetup refuses it)");
     return Image{path, *s, std::move(md).value()};
 }
 
@@ -87,6 +103,58 @@ int run_test_passphrase(const po::variables_map& vm, const std::vector<std::stri
     return 0;
 }
 
+// The plaintext view into OUT segment by segment: zeros, stored bytes, and
+// each crypt segment through a ring of 1 MiB bios converting while the oldest
+// is written (as crypt decrypt's copy runs), not one bio at a time.
+void write_view(const Image& im, blkcrypt::ConstBytes key, Output& out, unsigned threads) {
+    constexpr std::size_t kChunk = 1 << 20;
+    auto segs = bitlk::segments(im.md, im.store->size() / 512);
+    if (!segs) throw Failure(segs.error().message);
+    blkcrypt::dm::TargetOptions opts;
+    opts.threads = threads;
+    const std::size_t depth = std::max<std::size_t>(8, 2 * std::size_t{threads});
+    opts.queue_depth = depth;
+    opts.max_request = kChunk;
+    uint64_t total = 0;
+    for (const bitlk::Segment& g : *segs) total += g.length * 512;
+    out.reserve(total);
+    std::vector<uint8_t> buf(kChunk);
+    auto failed = [&](uint64_t at, blkcrypt::Status s) {
+        throw Failure(im.path + ": reading the plaintext at byte " + std::to_string(at) + ": " + blkcrypt::to_string(s));
+    };
+    for (const bitlk::Segment& g : *segs) {
+        const uint64_t bytes = g.length * 512;
+        if (g.zero || g.plain) {
+            std::fill(buf.begin(), buf.end(), uint8_t{0});
+            for (uint64_t at = 0; at < bytes;) {
+                const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(kChunk, bytes - at));
+                const blkcrypt::Bytes chunk(buf.data(), n);
+                if (g.plain)
+                    if (blkcrypt::Status s = im.store->read(g.source * 512 + at, chunk); s != blkcrypt::Status::Ok)
+                        failed(g.start * 512 + at, s);
+                out.write(chunk);
+                at += n;
+            }
+            continue;
+        }
+        auto target = make_crypt_target(registry(), bitlk::crypt_table(im.md, key, g), im.store, g.length, opts);
+        blkcrypt::dm::BioRing ring(*target, depth, kChunk, [&](const blkcrypt::dm::RetiredBio& r) {
+            if (r.status != blkcrypt::Status::Ok) failed((g.start + r.sector) * 512, r.status);
+            out.write(r.data);
+            return blkcrypt::Status::Ok;
+        });
+        for (uint64_t at = 0; at < bytes;) {
+            const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(kChunk, bytes - at));
+            if (blkcrypt::Status s = ring.reserve(); s != blkcrypt::Status::Ok) failed(g.start * 512 + at, s);
+            if (blkcrypt::Status s = ring.submit(at / 512, blkcrypt::dm::BioDir::Read, ring.next_buffer().first(n));
+                s != blkcrypt::Status::Ok)
+                failed(g.start * 512 + at, s);
+            at += n;
+        }
+        if (blkcrypt::Status s = ring.finish(); s != blkcrypt::Status::Ok) failed(g.start * 512, s);
+    }
+}
+
 int run_decrypt(const po::variables_map& vm, const std::vector<std::string>& files) {
     if (files.size() != 2) throw UsageError("bitlk decrypt needs IMAGE and OUT");
     const std::string& image = files[0];
@@ -99,21 +167,7 @@ int run_decrypt(const po::variables_map& vm, const std::vector<std::string>& fil
     // Refuse what bitlkOpen refuses before asking for a secret.
     if (auto segs = bitlk::segments(im.md, im.store->size() / 512); !segs) throw Failure(segs.error().message);
     const blkcrypt::SecureBuffer key = unlock(vm, im);
-    blkcrypt::dm::TargetOptions topts;
-    topts.threads = vm.count("threads") ? vm["threads"].as<unsigned>() : 0;
-    auto view = bitlk::open_view(registry(), im.md, key, im.store, topts);
-    if (!view) throw Failure(view.error().message);
-    const uint64_t size = (*view)->size();
-    out.reserve(size);
-    std::vector<uint8_t> buf(1 << 20);
-    for (uint64_t at = 0; at < size;) {
-        const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(buf.size(), size - at));
-        const blkcrypt::Bytes chunk(buf.data(), n);
-        if (blkcrypt::Status s = (*view)->read(at, chunk); s != blkcrypt::Status::Ok)
-            throw Failure(image + ": reading the plaintext at byte " + std::to_string(at) + ": " + blkcrypt::to_string(s));
-        out.write(chunk);
-        at += n;
-    }
+    write_view(im, key, out, vm.count("threads") ? vm["threads"].as<unsigned>() : 0);
     out.commit();
     return 0;
 }

@@ -15,6 +15,7 @@ PKGS=(
   qemu-utils libnbd-bin nbdkit fuse3
   libgnutls28-dev gnutls-bin
   python3-argon2
+  dislocker
 )
 
 missing=()

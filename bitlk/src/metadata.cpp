@@ -5,6 +5,7 @@
 #include <blkcrypt/bitlk/bitlk.hpp>
 
 #include "le.hpp"
+#include <blkcrypt/shash.hpp>
 
 #include <cstdio>
 #include <cstring>
@@ -232,22 +233,60 @@ Result<void> parse_fve_block(ConstBytes b, Metadata& md) {
     return {};
 }
 
-Result<Metadata> read_metadata(BackingStore& dev) {
-    Metadata md;
+std::optional<bool> check_fve_crc(Registry& reg, ConstBytes b) {
+    // The block's size in 16-byte units; the record follows it.
+    if (b.size() < kFveHeadersSize) return std::nullopt;
+    const std::size_t n = std::size_t{le16(b, 8)} * 16;
+    if (n < kFveHeadersSize || b.size() < n + 8 || le16(b, n + 2) != 2 || le16(b, n) < 8) return std::nullopt;
+    // zlib's CRC32: the registry's crc32 (the kernel's, no inversions) seeded ~0, inverted.
+    auto crc = Shash::alloc(reg, "crc32");
+    if (!crc) return std::nullopt;
+    const uint8_t seed[4] = {0xff, 0xff, 0xff, 0xff};
+    uint8_t out[4];
+    if (crc->setkey(seed) != Status::Ok || crc->digest(b.first(n), out) != Status::Ok) return std::nullopt;
+    return ~le32(ConstBytes(out, 4), 0) == le32(b, n + 4);
+}
+
+Result<Metadata> read_metadata(Registry& reg, BackingStore& dev) {
+    Metadata boot_md;
     std::vector<uint8_t> boot(kBootSectorSize);
     if (dev.size() < kBootSectorSize) return invalid("Invalid or unknown boot signature for BITLK device.");
     if (Status s = dev.read(0, boot); s != Status::Ok) return make_error(s, "Cannot read the BITLK boot sector.");
-    auto offsets = parse_boot_sector(boot, md);
+    auto offsets = parse_boot_sector(boot, boot_md);
     if (!offsets) return offsets.error();
-    const uint64_t at = (*offsets)[0];
-    if (at > dev.size() || dev.size() - at < kFveHeadersSize)
-        return invalid("BITLK metadata offset " + std::to_string(at) + " is beyond the end of the device.");
-    std::vector<uint8_t> block(static_cast<std::size_t>(std::min<uint64_t>(dev.size() - at, kFveAreaSize)));
-    if (Status s = dev.read(at, block); s != Status::Ok) return make_error(s, "Cannot read the BITLK metadata.");
-    if (auto r = parse_fve_block(block, md); !r) return r.error();
-    // cryptsetup reads the first area; the superblock's own offsets stand.
-    md.metadata_offset = *offsets;
-    return md;
+    // Each copy in turn; the first error is cryptsetup's (it reads only the first).
+    std::optional<Error> first_error;
+    std::optional<Metadata> fallback;
+    for (unsigned i = 0; i < 3; ++i) {
+        const uint64_t at = (*offsets)[i];
+        Metadata md = boot_md;
+        Result<void> r = {};
+        std::vector<uint8_t> block;
+        if (at > dev.size() || dev.size() - at < kFveHeadersSize) {
+            r = invalid("BITLK metadata offset " + std::to_string(at) + " is beyond the end of the device.");
+        } else {
+            block.resize(static_cast<std::size_t>(std::min<uint64_t>(dev.size() - at, kFveAreaSize)));
+            if (Status s = dev.read(at, block); s != Status::Ok) return make_error(s, "Cannot read the BITLK metadata.");
+            r = parse_fve_block(block, md);
+        }
+        if (!r) {
+            if (!first_error) first_error = r.error();
+            continue;
+        }
+        // cryptsetup reads the first area; the superblock's own offsets stand.
+        md.metadata_offset = *offsets;
+        md.copy = i;
+        md.damaged_first = i > 0;
+        if (check_fve_crc(reg, block).value_or(true)) return md;
+        if (!fallback) fallback = std::move(md);
+    }
+    // No copy passes its CRC32: the first that parses, as cryptsetup would read it.
+    if (fallback && fallback->copy == 0) {
+        fallback->damaged_first = false;
+        return std::move(*fallback);
+    }
+    if (fallback) return std::move(*fallback);
+    return *first_error;
 }
 
 std::string dump(const Metadata& md, std::string_view device) {

@@ -12,13 +12,14 @@ namespace blkcrypt::bitlk {
 namespace {
 
 constexpr uint64_t kSector = 512;
-constexpr uint16_t kStateNormal = 4;
+constexpr uint16_t kStateNormal = 4, kStatePaused = 5;
 
 // Zeros and CryptTargets behind one read-only store.
 class View final : public BackingStore {
 public:
-    View(std::vector<Segment> segs, std::vector<std::unique_ptr<dm::CryptTarget>> targets, uint64_t align)
-        : segs_(std::move(segs)), targets_(std::move(targets)), align_(align) {}
+    View(std::vector<Segment> segs, std::vector<std::unique_ptr<dm::CryptTarget>> targets, uint64_t align,
+         std::shared_ptr<BackingStore> dev)
+        : segs_(std::move(segs)), targets_(std::move(targets)), align_(align), dev_(std::move(dev)) {}
 
     Status read(uint64_t offset, Bytes out) override {
         if (offset > size() || out.size() > size() - offset) return Status::Invalid;
@@ -32,6 +33,8 @@ public:
             const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(out.size(), g.length * kSector - seg_off));
             if (g.zero) {
                 std::memset(out.data(), 0, n);
+            } else if (g.plain) {
+                if (Status s = dev_->read(g.source * kSector + seg_off, out.first(n)); s != Status::Ok) return s;
             } else if (Status s = read_crypt(*targets_[i], seg_off, out.first(n)); s != Status::Ok) {
                 return s;
             }
@@ -62,14 +65,31 @@ private:
     }
 
     std::vector<Segment> segs_;
-    std::vector<std::unique_ptr<dm::CryptTarget>> targets_;  // null for zero segments
+    std::vector<std::unique_ptr<dm::CryptTarget>> targets_;  // null for zero and plain segments
     uint64_t align_;
+    std::shared_ptr<BackingStore> dev_;
 };
+
+// A crypt segment's stored sectors from `end` on are plain: a paused
+// conversion has encrypted the device up to `end` only (dislocker reads it so).
+void split_at(std::vector<Segment>& out, const Segment& g, uint64_t end) {
+    if (g.zero || g.source + g.length <= end) {
+        out.push_back(g);
+        return;
+    }
+    if (g.source < end) {
+        out.push_back({g.start, end - g.source, false, g.source});
+        out.push_back({g.start + (end - g.source), g.source + g.length - end, false, end, true});
+    } else {
+        out.push_back({g.start, g.length, false, g.source, true});
+    }
+}
 
 }  // namespace
 
 Result<std::vector<Segment>> segments(const Metadata& md, uint64_t device_sectors) {
-    if (md.curr_state != kStateNormal || md.next_state != kStateNormal)
+    const bool paused = md.curr_state == kStatePaused;
+    if (!paused && (md.curr_state != kStateNormal || md.next_state != kStateNormal))
         return make_error(Status::Unsupported, "This BITLK device is in an unsupported state and cannot be activated.");
     for (const Vmk& v : md.vmks)
         if (v.protection == kClearKey && v.clear_key.empty())
@@ -106,7 +126,11 @@ Result<std::vector<Segment>> segments(const Metadata& md, uint64_t device_sector
     if (at < device_sectors) out.push_back({at, device_sectors - at, false, at});
     // cryptsetup builds at most 10 segments.
     if (out.size() > 10) return make_error(Status::Invalid, "Failed to calculate number of dm-crypt segments for open.");
-    return out;
+    if (!paused) return out;
+    if (md.volume_size % ss) return make_error(Status::Invalid, "BITLK encrypted size not aligned to the sector size.");
+    std::vector<Segment> split;
+    for (const Segment& g : out) split_at(split, g, std::min(md.volume_size / kSector, device_sectors));
+    return split;
 }
 
 dm::CryptTable crypt_table(const Metadata& md, ConstBytes key, const Segment& seg) {
@@ -132,7 +156,7 @@ Result<std::shared_ptr<BackingStore>> open_view(Registry& reg, const Metadata& m
     if (auto spec = dm::parse_cipher_spec(md.cipher_spec()); !spec) return spec.error();
     std::vector<std::unique_ptr<dm::CryptTarget>> targets;
     for (const Segment& g : *segs) {
-        if (g.zero) {
+        if (g.zero || g.plain) {
             targets.emplace_back();
             continue;
         }
@@ -140,7 +164,7 @@ Result<std::shared_ptr<BackingStore>> open_view(Registry& reg, const Metadata& m
         if (!t) return t.error();
         targets.push_back(std::move(t).value());
     }
-    return std::shared_ptr<BackingStore>(std::make_shared<View>(std::move(*segs), std::move(targets), md.sector_size));
+    return std::shared_ptr<BackingStore>(std::make_shared<View>(std::move(*segs), std::move(targets), md.sector_size, dev));
 }
 
 }  // namespace blkcrypt::bitlk

@@ -59,10 +59,24 @@ head -c 1048576 /dev/zero >"$TMP/zero.img"
 expect_exit 1 "$BLKCRYPT" bitlk dump "$TMP/zero.img"
 expect_one_error_line
 grep_q "Invalid or unknown boot signature for BITLK device." <"$TMP/stderr" || fail "foreign file message"
-# A tampered FVEK (one ciphertext byte of the first metadata block's FVEK
-# entry): the passphrase still opens the VMK, and the damage is named.
+# A tampered FVEK (one ciphertext byte of the FVEK entry) in the first
+# metadata block: its CRC32 fails and the second copy opens the volume (with a
+# warning) to the kernel's plaintext, where cryptsetup finds no key.
 cp --sparse=always bitlk-aes-cbc-128.img "$TMP/tampered.img"
 flip_byte "$TMP/tampered.img" $((35213312 + 112 + 576 + 40))
+echo anaconda | "$BLKCRYPT" bitlk decrypt "$TMP/tampered.img" "$TMP/plain" 2>"$TMP/stderr"
+grep_q -x "blkcrypt: warning: the first FVE metadata block is damaged; using copy 2 at offset 46256128" <"$TMP/stderr" ||
+    fail "damaged first copy warning: $(cat "$TMP/stderr")"
+[[ $(sha256sum <"$TMP/plain" | cut -d' ' -f1) == "$(awk '$2=="bitlk-aes-cbc-128"{print $1}' "$GOLD")" ]] ||
+    fail "plaintext from the second metadata copy"
+rm -f "$TMP/plain"
+if command -v cryptsetup >/dev/null; then
+    expect_exit 2 sh -c "echo anaconda | cryptsetup bitlkDump --dump-volume-key '$TMP/tampered.img'"
+fi
+# The same byte in all three copies: the passphrase still opens the VMK, and
+# the damage is named.
+flip_byte "$TMP/tampered.img" $((46256128 + 112 + 576 + 40))
+flip_byte "$TMP/tampered.img" $((57909248 + 112 + 576 + 40))
 expect_exit 1 sh -c "echo anaconda | '$BLKCRYPT' bitlk decrypt '$TMP/tampered.img' '$TMP/never'"
 grep_q "the BITLK metadata is damaged" <"$TMP/stderr" || fail "tampered FVEK message: $(cat "$TMP/stderr")"
 [[ ! -e $TMP/never ]] || fail "OUT written for a tampered volume"

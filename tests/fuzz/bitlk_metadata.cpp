@@ -1,6 +1,7 @@
 // BitLocker metadata: the input is a boot sector (512 bytes) followed by the
-// first FVE metadata block. Both parsers must refuse or accept without reading
-// past their input; an accepted block is dumped, its segments computed over a
+// first FVE metadata block. Both parsers and the block's CRC32 check must
+// refuse or accept without reading past their input; an accepted block is
+// dumped, its segments computed over a
 // device of a size taken from the input, the clear key (if any) tried, and the
 // bytes after the boot sector read as a .BEK file for every VMK. Passphrase
 // unlocking is left out: 2^20 SHA-256 rounds per try.
@@ -21,20 +22,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     (void)bitlk::parse_boot_sector(boot, md);
     if (size <= bitlk::kBootSectorSize) return 0;
     const ConstBytes block = in.subspan(bitlk::kBootSectorSize);
+    auto reg = fuzz::make_registry();
+    (void)bitlk::check_fve_crc(*reg, block);
     if (!bitlk::parse_fve_block(block, md)) return 0;
     (void)bitlk::dump(md, "fuzz");
     const uint64_t device_sectors = md.volume_size / 512 % (1ull << 40);
     auto segs = bitlk::segments(md, device_sectors);
     if (segs) {
-        // Contiguous from 0 to the end, sorted, no empty piece.
+        // Contiguous from 0 to the end, sorted, no empty piece; what a
+        // crypt or plain (paused volume) piece reads lies on the device.
         uint64_t at = 0;
         for (const auto& g : *segs) {
             if (g.start != at || g.length == 0) std::abort();
+            if (!g.zero && g.source + g.length > device_sectors) std::abort();
             at += g.length;
         }
         if (at != device_sectors) std::abort();
     }
-    auto reg = fuzz::make_registry();
     auto u = bitlk::unlock_clear_key(*reg, md);
     if (u && u->key.size() * 8 != md.key_bits) std::abort();
     for (const bitlk::Vmk& v : md.vmks) (void)bitlk::startup_key(block, v);

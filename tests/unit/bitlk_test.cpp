@@ -172,3 +172,150 @@ TEST_CASE("BitLocker metadata refused with cryptsetup's words", "[bitlk]") {
     fve[112] = 4;  // an entry shorter than its header
     CHECK_FALSE(bitlk::parse_fve_block(fve, md));
 }
+
+namespace {
+
+// zlib's CRC32, bitwise: the test's own, to write validation records with.
+uint32_t zlib_crc32(ConstBytes b) {
+    uint32_t c = ~0u;
+    for (uint8_t x : b) {
+        c ^= x;
+        for (int k = 0; k < 8; ++k) c = (c >> 1) ^ ((c & 1) ? 0xEDB88320u : 0);
+    }
+    return ~c;
+}
+
+void put16(std::vector<uint8_t>& b, std::size_t at, uint16_t v) { b[at] = uint8_t(v), b[at + 1] = uint8_t(v >> 8); }
+void put64(std::vector<uint8_t>& b, std::size_t at, uint64_t v) {
+    for (int i = 0; i < 8; ++i) b[at + i] = uint8_t(v >> (8 * i));
+}
+
+// A minimal FVE block (an empty FVEK entry) of volume size `size`, with its
+// validation record: 160 bytes (fve_size 10), then size 8, version 2, CRC32.
+std::vector<uint8_t> fve_block(uint64_t size, const std::array<uint64_t, 3>& offsets) {
+    std::vector<uint8_t> b(168);
+    std::memcpy(b.data(), "-FVE-FS-", 8);
+    put16(b, 8, 10);
+    put16(b, 10, 2);
+    put16(b, 12, 4);
+    put16(b, 14, 4);
+    put64(b, 16, size);
+    for (int i = 0; i < 3; ++i) put64(b, 32 + 8 * i, offsets[i]);
+    put16(b, 64, 48 + 36);
+    put16(b, 100, 0x8004);
+    put16(b, 112, 36);  // the FVEK entry: type 3, value 5 (AES-CCM), version 1
+    put16(b, 114, 3);
+    put16(b, 116, 5);
+    put16(b, 118, 1);
+    put16(b, 160, 8);
+    put16(b, 162, 2);
+    const uint32_t crc = zlib_crc32(ConstBytes(b.data(), 160));
+    for (int i = 0; i < 4; ++i) b[164 + i] = uint8_t(crc >> (8 * i));
+    return b;
+}
+
+}  // namespace
+
+TEST_CASE("FVE block validation: zlib's CRC32 of the block", "[bitlk]") {
+    std::vector<uint8_t> b(120);
+    std::memcpy(b.data(), "-FVE-FS-", 8);
+    b[8] = 7;  // 112 bytes
+    b[112] = 8, b[114] = 2;
+    const uint32_t want = 0x5fd26120;  // Python: zlib.crc32 of those 112 bytes
+    for (int i = 0; i < 4; ++i) b[116 + i] = uint8_t(want >> (8 * i));
+    CHECK(bitlk::check_fve_crc(registry(), b) == std::optional<bool>(true));
+    b[20] ^= 1;
+    CHECK(bitlk::check_fve_crc(registry(), b) == std::optional<bool>(false));
+    b[114] = 1;  // not a version 2 record: nothing to check
+    CHECK_FALSE(bitlk::check_fve_crc(registry(), b).has_value());
+    CHECK_FALSE(bitlk::check_fve_crc(registry(), ConstBytes(b.data(), 116)).has_value());
+}
+
+TEST_CASE("the backup FVE blocks when the first is damaged", "[bitlk]") {
+    const std::array<uint64_t, 3> offs{0x10000, 0x30000, 0x50000};
+    auto dev = std::make_shared<MemoryStore>(0x80000);
+    auto& d = dev->data();
+    d[0] = 0xeb, d[1] = 0x58, d[2] = 0x90;
+    std::memcpy(d.data() + 3, "-FVE-FS-", 8);
+    for (int i = 0; i < 3; ++i)
+        for (int k = 0; k < 8; ++k) d[160 + 16 + 8 * i + k] = uint8_t(offs[i] >> (8 * k));
+    auto place = [&](int i, const std::vector<uint8_t>& b) { std::memcpy(d.data() + offs[i], b.data(), b.size()); };
+    for (int i = 0; i < 3; ++i) place(i, fve_block(0x80000, offs));
+    auto md = bitlk::read_metadata(registry(), *dev);
+    REQUIRE(md);
+    CHECK(md->copy == 0);
+    CHECK_FALSE(md->damaged_first);
+    // One byte of the first block changed: its CRC32 fails, the second copy is read.
+    d[offs[0] + 16] ^= 1;
+    md = bitlk::read_metadata(registry(), *dev);
+    REQUIRE(md);
+    CHECK(md->copy == 1);
+    CHECK(md->damaged_first);
+    CHECK(md->volume_size == 0x80000);
+    // The first not even a block: the second still.
+    d[offs[0]] = 0;
+    md = bitlk::read_metadata(registry(), *dev);
+    REQUIRE(md);
+    CHECK(md->copy == 1);
+    // Every copy fails its CRC32: the first that parses, as cryptsetup reads it.
+    d[offs[0]] = '-';
+    d[offs[1] + 16] ^= 1;
+    d[offs[2] + 16] ^= 1;
+    md = bitlk::read_metadata(registry(), *dev);
+    REQUIRE(md);
+    CHECK(md->copy == 0);
+    CHECK_FALSE(md->damaged_first);
+    CHECK(md->volume_size == 0x80001);
+    // None parses: the first block's error, in cryptsetup's words.
+    for (uint64_t o : offs) d[o] = 0;
+    md = bitlk::read_metadata(registry(), *dev);
+    REQUIRE_FALSE(md);
+    CHECK(md.error().message == "Invalid or unknown signature for BITLK device.");
+}
+
+TEST_CASE("paused encryption: stored sectors past the encrypted size are plain", "[bitlk]") {
+    bitlk::Metadata md;
+    md.curr_state = 5, md.next_state = 4;
+    md.metadata_offset = {1048576, 2097152, 3145728};
+    md.volume_header_offset = 1114112;
+    md.volume_header_size = 8192;
+    auto show = [](const std::vector<bitlk::Segment>& segs) {
+        std::string o;
+        for (const auto& g : segs)
+            o += std::to_string(g.start) + " " + std::to_string(g.length) +
+                 (g.zero ? " zero" : (g.plain ? " plain " : " crypt ") + std::to_string(g.source)) + "\n";
+        return o;
+    };
+    md.volume_size = 1048576;  // the relocated boot sectors are past it: plain
+    auto s = bitlk::segments(md, 8192);
+    REQUIRE(s);
+    CHECK(show(*s) ==
+          "0 16 plain 2176\n"
+          "16 2032 crypt 16\n"
+          "2048 128 zero\n"
+          "2176 16 zero\n"
+          "2192 1904 plain 2192\n"
+          "4096 128 zero\n"
+          "4224 1920 plain 4224\n"
+          "6144 128 zero\n"
+          "6272 1920 plain 6272\n");
+    md.volume_size = 1572864;
+    s = bitlk::segments(md, 8192);
+    REQUIRE(s);
+    CHECK(show(*s) ==
+          "0 16 crypt 2176\n"
+          "16 2032 crypt 16\n"
+          "2048 128 zero\n"
+          "2176 16 zero\n"
+          "2192 880 crypt 2192\n"
+          "3072 1024 plain 3072\n"
+          "4096 128 zero\n"
+          "4224 1920 plain 4224\n"
+          "6144 128 zero\n"
+          "6272 1920 plain 6272\n");
+    md.volume_size = 1000;  // not whole sectors
+    CHECK_FALSE(bitlk::segments(md, 8192));
+    md.volume_size = 1048576;
+    md.curr_state = 2;  // converting right now: refused as cryptsetup refuses it
+    CHECK(bitlk::segments(md, 8192).status() == Status::Unsupported);
+}

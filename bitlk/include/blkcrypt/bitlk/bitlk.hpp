@@ -70,6 +70,12 @@ struct Metadata {
     WrappedKey fvek;
     std::array<uint64_t, 3> metadata_offset{};  // bytes
     uint64_t volume_header_offset = 0, volume_header_size = 0;  // bytes
+    unsigned copy = 0;       // which of the three FVE blocks this was read from
+    bool damaged_first = false;  // the first block failed its CRC32 or did not parse
+
+    // Encryption paused (state 5): only the bytes below volume_size are
+    // converted; cryptsetup refuses these, blkcrypt reads the rest as stored.
+    bool partial() const { return curr_state == 5; }
 
     std::string cipher_spec() const { return cipher + "-" + cipher_mode; }
 };
@@ -82,8 +88,16 @@ Result<std::array<uint64_t, 3>> parse_boot_sector(ConstBytes boot, Metadata& md)
 // least its whole metadata) into md.
 Result<void> parse_fve_block(ConstBytes block, Metadata& md);
 
-// Both from the device: the boot sector, then the first FVE area.
-Result<Metadata> read_metadata(BackingStore& dev);
+// The FVE block's validation record (right after the block: size, version 2,
+// CRC32 of the block): true when the CRC32 matches, false when it does not,
+// nullopt when there is no such record (cryptsetup checks none).
+std::optional<bool> check_fve_crc(Registry& reg, ConstBytes block);
+
+// Both from the device: the boot sector, then the first FVE block whose
+// CRC32 matches (or that has no validation record), else the first that
+// parses. cryptsetup reads only the first; damaged_first says when the
+// first was passed over.
+Result<Metadata> read_metadata(Registry& reg, BackingStore& dev);
 
 // `cryptsetup bitlkDump DEVICE` output, byte for byte (Created in local time,
 // as ctime prints it).
@@ -126,17 +140,21 @@ Result<Unlocked> unlock_clear_key(Registry& reg, const Metadata& md);
 
 // One piece of the plaintext view: zeros, or dm-crypt over the device from
 // device sector `source` with IV sector `source` (cryptsetup passes the same
-// value as both). Sectors are 512 bytes.
+// value as both), or (plain, a partially encrypted volume past its encrypted
+// size) the device's bytes from `source` as stored. Sectors are 512 bytes.
 struct Segment {
     uint64_t start = 0, length = 0;
     bool zero = false;
     uint64_t source = 0;
+    bool plain = false;
 };
 
 // The segments `cryptsetup bitlkOpen` maps over a device of `device_sectors`:
 // the three FVE areas and the volume header area read as zeros, the boot
 // region [0, header size) decrypted from the relocated header, the rest in
-// place. Refuses what bitlkOpen refuses (a state other than fully encrypted).
+// place. Refuses what bitlkOpen refuses (a state other than fully encrypted),
+// except paused encryption: the stored sectors from the encrypted size on
+// are plain segments.
 Result<std::vector<Segment>> segments(const Metadata& md, uint64_t device_sectors);
 
 // The dm-crypt table of one crypt segment (cipher, key, IV offset, sector size).
