@@ -12,10 +12,12 @@
 #include "progress.hpp"
 #include "serve.hpp"
 #include "verity_actions.hpp"
+#include "verity_fec.hpp"
 #include "verity_params.hpp"
 
 #include <blkcrypt/dm/backing_store.hpp>
 #include <blkcrypt/registry.hpp>
+#include <blkcrypt/verity/fec.hpp>
 #include <blkcrypt/verity/superblock.hpp>
 #include <blkcrypt/verity/tree.hpp>
 
@@ -53,10 +55,26 @@ int run_format(const po::variables_map& vm, const std::vector<std::string>& file
     blkcrypt::Registry& reg = registry();
     auto geometry = vy::plan_tree(reg, params);
     if (!geometry) throw UsageError(geometry.error().message);
-    const uint64_t need = geometry->hash_device_size(params);
+    uint64_t need = geometry->hash_device_size(params);
+    const auto fec = fec_from_options(vm);
+    // FEC parity: its own file, or in HASH (in DATA when HASH is DATA) at --fec-offset.
+    const bool fec_on_hash = fec && (same_file(fec->device, hash_path) || (in_place && same_file(fec->device, data_path)));
+    if (fec && !fec_on_hash && same_file(fec->device, data_path))
+        throw UsageError("--fec-device: DATA holds the parity only when HASH is DATA");
+    std::optional<vy::FecGeometry> fec_geom;
+    if (fec_on_hash) {
+        if (fec->offset < need)
+            throw UsageError("--fec-offset " + std::to_string(fec->offset) + " overlaps the hash tree, which ends at " +
+                             std::to_string(need));
+        auto g = vy::fec_geometry(params, *geometry, fec->roots,
+                                  vy::fec_covered_blocks(params, *geometry, fec->offset), fec->offset);
+        if (!g) throw UsageError(g.error().message);
+        fec_geom = *g;
+        need = fec->offset + g->parity_bytes();
+    }
 
     // Both outputs are opened (and checked) before the work, and appear together.
-    std::optional<Output> hash_out, root_out;
+    std::optional<Output> hash_out, root_out, fec_out;
     Store hash;
     if (in_place) {
         if (params.hash_offset < params.data_blocks * params.data_block_size)
@@ -85,23 +103,44 @@ int run_format(const po::variables_map& vm, const std::vector<std::string>& file
         hash_out->reserve(need);
         hash = open_store(hash_out->write_path(), true);
     }
+    Store fec_store = fec_on_hash ? hash : nullptr;
+    if (fec && !fec_on_hash) {
+        // veritysetup covers the whole hash device, including what lies past the tree.
+        auto g = vy::fec_geometry(params, *geometry, fec->roots,
+                                  vy::fec_covered_blocks(params, *geometry, hash->size()), fec->offset);
+        if (!g) throw UsageError(g.error().message);
+        fec_geom = *g;
+        fec_out.emplace(fec->device, OutputOptions{.role = "--fec-device", .keep_content = true,
+                                                   .inputs = {{"DATA", data_path}, {"HASH", hash_path}}});
+        fec_out->reserve(fec->offset + g->parity_bytes());
+        fec_store = open_store(fec_out->write_path(), true);
+    }
     const bool json = vm["json"].as<bool>();
     Progress progress(progress_settings(vm), data_path, params.data_blocks * params.data_block_size);
     auto result = vy::format_tree(reg, params, *data, *hash, tree_options(vm, progress));
     if (!result) throw Failure(result.error().message);
+    if (fec_geom) {
+        auto encoded = vy::fec_encode(*fec_geom, *data, *hash, *fec_store, vm["threads"].as<unsigned>());
+        if (!encoded) throw Failure("--fec-device: " + encoded.error().message);
+    }
     progress.finish();
     hash.reset();
+    fec_store.reset();
     const std::string root_hex = encode_hex(result->root_hash);
     try {
         if (root_out)
             root_out->write(blkcrypt::ConstBytes(reinterpret_cast<const uint8_t*>(root_hex.data()), root_hex.size()));
-        Output::commit_all({hash_out ? &*hash_out : nullptr, root_out ? &*root_out : nullptr});
+        Output::commit_all({hash_out ? &*hash_out : nullptr, root_out ? &*root_out : nullptr,
+                            fec_out ? &*fec_out : nullptr});
     } catch (const Failure&) {
         // HASH is not replaced, but the computed root is not lost either.
         std::cerr << "blkcrypt: root hash: " << root_hex << "\n";
         throw;
     }
-    print_verity_summary(hash_path, result->params, result->geometry, root_hex, json);
+    std::optional<FecSummary> fec_summary;
+    if (fec_geom) fec_summary = FecSummary{fec->roots, fec_geom->parity_blocks(), fec_on_hash, fec->offset};
+    print_verity_summary(hash_path, result->params, result->geometry, root_hex, json,
+                         fec_summary ? &*fec_summary : nullptr);
     return 0;
 }
 
@@ -183,6 +222,7 @@ int run_verity(Args args) {
                    "verity read path (per-block checks, kernel policies), like reading /dev/mapper;\n"
                    "serve makes that view a read-only NBD device (docs/nbd.md)."};
     add_verity_options(cl.options);
+    add_fec_options(cl.options);
     add_serve_options(cl.options);
     add_progress_options(cl.options);
     add_action_arguments(cl, {{"format", "build the hash tree of DATA into HASH and print the root hash"},
@@ -202,6 +242,7 @@ int run_verity(Args args) {
                                      "ignore-zero-blocks", "check-at-most-once"});
     only_for(cl, {"read", "serve"}, {"table"});
     only_for(cl, {"read"}, {"out"});
+    only_for(cl, {"format"}, fec_option_names());
     only_for(cl, {"serve"}, serve_option_names());
     auto vm = parse_command_line(cl, args);
     if (!vm) return 0;
