@@ -158,6 +158,9 @@ int run_verify(const po::variables_map& vm, const std::vector<std::string>& file
                          params.hash_name + " needs " + std::to_string(geometry->digest_size));
     const bool json = vm["json"].as<bool>();
     Progress progress(progress_settings(vm), files[0], params.data_blocks * params.data_block_size);
+    if (auto fec = fec_from_options(vm))
+        return run_verify_fec(vm, files, *fec, params, *geometry, root, *data, *hash, tree_options(vm, progress), progress);
+    if (vm["repair"].as<bool>()) throw UsageError("--repair needs --fec-device");
     auto report = vy::verify_tree(reg, params, root, *data, *hash, tree_options(vm, progress));
     if (!report) throw Failure(report.error().message);
     progress.finish();
@@ -242,7 +245,8 @@ int run_verity(Args args) {
                                      "ignore-zero-blocks", "check-at-most-once"});
     only_for(cl, {"read", "serve"}, {"table"});
     only_for(cl, {"read"}, {"out"});
-    only_for(cl, {"format"}, fec_option_names());
+    only_for(cl, {"format", "verify"}, fec_option_names());
+    only_for(cl, {"verify"}, {"repair"});
     only_for(cl, {"serve"}, serve_option_names());
     auto vm = parse_command_line(cl, args);
     if (!vm) return 0;

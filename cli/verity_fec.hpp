@@ -6,6 +6,7 @@
 #include "verity_actions.hpp"
 
 #include <blkcrypt/verity/fec.hpp>
+#include <blkcrypt/verity/tree.hpp>
 
 #include <optional>
 #include <string>
@@ -31,5 +32,15 @@ struct FecSummary {
     bool on_hash_device = false;  // "Hash device size" then includes the parity
     uint64_t offset = 0;          // "FEC device size" only for 0, off the hash device
 };
+
+class Progress;
+
+// verify with --fec-device: corrupted blocks FEC restores are reported as
+// corrected (exit 0, as veritysetup verify), the rest as corrupted (exit 2);
+// --repair writes the restored blocks back into DATA and HASH.
+int run_verify_fec(const po::variables_map& vm, const std::vector<std::string>& files, const FecOptions& fec,
+                   const blkcrypt::verity::VerityParams& params, const blkcrypt::verity::TreeGeometry& geometry,
+                   const std::vector<uint8_t>& root, blkcrypt::BackingStore& data, blkcrypt::BackingStore& hash,
+                   const blkcrypt::verity::TreeOptions& opts, Progress& progress);
 
 }  // namespace cli

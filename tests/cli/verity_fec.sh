@@ -51,3 +51,57 @@ expect_exit 2 "$BLKCRYPT" verity format "$TMP/d" "$TMP/h" --fec-device "$TMP/d"
 grep_q 'DATA holds the parity only when HASH is DATA' <"$TMP/stderr" || fail "FEC into DATA: $(cat "$TMP/stderr")"
 [[ ! -e $TMP/h && ! -e $TMP/f ]] || fail "a refused format left an output behind"
 echo "FEC refusals: ok"
+
+# --- verify --fec-device: corrupted blocks within reach are corrected (exit 0,
+# as veritysetup verify), beyond it reported as corrupted (exit 2).
+# 1000 blocks, 3 roots: 9 tree blocks, 1009 covered, 5 rounds; data block b is
+# in round b % 5.
+head -c $((1000 * 4096)) /dev/urandom >"$TMP/v"
+"$BLKCRYPT" verity format "$TMP/v" "$TMP/vh" --fec-device "$TMP/vf" --fec-roots 3 >"$TMP/vs.txt"
+root=$(root_of "$TMP/vs.txt")
+check_both() {  # check_both WANT DATA HASH: our verify and (live) veritysetup's
+    local want=$1
+    expect_exit "$want" "$BLKCRYPT" verity verify "$2" "$3" "$root" --fec-device "$TMP/vf" --fec-roots 3
+    if ((have_veritysetup)) && [[ ${4:-} != ours-only ]]; then
+        local rc=0
+        veritysetup verify "$2" "$3" "$root" --fec-device "$TMP/vf" --fec-roots 3 </dev/null 2>/dev/null || rc=$?
+        [[ $rc == "$want" ]] || fail "veritysetup verify exits $rc, we $want ($2)"
+    fi
+}
+cp "$TMP/v" "$TMP/c"
+printf 'XXXX' | dd of="$TMP/c" bs=1 seek=$((5 * 4096 + 100)) conv=notrunc status=none
+check_both 0 "$TMP/c" "$TMP/vh"
+grep_q '^blkcrypt: data block 5 is corrupted; corrected by FEC' <"$TMP/stderr" || fail "no correction named: $(cat "$TMP/stderr")"
+grep_q '^blkcrypt: Found 4 repairable errors with FEC device.$' <"$TMP/stderr" || fail "error count: $(cat "$TMP/stderr")"
+expect_exit 2 "$BLKCRYPT" verity verify "$TMP/c" "$TMP/vh" "$root"  # without FEC: corrupted
+cp "$TMP/vh" "$TMP/ch"
+flip_byte "$TMP/ch" $((2 * 4096 + 7))
+check_both 0 "$TMP/v" "$TMP/ch"
+grep_q '^blkcrypt: hash block 2 is corrupted; corrected by FEC (1 bytes)' <"$TMP/stderr" || fail "hash correction: $(cat "$TMP/stderr")"
+# Whole blocks: one per round is within 3 roots for veritysetup too.
+cp "$TMP/v" "$TMP/c2"
+for b in 300 301 302; do dd if=/dev/urandom of="$TMP/c2" bs=4096 seek=$b count=1 conv=notrunc status=none; done
+check_both 0 "$TMP/c2" "$TMP/vh"
+# Three whole blocks in one round: beyond veritysetup's blind decoding (1 error
+# per codeword), within ours, which names them as erasures from the hashes, as the kernel does.
+cp "$TMP/v" "$TMP/c3"
+for b in 10 15 20; do dd if=/dev/zero of="$TMP/c3" bs=4096 seek=$b count=1 conv=notrunc status=none; done
+check_both 0 "$TMP/c3" "$TMP/vh" ours-only
+if ((have_veritysetup)); then
+    rc=0
+    veritysetup verify "$TMP/c3" "$TMP/vh" "$root" --fec-device "$TMP/vf" --fec-roots 3 </dev/null 2>/dev/null || rc=$?
+    [[ $rc == 2 ]] || fail "veritysetup verify corrected 3 blocks of a round with 3 roots (exit $rc)"
+fi
+# Four in one round: beyond 3 roots for everybody.
+dd if=/dev/zero of="$TMP/c3" bs=4096 seek=25 count=1 conv=notrunc status=none
+check_both 2 "$TMP/c3" "$TMP/vh"
+grep_q '^blkcrypt: Errors cannot be repaired with FEC device.$' <"$TMP/stderr" || fail "uncorrectable: $(cat "$TMP/stderr")"
+grep_q '^blkcrypt: data block 25 is corrupted$' <"$TMP/stderr" || fail "uncorrectable block not named: $(cat "$TMP/stderr")"
+# --repair writes the corrected blocks back: the files are whole again.
+expect_exit 0 "$BLKCRYPT" verity verify "$TMP/c2" "$TMP/ch" "$root" --fec-device "$TMP/vf" --fec-roots 3 --repair
+cmp "$TMP/c2" "$TMP/v" || fail "--repair did not restore DATA"
+cmp "$TMP/ch" "$TMP/vh" || fail "--repair did not restore HASH"
+expect_exit 0 "$BLKCRYPT" verity verify "$TMP/c2" "$TMP/ch" "$root"
+expect_exit 2 "$BLKCRYPT" verity verify "$TMP/v" "$TMP/vh" "$root" --repair
+grep_q 'needs --fec-device' <"$TMP/stderr" || fail "--repair without FEC: $(cat "$TMP/stderr")"
+echo "FEC verify: ok"

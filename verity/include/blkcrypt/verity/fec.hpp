@@ -71,3 +71,41 @@ Result<uint64_t> fec_correct_block(const FecGeometry& g, BackingStore& data, Bac
 uint64_t fec_message_block_of_hash(const FecGeometry& g, uint64_t hash_block) noexcept;
 
 }  // namespace blkcrypt::verity
+
+namespace blkcrypt {
+class Registry;
+}
+
+namespace blkcrypt::verity {
+
+struct Corruption;
+struct TreeOptions;
+struct VerifyReport;
+
+// A block FEC restored: its message block, where it lives, the corrected
+// bytes and its content.
+struct FecRepair {
+    uint64_t message_block = 0;
+    bool data = true;      // data block `block`, else hash block `block` of the hash device
+    uint64_t block = 0;
+    uint64_t bytes = 0;    // bytes that differed
+    std::vector<uint8_t> content;
+};
+
+struct FecVerifyReport {
+    std::vector<Corruption> corruptions;  // what is still wrong after correction
+    std::vector<FecRepair> repaired;      // corrected blocks whose hashes then matched
+    uint64_t corrected_bytes = 0;         // veritysetup's "repairable errors"
+    std::string driver;
+    bool ok() const noexcept { return corruptions.empty(); }
+};
+
+// verify_tree, and for each corrupted block its FEC reconstruction (the
+// blocks found corrupted serve as erasures), checked again through the tree
+// until nothing new is found: a block counts as repaired only when the
+// corrected content matches its hash, as the kernel requires.
+Result<FecVerifyReport> verify_tree_fec(Registry& reg, const VerityParams& params, ConstBytes root_hash,
+                                        BackingStore& data, BackingStore& hash, const FecGeometry& g,
+                                        BackingStore& fec, const TreeOptions& opts);
+
+}  // namespace blkcrypt::verity
