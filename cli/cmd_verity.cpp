@@ -245,7 +245,7 @@ int run_verity(Args args) {
                                      "ignore-zero-blocks", "check-at-most-once"});
     only_for(cl, {"read", "serve"}, {"table"});
     only_for(cl, {"read"}, {"out"});
-    only_for(cl, {"format", "verify"}, fec_option_names());
+    only_for(cl, {"format", "verify", "table", "read", "serve"}, fec_option_names());
     only_for(cl, {"verify"}, {"repair"});
     only_for(cl, {"serve"}, serve_option_names());
     auto vm = parse_command_line(cl, args);

@@ -6,6 +6,7 @@
 #include "progress.hpp"
 #include "serve.hpp"
 #include "verity_actions.hpp"
+#include "verity_fec.hpp"
 #include "verity_params.hpp"
 
 #include <blkcrypt/nbd/dm_table.hpp>
@@ -105,6 +106,7 @@ vy::VerityTable table_from_files(blkcrypt::Registry& reg, const po::variables_ma
     if (!g) throw UsageError(g.error().message);
     auto t = vy::make_verity_table(params, *g, root, files[0], files[1]);
     apply_policies(vm, t);
+    apply_fec_options(vm, t, params, *g, hash->size());
     return t;
 }
 
@@ -125,6 +127,12 @@ int run_verity_table(const po::variables_map& vm, const std::vector<std::string>
         w.key("data_blocks"), w.number(static_cast<int64_t>(t.params.data_blocks));
         w.key("hash_start_block"), w.number(static_cast<int64_t>(t.hash_start_block));
         w.key("root_hash"), w.string(encode_hex(t.root_hash));
+        if (!t.fec.device.empty()) {
+            w.key("fec_device"), w.string(t.fec.device);
+            w.key("fec_start"), w.number(static_cast<int64_t>(t.fec.start));
+            w.key("fec_blocks"), w.number(static_cast<int64_t>(t.fec.blocks));
+            w.key("fec_roots"), w.number(t.fec.roots);
+        }
         w.end_object();
     } else {
         std::cout << t.line() << "\n";
@@ -168,6 +176,7 @@ int run_verity_serve(const po::variables_map& vm, const std::vector<std::string>
         std::lock_guard lk(mu);
         std::cerr << "blkcrypt: " << describe(c) << "\n";
     };
+    topts.fec_device = fec_store_for(table, data, hash);
     auto target = vy::VerityTarget::create(reg, table, data, hash, topts);
     if (!target) throw Failure(target.error().message);
     auto dev = blkcrypt::nbd::make_verity_device(std::move(target).value(),
@@ -196,6 +205,7 @@ int run_verity_read(const po::variables_map& vm, const std::vector<std::string>&
         std::lock_guard lk(log_mu);
         std::cerr << "blkcrypt: " << describe(c) << "\n";
     };
+    topts.fec_device = fec_store_for(table, data, hash);
     auto target = vy::VerityTarget::create(reg, table, data, hash, topts);
     if (!target) throw Failure(target.error().message);
 
@@ -286,7 +296,7 @@ int run_verity_read(const po::variables_map& vm, const std::vector<std::string>&
         std::cout << "{\"status\": \"" << (*target)->status_char() << "\", \"data_blocks_verified\": "
                   << st.data_blocks_verified << ", \"hash_blocks_verified\": " << st.hash_blocks_verified
                   << ", \"zero_blocks_skipped\": " << st.zero_blocks_skipped
-                  << ", \"corruptions\": " << st.corruptions << "}\n";
+                  << ", \"corruptions\": " << st.corruptions << ", \"fec_corrected\": " << st.fec_corrected << "}\n";
     }
     return 0;
 }

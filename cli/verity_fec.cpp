@@ -32,6 +32,33 @@ std::string place(const vy::FecRepair& r) {
 }
 }  // namespace
 
+vy::FecGeometry fec_geometry_for(const FecOptions& fec, const vy::VerityParams& params,
+                                 const vy::TreeGeometry& geometry, const std::string& hash_path, uint64_t hash_size) {
+    const bool on_hash = same_file(fec.device, hash_path);
+    auto g = vy::fec_geometry(params, geometry, fec.roots,
+                              vy::fec_covered_blocks(params, geometry, on_hash ? fec.offset : hash_size), fec.offset);
+    if (!g) throw UsageError(g.error().message);
+    return *g;
+}
+
+void apply_fec_options(const po::variables_map& vm, vy::VerityTable& t, const vy::VerityParams& params,
+                       const vy::TreeGeometry& geometry, uint64_t hash_size) {
+    const auto fec = fec_from_options(vm);
+    if (!fec) return;
+    const auto g = fec_geometry_for(*fec, params, geometry, t.hash_dev, hash_size);
+    if (fec->offset % params.data_block_size)
+        throw UsageError("--fec-offset: the table counts fec_start in blocks of " +
+                         std::to_string(params.data_block_size) + " bytes");
+    t.fec = {fec->device, fec->offset / params.data_block_size, g.covered, g.roots};
+}
+
+Store fec_store_for(const vy::VerityTable& t, const Store& data, const Store& hash) {
+    if (t.fec.device.empty()) return nullptr;
+    if (same_file(t.fec.device, t.hash_dev)) return hash;
+    if (same_file(t.fec.device, t.data_dev)) return data;
+    return open_store(t.fec.device, false);
+}
+
 int run_verify_fec(const po::variables_map& vm, const std::vector<std::string>& files, const FecOptions& fec,
                    const vy::VerityParams& params, const vy::TreeGeometry& geometry, const std::vector<uint8_t>& root,
                    blkcrypt::BackingStore& data, blkcrypt::BackingStore& hash, const vy::TreeOptions& opts,
@@ -40,16 +67,12 @@ int run_verify_fec(const po::variables_map& vm, const std::vector<std::string>& 
     const std::string& hash_path = files[1];
     const bool on_hash = same_file(fec.device, hash_path);
     Store fec_store = on_hash ? nullptr : open_store(fec.device, false);
-    // As veritysetup: the hash device is covered up to its end, or up to the FEC area on it.
-    const uint64_t hash_end = on_hash ? fec.offset : hash.size();
-    auto g = vy::fec_geometry(params, geometry, fec.roots, vy::fec_covered_blocks(params, geometry, hash_end),
-                              fec.offset);
-    if (!g) throw UsageError(g.error().message);
+    const auto g = fec_geometry_for(fec, params, geometry, hash_path, hash.size());
     blkcrypt::BackingStore& fec_dev = on_hash ? hash : *fec_store;
-    if (fec_dev.size() < g->offset + g->parity_bytes())
+    if (fec_dev.size() < g.offset + g.parity_bytes())
         throw Failure(fec.device + ": holds " + std::to_string(fec_dev.size()) + " bytes; the FEC area needs " +
-                      std::to_string(g->offset + g->parity_bytes()));
-    auto report = vy::verify_tree_fec(registry(), params, root, data, hash, *g, fec_dev, opts);
+                      std::to_string(g.offset + g.parity_bytes()));
+    auto report = vy::verify_tree_fec(registry(), params, root, data, hash, g, fec_dev, opts);
     if (!report) throw Failure(report.error().message);
     progress.finish();
     const bool json = vm["json"].as<bool>();

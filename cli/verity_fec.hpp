@@ -6,6 +6,7 @@
 #include "verity_actions.hpp"
 
 #include <blkcrypt/verity/fec.hpp>
+#include <blkcrypt/verity/table.hpp>
 #include <blkcrypt/verity/tree.hpp>
 
 #include <optional>
@@ -34,6 +35,19 @@ struct FecSummary {
 };
 
 class Progress;
+
+// The FEC geometry veritysetup would use for these options: the hash
+// device covered to its end, or up to the FEC area when that is on it.
+blkcrypt::verity::FecGeometry fec_geometry_for(const FecOptions& fec, const blkcrypt::verity::VerityParams& params,
+                                               const blkcrypt::verity::TreeGeometry& geometry,
+                                               const std::string& hash_path, uint64_t hash_size);
+
+// table/read/serve: the table's FEC arguments from --fec-device etc.
+void apply_fec_options(const po::variables_map& vm, blkcrypt::verity::VerityTable& t,
+                       const blkcrypt::verity::VerityParams& params, const blkcrypt::verity::TreeGeometry& geometry,
+                       uint64_t hash_size);
+// The FEC store a target needs for t (sharing DATA's or HASH's when it is one of them).
+Store fec_store_for(const blkcrypt::verity::VerityTable& t, const Store& data, const Store& hash);
 
 // verify with --fec-device: corrupted blocks FEC restores are reported as
 // corrected (exit 0, as veritysetup verify), the rest as corrupted (exit 2);

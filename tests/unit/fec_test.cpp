@@ -5,6 +5,8 @@
 
 #include <blkcrypt/verity/fec.hpp>
 #include <blkcrypt/verity/reed_solomon.hpp>
+#include <blkcrypt/verity/table.hpp>
+#include <blkcrypt/verity/target.hpp>
 #include <blkcrypt/verity/tree.hpp>
 
 #include <catch2/catch.hpp>
@@ -184,7 +186,7 @@ struct FecImage {
 };
 
 std::unique_ptr<FecImage> make_fec_image(uint32_t bs, uint64_t blocks, uint32_t roots, unsigned threads,
-                                         uint64_t hash_extra = 0) {
+                                         uint64_t hash_extra = 0, uint64_t fec_offset = 1024) {
     VerityParams p;
     p.data_block_size = p.hash_block_size = bs;
     p.data_blocks = blocks;
@@ -198,7 +200,7 @@ std::unique_ptr<FecImage> make_fec_image(uint32_t bs, uint64_t blocks, uint32_t 
     for (auto& b : img->data.data()) b = static_cast<uint8_t>(rng());
     REQUIRE(format_tree(testutil::registry(), p, img->data, img->hash).ok());
     for (uint64_t i = tg->hash_device_size(p); i < hash_size; ++i) img->hash.data()[i] = static_cast<uint8_t>(rng());
-    auto g = fec_geometry(p, *tg, roots, fec_covered_blocks(p, *tg, hash_size), 1024);
+    auto g = fec_geometry(p, *tg, roots, fec_covered_blocks(p, *tg, hash_size), fec_offset);
     REQUIRE(g.ok());
     img->g = *g;
     img->fec.data().assign(g->offset + g->parity_bytes(), 0xee);
@@ -299,4 +301,72 @@ TEST_CASE("FEC reconstructs damaged data and hash blocks", "[fec]") {
     r = fec_correct_block(g, img->data, img->hash, img->fec, 7, out, three);
     REQUIRE(r.ok());
     CHECK(std::equal(out.begin(), out.end(), original.begin() + 7 * 4096));
+}
+
+TEST_CASE("verity table FEC options parse, print in cryptsetup's order and are checked", "[fec]") {
+    const std::string args =
+        "1 d h 4096 4096 1000 1 sha256 6ab3cd39cb8a60c474f004026054f5d6303781dc5fad93f12e9b3ee4f224e565 00 "
+        "8 use_fec_from_device f fec_start 3 fec_blocks 1009 fec_roots 3";
+    auto t = parse_verity_args(args);
+    REQUIRE(t.ok());
+    CHECK(t->fec.device == "f");
+    CHECK(t->fec.start == 3);
+    CHECK(t->fec.blocks == 1009);
+    CHECK(t->fec.roots == 3);
+    CHECK(t->args() == args);
+    const char* bad[] = {
+        "1 d h 4096 4096 1000 1 sha256 00 - 2 fec_roots 3",                                  // no device
+        "1 d h 4096 4096 1000 1 sha256 00 - 4 use_fec_from_device f fec_blocks 1009",        // no roots
+        "1 d h 4096 4096 1000 1 sha256 00 - 6 use_fec_from_device f fec_blocks 1009 fec_roots 25",
+        "1 d h 4096 4096 1000 1 sha256 00 - 6 use_fec_from_device f fec_blocks 10 fec_roots 2",  // < data
+        "1 d h 4096 1024 1000 1 sha256 00 - 6 use_fec_from_device f fec_blocks 1009 fec_roots 2",
+        "1 d h 4096 4096 1000 1 sha256 00 - 1 use_fec_from_device",                          // no value
+        "1 d h 4096 4096 1000 1 sha256 00 - 6 use_fec_from_device f fec_blocks x fec_roots 2",
+    };
+    for (const char* b : bad) {
+        INFO(b);
+        CHECK_FALSE(parse_verity_args(b).ok());
+    }
+}
+
+TEST_CASE("the verity read path corrects damaged blocks through FEC", "[fec]") {
+    auto img = make_fec_image(4096, 600, 4, 2, 0, 8192);
+    const FecGeometry& g = img->g;
+    const auto original = img->data.data();
+    // The root hash: format_tree again, into a scratch hash device.
+    MemoryStore h2(img->hash.size());
+    auto f = format_tree(testutil::registry(), img->p, img->data, h2);
+    REQUIRE(f.ok());
+    auto t = make_verity_table(img->p, img->tg, f->root_hash, "d", "h");
+    t.fec = {"f", g.offset / 4096, g.covered, g.roots};
+    auto data = std::make_shared<MemoryStore>(0), hash = std::make_shared<MemoryStore>(0),
+         fec = std::make_shared<MemoryStore>(0);
+    data->data() = img->data.data();
+    hash->data() = img->hash.data();
+    fec->data() = img->fec.data();
+    // rounds = ceil(606 / 251) = 3: blocks 7, 10, 13, 16 are one group.
+    REQUIRE(g.rounds == 3);
+    for (uint64_t b : {7u, 10u, 13u}) std::fill_n(data->data().begin() + static_cast<std::ptrdiff_t>(b * 4096), 4096, 0);
+    hash->data()[(g.hash_start + 2) * 4096 + 5] ^= 1;  // a leaf hash block
+    VerityTargetOptions o;
+    std::vector<Corruption> seen;
+    o.log = [&](const Corruption& c) { seen.push_back(c); };
+    CHECK_FALSE(VerityTarget::create(testutil::registry(), t, data, hash, o).ok());  // FEC device missing
+    o.fec_device = fec;
+    auto target = VerityTarget::create(testutil::registry(), t, data, hash, o);
+    REQUIRE(target.ok());
+    std::vector<uint8_t> out(600 * 4096);
+    REQUIRE((*target)->read(0, out) == Status::Ok);
+    CHECK(out == original);
+    CHECK(seen.empty());
+    CHECK((*target)->status_char() == 'V');
+    CHECK((*target)->stats().fec_corrected == 4);  // three data blocks and the hash block
+    // A fifth bad block in the group: 4 erasures + 1 error > 4 roots.
+    for (uint64_t b : {16u, 19u}) std::fill_n(data->data().begin() + static_cast<std::ptrdiff_t>(b * 4096), 4096, 0);
+    auto again = VerityTarget::create(testutil::registry(), t, data, hash, o);
+    REQUIRE(again.ok());
+    CHECK((*again)->read(7 * 4096, Bytes(out).first(4096)) == Status::Corrupt);
+    REQUIRE_FALSE(seen.empty());
+    CHECK(seen[0].kind == Corruption::DataBlock);
+    CHECK(seen[0].block == 7);
 }

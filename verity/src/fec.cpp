@@ -172,6 +172,7 @@ Result<uint64_t> fec_correct_block(const FecGeometry& g, BackingStore& data, Bac
         return make_error(Status::IoError, "cannot read the FEC parity of round " + std::to_string(round));
     // Erasures: known-bad blocks of this round, while they fit in the code.
     std::vector<uint8_t> erasures;
+    if (std::find(bad.begin(), bad.end(), m) != bad.end()) erasures.push_back(static_cast<uint8_t>(target));
     for (uint64_t b : bad)
         if (b < g.covered && g.round_of(b) == round && erasures.size() < g.roots) {
             const auto s = static_cast<uint8_t>(g.symbol_of(b));
@@ -183,10 +184,7 @@ Result<uint64_t> fec_correct_block(const FecGeometry& g, BackingStore& data, Bac
         for (unsigned i = 0; i < g.rsn; ++i) word[i] = blocks[i * bs + b];
         std::memcpy(word + g.rsn, &parity[b * g.roots], g.roots);
         const uint8_t before = word[target];
-        int r = rs->decode(word, erasures);
-        // Erasures that were wrong guesses cost correction power: retry without.
-        if (r < 0 && !erasures.empty()) r = rs->decode(word);
-        if (r < 0)
+        if (rs->decode(word, erasures) < 0)
             return make_error(Status::Corrupt, "block " + std::to_string(m) + " cannot be corrected by FEC");
         out[b] = word[target];
         corrected += word[target] != before;

@@ -60,8 +60,9 @@ Result<void> fec_encode(const FecGeometry& g, BackingStore& data, BackingStore& 
 // past the tree start) into `out` (block_size bytes) from the other blocks
 // of its codewords and the parity. `bad` lists message blocks known to be
 // wrong (including m if known), passed to the decoder as erasures while
-// they fit. Returns the number of bytes corrected, or Status::Corrupt when a
-// codeword is beyond the code's reach.
+// they fit (the first `roots` of m's round). Returns the number of bytes
+// corrected, or Status::Corrupt when a codeword is beyond the code's reach.
+// Erasures that are not wrong cost correction power: callers retry without.
 Result<uint64_t> fec_correct_block(const FecGeometry& g, BackingStore& data, BackingStore& hash,
                                    BackingStore& fec, uint64_t m, Bytes out,
                                    std::span<const uint64_t> bad = {});
