@@ -118,10 +118,13 @@ Result<void> fec_encode(const FecGeometry& g, BackingStore& data, BackingStore& 
         const uint64_t n0 = part * band, n1 = std::min(g.rounds, n0 + band);
         const uint64_t len = (n1 - n0) * bs;  // codewords in this band
         w.chunk.resize(len);
-        w.rows.assign(len * g.roots, 0);
+        // Rows a power of two apart share cache sets (24 rows thrash an
+        // 8-way L1): a cache line more per row spreads them.
+        const uint64_t stride = len + 64;
+        w.rows.assign(stride * g.roots, 0);
         w.out.resize(len * g.roots);
         uint8_t* rows[kFecMaxRoots];
-        for (unsigned j = 0; j < g.roots; ++j) rows[j] = w.rows.data() + j * len;
+        for (unsigned j = 0; j < g.roots; ++j) rows[j] = w.rows.data() + j * stride;
         for (unsigned i = 0; i < g.rsn; ++i) {
             const uint64_t m = i * g.rounds + n0;
             if (m >= g.covered) break;  // zero padding adds nothing
