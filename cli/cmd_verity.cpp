@@ -168,17 +168,8 @@ int run_verify(const po::variables_map& vm, const std::vector<std::string>& file
         JsonWriter w(std::cout);
         w.begin_object();
         w.key("ok"), w.boolean(report->ok());
-        w.key("corrupted"), w.begin_array();
-        for (const auto& c : report->corruptions) {
-            w.begin_object();
-            w.key("kind"), w.string(c.kind == vy::Corruption::DataBlock   ? "data"
-                                    : c.kind == vy::Corruption::HashBlock ? "hash"
-                                                                          : "root");
-            w.key("block"), w.number(static_cast<int64_t>(c.block));
-            w.key("level"), w.number(c.level);
-            w.end_object();
-        }
-        w.end_array();
+        w.key("corrupted");
+        json_corruptions(w, report->corruptions);
         w.end_object();
     }
     if (report->ok()) return 0;

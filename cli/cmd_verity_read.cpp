@@ -84,6 +84,20 @@ std::string describe(const vy::Corruption& c) {
     return "the root hash does not match the top hash block (block " + std::to_string(c.block) + ")";
 }
 
+void json_corruptions(JsonWriter& w, const std::vector<vy::Corruption>& bad) {
+    w.begin_array();
+    for (const auto& c : bad) {
+        w.begin_object();
+        w.key("kind"), w.string(c.kind == vy::Corruption::DataBlock   ? "data"
+                                : c.kind == vy::Corruption::HashBlock ? "hash"
+                                                                      : "root");
+        w.key("block"), w.number(static_cast<int64_t>(c.block));
+        w.key("level"), w.number(c.level);
+        w.end_object();
+    }
+    w.end_array();
+}
+
 namespace {
 
 void apply_policies(const po::variables_map& vm, vy::VerityTable& t) {

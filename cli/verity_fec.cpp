@@ -90,16 +90,8 @@ int run_verify_fec(const po::variables_map& vm, const std::vector<std::string>& 
             w.end_object();
         }
         w.end_array();
-        w.key("corrupted"), w.begin_array();
-        for (const auto& c : report->corruptions) {
-            w.begin_object();
-            w.key("kind"), w.string(c.kind == vy::Corruption::DataBlock   ? "data"
-                                    : c.kind == vy::Corruption::HashBlock ? "hash"
-                                                                          : "root");
-            w.key("block"), w.number(static_cast<int64_t>(c.block));
-            w.end_object();
-        }
-        w.end_array();
+        w.key("corrupted");
+        json_corruptions(w, report->corruptions);
         w.end_object();
     }
     const uint64_t max = vm["max-errors"].as<uint64_t>();

@@ -65,7 +65,7 @@ TEST_CASE("Reed-Solomon codewords vanish at alpha^0 .. alpha^(roots-1)", "[fec]"
         for (int n = 0; n < 20; ++n) {
             const auto w = random_codeword(*rs, rng);
             for (unsigned i = 0; i < roots; ++i) CHECK(eval_at_root(w, i) == 0);
-            // ... and not at the next power: the generator has exactly these roots.
+            // (and the word is not trivially zero)
             if (n == 0) CHECK(std::any_of(w.begin(), w.end(), [](uint8_t c) { return c; }));
         }
     }
