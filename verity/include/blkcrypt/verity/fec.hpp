@@ -13,10 +13,13 @@
 #include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/status.hpp>
 #include <blkcrypt/verity/params.hpp>
+#include <blkcrypt/verity/tree.hpp>  // Corruption, TreeOptions for verify_tree_fec
 
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <string>
+#include <vector>
 
 namespace blkcrypt::verity {
 
@@ -73,15 +76,7 @@ uint64_t fec_message_block_of_hash(const FecGeometry& g, uint64_t hash_block) no
 
 }  // namespace blkcrypt::verity
 
-namespace blkcrypt {
-class Registry;
-}
-
 namespace blkcrypt::verity {
-
-struct Corruption;
-struct TreeOptions;
-struct VerifyReport;
 
 // A block FEC restored: its message block, where it lives, the corrected
 // bytes and its content.
