@@ -12,11 +12,13 @@
 #include "progress.hpp"
 #include "serve.hpp"
 #include "verity_actions.hpp"
+#include "verity_fec.hpp"
 #include "verity_params.hpp"
 #include "verity_sig.hpp"
 
 #include <blkcrypt/dm/backing_store.hpp>
 #include <blkcrypt/registry.hpp>
+#include <blkcrypt/verity/fec.hpp>
 #include <blkcrypt/verity/superblock.hpp>
 #include <blkcrypt/verity/tree.hpp>
 
@@ -54,10 +56,26 @@ int run_format(const po::variables_map& vm, const std::vector<std::string>& file
     blkcrypt::Registry& reg = registry();
     auto geometry = vy::plan_tree(reg, params);
     if (!geometry) throw UsageError(geometry.error().message);
-    const uint64_t need = geometry->hash_device_size(params);
+    uint64_t need = geometry->hash_device_size(params);
+    const auto fec = fec_from_options(vm);
+    // FEC parity: its own file, or in HASH (in DATA when HASH is DATA) at --fec-offset.
+    const bool fec_on_hash = fec && (same_file(fec->device, hash_path) || (in_place && same_file(fec->device, data_path)));
+    if (fec && !fec_on_hash && same_file(fec->device, data_path))
+        throw UsageError("--fec-device: DATA holds the parity only when HASH is DATA");
+    std::optional<vy::FecGeometry> fec_geom;
+    if (fec_on_hash) {
+        if (fec->offset < need)
+            throw UsageError("--fec-offset " + std::to_string(fec->offset) + " overlaps the hash tree, which ends at " +
+                             std::to_string(need));
+        auto g = vy::fec_geometry(params, *geometry, fec->roots,
+                                  vy::fec_covered_blocks(params, *geometry, fec->offset), fec->offset);
+        if (!g) throw UsageError(g.error().message);
+        fec_geom = *g;
+        need = fec->offset + g->parity_bytes();
+    }
 
     // Both outputs are opened (and checked) before the work, and appear together.
-    std::optional<Output> hash_out, root_out;
+    std::optional<Output> hash_out, root_out, fec_out;
     Store hash;
     if (in_place) {
         if (params.hash_offset < params.data_blocks * params.data_block_size)
@@ -86,23 +104,44 @@ int run_format(const po::variables_map& vm, const std::vector<std::string>& file
         hash_out->reserve(need);
         hash = open_store(hash_out->write_path(), true);
     }
+    Store fec_store = fec_on_hash ? hash : nullptr;
+    if (fec && !fec_on_hash) {
+        // veritysetup covers the whole hash device, including what lies past the tree.
+        auto g = vy::fec_geometry(params, *geometry, fec->roots,
+                                  vy::fec_covered_blocks(params, *geometry, hash->size()), fec->offset);
+        if (!g) throw UsageError(g.error().message);
+        fec_geom = *g;
+        fec_out.emplace(fec->device, OutputOptions{.role = "--fec-device", .keep_content = true,
+                                                   .inputs = {{"DATA", data_path}, {"HASH", hash_path}}});
+        fec_out->reserve(fec->offset + g->parity_bytes());
+        fec_store = open_store(fec_out->write_path(), true);
+    }
     const bool json = vm["json"].as<bool>();
     Progress progress(progress_settings(vm), data_path, params.data_blocks * params.data_block_size);
     auto result = vy::format_tree(reg, params, *data, *hash, tree_options(vm, progress));
     if (!result) throw Failure(result.error().message);
+    if (fec_geom) {
+        auto encoded = vy::fec_encode(*fec_geom, *data, *hash, *fec_store, vm["threads"].as<unsigned>());
+        if (!encoded) throw Failure("--fec-device: " + encoded.error().message);
+    }
     progress.finish();
     hash.reset();
+    fec_store.reset();
     const std::string root_hex = encode_hex(result->root_hash);
     try {
         if (root_out)
             root_out->write(blkcrypt::ConstBytes(reinterpret_cast<const uint8_t*>(root_hex.data()), root_hex.size()));
-        Output::commit_all({hash_out ? &*hash_out : nullptr, root_out ? &*root_out : nullptr});
+        Output::commit_all({hash_out ? &*hash_out : nullptr, root_out ? &*root_out : nullptr,
+                            fec_out ? &*fec_out : nullptr});
     } catch (const Failure&) {
         // HASH is not replaced, but the computed root is not lost either.
         std::cerr << "blkcrypt: root hash: " << root_hex << "\n";
         throw;
     }
-    print_verity_summary(hash_path, result->params, result->geometry, root_hex, json);
+    std::optional<FecSummary> fec_summary;
+    if (fec_geom) fec_summary = FecSummary{fec->roots, fec_geom->parity_blocks(), fec_on_hash, fec->offset};
+    print_verity_summary(hash_path, result->params, result->geometry, root_hex, json,
+                         fec_summary ? &*fec_summary : nullptr);
     return 0;
 }
 
@@ -121,6 +160,9 @@ int run_verify(const po::variables_map& vm, const std::vector<std::string>& file
     check_root_hash_signature(vm, root);  // before any block is read, as the kernel does at table load
     const bool json = vm["json"].as<bool>();
     Progress progress(progress_settings(vm), files[0], params.data_blocks * params.data_block_size);
+    if (auto fec = fec_from_options(vm))
+        return run_verify_fec(vm, files, *fec, params, *geometry, root, *data, *hash, tree_options(vm, progress), progress);
+    if (vm["repair"].as<bool>()) throw UsageError("--repair needs --fec-device");
     auto report = vy::verify_tree(reg, params, root, *data, *hash, tree_options(vm, progress));
     if (!report) throw Failure(report.error().message);
     progress.finish();
@@ -128,17 +170,8 @@ int run_verify(const po::variables_map& vm, const std::vector<std::string>& file
         JsonWriter w(std::cout);
         w.begin_object();
         w.key("ok"), w.boolean(report->ok());
-        w.key("corrupted"), w.begin_array();
-        for (const auto& c : report->corruptions) {
-            w.begin_object();
-            w.key("kind"), w.string(c.kind == vy::Corruption::DataBlock   ? "data"
-                                    : c.kind == vy::Corruption::HashBlock ? "hash"
-                                                                          : "root");
-            w.key("block"), w.number(static_cast<int64_t>(c.block));
-            w.key("level"), w.number(c.level);
-            w.end_object();
-        }
-        w.end_array();
+        w.key("corrupted");
+        json_corruptions(w, report->corruptions);
         w.end_object();
     }
     if (report->ok()) return 0;
@@ -187,6 +220,7 @@ int run_verity(Args args) {
                    "serve makes that view a read-only NBD device (docs/nbd.md). sign makes the\n"
                    "PKCS#7 root hash signature the kernel checks (--root-hash-signature)."};
     add_verity_options(cl.options);
+    add_fec_options(cl.options);
     add_serve_options(cl.options);
     add_progress_options(cl.options);
     add_signature_options(cl.options);
@@ -211,6 +245,8 @@ int run_verity(Args args) {
     only_for(cl, {"verify", "table", "read", "serve"}, signature_check_option_names());
     only_for(cl, {"table"}, {"sig-key-desc", "name"});
     only_for(cl, {"sign"}, {"key", "cert"});
+    only_for(cl, {"format", "verify", "table", "read", "serve"}, fec_option_names());
+    only_for(cl, {"verify"}, {"repair"});
     only_for(cl, {"serve"}, serve_option_names());
     auto vm = parse_command_line(cl, args);
     if (!vm) return 0;

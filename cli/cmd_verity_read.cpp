@@ -6,6 +6,7 @@
 #include "progress.hpp"
 #include "serve.hpp"
 #include "verity_actions.hpp"
+#include "verity_fec.hpp"
 #include "verity_params.hpp"
 #include "verity_sig.hpp"
 
@@ -84,6 +85,20 @@ std::string describe(const vy::Corruption& c) {
     return "the root hash does not match the top hash block (block " + std::to_string(c.block) + ")";
 }
 
+void json_corruptions(JsonWriter& w, const std::vector<vy::Corruption>& bad) {
+    w.begin_array();
+    for (const auto& c : bad) {
+        w.begin_object();
+        w.key("kind"), w.string(c.kind == vy::Corruption::DataBlock   ? "data"
+                                : c.kind == vy::Corruption::HashBlock ? "hash"
+                                                                      : "root");
+        w.key("block"), w.number(static_cast<int64_t>(c.block));
+        w.key("level"), w.number(c.level);
+        w.end_object();
+    }
+    w.end_array();
+}
+
 namespace {
 
 void apply_policies(const po::variables_map& vm, vy::VerityTable& t) {
@@ -106,6 +121,7 @@ vy::VerityTable table_from_files(blkcrypt::Registry& reg, const po::variables_ma
     if (!g) throw UsageError(g.error().message);
     auto t = vy::make_verity_table(params, *g, root, files[0], files[1]);
     apply_policies(vm, t);
+    apply_fec_options(vm, t, params, *g, hash->size());
     if (check_root_hash_signature(vm, t.root_hash)) t.root_hash_sig_key_desc = signature_key_description(vm, params);
     return t;
 }
@@ -127,6 +143,12 @@ int run_verity_table(const po::variables_map& vm, const std::vector<std::string>
         w.key("data_blocks"), w.number(static_cast<int64_t>(t.params.data_blocks));
         w.key("hash_start_block"), w.number(static_cast<int64_t>(t.hash_start_block));
         w.key("root_hash"), w.string(encode_hex(t.root_hash));
+        if (!t.fec.device.empty()) {
+            w.key("fec_device"), w.string(t.fec.device);
+            w.key("fec_start"), w.number(static_cast<int64_t>(t.fec.start));
+            w.key("fec_blocks"), w.number(static_cast<int64_t>(t.fec.blocks));
+            w.key("fec_roots"), w.number(t.fec.roots);
+        }
         if (!t.root_hash_sig_key_desc.empty()) w.key("root_hash_sig_key_desc"), w.string(t.root_hash_sig_key_desc);
         w.end_object();
     } else {
@@ -175,6 +197,7 @@ int run_verity_serve(const po::variables_map& vm, const std::vector<std::string>
         std::lock_guard lk(mu);
         std::cerr << "blkcrypt: " << describe(c) << "\n";
     };
+    topts.fec_device = fec_store_for(table, data, hash);
     auto target = vy::VerityTarget::create(reg, table, data, hash, topts);
     if (!target) throw Failure(target.error().message);
     auto dev = blkcrypt::nbd::make_verity_device(std::move(target).value(),
@@ -203,6 +226,7 @@ int run_verity_read(const po::variables_map& vm, const std::vector<std::string>&
         std::lock_guard lk(log_mu);
         std::cerr << "blkcrypt: " << describe(c) << "\n";
     };
+    topts.fec_device = fec_store_for(table, data, hash);
     auto target = vy::VerityTarget::create(reg, table, data, hash, topts);
     if (!target) throw Failure(target.error().message);
 
@@ -293,7 +317,7 @@ int run_verity_read(const po::variables_map& vm, const std::vector<std::string>&
         std::cout << "{\"status\": \"" << (*target)->status_char() << "\", \"data_blocks_verified\": "
                   << st.data_blocks_verified << ", \"hash_blocks_verified\": " << st.hash_blocks_verified
                   << ", \"zero_blocks_skipped\": " << st.zero_blocks_skipped
-                  << ", \"corruptions\": " << st.corruptions << "}\n";
+                  << ", \"corruptions\": " << st.corruptions << ", \"fec_corrected\": " << st.fec_corrected << "}\n";
     }
     return 0;
 }

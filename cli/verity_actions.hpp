@@ -29,6 +29,9 @@ blkcrypt::verity::VerityParams load_params(const po::variables_map& vm,
 std::vector<uint8_t> root_hash_argument(const po::variables_map& vm, const std::vector<std::string>& files);
 
 std::string describe(const blkcrypt::verity::Corruption& c);
+// The corrupted blocks as a JSON array of {kind, block, level} (verify --json).
+class JsonWriter;
+void json_corruptions(JsonWriter& w, const std::vector<blkcrypt::verity::Corruption>& bad);
 
 int run_verity_table(const po::variables_map& vm, const std::vector<std::string>& files);
 int run_verity_read(const po::variables_map& vm, const std::vector<std::string>& files);

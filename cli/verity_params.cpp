@@ -1,6 +1,7 @@
 #include "verity_params.hpp"
 
 #include "json.hpp"
+#include "verity_fec.hpp"
 #include "number_option.hpp"
 
 #include <cstdio>
@@ -128,7 +129,7 @@ std::string format_uuid(const std::array<uint8_t, 16>& u) {
 }
 
 void print_verity_summary(const std::string& device, const vy::VerityParams& p,
-                          const vy::TreeGeometry& g, const std::string& root_hex, bool json) {
+                          const vy::TreeGeometry& g, const std::string& root_hex, bool json, const FecSummary* fec) {
     const std::string uuid = p.superblock ? format_uuid(p.uuid) : "";
     const std::string salt = p.salt.empty() ? "-" : encode_hex(p.salt);
     if (json) {
@@ -141,6 +142,10 @@ void print_verity_summary(const std::string& device, const vy::VerityParams& p,
         w.key("hash_blocks"), w.number(static_cast<int64_t>(g.total_hash_blocks()));
         w.key("hash_block_size"), w.number(p.hash_block_size);
         w.key("hash_algorithm"), w.string(p.hash_name);
+        if (fec) {
+            w.key("fec_roots"), w.number(fec->roots);
+            w.key("fec_blocks"), w.number(static_cast<int64_t>(fec->parity_blocks));
+        }
         w.key("salt"), w.string(salt);
         if (!root_hex.empty()) w.key("root_hash"), w.string(root_hex);
         w.key("hash_device_size"), w.number(static_cast<int64_t>(g.hash_device_size(p)));
@@ -154,11 +159,19 @@ void print_verity_summary(const std::string& device, const vy::VerityParams& p,
               << "Data block size: \t" << p.data_block_size << "\n"
               << "Hash blocks:     \t" << g.total_hash_blocks() << "\n"
               << "Hash block size: \t" << p.hash_block_size << "\n"
-              << "Hash algorithm:  \t" << p.hash_name << "\n"
-              << "Salt:            \t" << salt << "\n";
+              << "Hash algorithm:  \t" << p.hash_name << "\n";
+    if (fec)
+        std::cout << "FEC RS roots:   \t" << fec->roots << "\n"
+                  << "FEC blocks:     \t" << fec->parity_blocks << "\n";
+    std::cout << "Salt:            \t" << salt << "\n";
     if (!root_hex.empty()) std::cout << "Root hash:      \t" << root_hex << "\n";
     // veritysetup prints the size only for a hash area at the device start.
-    if (p.hash_offset == 0) std::cout << "Hash device size: \t" << g.hash_device_size(p) << " [bytes]\n";
+    // Like veritysetup, FEC on the hash device is counted as if it followed the tree.
+    const uint64_t fec_on_hash = fec && fec->on_hash_device ? fec->parity_blocks * p.hash_block_size : 0;
+    if (p.hash_offset == 0)
+        std::cout << "Hash device size: \t" << g.hash_device_size(p) + fec_on_hash << " [bytes]\n";
+    if (fec && !fec->on_hash_device && fec->offset == 0)
+        std::cout << "FEC device size: \t" << fec->parity_blocks * p.data_block_size << " [bytes]\n";
 }
 
 }  // namespace cli

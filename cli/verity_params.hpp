@@ -10,6 +10,8 @@
 
 namespace cli {
 
+struct FecSummary;
+
 // --hash, --data-block-size, --hash-block-size, --data-blocks, --hash-offset,
 // --salt, --uuid, --format, --no-superblock, --root-hash-file, --threads,
 // --async, --json.
@@ -27,6 +29,6 @@ std::string format_uuid(const std::array<uint8_t, 16>& uuid);
 // only when root is not empty.
 void print_verity_summary(const std::string& device, const blkcrypt::verity::VerityParams& p,
                           const blkcrypt::verity::TreeGeometry& g, const std::string& root_hex,
-                          bool json);
+                          bool json, const FecSummary* fec = nullptr);
 
 }  // namespace cli

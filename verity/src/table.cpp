@@ -34,6 +34,37 @@ bool hex(std::string_view w, std::vector<uint8_t>& out) {
     return true;
 }
 
+// An FEC option and its value, w[i + 1] (which counts as an option word).
+Result<void> parse_fec_option(const std::vector<std::string_view>& w, std::size_t& i, VerityFecArgs& f) {
+    const std::string o(w[i]);
+    if (i + 1 >= w.size()) return bad("option '" + o + "' needs a value");
+    const std::string_view v = w[++i];
+    if (o == "use_fec_from_device") {
+        f.device = v;
+        return {};
+    }
+    uint64_t n = 0;
+    if (!number(v, n)) return bad("invalid " + o + " '" + std::string(v) + "'");
+    if (o == "fec_start") f.start = n;
+    else if (o == "fec_blocks") f.blocks = n;
+    else if (n < 2 || n > 24) return bad("invalid fec_roots '" + std::string(v) + "' (2..24)");
+    else f.roots = static_cast<uint32_t>(n);
+    return {};
+}
+
+// The kernel's verity_fec_ctr checks, as far as the table alone shows them.
+Result<void> check_fec(const VerityTable& t) {
+    const VerityFecArgs& f = t.fec;
+    if (f.device.empty() && !f.blocks && !f.roots && !f.start) return {};
+    if (f.device.empty()) return bad("FEC options need use_fec_from_device");
+    if (!f.roots) return bad("FEC needs fec_roots");
+    if (!f.blocks) return bad("FEC needs fec_blocks");
+    if (t.params.data_block_size != t.params.hash_block_size)
+        return bad("block sizes must match to use FEC");
+    if (f.blocks < t.params.data_blocks) return bad("invalid fec_blocks (fewer than the data blocks)");
+    return {};
+}
+
 Result<void> parse_options(std::vector<std::string_view> w, VerityTable& t) {
     if (w.empty()) return {};
     unsigned n = 0;
@@ -54,9 +85,9 @@ Result<void> parse_options(std::vector<std::string_view> w, VerityTable& t) {
             if (i + 1 >= w.size()) return bad("option 'root_hash_sig_key_desc' needs a key description");
             t.root_hash_sig_key_desc = w[++i];
         }
-        else if (o == "use_fec_from_device" || o == "fec_roots" || o == "fec_blocks" ||
-                 o == "fec_start")
-            return bad("option '" + std::string(o) + "' (FEC) is not supported");
+        else if (o == "use_fec_from_device" || o == "fec_roots" || o == "fec_blocks" || o == "fec_start") {
+            if (auto r = parse_fec_option(w, i, t.fec); !r) return r.error();
+        }
         else return bad("unknown option '" + std::string(o) + "'");
     }
     return {};
@@ -85,6 +116,7 @@ Result<VerityTable> parse_verity_args(std::string_view args) {
     p.hash_offset = t.hash_start_block * p.hash_block_size;
     if (auto ok = check_params(p); !ok) return bad(ok.error().message);
     if (auto ok = parse_options({w.begin() + 10, w.end()}, t); !ok) return ok.error();
+    if (auto ok = check_fec(t); !ok) return ok.error();
     return t;
 }
 
@@ -126,6 +158,12 @@ std::string VerityTable::args() const {
     for (const auto& f : other_flags) opts.push_back(f);
     if (ignore_zero_blocks) opts.emplace_back("ignore_zero_blocks");
     if (check_at_most_once) opts.emplace_back("check_at_most_once");
+    if (!fec.device.empty()) {  // cryptsetup's order: FEC, then the signature key
+        for (const auto& o : {std::string("use_fec_from_device"), fec.device, std::string("fec_start"),
+                              std::to_string(fec.start), std::string("fec_blocks"), std::to_string(fec.blocks),
+                              std::string("fec_roots"), std::to_string(fec.roots)})
+            opts.push_back(o);
+    }
     // Last, as cryptsetup writes it; the description is a word of its own.
     std::size_t words = opts.size();
     if (!root_hash_sig_key_desc.empty()) {

@@ -1,3 +1,4 @@
+#include <blkcrypt/verity/fec.hpp>
 #include <blkcrypt/verity/target.hpp>
 
 #include "hash_block_cache.hpp"
@@ -5,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <mutex>
+#include <optional>
 
 namespace blkcrypt::verity {
 
@@ -21,7 +23,58 @@ struct VerityTarget::Impl {
     std::mutex ctx_mu;
     std::vector<std::unique_ptr<HashContext>> idle;  // contexts not in use
 
-    std::atomic<uint64_t> data_verified{0}, hash_verified{0}, zero_skipped{0}, corruptions{0};
+    std::atomic<uint64_t> data_verified{0}, hash_verified{0}, zero_skipped{0}, corruptions{0}, fec_corrected{0};
+    std::optional<FecGeometry> fec;
+
+    bool same_digest(HashContext& ctx, ConstBytes block, const uint8_t* want) {
+        uint8_t d[64];
+        return ctx.hash_one(block, Bytes(d, g.digest_size)) == Status::Ok && std::memcmp(d, want, g.digest_size) == 0;
+    }
+
+    // Data blocks of message block m's group whose stored content fails its
+    // hash (m itself first): the kernel's erasures. Not searched from inside
+    // another correction (the kernel bounds that recursion too).
+    std::vector<uint64_t> failing_in_group(HashContext& ctx, uint64_t m) {
+        std::vector<uint64_t> bad{m};
+        static thread_local int depth = 0;
+        if (depth > 0) return bad;
+        ++depth;
+        const uint32_t bs = table.params.data_block_size;
+        std::vector<uint8_t> block(bs);
+        for (uint64_t i = 0; i < fec->rsn && bad.size() < fec->roots; ++i) {
+            const uint64_t b = i * fec->rounds + fec->round_of(m);
+            if (b >= fec->data_blocks) break;
+            if (b == m || data->read(b * bs, block) != Status::Ok) continue;
+            const uint8_t* want = table.root_hash.data();
+            HashBlockCache::Block leaf;
+            if (g.levels() > 0) {
+                auto l = hash_block(ctx, 0, b >> g.bits);
+                if (!l) continue;
+                leaf = *l;
+                want = leaf->data() + (b & (g.hashes_per_block - 1)) * g.slot_size;
+            }
+            if (!same_digest(ctx, block, want)) bad.push_back(b);
+        }
+        --depth;
+        return bad;
+    }
+
+    // Rebuilds message block m from the FEC data into out when the result
+    // matches `want`: without erasures first, then with them.
+    bool fec_fix(HashContext& ctx, uint64_t m, const uint8_t* want, Bytes out) {
+        if (!fec || m == UINT64_MAX) return false;
+        std::vector<uint8_t> tmp(out.size());
+        auto r = fec_correct_block(*fec, *data, *hash, *fec_dev, m, tmp);
+        if (!(r.ok() && same_digest(ctx, tmp, want))) {
+            const auto bad = failing_in_group(ctx, m);
+            r = fec_correct_block(*fec, *data, *hash, *fec_dev, m, tmp, bad);
+            if (!(r.ok() && same_digest(ctx, tmp, want))) return false;
+        }
+        std::copy(tmp.begin(), tmp.end(), out.begin());
+        ++fec_corrected;
+        return true;
+    }
+    std::shared_ptr<BackingStore> fec_dev;
 
     Impl(VerityTable t, TreeGeometry geo, std::shared_ptr<BlockHasher> h,
          std::shared_ptr<dm::BackingStore> d, std::shared_ptr<dm::BackingStore> hs, VerityTargetOptions o)
@@ -72,7 +125,8 @@ struct VerityTarget::Impl {
             parent = *p;
             want = parent->data() + (index & (g.hashes_per_block - 1)) * g.slot_size;
         }
-        if (std::memcmp(digest, want, g.digest_size) != 0) {
+        if (std::memcmp(digest, want, g.digest_size) != 0 &&
+            !fec_fix(ctx, fec ? fec_message_block_of_hash(*fec, block_no) : UINT64_MAX, want, *buf)) {
             const auto kind = level + 1 < g.levels() ? Corruption::HashBlock : Corruption::RootHash;
             if (!corrupt({kind, block_no, level}))
                 return make_error(Status::Corrupt, "hash block " + std::to_string(block_no) + " is corrupted");
@@ -112,7 +166,7 @@ struct VerityTarget::Impl {
         for (std::size_t b = 0; b < n; b += kBatch) {
             const std::size_t m = std::min(kBatch, n - b);
             ConstBytes in[kBatch];
-            Bytes out[kBatch];
+            Bytes out[kBatch], dst[kBatch];
             const uint8_t* want[kBatch];
             uint64_t blk[kBatch];
             uint8_t digests[kBatch][64];
@@ -135,6 +189,7 @@ struct VerityTarget::Impl {
                     continue;
                 }
                 in[k] = data;
+                dst[k] = data;
                 out[k] = Bytes(digests[k], g.digest_size);
                 want[k] = expected;
                 blk[k] = block;
@@ -143,7 +198,7 @@ struct VerityTarget::Impl {
             if (k == 0) continue;
             if (Status s = ctx.hash(in, out, k); s != Status::Ok) return s;
             for (std::size_t i = 0; i < k; ++i) {
-                if (std::memcmp(digests[i], want[i], g.digest_size) != 0) {
+                if (std::memcmp(digests[i], want[i], g.digest_size) != 0 && !fec_fix(ctx, blk[i], want[i], dst[i])) {
                     if (!corrupt({Corruption::DataBlock, blk[i], 0})) return Status::Corrupt;
                     continue;
                 }
@@ -189,6 +244,18 @@ Result<std::unique_ptr<VerityTarget>> VerityTarget::create(Registry& reg, const 
         if (Status s = (*ctx)->hash_one(zeros, impl->zero_digest); s != Status::Ok)
             return make_error(s, "hashing the zero block failed");
     }
+    if (!table.fec.device.empty()) {
+        if (!impl->opts.fec_device)
+            return make_error(Status::Invalid, "the table uses FEC: the FEC device must be given");
+        auto f = fec_geometry(geo_params, impl->g, table.fec.roots, table.fec.blocks,
+                              table.fec.start * p.data_block_size);
+        if (!f) return f.error();
+        if (impl->opts.fec_device->size() < f->offset + f->parity_bytes())
+            return make_error(Status::Invalid, "the FEC device is too small: the parity needs " +
+                                                   std::to_string(f->offset + f->parity_bytes()) + " bytes");
+        impl->fec = *f;
+        impl->fec_dev = impl->opts.fec_device;
+    }
     if (table.check_at_most_once)
         impl->checked = std::vector<std::atomic<uint64_t>>((p.data_blocks + 63) / 64);
     return std::unique_ptr<VerityTarget>(new VerityTarget(std::move(impl)));
@@ -205,7 +272,7 @@ const std::string& VerityTarget::driver() const noexcept { return impl_->hasher-
 
 TargetStats VerityTarget::stats() const noexcept {
     return {impl_->data_verified.load(), impl_->hash_verified.load(), impl_->zero_skipped.load(),
-            impl_->corruptions.load()};
+            impl_->corruptions.load(), impl_->fec_corrected.load()};
 }
 
 }  // namespace blkcrypt::verity

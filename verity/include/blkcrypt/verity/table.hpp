@@ -7,7 +7,8 @@
 // or just the part after "verity". Options: ignore_corruption,
 // restart_on_corruption, panic_on_corruption, restart_on_error,
 // panic_on_error, ignore_zero_blocks, check_at_most_once,
-// try_verify_in_tasklet, root_hash_sig_key_desc <key>. FEC options are refused (not built).
+// try_verify_in_tasklet, FEC: use_fec_from_device <dev> fec_start <blk>
+// fec_blocks <n> fec_roots <n>, and root_hash_sig_key_desc <key>.
 #pragma once
 
 #include <blkcrypt/status.hpp>
@@ -21,6 +22,15 @@ namespace blkcrypt::verity {
 
 enum class CorruptionMode { Error, Ignore, Restart, Panic };
 
+// The FEC options (device empty: no FEC). Units as the kernel's: blocks of
+// the data block size.
+struct VerityFecArgs {
+    std::string device;
+    uint64_t start = 0;   // fec_start: where the parity starts on the device
+    uint64_t blocks = 0;  // fec_blocks: data + hash blocks covered
+    uint32_t roots = 0;   // fec_roots: 2..24
+};
+
 struct VerityTable {
     uint64_t start = 0, length = 0;  // 512-byte sectors; whole lines only
     std::string data_dev, hash_dev;
@@ -32,6 +42,7 @@ struct VerityTable {
     bool check_at_most_once = false;
     std::string root_hash_sig_key_desc;   // empty: no signature option
     std::vector<std::string> other_flags;  // accepted, no effect here (restart_on_error...)
+    VerityFecArgs fec;
 
     // The arguments after "verity", as `dmsetup table` shows them.
     std::string args() const;

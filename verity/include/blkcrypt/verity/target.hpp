@@ -9,7 +9,11 @@
 // or with ignore_corruption it is reported to the log callback and its data
 // returned; ignore_zero_blocks returns zeros for blocks whose expected digest
 // is that of a zero block without reading them; check_at_most_once verifies
-// each data block only on its first read. Thread-safe.
+// each data block only on its first read. With the table's FEC options, a
+// block that fails its hash is first rebuilt from the FEC data as the
+// kernel's dm-verity-fec does (without erasures, then with the blocks of
+// its group whose hashes fail as erasures); it counts as corrupt only when
+// no rebuilt content matches its hash. Thread-safe.
 #pragma once
 
 #include <blkcrypt/backing_store.hpp>
@@ -32,6 +36,8 @@ struct VerityTargetOptions {
     std::size_t cache_blocks = 1024;  // verified hash blocks kept in memory
     // Each corruption found, as it is found (from the reading thread).
     std::function<void(const Corruption&)> log;
+    // The device the table's use_fec_from_device names (required with it).
+    std::shared_ptr<BackingStore> fec_device;
 };
 
 struct TargetStats {
@@ -39,6 +45,7 @@ struct TargetStats {
     uint64_t hash_blocks_verified = 0;
     uint64_t zero_blocks_skipped = 0;
     uint64_t corruptions = 0;
+    uint64_t fec_corrected = 0;  // blocks FEC rebuilt (the kernel status line's count)
 };
 
 class VerityTarget {

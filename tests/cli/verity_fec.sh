@@ -1,0 +1,129 @@
+#!/bin/bash
+# blkcrypt verity with FEC (--fec-device) against veritysetup: the FEC
+# parity, tree and summary of each case of tests/verity/fec/cases.tsv equal
+# veritysetup's (recorded in golden.tsv; live too when veritysetup is
+# installed), veritysetup verify accepts ours, and bad FEC options are refused.
+source "$(dirname "$0")/lib.sh"
+FEC="$(cd "$(dirname "$0")/../verity/fec" && pwd)"
+source "$FEC/lib.sh"
+
+have_veritysetup=0
+command -v veritysetup >/dev/null && have_veritysetup=1
+root_of() { awk '/^Root hash:/{print $3}' "$1"; }
+sha() { sha256sum <"$1" | cut -d' ' -f1; }
+
+paste <(grep -v '^#' "$FEC/cases.tsv") <(grep -v '^#' "$FEC/golden.tsv") |
+    while IFS=$'\t' read -r name size iv layout opts gname groot gfec ghash; do
+        [[ $name == "$gname" ]] || fail "cases.tsv and golden.tsv disagree at $name"
+        # shellcheck disable=SC2086
+        fec_case "$BLKCRYPT verity" "$TMP/ours" "$size" "$iv" "$layout" $opts || fail "$name: format exit $?"
+        [[ $(root_of "$TMP/ours/summary") == "$groot" ]] || fail "$name: root hash differs from golden"
+        [[ $(sha "$TMP/ours/fec") == "$gfec" ]] || fail "$name: FEC file differs from veritysetup's (golden)"
+        [[ $(sha "$TMP/ours/hash") == "$ghash" ]] || fail "$name: hash file differs from veritysetup's (golden)"
+        ((have_veritysetup)) || continue
+        # shellcheck disable=SC2086
+        fec_case veritysetup "$TMP/theirs" "$size" "$iv" "$layout" $opts
+        cmp "$TMP/ours/fec" "$TMP/theirs/fec" || fail "$name: FEC file differs from veritysetup's"
+        sed -i "s|$TMP/ours/||" "$TMP/ours/summary"
+        sed -i "s|$TMP/theirs/||" "$TMP/theirs/summary"
+        diff "$TMP/ours/summary" "$TMP/theirs/summary" >&2 || fail "$name: summary differs from veritysetup's"
+        # veritysetup checks our parity (its verify decodes every RS block).
+        vopts=$(grep -oE -- '--(fec-roots|fec-offset|hash-offset|data-blocks|data-block-size|hash-block-size|salt) [^ ]+|--no-superblock' <<<"$opts" | tr '\n' ' ')
+        [[ $opts == *--no-superblock* ]] || vopts=$(grep -oE -- '--(fec-roots|fec-offset|hash-offset) [^ ]+' <<<"$opts" | tr '\n' ' ')
+        # shellcheck disable=SC2086
+        veritysetup verify "$TMP/ours/data" "$TMP/ours/hash" "$groot" --fec-device "$TMP/ours/fec" $vopts </dev/null ||
+            fail "$name: veritysetup verify --fec-device rejects ours"
+    done
+echo "FEC golden matrix: ok (veritysetup live: $have_veritysetup)"
+
+# --- refusals, as veritysetup refuses them
+head -c $((100 * 4096)) /dev/urandom >"$TMP/d"
+expect_exit 2 "$BLKCRYPT" verity format "$TMP/d" "$TMP/h" --fec-device "$TMP/f" --fec-roots 25
+expect_exit 2 "$BLKCRYPT" verity format "$TMP/d" "$TMP/h" --fec-device "$TMP/f" --fec-roots 1
+expect_exit 2 "$BLKCRYPT" verity format "$TMP/d" "$TMP/h" --fec-device "$TMP/f" --hash-block-size 1024
+grep_q 'equal data and hash block sizes' <"$TMP/stderr" || fail "block size refusal: $(cat "$TMP/stderr")"
+expect_exit 2 "$BLKCRYPT" verity format "$TMP/d" "$TMP/h" --fec-device "$TMP/f" --fec-offset 100
+expect_exit 2 "$BLKCRYPT" verity format "$TMP/d" "$TMP/h" --fec-roots 3
+grep_q 'need --fec-device' <"$TMP/stderr" || fail "--fec-roots alone: $(cat "$TMP/stderr")"
+expect_exit 2 "$BLKCRYPT" verity format "$TMP/d" "$TMP/h" --fec-device "$TMP/h" --fec-offset 4096
+grep_q 'overlaps the hash tree' <"$TMP/stderr" || fail "FEC over the tree: $(cat "$TMP/stderr")"
+expect_exit 2 "$BLKCRYPT" verity format "$TMP/d" "$TMP/h" --fec-device "$TMP/d"
+grep_q 'DATA holds the parity only when HASH is DATA' <"$TMP/stderr" || fail "FEC into DATA: $(cat "$TMP/stderr")"
+[[ ! -e $TMP/h && ! -e $TMP/f ]] || fail "a refused format left an output behind"
+echo "FEC refusals: ok"
+
+# --- verify --fec-device: corrupted blocks within reach are corrected (exit 0,
+# as veritysetup verify), beyond it reported as corrupted (exit 2).
+# 1000 blocks, 3 roots: 9 tree blocks, 1009 covered, 5 rounds; data block b is
+# in round b % 5.
+head -c $((1000 * 4096)) /dev/urandom >"$TMP/v"
+"$BLKCRYPT" verity format "$TMP/v" "$TMP/vh" --fec-device "$TMP/vf" --fec-roots 3 >"$TMP/vs.txt"
+root=$(root_of "$TMP/vs.txt")
+check_both() {  # check_both WANT DATA HASH: our verify and (live) veritysetup's
+    local want=$1
+    expect_exit "$want" "$BLKCRYPT" verity verify "$2" "$3" "$root" --fec-device "$TMP/vf" --fec-roots 3
+    if ((have_veritysetup)) && [[ ${4:-} != ours-only ]]; then
+        local rc=0
+        veritysetup verify "$2" "$3" "$root" --fec-device "$TMP/vf" --fec-roots 3 </dev/null 2>/dev/null || rc=$?
+        [[ $rc == "$want" ]] || fail "veritysetup verify exits $rc, we $want ($2)"
+    fi
+}
+cp "$TMP/v" "$TMP/c"
+printf 'XXXX' | dd of="$TMP/c" bs=1 seek=$((5 * 4096 + 100)) conv=notrunc status=none
+check_both 0 "$TMP/c" "$TMP/vh"
+grep_q '^blkcrypt: data block 5 is corrupted; corrected by FEC' <"$TMP/stderr" || fail "no correction named: $(cat "$TMP/stderr")"
+grep_q '^blkcrypt: Found 4 repairable errors with FEC device.$' <"$TMP/stderr" || fail "error count: $(cat "$TMP/stderr")"
+expect_exit 2 "$BLKCRYPT" verity verify "$TMP/c" "$TMP/vh" "$root"  # without FEC: corrupted
+cp "$TMP/vh" "$TMP/ch"
+flip_byte "$TMP/ch" $((2 * 4096 + 7))
+check_both 0 "$TMP/v" "$TMP/ch"
+grep_q '^blkcrypt: hash block 2 is corrupted; corrected by FEC (1 bytes)' <"$TMP/stderr" || fail "hash correction: $(cat "$TMP/stderr")"
+# Whole blocks: one per round is within 3 roots for veritysetup too.
+cp "$TMP/v" "$TMP/c2"
+for b in 300 301 302; do dd if=/dev/urandom of="$TMP/c2" bs=4096 seek=$b count=1 conv=notrunc status=none; done
+check_both 0 "$TMP/c2" "$TMP/vh"
+# Three whole blocks in one round: beyond veritysetup's blind decoding (1 error
+# per codeword), within ours, which names them as erasures from the hashes, as the kernel does.
+cp "$TMP/v" "$TMP/c3"
+for b in 10 15 20; do dd if=/dev/zero of="$TMP/c3" bs=4096 seek=$b count=1 conv=notrunc status=none; done
+check_both 0 "$TMP/c3" "$TMP/vh" ours-only
+if ((have_veritysetup)); then
+    rc=0
+    veritysetup verify "$TMP/c3" "$TMP/vh" "$root" --fec-device "$TMP/vf" --fec-roots 3 </dev/null 2>/dev/null || rc=$?
+    [[ $rc == 2 ]] || fail "veritysetup verify corrected 3 blocks of a round with 3 roots (exit $rc)"
+fi
+# Four in one round: beyond 3 roots for everybody.
+dd if=/dev/zero of="$TMP/c3" bs=4096 seek=25 count=1 conv=notrunc status=none
+check_both 2 "$TMP/c3" "$TMP/vh"
+grep_q '^blkcrypt: Errors cannot be repaired with FEC device.$' <"$TMP/stderr" || fail "uncorrectable: $(cat "$TMP/stderr")"
+grep_q '^blkcrypt: data block 25 is corrupted$' <"$TMP/stderr" || fail "uncorrectable block not named: $(cat "$TMP/stderr")"
+# --repair writes the corrected blocks back: the files are whole again.
+expect_exit 0 "$BLKCRYPT" verity verify "$TMP/c2" "$TMP/ch" "$root" --fec-device "$TMP/vf" --fec-roots 3 --repair
+cmp "$TMP/c2" "$TMP/v" || fail "--repair did not restore DATA"
+cmp "$TMP/ch" "$TMP/vh" || fail "--repair did not restore HASH"
+expect_exit 0 "$BLKCRYPT" verity verify "$TMP/c2" "$TMP/ch" "$root"
+expect_exit 2 "$BLKCRYPT" verity verify "$TMP/v" "$TMP/vh" "$root" --repair
+grep_q 'needs --fec-device' <"$TMP/stderr" || fail "--repair without FEC: $(cat "$TMP/stderr")"
+echo "FEC verify: ok"
+
+# --- table and the read path: the kernel's FEC table options, and reads that
+# return the corrected data (three whole blocks of one round, with 3 roots).
+"$BLKCRYPT" verity table "$TMP/v" "$TMP/vh" "$root" --fec-device "$TMP/vf" --fec-roots 3 >"$TMP/table"
+grep -q "^0 8000 verity 1 $TMP/v $TMP/vh 4096 4096 1000 1 sha256 $root [0-9a-f]* 8 use_fec_from_device $TMP/vf fec_start 0 fec_blocks 1009 fec_roots 3\$" \
+    "$TMP/table" || fail "FEC table line: $(cat "$TMP/table")"
+cp "$TMP/v" "$TMP/c4"
+for b in 10 15 20; do dd if=/dev/zero of="$TMP/c4" bs=4096 seek=$b count=1 conv=notrunc status=none; done
+"$BLKCRYPT" verity read "$TMP/c4" "$TMP/vh" "$root" --fec-device "$TMP/vf" --fec-roots 3 --out "$TMP/r" --json >"$TMP/rj" ||
+    fail "read with FEC: exit $?"
+cmp "$TMP/r" "$TMP/v" || fail "read with FEC returned other data"
+grep_q '"status": "V".*"fec_corrected": 3' <"$TMP/rj" || fail "read stats: $(cat "$TMP/rj")"
+sed "s|$TMP/v |$TMP/c4 |" "$TMP/table" >"$TMP/table4"
+"$BLKCRYPT" verity read --table "$(cat "$TMP/table4")" --out "$TMP/r2" || fail "read --table with FEC: exit $?"
+cmp "$TMP/r2" "$TMP/v" || fail "read --table with FEC returned other data"
+dd if=/dev/zero of="$TMP/c4" bs=4096 seek=25 count=1 conv=notrunc status=none  # a 4th: beyond 3 roots
+expect_exit 1 "$BLKCRYPT" verity read --table "$(cat "$TMP/table4")" --out "$TMP/r3"
+grep_q '^blkcrypt: data block 10 is corrupted$' <"$TMP/stderr" || fail "uncorrectable read: $(cat "$TMP/stderr")"
+[[ ! -e $TMP/r3 ]] || fail "a failed read left its output"
+expect_exit 2 "$BLKCRYPT" verity table "$TMP/v" "$TMP/vh" "$root" --fec-device "$TMP/vf" --fec-offset 512
+grep_q 'fec_start in blocks' <"$TMP/stderr" || fail "unaligned fec_start: $(cat "$TMP/stderr")"
+echo "FEC table and read: ok"
