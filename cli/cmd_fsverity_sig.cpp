@@ -6,6 +6,7 @@
 
 #include "number_option.hpp"
 #include "output_file.hpp"
+#include "passphrase.hpp"
 #include "registry.hpp"
 #include "verity_sig.hpp"
 
@@ -68,7 +69,7 @@ int run_fsverity_sign(Args args) {
     const std::string key_path = (*vm)["key"].as<std::string>();
     const std::string cert_path = vm->count("cert") ? (*vm)["cert"].as<std::string>() : key_path;
     const auto key = read_private_key(key_path);
-    const auto cert = read_all(cert_path);
+    const auto cert = read_all(cert_path, kMaxKeyFileSize);
     const auto d = file_digest(*vm, words[0]);
     // The signed message's digest is the file's hash algorithm, as fsverity sign makes it.
     auto sig = fsv::pkcs7_sign(fsv::fsverity_formatted_digest(d), key, cert, d.alg->name);

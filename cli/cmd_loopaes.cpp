@@ -127,7 +127,6 @@ int run_loopaes(Args args) {
         ("offset,o", number_value<uint64_t>(0, UINT64_MAX / kSector)->default_value(0)->value_name("SECTORS"), "where the ciphertext starts in the image")
         ("skip,p", number_value<uint64_t>(0, UINT64_MAX)->value_name("SECTORS"), "IV offset: the sector number of the first sector (default: --offset)")
         ("show-key", po::bool_switch(), "table: print the key (dmsetup table --showkeys) instead of zeros")
-        ("read-only", po::bool_switch(), "serve: refuse writes")
         ("threads,t", threads_value()->value_name("N"), "crypt worker threads, at most 256 (default: one per core)")
         ("in-place", po::bool_switch(), "write into the existing regular file OUT directly");
     add_progress_options(cl.options);
@@ -137,7 +136,6 @@ int run_loopaes(Args args) {
                               {"encrypt", "encrypt the plain image IN into the loop-AES image OUT"},
                               {"serve", "serve the mapping over NBD"}});
     only_for(cl, {"table"}, {"show-key"});
-    only_for(cl, {"serve"}, {"read-only"});
     only_for(cl, {"decrypt", "encrypt", "serve"}, {"threads"});
     only_for(cl, {"decrypt", "encrypt"}, {"in-place"});
     only_for(cl, {"decrypt", "encrypt"}, progress_option_names());

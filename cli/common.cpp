@@ -265,7 +265,7 @@ std::size_t InputFile::read(blkcrypt::Bytes buf) {
     return got;
 }
 
-std::vector<uint8_t> read_all(const std::string& path) {
+std::vector<uint8_t> read_all(const std::string& path, std::size_t limit) {
     InputFile in(path);
     constexpr std::size_t kChunk = 1 << 20;
     std::vector<uint8_t> data;
@@ -274,6 +274,8 @@ std::vector<uint8_t> read_all(const std::string& path) {
         data.resize(old + kChunk);
         const std::size_t n = in.read(blkcrypt::Bytes(data).subspan(old));
         data.resize(old + n);
+        if (data.size() > limit)
+            throw UsageError(path + ": more than the maximum of " + std::to_string(limit) + " bytes");
         if (n < kChunk) return data;
     }
 }

@@ -149,7 +149,9 @@ private:
     std::string name_;
 };
 
-std::vector<uint8_t> read_all(const std::string& path);
+// A file or stream whole; more than `limit` bytes is a usage error, so a huge
+// or endless input (a signature, a certificate) is refused before it fills memory.
+std::vector<uint8_t> read_all(const std::string& path, std::size_t limit = SIZE_MAX);
 
 // "what: <strerror(errno)>".
 std::string errno_message(const std::string& what);

@@ -121,6 +121,13 @@ int dispatch(const std::vector<std::string>& words) {
             docs.push_back({std::string(c.name), std::string(c.summary), cli::describe_command(c.run, sub)});
         }
         if (first == "--generate-man") {
+            // fsverity's other subcommands have option tables of their own: a page each.
+            const auto fsverity = std::find_if(std::begin(kCommands), std::end(kCommands),
+                                               [](const Command& c) { return c.name == std::string_view("fsverity"); });
+            docs.push_back({"fsverity-sign", "sign a file's fs-verity digest as 'fsverity sign' does",
+                            cli::describe_command(fsverity->run, {"sign"})});
+            docs.push_back({"fsverity-verify-sig", "check a built-in fs-verity signature of a file",
+                            cli::describe_command(fsverity->run, {"verify-sig"})});
             cli::write_man_pages(docs, words[1]);
         } else {
             const std::string text = cli::bash_completion(docs);

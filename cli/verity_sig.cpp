@@ -40,7 +40,7 @@ blkcrypt::SecureBuffer read_private_key(const std::string& path) {
 namespace {
 
 std::vector<std::vector<uint8_t>> certificates_in(const std::string& path) {
-    const auto bytes = read_all(path);
+    const auto bytes = read_all(path, kMaxKeyFileSize);
     auto certs = vy::parse_certificates(bytes);
     if (!certs) {
         if (certs.status() == blkcrypt::Status::Unsupported) throw Failure(certs.error().message);
@@ -82,7 +82,7 @@ void check_signature(const po::variables_map& vm, const std::string& sig_path, b
     if (!vy::signatures_supported())
         throw Failure("signatures need OpenSSL: blkcrypt was built without OpenSSL");
     const auto trusted = trusted_certificates(vm, file_option);
-    const auto sig = read_all(sig_path);
+    const auto sig = read_all(sig_path, kMaxKeyFileSize);
     vy::TrustOptions o;
     o.check_time = !vm["ignore-cert-time"].as<bool>();
     auto r = vy::pkcs7_verify(sig, data, trusted, o);
@@ -128,10 +128,11 @@ int run_verity_sign(const po::variables_map& vm, const std::vector<std::string>&
     // The kernel checks the signature over the root digest as the table
     // spells it, which veritysetup writes in lower case.
     const auto root = decode_hex(files[0], "root hash");
+    if (root.empty()) throw UsageError("the root hash is empty");
     const std::string hex = encode_hex(root);
     const std::string key_path = vm["key"].as<std::string>(), cert_path = vm["cert"].as<std::string>();
     const auto key = read_private_key(key_path);
-    const auto cert = read_all(cert_path);
+    const auto cert = read_all(cert_path, kMaxKeyFileSize);
     auto sig = vy::pkcs7_sign(blkcrypt::ConstBytes(reinterpret_cast<const uint8_t*>(hex.data()), hex.size()), key,
                               cert);
     if (!sig) throw UsageError(sig.error().message);

@@ -147,7 +147,9 @@ Result<Header> make_header(Registry& reg, const FormatParams& p, ConstBytes vk, 
     } else {
         payload = round_up(sector, p.alignment);
     }
-    if (!p.detached && payload < sector)
+    // As cryptsetup: 0 (detached only) or past the keyslots, which the reader
+    // checks for any non-zero payload offset, detached or not.
+    if ((payload != 0 || !p.detached) && payload < sector)
         return invalid("Data offset for LUKS header must be either 0 or higher than header size.");
     if (payload > 0xffffffffu) return invalid("LUKS1 payload offset past 2^32 sectors");
     h.payload_offset = static_cast<uint32_t>(payload);

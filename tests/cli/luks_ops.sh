@@ -274,6 +274,13 @@ cryptsetup open --test-passphrase --header "$TMP/hd" --key-file "$TMP/p0" "$TMP/
 "$BLKCRYPT" luks decrypt --header "$TMP/hd" --key-file "$TMP/p0" "$TMP/det1.img" "$TMP/dec"
 cmp "$TMP/dec" "$TMP/in.bin" || fail "LUKS1 detached encrypt --format: data"
 rm -f "$TMP/dec"
+# A non-zero LUKS1 payload offset inside the keyslots is refused up front, as
+# cryptsetup luksFormat refuses it (its reader rejects such headers, detached too).
+rm -f "$TMP/hd8"
+expect_exit 2 "$BLKCRYPT" luks encrypt --format --type luks1 --header "$TMP/hd8" --offset 8 --pbkdf-force-iterations 1000 \
+    --key-file "$TMP/p0" "$TMP/in.bin" "$TMP/det8.img"
+grep_q -F "Data offset for LUKS header must be either 0 or higher than header size." <"$TMP/stderr" || fail "LUKS1 --offset 8: $(cat "$TMP/stderr")"
+[[ ! -e $TMP/hd8 && ! -e $TMP/det8.img ]] || fail "LUKS1 --offset 8 left a file"
 # The header may not be IMAGE or IN; a copy that fails after the header was
 # made (IN not a multiple of the 4096-byte sector) leaves neither file.
 expect_exit 2 "$BLKCRYPT" luks encrypt --format --header "$TMP/same.img" "${PBKDF2[@]}" --key-file "$TMP/p0" "$TMP/in.bin" "$TMP/same.img"

@@ -27,6 +27,19 @@ for c in "${commands[@]}"; do
     grep -q "blkcrypt-$c(8)" "$TMP/main" || fail "blkcrypt(8) does not list blkcrypt-$c(8)"
 done
 
+echo "== fsverity's sign and verify-sig have pages of their own, each with its options"
+for sub in sign verify-sig; do
+    page=$MAN_DIR/blkcrypt-fsverity-$sub.8
+    [[ -s $page ]] || fail "missing man page $page"
+    grep -q "blkcrypt-fsverity-$sub(8)" "$TMP/main" || fail "blkcrypt(8) does not list blkcrypt-fsverity-$sub(8)"
+    MANWIDTH=200 man -l -Tascii "$page" 2>/dev/null | col -b >"$TMP/page"
+    mapfile -t opts < <("$BLKCRYPT" fsverity $sub --help | grep -oE '^  (-[a-zA-Z] \[ )?--[a-z0-9-]+' | grep -oE -- '--[a-z0-9-]+')
+    [[ ${#opts[@]} -ge 2 ]] || fail "no options in blkcrypt fsverity $sub --help"
+    for o in "${opts[@]}"; do
+        grep -qE -- "(^|[ ,])$o( |$)" "$TMP/page" || fail "blkcrypt-fsverity-$sub(8) lacks $o"
+    done
+done
+
 echo "== each page lists every option of the command's --help"
 for c in "${commands[@]}"; do
     help=(--help)

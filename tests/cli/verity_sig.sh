@@ -146,4 +146,14 @@ expect_exit 2 "$BLKCRYPT" verity read --table "$line" --root-hash-signature wron
 expect_exit 2 "$BLKCRYPT" verity serve data hash "$root" --root-hash-signature wrong.sig --trusted-cert rsa.pem --socket "$TMP/nbd.sock"
 grep_q "the signature does not match the data" "$TMP/stderr" || fail "serve: $(cat "$TMP/stderr")"
 [[ ! -e "$TMP/nbd.sock" ]] || fail "serve listened with a refused signature"
+# An empty root hash is not signed; a signature or certificate past 8 MiB is
+# refused before it is read into memory whole.
+expect_exit 2 "$BLKCRYPT" verity sign "" --key rsa.key --cert rsa.pem --out empty.sig
+grep_q "the root hash is empty" "$TMP/stderr" || fail "sign of an empty root: $(cat "$TMP/stderr")"
+[[ ! -e empty.sig ]] || fail "sign of an empty root wrote SIG"
+truncate -s 9M huge.bin
+expect_exit 2 "$BLKCRYPT" verity verify data hash "$root" --root-hash-signature huge.bin --trusted-cert rsa.pem
+grep_q "more than the maximum of 8388608 bytes" "$TMP/stderr" || fail "huge signature: $(cat "$TMP/stderr")"
+expect_exit 2 "$BLKCRYPT" verity verify data hash "$root" --root-hash-signature our.sig --trusted-cert huge.bin
+grep_q "more than the maximum of 8388608 bytes" "$TMP/stderr" || fail "huge certificate: $(cat "$TMP/stderr")"
 echo "verity signatures: all checks passed"
