@@ -28,7 +28,8 @@ namespace fsv = blkcrypt::verity;
 uint32_t parse_block_size(const std::string& s) {
     const bool digits = !s.empty() && s.size() <= 10 && s.find_first_not_of("0123456789") == std::string::npos;
     const uint64_t v = digits ? std::stoull(s) : 0;
-    if (!digits || v > UINT32_MAX) throw UsageError("--block-size: '" + s + "' is not a power of two");
+    if (!digits || v > UINT32_MAX)
+        throw UsageError("--block-size: '" + s + "' is not a block size (a power of two such as 4096)");
     return static_cast<uint32_t>(v);
 }
 

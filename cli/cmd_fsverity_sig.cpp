@@ -82,12 +82,14 @@ int run_fsverity_sign(Args args) {
 }
 
 int run_fsverity_verify_sig(Args args) {
-    CommandLine cl{"blkcrypt fsverity verify-sig FILE SIG (--cert CERT... | --trusted-certs DIR)\n"
+    CommandLine cl{"blkcrypt fsverity verify-sig FILE SIG (--cert CERT... | --trusted-cert CERT... | --trusted-certs DIR)\n"
                    "       [--hash-alg sha256|sha512] [--block-size N] [--salt HEX] [--ignore-cert-time]",
                    "Check the built-in signature SIG of FILE as the kernel does when it enables\n"
                    "fs-verity with a signature, the certificates standing for the .fs-verity keyring."};
     cl.options.add_options()
         ("cert", po::value<std::vector<std::string>>()->value_name("CERT"), "a trusted certificate (PEM or DER; repeatable)")
+        ("trusted-cert", po::value<std::vector<std::string>>()->value_name("CERT"),
+         "the same as --cert, as 'blkcrypt verity' names it (repeatable)")
         ("trusted-certs", po::value<std::string>()->value_name("DIR"), "every certificate file in DIR is trusted")
         ("ignore-cert-time", po::bool_switch(), "accept expired certificates, as the kernel does");
     add_digest_options(cl.options);
@@ -99,7 +101,7 @@ int run_fsverity_verify_sig(Args args) {
     const auto words = file_and_sig(*vm, "verify-sig");
     if (!fsv::signatures_supported()) throw Failure("signatures need OpenSSL: blkcrypt was built without OpenSSL");
     const auto d = file_digest(*vm, words[0]);
-    check_signature(*vm, words[1], fsv::fsverity_formatted_digest(d), "fs-verity", "cert");
+    check_signature(*vm, words[1], fsv::fsverity_formatted_digest(d), "fs-verity", {"cert", "trusted-cert"});
     std::cout << "Signature OK for file '" << words[0] << "' (" << d.alg->name << ':' << encode_hex(d.digest) << ")\n";
     return 0;
 }

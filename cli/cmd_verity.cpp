@@ -120,11 +120,19 @@ int run_format(const po::variables_map& vm, const std::vector<std::string>& file
     Progress progress(progress_settings(vm), data_path, params.data_blocks * params.data_block_size);
     auto result = vy::format_tree(reg, params, *data, *hash, tree_options(vm, progress));
     if (!result) throw Failure(result.error().message);
-    if (fec_geom) {
-        auto encoded = vy::fec_encode(*fec_geom, *data, *hash, *fec_store, vm["threads"].as<unsigned>());
-        if (!encoded) throw Failure("--fec-device: " + encoded.error().message);
-    }
     progress.finish();
+    if (fec_geom) {
+        // A second bar: the encoder reads data and tree again, at its own pace.
+        const uint64_t bs = fec_geom->block_size;
+        Progress fec_progress(progress_settings(vm), fec->device, fec_geom->covered * bs);
+        auto encoded = vy::fec_encode(*fec_geom, *data, *hash, *fec_store, vm["threads"].as<unsigned>(),
+                                      [&fec_progress, bs](uint64_t done, uint64_t) {
+                                          fec_progress.update(done * bs);
+                                          return true;  // a signal ends the process from its handler
+                                      });
+        if (!encoded) throw Failure("--fec-device: " + encoded.error().message);
+        fec_progress.finish();
+    }
     hash.reset();
     fec_store.reset();
     const std::string root_hex = encode_hex(result->root_hash);
@@ -162,7 +170,8 @@ int run_verify(const po::variables_map& vm, const std::vector<std::string>& file
     Progress progress(progress_settings(vm), files[0], params.data_blocks * params.data_block_size);
     if (auto fec = fec_from_options(vm))
         return run_verify_fec(vm, files, *fec, params, *geometry, root, *data, *hash, tree_options(vm, progress), progress);
-    if (vm["repair"].as<bool>()) throw UsageError("--repair needs --fec-device");
+    if (vm["repair"].as<bool>() || vm.count("repair-to") || vm.count("repair-hash-to"))
+        throw UsageError("--repair, --repair-to and --repair-hash-to need --fec-device");
     auto report = vy::verify_tree(reg, params, root, *data, *hash, tree_options(vm, progress));
     if (!report) throw Failure(report.error().message);
     progress.finish();
@@ -198,7 +207,19 @@ int run_dump(const po::variables_map& vm, const std::vector<std::string>& files)
     blkcrypt::Registry& reg = registry();
     auto geometry = vy::plan_tree(reg, params);
     if (!geometry) throw Failure(geometry.error().message);
-    print_verity_summary(files[0], params, *geometry, "", vm["json"].as<bool>());
+    std::optional<FecSummary> fec_summary;
+    if (const auto fec = fec_from_options(vm)) {
+        // As veritysetup dump: the FEC device must open, but the counts come
+        // from the sizes (covered to the FEC offset on HASH, else to HASH's end).
+        const bool on_hash = same_file(fec->device, files[0]);
+        if (!on_hash) open_store(fec->device, false);
+        if (params.data_block_size != params.hash_block_size)
+            throw UsageError("--fec-device: FEC needs equal data and hash block sizes");
+        const uint64_t covered = vy::fec_covered_blocks(params, *geometry, on_hash ? fec->offset : hash->size());
+        const uint64_t rsn = 255 - fec->roots;
+        fec_summary = FecSummary{fec->roots, (covered + rsn - 1) / rsn * fec->roots, on_hash, fec->offset};
+    }
+    print_verity_summary(files[0], params, *geometry, "", vm["json"].as<bool>(), fec_summary ? &*fec_summary : nullptr);
     return 0;
 }
 
@@ -207,7 +228,7 @@ int run_dump(const po::variables_map& vm, const std::vector<std::string>& files)
 int run_verity(Args args) {
     CommandLine cl{"blkcrypt verity format DATA HASH [options]\n"
                    "       blkcrypt verity verify DATA HASH [ROOT_HEX] [options]\n"
-                   "       blkcrypt verity dump HASH [--hash-offset BYTES]\n"
+                   "       blkcrypt verity dump HASH [--hash-offset BYTES] [--fec-device F [--fec-roots N]]\n"
                    "       blkcrypt verity table DATA HASH ROOT_HEX [options]\n"
                    "       blkcrypt verity read (--table LINE | DATA HASH ROOT_HEX) [--out FILE] [options]\n"
                    "       blkcrypt verity serve (--table LINE | DATA HASH ROOT_HEX) (--socket PATH | --port N)\n"
@@ -245,8 +266,8 @@ int run_verity(Args args) {
     only_for(cl, {"verify", "table", "read", "serve"}, signature_check_option_names());
     only_for(cl, {"table"}, {"sig-key-desc", "name"});
     only_for(cl, {"sign"}, {"key", "cert"});
-    only_for(cl, {"format", "verify", "table", "read", "serve"}, fec_option_names());
-    only_for(cl, {"verify"}, {"repair"});
+    only_for(cl, {"format", "verify", "dump", "table", "read", "serve"}, fec_option_names());
+    only_for(cl, {"verify"}, repair_option_names());
     only_for(cl, {"serve"}, serve_option_names());
     auto vm = parse_command_line(cl, args);
     if (!vm) return 0;

@@ -2,12 +2,14 @@
 
 #include "json.hpp"
 #include "number_option.hpp"
+#include "output_file.hpp"
 #include "progress.hpp"
 
 #include <blkcrypt/registry.hpp>
 
 #include <algorithm>
 #include <iostream>
+#include <optional>
 
 namespace cli {
 
@@ -19,8 +21,14 @@ void add_fec_options(po::options_description& opts) {
          "FEC parity bytes per 255-byte codeword (2..24)")
         ("fec-offset", number_value<uint64_t>(0, INT64_MAX)->default_value(0)->value_name("BYTES"),
          "where the parity starts on the FEC device (a multiple of 512)")
-        ("repair", po::bool_switch(), "verify: write the blocks FEC corrected back into DATA and HASH");
+        ("repair", po::bool_switch(), "verify: write the blocks FEC corrected back into DATA and HASH")
+        ("repair-to", po::value<std::string>()->value_name("FILE"),
+         "verify: write a copy of DATA with the blocks FEC corrected (DATA untouched)")
+        ("repair-hash-to", po::value<std::string>()->value_name("FILE"),
+         "verify: write a copy of HASH with the hash blocks FEC corrected (HASH untouched)");
 }
+
+std::vector<std::string> repair_option_names() { return {"repair", "repair-to", "repair-hash-to"}; }
 
 std::vector<std::string> fec_option_names() { return {"fec-device", "fec-roots", "fec-offset"}; }
 
@@ -29,6 +37,24 @@ namespace vy = blkcrypt::verity;
 
 std::string place(const vy::FecRepair& r) {
     return (r.data ? "data block " : "hash block ") + std::to_string(r.block);
+}
+
+// The whole of `in`, then the corrected data and/or hash blocks over it
+// (both when HASH is DATA: the hash blocks are then at their offsets in it).
+void write_repaired_copy(Output& out, blkcrypt::BackingStore& in, const std::string& in_path,
+                         const std::vector<vy::FecRepair>& fixed, bool data, bool hash, const vy::VerityParams& p) {
+    const uint64_t size = in.size();
+    out.reserve(size);
+    std::vector<uint8_t> buf(1u << 20);
+    for (uint64_t at = 0; at < size;) {
+        const auto n = static_cast<std::size_t>(std::min<uint64_t>(buf.size(), size - at));
+        if (in.read(at, blkcrypt::Bytes(buf.data(), n)) != blkcrypt::Status::Ok)
+            throw Failure(in_path + ": cannot read " + std::to_string(n) + " bytes at offset " + std::to_string(at));
+        out.pwrite(blkcrypt::ConstBytes(buf.data(), n), at);
+        at += n;
+    }
+    for (const auto& r : fixed)
+        if (r.data ? data : hash) out.pwrite(r.content, r.block * (r.data ? p.data_block_size : p.hash_block_size));
 }
 }  // namespace
 
@@ -66,6 +92,22 @@ int run_verify_fec(const po::variables_map& vm, const std::vector<std::string>& 
     const std::string& data_path = files[0];
     const std::string& hash_path = files[1];
     const bool on_hash = same_file(fec.device, hash_path);
+    const bool in_one = same_file(data_path, hash_path);
+    // Repaired copies: opened (and checked against every input) before the work.
+    const bool repair = vm["repair"].as<bool>();
+    const bool copy_data = vm.count("repair-to") != 0, copy_hash = vm.count("repair-hash-to") != 0;
+    if (repair && (copy_data || copy_hash))
+        throw UsageError("--repair writes in place; --repair-to and --repair-hash-to write copies: choose one");
+    if (in_one && copy_hash)
+        throw UsageError("--repair-hash-to: HASH is DATA, whose copy (--repair-to) holds both");
+    if (copy_data && copy_hash &&
+        resolve_links(vm["repair-to"].as<std::string>()) == resolve_links(vm["repair-hash-to"].as<std::string>()))
+        throw UsageError("--repair-to and --repair-hash-to name the same file");
+    const std::vector<NamedPath> inputs = {{"DATA", data_path}, {"HASH", hash_path}, {"--fec-device", fec.device}};
+    std::optional<Output> data_copy, hash_copy;
+    if (copy_data) data_copy.emplace(vm["repair-to"].as<std::string>(), OutputOptions{.role = "--repair-to", .inputs = inputs});
+    if (copy_hash)
+        hash_copy.emplace(vm["repair-hash-to"].as<std::string>(), OutputOptions{.role = "--repair-hash-to", .inputs = inputs});
     Store fec_store = on_hash ? nullptr : open_store(fec.device, false);
     const auto g = fec_geometry_for(fec, params, geometry, hash_path, hash.size());
     blkcrypt::BackingStore& fec_dev = on_hash ? hash : *fec_store;
@@ -117,6 +159,30 @@ int run_verify_fec(const po::variables_map& vm, const std::vector<std::string>& 
         if (data_w->flush() != blkcrypt::Status::Ok || hash_w->flush() != blkcrypt::Status::Ok)
             throw Failure("cannot flush the repaired blocks");
         std::cerr << "blkcrypt: wrote " << fixed.size() << " corrected block(s) back\n";
+    }
+    if (copy_data || copy_hash) {
+        // A copy of one file beside the damaged other would not verify: both, or neither.
+        const auto count = [&](bool of_data) {
+            return std::count_if(fixed.begin(), fixed.end(), [&](const vy::FecRepair& r) { return r.data == of_data; });
+        };
+        const auto data_fixed = count(true), hash_fixed = count(false);
+        if (!in_one && hash_fixed && !copy_hash)
+            throw StatusFailure(std::to_string(hash_fixed) +
+                                    " hash block(s) were corrected too: give --repair-hash-to FILE as well (nothing written)",
+                                2);
+        if (data_fixed && !copy_data)
+            throw StatusFailure(std::to_string(data_fixed) +
+                                    " data block(s) were corrected too: give --repair-to FILE as well (nothing written)",
+                                2);
+        if (data_copy) write_repaired_copy(*data_copy, data, data_path, fixed, true, in_one, params);
+        if (hash_copy) write_repaired_copy(*hash_copy, hash, hash_path, fixed, false, true, params);
+        Output::commit_all({data_copy ? &*data_copy : nullptr, hash_copy ? &*hash_copy : nullptr});
+        if (data_copy)
+            std::cerr << "blkcrypt: wrote " << data_copy->name() << ": a copy of " << data_path << " with "
+                      << (in_one ? fixed.size() : static_cast<std::size_t>(data_fixed)) << " corrected block(s)\n";
+        if (hash_copy)
+            std::cerr << "blkcrypt: wrote " << hash_copy->name() << ": a copy of " << hash_path << " with " << hash_fixed
+                      << " corrected block(s)\n";
     }
     if (report->ok()) return 0;
     const auto& bad = report->corruptions;

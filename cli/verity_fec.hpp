@@ -23,6 +23,8 @@ struct FecOptions {
 
 void add_fec_options(po::options_description& opts);
 std::vector<std::string> fec_option_names();
+// --repair, --repair-to, --repair-hash-to (verify only).
+std::vector<std::string> repair_option_names();
 // None without --fec-device; --fec-roots/--fec-offset alone are refused.
 std::optional<FecOptions> fec_from_options(const po::variables_map& vm);
 
@@ -51,7 +53,8 @@ Store fec_store_for(const blkcrypt::verity::VerityTable& t, const Store& data, c
 
 // verify with --fec-device: corrupted blocks FEC restores are reported as
 // corrected (exit 0, as veritysetup verify), the rest as corrupted (exit 2);
-// --repair writes the restored blocks back into DATA and HASH.
+// --repair writes the restored blocks back into DATA and HASH; --repair-to
+// and --repair-hash-to write corrected copies through the output policy.
 int run_verify_fec(const po::variables_map& vm, const std::vector<std::string>& files, const FecOptions& fec,
                    const blkcrypt::verity::VerityParams& params, const blkcrypt::verity::TreeGeometry& geometry,
                    const std::vector<uint8_t>& root, blkcrypt::BackingStore& data, blkcrypt::BackingStore& hash,

@@ -51,13 +51,17 @@ std::vector<std::vector<uint8_t>> certificates_in(const std::string& path) {
 
 }  // namespace
 
-std::vector<std::vector<uint8_t>> trusted_certificates(const po::variables_map& vm, const char* file_option) {
+std::vector<std::vector<uint8_t>> trusted_certificates(const po::variables_map& vm, const CertOptions& file_options) {
     std::vector<std::vector<uint8_t>> out;
-    if (vm.count(file_option))
-        for (const auto& f : vm[file_option].as<std::vector<std::string>>()) {
+    std::string wanted;  // "--cert FILE, --trusted-cert FILE" for the message
+    for (const auto& opt : file_options) {
+        wanted += "--" + opt + " FILE, ";
+        if (!vm.count(opt)) continue;
+        for (const auto& f : vm[opt].as<std::vector<std::string>>()) {
             auto c = certificates_in(f);
             out.insert(out.end(), c.begin(), c.end());
         }
+    }
     if (vm.count("trusted-certs")) {
         const std::string dir = vm["trusted-certs"].as<std::string>();
         std::error_code ec;
@@ -73,15 +77,15 @@ std::vector<std::vector<uint8_t>> trusted_certificates(const po::variables_map& 
         if (files.empty()) throw UsageError("--trusted-certs " + dir + ": no certificate files in it");
     }
     if (out.empty())
-        throw UsageError(std::string("a signature check needs --") + file_option + " FILE or --trusted-certs DIR");
+        throw UsageError("a signature check needs " + wanted.substr(0, wanted.size() - 2) + " or --trusted-certs DIR");
     return out;
 }
 
 void check_signature(const po::variables_map& vm, const std::string& sig_path, blkcrypt::ConstBytes data,
-                     const std::string& what, const char* file_option) {
+                     const std::string& what, const CertOptions& file_options) {
     if (!vy::signatures_supported())
         throw Failure("signatures need OpenSSL: blkcrypt was built without OpenSSL");
-    const auto trusted = trusted_certificates(vm, file_option);
+    const auto trusted = trusted_certificates(vm, file_options);
     const auto sig = read_all(sig_path, kMaxKeyFileSize);
     vy::TrustOptions o;
     o.check_time = !vm["ignore-cert-time"].as<bool>();

@@ -24,17 +24,21 @@ std::vector<std::string> signature_check_option_names();
 // The private key file, in a SecureBuffer (never printed).
 blkcrypt::SecureBuffer read_private_key(const std::string& path);
 
-// Every --FILE_OPTION FILE and every regular file of --trusted-certs DIR
+// The options naming one trusted certificate file each (repeatable):
+// verity's --trusted-cert; fsverity verify-sig's --cert and --trusted-cert.
+using CertOptions = std::vector<std::string>;
+
+// Every FILE of the cert options and every regular file of --trusted-certs DIR
 // (in name order), as DER certificates. UsageError when none is given.
 std::vector<std::vector<uint8_t>> trusted_certificates(const po::variables_map& vm,
-                                                       const char* file_option = "trusted-cert");
+                                                       const CertOptions& file_options = {"trusted-cert"});
 
 // Checks `sig_path` over `data` against the trusted certificates; on refusal
 // throws StatusFailure: 1 for an unreadable or malformed signature, 2 for a
 // signature that does not verify or is not trusted (veritysetup's -EPERM).
 // Prints nothing on success.
 void check_signature(const po::variables_map& vm, const std::string& sig_path, blkcrypt::ConstBytes data,
-                     const std::string& what, const char* file_option = "trusted-cert");
+                     const std::string& what, const CertOptions& file_options = {"trusted-cert"});
 
 // With --root-hash-signature: checks it over the lowercase hex of root.
 // Returns whether a signature was checked.

@@ -103,7 +103,7 @@ cmp "$TMP/c2" "$TMP/v" || fail "--repair did not restore DATA"
 cmp "$TMP/ch" "$TMP/vh" || fail "--repair did not restore HASH"
 expect_exit 0 "$BLKCRYPT" verity verify "$TMP/c2" "$TMP/ch" "$root"
 expect_exit 2 "$BLKCRYPT" verity verify "$TMP/v" "$TMP/vh" "$root" --repair
-grep_q 'needs --fec-device' <"$TMP/stderr" || fail "--repair without FEC: $(cat "$TMP/stderr")"
+grep_q 'need --fec-device' <"$TMP/stderr" || fail "--repair without FEC: $(cat "$TMP/stderr")"
 echo "FEC verify: ok"
 
 # --- table and the read path: the kernel's FEC table options, and reads that
