@@ -85,7 +85,16 @@ head -c 100 "$SIGS/fsverity.sig" >short.sig
 expect_exit 1 "$BLKCRYPT" fsverity verify-sig data short.sig --cert rsa.pem
 grep_q "not a DER PKCS#7 message" "$TMP/stderr" || fail "malformed: $(cat "$TMP/stderr")"
 expect_exit 2 "$BLKCRYPT" fsverity verify-sig data "$SIGS/fsverity.sig"
-grep_q "needs --cert FILE or --trusted-certs DIR" "$TMP/stderr" || fail "no cert: $(cat "$TMP/stderr")"
+grep_q "needs --cert FILE, --trusted-cert FILE or --trusted-certs DIR" "$TMP/stderr" || fail "no cert: $(cat "$TMP/stderr")"
+# --trusted-cert, as blkcrypt verity names it: the same trust as --cert, repeatable, mixable.
+expect_exit 0 "$BLKCRYPT" fsverity verify-sig data "$SIGS/fsverity.sig" --trusted-cert rsa.pem
+expect_exit 0 "$BLKCRYPT" fsverity verify-sig data "$SIGS/fsverity.sig" --trusted-cert other.pem --trusted-cert rsa.pem
+expect_exit 0 "$BLKCRYPT" fsverity verify-sig data "$SIGS/fsverity.sig" --cert other.pem --trusted-cert rsa.pem
+expect_exit 0 "$BLKCRYPT" fsverity verify-sig data "$SIGS/fsverity.sig" --trusted-cert other.pem --cert rsa.pem
+expect_exit 2 "$BLKCRYPT" fsverity verify-sig data "$SIGS/fsverity.sig" --trusted-cert other.pem --trusted-cert ec.pem
+grep_q "not signed by a trusted certificate" "$TMP/stderr" || fail "--trusted-cert untrusted: $(cat "$TMP/stderr")"
+expect_exit 1 "$BLKCRYPT" fsverity verify-sig data "$SIGS/fsverity.sig" --trusted-cert missing.pem
+grep_q "missing.pem" "$TMP/stderr" || fail "--trusted-cert missing file: $(cat "$TMP/stderr")"
 # Expired signer: refused, accepted with --ignore-cert-time as by the kernel.
 "$BLKCRYPT" fsverity sign data exp.sig --key expired.key --cert expired.pem >/dev/null
 expect_exit 2 "$BLKCRYPT" fsverity verify-sig data exp.sig --cert expired.pem

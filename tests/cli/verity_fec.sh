@@ -20,6 +20,19 @@ paste <(grep -v '^#' "$FEC/cases.tsv") <(grep -v '^#' "$FEC/golden.tsv") |
         [[ $(root_of "$TMP/ours/summary") == "$groot" ]] || fail "$name: root hash differs from golden"
         [[ $(sha "$TMP/ours/fec") == "$gfec" ]] || fail "$name: FEC file differs from veritysetup's (golden)"
         [[ $(sha "$TMP/ours/hash") == "$ghash" ]] || fail "$name: hash file differs from veritysetup's (golden)"
+        if [[ $opts != *--no-superblock* ]]; then
+            # dump --fec-device prints veritysetup dump's FEC lines (dump/NAME.txt, make-dump-golden.sh).
+            dopts=$(fec_dump_options "$opts")
+            # shellcheck disable=SC2086
+            (cd "$TMP/ours" && "$BLKCRYPT" verity dump hash --fec-device fec $dopts) >"$TMP/dump" ||
+                fail "$name: dump --fec-device exit $?"
+            diff "$FEC/dump/$name.txt" "$TMP/dump" >&2 || fail "$name: dump differs from veritysetup's (golden)"
+            if ((have_veritysetup)); then
+                # shellcheck disable=SC2086
+                (cd "$TMP/ours" && veritysetup dump hash --fec-device fec $dopts) >"$TMP/vdump"
+                diff "$TMP/vdump" "$TMP/dump" >&2 || fail "$name: dump differs from veritysetup's"
+            fi
+        fi
         ((have_veritysetup)) || continue
         # shellcheck disable=SC2086
         fec_case veritysetup "$TMP/theirs" "$size" "$iv" "$layout" $opts
@@ -127,3 +140,127 @@ grep_q '^blkcrypt: data block 10 is corrupted$' <"$TMP/stderr" || fail "uncorrec
 expect_exit 2 "$BLKCRYPT" verity table "$TMP/v" "$TMP/vh" "$root" --fec-device "$TMP/vf" --fec-offset 512
 grep_q 'fec_start in blocks' <"$TMP/stderr" || fail "unaligned fec_start: $(cat "$TMP/stderr")"
 echo "FEC table and read: ok"
+
+# --- verify --repair-to/--repair-hash-to: corrected copies through the output
+# policy; the inputs are left as they are.
+cp "$TMP/v" "$TMP/rd"
+cp "$TMP/vh" "$TMP/rh"
+for b in 300 301; do dd if=/dev/urandom of="$TMP/rd" bs=4096 seek=$b count=1 conv=notrunc status=none; done
+flip_byte "$TMP/rh" $((2 * 4096 + 7))
+sha256sum "$TMP/rd" "$TMP/rh" >"$TMP/inputs.sum"
+fix() { expect_exit "$1" "$BLKCRYPT" verity verify "$TMP/rd" "$TMP/rh" "$root" --fec-device "$TMP/vf" --fec-roots 3 "${@:2}"; }
+# A hash block was corrected too: a DATA copy alone would not verify against HASH.
+fix 2 --repair-to "$TMP/rd.out"
+grep_q '1 hash block(s) were corrected too: give --repair-hash-to FILE as well (nothing written)' <"$TMP/stderr" ||
+    fail "data copy alone: $(cat "$TMP/stderr")"
+fix 2 --repair-hash-to "$TMP/rh.out"
+grep_q '2 data block(s) were corrected too: give --repair-to FILE as well' <"$TMP/stderr" ||
+    fail "hash copy alone: $(cat "$TMP/stderr")"
+[[ ! -e $TMP/rd.out && ! -e $TMP/rh.out ]] || fail "a refused repair left a copy"
+echo old >"$TMP/rh.out"
+chmod 640 "$TMP/rh.out"
+fix 0 --repair-to "$TMP/rd.out" --repair-hash-to "$TMP/rh.out"
+grep_q "^blkcrypt: wrote $TMP/rd.out: a copy of $TMP/rd with 2 corrected block(s)\$" <"$TMP/stderr" ||
+    fail "data copy message: $(cat "$TMP/stderr")"
+grep_q "^blkcrypt: wrote $TMP/rh.out: a copy of $TMP/rh with 1 corrected block(s)\$" <"$TMP/stderr" ||
+    fail "hash copy message: $(cat "$TMP/stderr")"
+cmp "$TMP/rd.out" "$TMP/v" || fail "--repair-to: the copy is not the original DATA"
+cmp "$TMP/rh.out" "$TMP/vh" || fail "--repair-hash-to: the copy is not the original HASH"
+sha256sum --quiet -c "$TMP/inputs.sum" || fail "--repair-to changed an input"
+[[ $(stat -c %a "$TMP/rh.out") == 640 ]] || fail "a replaced copy lost its mode"
+expect_exit 0 "$BLKCRYPT" verity verify "$TMP/rd.out" "$TMP/rh.out" "$root"
+if ((have_veritysetup)); then
+    veritysetup verify "$TMP/rd.out" "$TMP/rh.out" "$root" </dev/null || fail "veritysetup verify rejects the repaired copies"
+fi
+# Nothing to correct: the copies are plain copies.
+fix_ok() { expect_exit 0 "$BLKCRYPT" verity verify "$TMP/v" "$TMP/vh" "$root" --fec-device "$TMP/vf" --fec-roots 3 "$@"; }
+fix_ok --repair-to "$TMP/same.out"
+cmp "$TMP/same.out" "$TMP/v" || fail "--repair-to of an intact DATA differs"
+# The output policy: never over an input (also through a symlink), never a
+# FIFO, a character device or a directory, not together with --repair.
+ln -s "$TMP/rd" "$TMP/rd.link"
+mkfifo "$TMP/fifo"
+for bad in "$TMP/rd" "$TMP/rd.link" "$TMP/rh" "$TMP/vf" "$TMP/fifo" /dev/null "$TMP"; do
+    fix 2 --repair-to "$bad" --repair-hash-to "$TMP/x.out"
+    expect_one_error_line
+done
+grep_q "is a directory" <"$TMP/stderr" || fail "directory copy: $(cat "$TMP/stderr")"
+fix 2 --repair-to "$TMP/x.out" --repair-hash-to "$TMP/x.out"
+grep_q 'name the same file' <"$TMP/stderr" || fail "one file for both copies: $(cat "$TMP/stderr")"
+fix 2 --repair-to "$TMP/x.out" --repair
+grep_q 'choose one' <"$TMP/stderr" || fail "--repair with --repair-to: $(cat "$TMP/stderr")"
+expect_exit 2 "$BLKCRYPT" verity verify "$TMP/v" "$TMP/vh" "$root" --repair-to "$TMP/x.out"
+grep_q 'need --fec-device' <"$TMP/stderr" || fail "--repair-to without FEC: $(cat "$TMP/stderr")"
+[[ ! -e $TMP/x.out ]] || fail "a refused repair wrote x.out"
+sha256sum --quiet -c "$TMP/inputs.sum" || fail "a refused repair changed an input"
+# HASH is DATA, FEC in it too: one copy holds the corrected data and hash blocks.
+cp "$TMP/v" "$TMP/one"
+"$BLKCRYPT" verity format "$TMP/one" "$TMP/one" --hash-offset 4096000 --fec-device "$TMP/one" --fec-offset 4300800 \
+    >"$TMP/one.txt"
+oroot=$(root_of "$TMP/one.txt")
+cp "$TMP/one" "$TMP/onec"
+dd if=/dev/urandom of="$TMP/onec" bs=4096 seek=17 count=1 conv=notrunc status=none
+flip_byte "$TMP/onec" $((4096000 + 4096 + 9))
+one() { expect_exit "$1" "$BLKCRYPT" verity verify "$TMP/onec" "$TMP/onec" "$oroot" --hash-offset 4096000 \
+    --fec-device "$TMP/onec" --fec-offset 4300800 "${@:2}"; }
+one 2 --repair-to "$TMP/one.out" --repair-hash-to "$TMP/x.out"
+grep_q 'HASH is DATA' <"$TMP/stderr" || fail "--repair-hash-to with HASH = DATA: $(cat "$TMP/stderr")"
+one 0 --repair-to "$TMP/one.out"
+grep_q "a copy of $TMP/onec with 2 corrected block(s)" <"$TMP/stderr" || fail "one-file copy: $(cat "$TMP/stderr")"
+cmp "$TMP/one.out" "$TMP/one" || fail "--repair-to of DATA = HASH = FEC is not the original"
+if ((have_veritysetup)); then
+    veritysetup verify "$TMP/one.out" "$TMP/one.out" "$oroot" --hash-offset 4096000 </dev/null ||
+        fail "veritysetup verify rejects the repaired one-file copy"
+fi
+echo "FEC repair to copies: ok"
+
+# --- dump --fec-device beyond the matrix: FEC covers the hash file to its
+# end (256 data + 256 hash-file blocks, 2 roots: 3 rounds, 6 parity blocks),
+# or to --fec-offset on it; the FEC device must exist.
+head -c $((256 * 4096)) /dev/urandom >"$TMP/dd"
+"$BLKCRYPT" verity format "$TMP/dd" "$TMP/dh" --fec-device "$TMP/df" --salt 00 >/dev/null
+cp "$TMP/dh" "$TMP/dh.big" && truncate -s 1M "$TMP/dh.big"
+dump_both() {  # dump_both WANT_FEC_BLOCKS ARGS...: ours, and veritysetup's live
+    local want=$1
+    shift
+    (cd "$TMP" && "$BLKCRYPT" verity dump "$@") >"$TMP/dump" || fail "dump $*: exit $?"
+    grep_q "^FEC blocks:     	$want\$" <"$TMP/dump" || fail "dump $*: $(cat "$TMP/dump")"
+    if ((have_veritysetup)); then
+        (cd "$TMP" && veritysetup dump "$@") >"$TMP/vdump"
+        diff "$TMP/vdump" "$TMP/dump" >&2 || fail "dump $* differs from veritysetup's"
+    fi
+}
+dump_both 4 dh --fec-device df
+grep_q '^FEC device size: 	16384 \[bytes\]$' <"$TMP/dump" || fail "FEC device size: $(cat "$TMP/dump")"
+dump_both 6 dh.big --fec-device df
+dump_both 6 dh --fec-device df --fec-roots 3 --fec-offset 4096
+grep_q 'FEC device size' <"$TMP/dump" && fail "FEC device size printed for a non-zero offset"
+dump_both 4 dh.big --fec-device dh.big --fec-offset 16384
+grep_q '^Hash device size: 	32768 \[bytes\]$' <"$TMP/dump" || fail "FEC in HASH: $(cat "$TMP/dump")"
+dump_both 6 dh.big --fec-device dh.big --fec-offset 1048576
+"$BLKCRYPT" verity dump "$TMP/dh" >"$TMP/dump"
+grep_q '^FEC' <"$TMP/dump" && fail "dump without --fec-device printed FEC lines"
+"$BLKCRYPT" verity dump "$TMP/dh" --fec-device "$TMP/df" --fec-roots 3 --json >"$TMP/dump"
+grep_q '"fec_roots": 3, "fec_blocks": 6,' <"$TMP/dump" || fail "dump --json FEC fields: $(cat "$TMP/dump")"
+expect_exit 1 "$BLKCRYPT" verity dump "$TMP/dh" --fec-device "$TMP/missing"
+grep_q 'missing' <"$TMP/stderr" || fail "dump with a missing FEC device: $(cat "$TMP/stderr")"
+expect_exit 2 "$BLKCRYPT" verity dump "$TMP/dh" --fec-roots 3
+grep_q 'need --fec-device' <"$TMP/stderr" || fail "dump --fec-roots alone: $(cat "$TMP/stderr")"
+"$BLKCRYPT" verity format "$TMP/dd" "$TMP/dh1k" --hash-block-size 1024 >/dev/null
+expect_exit 2 "$BLKCRYPT" verity dump "$TMP/dh1k" --fec-device "$TMP/df"
+grep_q 'equal data and hash block sizes' <"$TMP/stderr" || fail "dump, unequal block sizes: $(cat "$TMP/stderr")"
+echo "FEC dump: ok"
+
+# --- format --fec-device shows a second progress bar while encoding, named
+# after the FEC device and counting the covered bytes (1000 data + 9 tree blocks).
+"$BLKCRYPT" verity format "$TMP/v" "$TMP/ph" --fec-device "$TMP/pf" --progress-json >"$TMP/pj"
+grep_q "^{\"device\":\"$TMP/v\",\"device_bytes\":\"4096000\",\"device_size\":\"4096000\"," <"$TMP/pj" ||
+    fail "tree progress: $(cat "$TMP/pj")"
+grep_q "^{\"device\":\"$TMP/pf\",\"device_bytes\":\"4132864\",\"device_size\":\"4132864\"," <"$TMP/pj" ||
+    fail "no FEC progress: $(cat "$TMP/pj")"
+"$BLKCRYPT" verity format "$TMP/v" "$TMP/ph" --fec-device "$TMP/pf" --progress >/dev/null 2>"$TMP/pt"
+# Two final lines (a final line shows the time taken, never an ETA).
+[[ $(tr '\r' '\n' <"$TMP/pt" | grep -c '100.0% .* time [0-9]') == 2 ]] || fail "text progress: two bars wanted: $(cat "$TMP/pt")"
+"$BLKCRYPT" verity format "$TMP/v" "$TMP/ph" --fec-device "$TMP/pf" >/dev/null 2>"$TMP/pt"
+[[ ! -s $TMP/pt ]] || fail "progress without a terminal or --progress: $(cat "$TMP/pt")"
+echo "FEC progress: ok"

@@ -27,3 +27,7 @@ fec_case() {
     *) echo "unknown layout $layout" >&2; return 1 ;;
     esac
 }
+# The options of a case that `verity dump --fec-device` needs besides the devices.
+fec_dump_options() {
+    { grep -oE -- '--(fec-roots|fec-offset|hash-offset) [^ ]+' <<<"$1" || true; } | tr '\n' ' '
+}
