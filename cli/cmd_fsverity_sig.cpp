@@ -30,8 +30,7 @@ void add_digest_options(po::options_description& o) {
         ("threads", threads_value()->value_name("N"), "hashing threads, at most 256 (default: all cores)");
 }
 
-fsv::FsverityDigest file_digest(const po::variables_map& vm, const std::string& file) {
-    const fsv::FsverityParams p = fsverity_params(vm);
+fsv::FsverityDigest file_digest(const fsv::FsverityParams& p, const std::string& file) {
     const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) throw Failure(errno_message("cannot open '" + file + "'"));
     auto d = fsv::fsverity_compute_fd(registry(), p, fd, {});
@@ -63,6 +62,7 @@ int run_fsverity_sign(Args args) {
     auto vm = parse_command_line(cl, fsverity_salt_words(args));
     if (!vm) return 0;
     const auto words = file_and_sig(*vm, "sign");
+    const fsv::FsverityParams params = fsverity_params(*vm);  // a bad option before any file is read
     if (!vm->count("key")) throw UsageError("sign needs --key KEY");
     if (words[1] == "-") throw UsageError("SIG cannot be stdout: the result line is printed there");
     if (!fsv::signatures_supported()) throw Failure("signatures need OpenSSL: blkcrypt was built without OpenSSL");
@@ -70,7 +70,7 @@ int run_fsverity_sign(Args args) {
     const std::string cert_path = vm->count("cert") ? (*vm)["cert"].as<std::string>() : key_path;
     const auto key = read_private_key(key_path);
     const auto cert = read_all(cert_path, kMaxKeyFileSize);
-    const auto d = file_digest(*vm, words[0]);
+    const auto d = file_digest(params, words[0]);
     // The signed message's digest is the file's hash algorithm, as fsverity sign makes it.
     auto sig = fsv::pkcs7_sign(fsv::fsverity_formatted_digest(d), key, cert, d.alg->name);
     if (!sig) throw UsageError(sig.error().message);
@@ -99,8 +99,9 @@ int run_fsverity_verify_sig(Args args) {
     auto vm = parse_command_line(cl, fsverity_salt_words(args));
     if (!vm) return 0;
     const auto words = file_and_sig(*vm, "verify-sig");
+    const fsv::FsverityParams params = fsverity_params(*vm);
     if (!fsv::signatures_supported()) throw Failure("signatures need OpenSSL: blkcrypt was built without OpenSSL");
-    const auto d = file_digest(*vm, words[0]);
+    const auto d = file_digest(params, words[0]);
     check_signature(*vm, words[1], fsv::fsverity_formatted_digest(d), "fs-verity", {"cert", "trusted-cert"});
     std::cout << "Signature OK for file '" << words[0] << "' (" << d.alg->name << ':' << encode_hex(d.digest) << ")\n";
     return 0;
