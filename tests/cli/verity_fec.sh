@@ -191,6 +191,10 @@ fix 2 --repair-to "$TMP/x.out" --repair
 grep_q 'choose one' <"$TMP/stderr" || fail "--repair with --repair-to: $(cat "$TMP/stderr")"
 expect_exit 2 "$BLKCRYPT" verity verify "$TMP/v" "$TMP/vh" "$root" --repair-to "$TMP/x.out"
 grep_q 'need --fec-device' <"$TMP/stderr" || fail "--repair-to without FEC: $(cat "$TMP/stderr")"
+for action in table read; do  # verify's options only
+    expect_exit 2 "$BLKCRYPT" verity $action "$TMP/v" "$TMP/vh" "$root" --fec-device "$TMP/vf" --repair-to "$TMP/x.out"
+    grep_q 'does not apply to' <"$TMP/stderr" || fail "$action --repair-to: $(cat "$TMP/stderr")"
+done
 [[ ! -e $TMP/x.out ]] || fail "a refused repair wrote x.out"
 sha256sum --quiet -c "$TMP/inputs.sum" || fail "a refused repair changed an input"
 # HASH is DATA, FEC in it too: one copy holds the corrected data and hash blocks.
