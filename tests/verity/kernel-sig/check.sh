@@ -18,12 +18,19 @@ rc=0
 "$BLKCRYPT" verity sign 00 --key "$KEYS/rsa.key" --cert "$KEYS/rsa.pem" --out "$TMP/probe.sig" 2>"$TMP/err" || rc=$?
 if grep -q "built without OpenSSL" "$TMP/err"; then echo "built without OpenSSL: skipped"; exit 0; fi
 source "$HERE/sigs.sh"
+# same_sigs GOLDEN NAMES...: the signatures made now are the bytes the kernel saw.
+same_sigs() {
+    local g=$1 s want got
+    shift
+    for s in "$@"; do
+        want=$(awk -v s="$s" '$2 == "SIG" && $3 == s {print $4}' "$g")
+        got=$(sha256sum <"$TMP/files/$s.sig" | cut -c1-64)
+        [[ $want == "$got" ]] || fail "$(basename "$g"): signature $s: sha256 $got, the kernel saw $want"
+    done
+}
 make_sigs "$BLKCRYPT" "$TMP"
-for s in $SIG_NAMES; do
-    want=$(awk -v s="$s" '$2 == "SIG" && $3 == s {print $4}' "$G")
-    got=$(sha256sum <"$TMP/files/$s.sig" | cut -c1-64)
-    [[ $want == "$got" ]] || fail "signature $s: sha256 $got, the kernel saw $want"
-done
+# shellcheck disable=SC2086 # SIG_NAMES is a word list
+same_sigs "$G" $SIG_NAMES
 # The kernel's refusal of a test certificate in the secondary keyring.
 grep_q "^ADD-SECONDARY add_key asymmetric: Required key not available" "$G" || fail "golden: secondary keyring line"
 # veritysetup's key description is our default for the same name.
@@ -72,11 +79,8 @@ done
 # codes mapped above (-ENOKEY now only for the untrusted signer).
 A="$HERE/accept-golden.txt"
 make_accept_sigs "$BLKCRYPT" "$TMP"
-for s in $ACCEPT_SIG_NAMES; do
-    want=$(awk -v s="$s" '$2 == "SIG" && $3 == s {print $4}' "$A")
-    got=$(sha256sum <"$TMP/files/$s.sig" | cut -c1-64)
-    [[ $want == "$got" ]] || fail "accept: signature $s: sha256 $got, the kernel saw $want"
-done
+# shellcheck disable=SC2086
+same_sigs "$A" $ACCEPT_SIG_NAMES
 data_sha=$(sha256sum <"$TMP/data" | cut -c1-64)
 grep -q "^# DATA $data_sha\$" "$A" || fail "accept: the data device differs from the one the kernel read"
 grep -q "table: ${table//$ROOT/ROOT}\$" "$A" || fail "accept: the table line differs from the one the kernel loaded"
