@@ -8,6 +8,8 @@
 #   -EKEYREJECTED -> exit 2 "does not match the data"
 #   -EBADMSG -> exit 1 "not a DER PKCS#7 message"
 # and with the signer trusted, only ours and with-cert verify.
+# Then accept-golden.txt (make-kernel-accept-golden.sh): the kernel with the
+# signer enrolled in MokList accepted ours and with-cert, and nothing else.
 source "$(dirname "$0")/../../cli/lib.sh"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 KEYS="$HERE/../sig"
@@ -16,12 +18,19 @@ rc=0
 "$BLKCRYPT" verity sign 00 --key "$KEYS/rsa.key" --cert "$KEYS/rsa.pem" --out "$TMP/probe.sig" 2>"$TMP/err" || rc=$?
 if grep -q "built without OpenSSL" "$TMP/err"; then echo "built without OpenSSL: skipped"; exit 0; fi
 source "$HERE/sigs.sh"
+# same_sigs GOLDEN NAMES...: the signatures made now are the bytes the kernel saw.
+same_sigs() {
+    local g=$1 s want got
+    shift
+    for s in "$@"; do
+        want=$(awk -v s="$s" '$2 == "SIG" && $3 == s {print $4}' "$g")
+        got=$(sha256sum <"$TMP/files/$s.sig" | cut -c1-64)
+        [[ $want == "$got" ]] || fail "$(basename "$g"): signature $s: sha256 $got, the kernel saw $want"
+    done
+}
 make_sigs "$BLKCRYPT" "$TMP"
-for s in $SIG_NAMES; do
-    want=$(awk -v s="$s" '$2 == "SIG" && $3 == s {print $4}' "$G")
-    got=$(sha256sum <"$TMP/files/$s.sig" | cut -c1-64)
-    [[ $want == "$got" ]] || fail "signature $s: sha256 $got, the kernel saw $want"
-done
+# shellcheck disable=SC2086 # SIG_NAMES is a word list
+same_sigs "$G" $SIG_NAMES
 # The kernel's refusal of a test certificate in the secondary keyring.
 grep_q "^ADD-SECONDARY add_key asymmetric: Required key not available" "$G" || fail "golden: secondary keyring line"
 # veritysetup's key description is our default for the same name.
@@ -53,7 +62,7 @@ for s in $SIG_NAMES; do
 done
 # The table loaded with dmsetup got the kernel's verdict for the same bytes.
 grep_q "^DMSETUP ours rc=1 kernel=.*(-ENOKEY)\$" "$G" || fail "golden: dmsetup ours"
-# With the signer trusted (what the kernel could not be given), blkcrypt
+# With the signer trusted (the kernel too, in accept-golden.txt below), blkcrypt
 # accepts exactly the two signatures over ROOT that verify.
 for s in $SIG_NAMES; do
     rc=0
@@ -62,4 +71,54 @@ for s in $SIG_NAMES; do
     case $s in ours | with-cert) [[ $rc == 0 ]] || fail "$s refused with the signer trusted" ;;
                 *) [[ $rc != 0 ]] || fail "$s accepted" ;; esac
 done
+
+# accept-golden.txt (make-kernel-accept-golden.sh): the same kernel booted
+# through shim with rsa.pem in MokList, so the signer is in .machine, which
+# .secondary_trusted_keys links. It accepted exactly what blkcrypt accepts
+# with rsa.pem trusted, read the right data, and refused the rest with the
+# codes mapped above (-ENOKEY now only for the untrusted signer).
+A="$HERE/accept-golden.txt"
+make_accept_sigs "$BLKCRYPT" "$TMP"
+# shellcheck disable=SC2086
+same_sigs "$A" $ACCEPT_SIG_NAMES
+data_sha=$(sha256sum <"$TMP/data" | cut -c1-64)
+grep -q "^# DATA $data_sha\$" "$A" || fail "accept: the data device differs from the one the kernel read"
+grep -q "table: ${table//$ROOT/ROOT}\$" "$A" || fail "accept: the table line differs from the one the kernel loaded"
+grep -q "^SECUREBOOT Secure boot enabled\$" "$A" || fail "accept golden: not a Secure Boot run (the kernel ignores MokList then)"
+grep -q "^MOKVAR MokListTrustedRT\$" "$A" || fail "accept golden: shim did not mirror MokListTrustedRT"
+skid=$(openssl x509 -in "$KEYS/rsa.pem" -noout -ext subjectKeyIdentifier | tail -n 1 | tr -d ' :' | tr A-F a-f)
+grep -q "^IN .machine asymmetric blkcrypt test rsa: $skid\$" "$A" || fail "accept golden: rsa.pem ($skid) not in .machine"
+grep -q "^IN .secondary_trusted_keys keyring .machine\$" "$A" || fail "accept golden: .machine not linked into .secondary_trusted_keys"
+for s in $ACCEPT_SIG_NAMES; do
+    line=$(grep "^VERITYSETUP $s " "$A") || fail "accept golden: no verdict for $s"
+    rc=0
+    "$BLKCRYPT" verity verify "$TMP/data" "$TMP/hash" "$ROOT" --root-hash-signature "$TMP/files/$s.sig" \
+        --trusted-cert "$KEYS/rsa.pem" >/dev/null 2>"$TMP/stderr" || rc=$?
+    case $line in
+        *" rc=0 kernel="*)
+            [[ $rc == 0 ]] || fail "$s: the kernel accepted it, blkcrypt: $(cat "$TMP/stderr")"
+            grep -q "^READ $s $data_sha\$" "$A" || fail "accept golden: the kernel's read through $s is not the data" ;;
+        *"(-ENOKEY)") [[ $rc == 2 ]] && grep -q "not signed by a trusted certificate" "$TMP/stderr" \
+                          || fail "$s: the kernel said -ENOKEY, blkcrypt rc=$rc: $(cat "$TMP/stderr")" ;;
+        *"(-EKEYREJECTED)") [[ $rc == 2 ]] && grep -q "does not match the data" "$TMP/stderr" \
+                          || fail "$s: the kernel said -EKEYREJECTED, blkcrypt rc=$rc: $(cat "$TMP/stderr")" ;;
+        *"(-EBADMSG)") [[ $rc == 1 ]] && grep -q "not a DER PKCS#7 message" "$TMP/stderr" \
+                          || fail "$s: the kernel said -EBADMSG, blkcrypt rc=$rc: $(cat "$TMP/stderr")" ;;
+        *) fail "accept golden: unexpected verdict: $line" ;;
+    esac
+done
+# The kernel accepted what the signer signed and nothing else.
+grep -q "^VERITYSETUP ours rc=0 " "$A" || fail "accept golden: the kernel did not accept our signature"
+grep -q "^VERITYSETUP tampered rc=[1-9][0-9]* kernel=.*(-EKEYREJECTED)\$" "$A" || fail "accept golden: tampered not refused"
+grep -q "^VERITYSETUP untrusted rc=[1-9][0-9]* kernel=.*(-ENOKEY)\$" "$A" || fail "accept golden: untrusted signer not refused"
+# blkcrypt's own table line, loaded with dmsetup and the key description.
+grep -q "^DMSETUP ours rc=0 kernel=\$" "$A" || fail "accept golden: dmsetup with our table line failed"
+grep -q "^READ dmsetup-ours $data_sha\$" "$A" || fail "accept golden: dmsetup read through our table is not the data"
+# The kernel's own view of that table: ours, devices as numbers, the key
+# description as the guest named it.
+ktable=${table//\/dev\/vda/254:0}
+ktable=${ktable//\/dev\/vdb/254:16}
+grep -q "^TABLE ${ktable% *} blkcrypt:sig-ours\$" "$A" || fail "accept golden: the kernel's table is not ours: $ktable"
+grep -q "^DMSETUP tampered rc=1 kernel=.*(-EKEYREJECTED)\$" "$A" || fail "accept golden: dmsetup tampered"
+grep -q "^DMSETUP untrusted rc=1 kernel=.*(-ENOKEY)\$" "$A" || fail "accept golden: dmsetup untrusted"
 echo "kernel signature golden: all checks passed"

@@ -26,3 +26,14 @@ make_sigs() {
   printf %s "$other" | openssl smime -sign -noattr -binary -outform der -inkey "$d/rsa.key" -signer "$keys/rsa.pem" -out "$d/files/with-cert-wrong.sig"
   printf 'blkcrypt: not a signature%.0s' 1 2 3 | head -c 64 >"$d/files/garbage.sig"
 }
+# make-kernel-accept-golden.sh's set: make_sigs' plus
+#   untrusted     blkcrypt verity sign ROOT with other.key (a signer the
+#                 kernel's keyrings never hold)
+ACCEPT_SIG_NAMES="ours tampered wrong-root with-cert untrusted garbage"
+make_accept_sigs() {
+  local keys
+  keys="$(cd "$(dirname "${BASH_SOURCE[0]}")/../sig" && pwd)"
+  make_sigs "$1" "$2"
+  install -m 600 "$keys/other.key" "$2/other.key"
+  "$1" verity sign "$ROOT" --key "$2/other.key" --cert "$keys/other.pem" --out "$2/files/untrusted.sig"
+}
