@@ -10,6 +10,9 @@ need() {
     done
 }
 SERVER_PID=
+# A failing check exits the script with the server still running; it holds
+# the test's output open, so ctest would wait for its timeout: kill it first.
+trap '[[ -n $SERVER_PID ]] && kill -9 $SERVER_PID 2>/dev/null; rm -rf "$TMP"' EXIT
 # start_server ARGS...: blkcrypt ARGS --socket SOCK --pid-file, waits until it listens.
 start_server() {
     rm -f "$TMP/pid"
