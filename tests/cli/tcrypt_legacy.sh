@@ -12,7 +12,8 @@
 # kernel's bytes where it maps the chain; elsewhere the generator's, a FAT
 # filesystem whose volume ID is DEAD-BABE. The inner-CBC Blowfish chains
 # (blowfish_le-aes, serpent-blowfish_le-aes) open and dump, and decrypt says
-# clearly that it cannot yet. A wrong passphrase is refused (exit 2).
+# clearly that it cannot yet. `tcrypt serve` gives the same bytes over NBD.
+# A wrong passphrase is refused (exit 2).
 source "$(dirname "$0")/lib.sh"
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 GOLD=$SRC/tests/tcrypt/kernel
@@ -58,6 +59,31 @@ while IFS=$'\t' read -r name gen pw opts; do
     n=$((n + 1))
 done <"$GOLD/legacy.tsv"
 [[ $n -ge 11 && $kernel -ge 3 ]] || fail "only $n legacy cases ($kernel against the kernel's mapping)"
+
+# tcrypt serve gives the same bytes over NBD (the target, not the copy
+# loop): cast5 (the kernel's bytes), an outer-CBC chain (the generator's);
+# an inner-CBC Blowfish chain is refused before anything listens.
+source "$(dirname "$0")/nbd_lib.sh"
+if command -v nbdcopy >/dev/null; then
+    for chain in cast5 twofish-aes blowfish_le-aes; do
+        sha=$(python3 "$SRC/tests/tcrypt/make_volume.py" "$TMP/v.img" --password served --legacy "$chain" \
+            --size 65536 --seed "serve-$chain" | tail -1)
+        printf 'served\n' >"$TMP/pw"
+        if [[ $chain == blowfish_le-aes ]]; then
+            expect_exit 1 "$BLKCRYPT" tcrypt serve --passphrase-file "$TMP/pw" -h sha1 --read-only --socket "$SOCK" "$TMP/v.img"
+            grep_q 'cannot be decrypted yet' <"$TMP/stderr" || fail "serve $chain: $(cat "$TMP/stderr")"
+            [[ ! -e $SOCK ]] || fail "serve $chain: socket left behind"
+            continue
+        fi
+        start_server tcrypt serve --passphrase-file "$TMP/pw" -h sha1 --read-only --socket "$SOCK" "$TMP/v.img"
+        rm -f "$TMP/served"
+        T nbdcopy "$URI" "$TMP/served"
+        stop_server TERM
+        [[ $(sha256sum <"$TMP/served" | cut -d' ' -f1) == "$sha" ]] || fail "serve $chain: not the generator's plaintext"
+    done
+else
+    echo "nbdcopy missing: tcrypt serve of legacy volumes skipped"
+fi
 
 # Refusals: a wrong passphrase on an outer-CBC chain and on cast5, and a
 # search limited to other ciphers (-c) that cannot find the chain.
