@@ -152,7 +152,7 @@ const char* mode_name(Mode m) {
 }
 
 // One cipher's share of the volume key before the next one's (cryptsetup's
-// key_size; a CBC cipher's seed and whitening are overwritten by the next).
+// key_size).
 std::size_t part_len(const Part& p, Mode m) {
     switch (m) {
     case Mode::Xts: return 64;
@@ -189,22 +189,14 @@ void copy_key(const Part& p, Mode m, const uint8_t* src, uint8_t* out) {
 }
 
 // The chain's whole key, each cipher's part in chain order, as
-// cryptsetup's TCRYPT_get_volume_key lays it out.
+// cryptsetup's TCRYPT_get_volume_key lays it out (in its table only the last
+// CBC cipher has seed and whitening bytes, so nothing is overwritten).
 SecureBuffer chain_key(const Chain& c, const uint8_t* src) {
-    const std::size_t total = chain_key_size(c);
-    SecureBuffer k(total);
+    SecureBuffer k(chain_key_size(c));
     std::size_t at = 0;
     for (unsigned i = 0; i < c.count; ++i) {
-        const Part& p = c.part[i];
-        const std::size_t len = part_len(p, c.mode);
-        if (is_cbc(c.mode)) {
-            // Only the last cipher's seed and whitening survive.
-            std::memcpy(k.data() + at, src + p.key_offset, len);
-            if (i + 1 == c.count) std::memcpy(k.data() + at + len, src + p.iv_offset, p.extra);
-        } else {
-            copy_key(p, c.mode, src, k.data() + at);
-        }
-        at += len;
+        copy_key(c.part[i], c.mode, src, k.data() + at);
+        at += part_len(c.part[i], c.mode);
     }
     return k;
 }
