@@ -73,7 +73,7 @@ std::vector<uint8_t> decrypted_header(const std::vector<uint8_t>& keys) {
 }  // namespace
 
 TEST_CASE("blowfish_le: TrueCrypt's vector, and the standard Blowfish on swapped words", "[tcrypt][legacy]") {
-    // TrueCrypt's Blowfish test vector 1 (zero key and block).
+    // Zero key and block: the standard 4ef99745 6198dd78, word by word reversed.
     CHECK(hex(run("ecb(blowfish_le)", std::vector<uint8_t>(8), std::vector<uint8_t>(8))) == "4597f94e78dd9861");
     const auto key = pattern(56, 3), pt = pattern(64, 9);
     CHECK(run("ecb(blowfish_le)", key, pt) == swap_words(run("ecb(blowfish)", key, swap_words(pt))));
