@@ -142,6 +142,7 @@ int run_decrypt(const po::variables_map& vm, const std::vector<std::string>& fil
                                        .in_place = vm["in-place"].as<bool>(), .inputs = inputs});
     auto dev = open_image(image);
     const tcrypt::Volume vol = unlock(vm, image, *dev);
+    if (auto r = tcrypt::check_decryptable(vol); !r) throw Failure(r.error().message);
     ImageCopy job{.encrypt = false, .in_path = image, .out = out, .table = vol.table};
     if (vol.length_sectors) job.size_sectors = vol.length_sectors;
     set_copy_options(vm, job, image);

@@ -4,6 +4,7 @@
 // header bytes with it until one gives the "TRUE" (or "VERA") magic.
 #include <blkcrypt/internal/bytes_util.hpp>
 #include <blkcrypt/kdf.hpp>
+#include <blkcrypt/secure_buffer.hpp>
 #include <blkcrypt/skcipher.hpp>
 #include <blkcrypt/tcrypt/tcrypt.hpp>
 
@@ -70,13 +71,18 @@ std::string registry_hash(std::string_view h) {
     return std::string(h);
 }
 
-enum class Mode { Xts, Lrw, CbcTcw };
+enum class Mode { Xts, Lrw, CbcTcw, CbcTcrypt, Cbci };
+
+bool is_cbc(Mode m) { return m == Mode::CbcTcw || m == Mode::CbcTcrypt || m == Mode::Cbci; }
 
 // One cipher of a chain: where its key (and tweak key) sit in the 192-byte
-// header key and in the header's key area.
+// header key and in the header's key area. For the CBC modes also its key
+// and block size and the IV seed and whitening bytes that follow its key in
+// the volume key (cryptsetup's key_size, iv_size and key_extra_size).
 struct Part {
     const char* name;
     unsigned key_offset, iv_offset;
+    unsigned key_size = 0, block = 16, extra = 0;
 };
 struct Chain {
     bool legacy;
@@ -85,8 +91,7 @@ struct Chain {
     unsigned count;
     Part part[3];
 };
-// cryptsetup's tcrypt_cipher table (the modes blkcrypt maps; the outer-CBC
-// chains and blowfish are not here yet).
+// cryptsetup's tcrypt_cipher table, in its order.
 constexpr Chain kChains[] = {
     {false, "aes", Mode::Xts, 1, {{"aes", 0, 32}}},
     {false, "serpent", Mode::Xts, 1, {{"serpent", 0, 32}}},
@@ -112,10 +117,27 @@ constexpr Chain kChains[] = {
     {false, "aes-serpent", Mode::Lrw, 2, {{"aes", 32, 0}, {"serpent", 64, 0}}},
     {false, "aes-twofish-serpent", Mode::Lrw, 3, {{"aes", 32, 0}, {"twofish", 64, 0}, {"serpent", 96, 0}}},
     {false, "serpent-twofish", Mode::Lrw, 2, {{"serpent", 32, 0}, {"twofish", 64, 0}}},
-    // Legacy CBC with the tcw IV: key 32, then IV seed 16 and whitening 16.
-    {true, "aes", Mode::CbcTcw, 1, {{"aes", 32, 0}}},
-    {true, "serpent", Mode::CbcTcw, 1, {{"serpent", 32, 0}}},
-    {true, "twofish", Mode::CbcTcw, 1, {{"twofish", 32, 0}}},
+    // Legacy CBC, all with whitening: the cipher keys from byte 32 on, the
+    // IV seed and whitening from byte 0. cbc-tcw: one cipher, which the
+    // kernel maps; cbci-tcrypt: one CBC over the whole cascade ("outer
+    // CBC"); cbc-tcrypt: TrueCrypt's little-endian Blowfish, alone or in a
+    // chain of ciphers each with its own CBC ("inner CBC").
+    {true, "aes", Mode::CbcTcw, 1, {{"aes", 32, 0, 32, 16, 32}}},
+    {true, "serpent", Mode::CbcTcw, 1, {{"serpent", 32, 0, 32, 16, 32}}},
+    {true, "twofish", Mode::CbcTcw, 1, {{"twofish", 32, 0, 32, 16, 32}}},
+    {true, "twofish-aes", Mode::Cbci, 2, {{"twofish", 32, 0, 32, 16, 0}, {"aes", 64, 0, 32, 16, 32}}},
+    {true, "serpent-twofish-aes", Mode::Cbci, 3,
+     {{"serpent", 32, 0, 32, 16, 0}, {"twofish", 64, 0, 32, 16, 0}, {"aes", 96, 0, 32, 16, 32}}},
+    {true, "aes-serpent", Mode::Cbci, 2, {{"aes", 32, 0, 32, 16, 0}, {"serpent", 64, 0, 32, 16, 32}}},
+    {true, "aes-twofish-serpent", Mode::Cbci, 3,
+     {{"aes", 32, 0, 32, 16, 0}, {"twofish", 64, 0, 32, 16, 0}, {"serpent", 96, 0, 32, 16, 32}}},
+    {true, "serpent-twofish", Mode::Cbci, 2, {{"serpent", 32, 0, 32, 16, 0}, {"twofish", 64, 0, 32, 16, 32}}},
+    {true, "cast5", Mode::CbcTcw, 1, {{"cast5", 32, 0, 16, 8, 24}}},
+    {true, "des3_ede", Mode::CbcTcw, 1, {{"des3_ede", 32, 0, 24, 8, 24}}},
+    {true, "blowfish_le", Mode::CbcTcrypt, 1, {{"blowfish_le", 32, 0, 56, 8, 24}}},
+    {true, "blowfish_le-aes", Mode::CbcTcrypt, 2, {{"blowfish_le", 32, 0, 56, 8, 0}, {"aes", 88, 0, 32, 16, 32}}},
+    {true, "serpent-blowfish_le-aes", Mode::CbcTcrypt, 3,
+     {{"serpent", 32, 0, 32, 16, 0}, {"blowfish_le", 64, 0, 56, 8, 0}, {"aes", 120, 0, 32, 16, 32}}},
 };
 
 const char* mode_name(Mode m) {
@@ -123,17 +145,28 @@ const char* mode_name(Mode m) {
     case Mode::Xts: return "xts-plain64";
     case Mode::Lrw: return "lrw-benbi";
     case Mode::CbcTcw: return "cbc-tcw";
+    case Mode::CbcTcrypt: return "cbc-tcrypt";
+    case Mode::Cbci: return "cbci-tcrypt";
     }
     return "";
 }
 
-std::size_t part_key_size(Mode m) {
+// One cipher's share of the volume key before the next one's (cryptsetup's
+// key_size).
+std::size_t part_len(const Part& p, Mode m) {
     switch (m) {
     case Mode::Xts: return 64;
     case Mode::Lrw: return 48;
-    case Mode::CbcTcw: return 64;  // cipher key 32 + IV seed 16 + whitening 16
+    default: return p.key_size;
     }
-    return 0;
+}
+
+// cryptsetup's chain_key_size: the shares, then the last CBC cipher's IV
+// seed and whitening.
+std::size_t chain_key_size(const Chain& c) {
+    std::size_t n = 0;
+    for (unsigned i = 0; i < c.count; ++i) n += part_len(c.part[i], c.mode);
+    return n + (is_cbc(c.mode) ? c.part[c.count - 1].extra : 0);
 }
 
 // One cipher's key as its mode takes it, from `src` (the 192-byte header key
@@ -148,32 +181,42 @@ void copy_key(const Part& p, Mode m, const uint8_t* src, uint8_t* out) {
         std::memcpy(out, src + p.key_offset, 32);
         std::memcpy(out + 32, src, kLrwTweakKey);
         break;
-    case Mode::CbcTcw:
-        std::memcpy(out, src + p.key_offset, 32);
-        std::memcpy(out + 32, src + p.iv_offset, 32);
+    default:
+        std::memcpy(out, src + p.key_offset, p.key_size);
+        std::memcpy(out + p.key_size, src + p.iv_offset, p.extra);
         break;
     }
 }
 
-// The chain's whole key, each cipher's part in chain order.
+// The chain's whole key, each cipher's part in chain order, as
+// cryptsetup's TCRYPT_get_volume_key lays it out (in its table only the last
+// CBC cipher has seed and whitening bytes, so nothing is overwritten).
 SecureBuffer chain_key(const Chain& c, const uint8_t* src) {
-    const std::size_t ks = part_key_size(c.mode);
-    SecureBuffer k(ks * c.count);
-    for (unsigned i = 0; i < c.count; ++i) copy_key(c.part[i], c.mode, src, k.data() + i * ks);
+    SecureBuffer k(chain_key_size(c));
+    std::size_t at = 0;
+    for (unsigned i = 0; i < c.count; ++i) {
+        copy_key(c.part[i], c.mode, src, k.data() + at);
+        at += part_len(c.part[i], c.mode);
+    }
     return k;
 }
 
 // The registry name of one cipher in the chain's mode, and of the chain: the
-// ciphers of a chain are one cascade(...) composition.
+// ciphers of an xts or lrw chain are one cascade(...) composition; an outer
+// CBC chain is cbc over the cascade of the block ciphers.
 std::string part_api(const Part& p, Mode m) {
     switch (m) {
     case Mode::Xts: return std::string("xts(") + p.name + ")";
     case Mode::Lrw: return std::string("lrw(") + p.name + ")";
-    case Mode::CbcTcw: return std::string("cbc(") + p.name + ")";
+    default: return std::string("cbc(") + p.name + ")";
     }
-    return {};
 }
 std::string chain_api(const Chain& c) {
+    if (c.mode == Mode::Cbci) {
+        std::string s = "cbc(cascade(";
+        for (unsigned i = 0; i < c.count; ++i) s += (i ? "," : "") + std::string(c.part[i].name);
+        return s + "))";
+    }
     if (c.count == 1) return part_api(c.part[0], c.mode);
     std::string s = "cascade(";
     for (unsigned i = 0; i < c.count; ++i) s += (i ? "," : "") + part_api(c.part[i], c.mode);
@@ -192,25 +235,46 @@ uint32_t crc_update(uint32_t crc, ConstBytes data) {
 }
 uint32_t crc32(ConstBytes data) { return ~crc_update(~0u, data); }
 
+// CBC-decrypts `buf` in place with registry algorithm `api` under `key` and
+// `iv`, after removing the header whitening (header key bytes 8..15): one
+// stage of cryptsetup's TCRYPT_decrypt_hdr_one, or its TCRYPT_decrypt_cbci
+// when `api` is cbc over a cascade.
+bool cbc_stage(Registry& reg, const std::string& api, ConstBytes key, const uint8_t* hkey, std::size_t ivlen,
+               uint8_t* buf) {
+    auto sk = Skcipher::alloc(reg, api);
+    if (!sk || sk->setkey(key) != Status::Ok) return false;
+    for (std::size_t j = 0; j < kEncSize; ++j) buf[j] ^= hkey[8 + j % 8];
+    uint8_t iv[16] = {};
+    std::memcpy(iv, hkey, ivlen);
+    const bool ok = sk->decrypt(ConstBytes(buf, kEncSize), Bytes(buf, kEncSize), Bytes(iv, ivlen)) == Status::Ok;
+    secure_wipe(iv, sizeof iv);
+    return ok;
+}
+
 // Decrypts one candidate into `out`: false when the registry lacks one of
 // the chain's ciphers (kuznyechik, say) or the result has no magic.
 bool try_chain(Registry& reg, const Chain& c, const uint8_t* hkey, const uint8_t* enc, bool vera, uint8_t* out) {
-    auto sk = Skcipher::alloc(reg, chain_api(c));
-    if (!sk) return false;
-    // CBC decrypts the header with the cipher key alone; the IV seed and
-    // whitening parts of its volume key are applied here.
-    SecureBuffer key = c.mode == Mode::CbcTcw ? SecureBuffer(ConstBytes(hkey + c.part[0].key_offset, 32))
-                                              : chain_key(c, hkey);
-    if (sk->setkey(key) != Status::Ok) return false;
     std::memcpy(out, enc, kEncSize);
-    uint8_t iv[16] = {};
-    if (c.mode == Mode::Lrw) {
-        iv[15] = 1;  // the header is LRW block 1
-    } else if (c.mode == Mode::CbcTcw) {
-        for (std::size_t j = 0; j < kEncSize; ++j) out[j] ^= hkey[8 + j % 8];  // whitening
-        std::memcpy(iv, hkey + c.part[0].iv_offset, 16);
+    if (c.mode == Mode::Cbci) {
+        SecureBuffer key(c.count * 32);
+        for (unsigned i = 0; i < c.count; ++i)
+            std::memcpy(key.data() + i * 32, hkey + c.part[i].key_offset, c.part[i].key_size);
+        if (!cbc_stage(reg, chain_api(c), key, hkey, c.part[0].block, out)) return false;
+    } else if (is_cbc(c.mode)) {
+        // Inner CBC: the last cipher's CBC first, each stage whitened.
+        for (unsigned i = c.count; i-- > 0;) {
+            const Part& p = c.part[i];
+            if (!cbc_stage(reg, part_api(p, c.mode), ConstBytes(hkey + p.key_offset, p.key_size), hkey, p.block, out))
+                return false;
+        }
+    } else {
+        auto sk = Skcipher::alloc(reg, chain_api(c));
+        if (!sk) return false;
+        if (sk->setkey(chain_key(c, hkey)) != Status::Ok) return false;
+        uint8_t iv[16] = {};
+        if (c.mode == Mode::Lrw) iv[15] = 1;  // the header is LRW block 1
+        if (sk->decrypt(ConstBytes(out, kEncSize), Bytes(out, kEncSize), Bytes(iv, 16)) != Status::Ok) return false;
     }
-    if (sk->decrypt(ConstBytes(out, kEncSize), Bytes(out, kEncSize), Bytes(iv, 16)) != Status::Ok) return false;
     return !std::memcmp(out, "TRUE", 4) || (vera && !std::memcmp(out, "VERA", 4));
 }
 
@@ -277,7 +341,7 @@ Result<Volume> from_decrypted(ConstBytes dec, std::string_view cipher, std::stri
     v.hdr = parse(d);
     v.hdr.cipher = c.name;
     v.hdr.mode = mode_name(c.mode);
-    v.hdr.key_size = part_key_size(c.mode) * c.count;
+    v.hdr.key_size = chain_key_size(c);
     const Header& h = v.hdr;
     if (h.sector_size % 512)
         return make_error(Status::Unsupported, "Activation is not supported for " +
@@ -303,11 +367,19 @@ Result<Volume> from_decrypted(ConstBytes dec, std::string_view cipher, std::stri
     // System encryption of a whole-disk image: the whole encrypted area, as
     // cryptsetup maps it when it finds no partition.
     v.length_sectors = (opts.hidden && !opts.system ? h.hidden_volume_size : h.volume_size) / 512;
-    std::string spec = c.count == 1 ? std::string(c.part[0].name) + "-" + mode_name(c.mode)
-                                    : "capi:" + chain_api(c) + "-" + (c.mode == Mode::Xts ? "plain64" : "benbi");
-    auto t = dm::parse_cipher_spec(spec);
-    if (!t) return t.error();
-    v.table = std::move(*t);
+    // The legacy CBC modes all use dm-crypt's tcw IV and whitening: over one
+    // cipher, or over the cascade of block ciphers for outer CBC.
+    std::string spec = c.mode == Mode::Cbci ? "capi:" + chain_api(c) + "-tcw"
+                       : is_cbc(c.mode)     ? std::string(c.part[0].name) + "-cbc-tcw"
+                       : c.count == 1       ? std::string(c.part[0].name) + "-" + mode_name(c.mode)
+                                            : "capi:" + chain_api(c) + "-" + (c.mode == Mode::Xts ? "plain64" : "benbi");
+    // An inner-CBC chain (each cipher its own CBC and whitening) has no
+    // table yet: its header opens and dumps, make_target refuses it.
+    if (c.mode != Mode::CbcTcrypt || c.count == 1) {
+        auto t = dm::parse_cipher_spec(spec);
+        if (!t) return t.error();
+        v.table = std::move(*t);
+    }
     v.table.key = volume_key(v);
     v.table.offset = data;
     v.table.iv_offset = iv;
@@ -448,9 +520,17 @@ SecureBuffer dump_volume_key(const Volume& vol, std::string_view device_path) {
     return out;
 }
 
+Result<void> check_decryptable(const Volume& vol) {
+    if (vol.table.alg_name.empty())
+        return make_error(Status::Unsupported, "The TCRYPT legacy inner-CBC chain " + vol.hdr.cipher + "-" +
+                                                   vol.hdr.mode + " cannot be decrypted yet (its header opens).");
+    return {};
+}
+
 Result<std::unique_ptr<dm::CryptTarget>> make_target(Registry& reg, const Volume& vol,
                                                      std::shared_ptr<BackingStore> data, dm::TargetOptions opts) {
     if (!data) return make_error(Status::Invalid, "no data device");
+    if (auto r = check_decryptable(vol); !r) return r.error();
     const uint64_t sectors = data->size() / 512;
     if (sectors <= vol.table.offset || (vol.length_sectors && sectors < vol.table.offset + vol.length_sectors))
         return make_error(Status::Invalid, (data->name().empty() ? std::string("the data device") : data->name()) +

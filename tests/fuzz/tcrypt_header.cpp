@@ -27,6 +27,8 @@ constexpr ChainName kChains[] = {
     {"aes", "xts-plain64"},         {"serpent-twofish", "xts-plain64"}, {"serpent-twofish-aes", "xts-plain64"},
     {"camellia", "xts-plain64"},    {"aes", "lrw-benbi"},              {"twofish-aes", "lrw-benbi"},
     {"aes", "cbc-tcw"},             {"kuznyechik", "xts-plain64"},     {"blowfish", "cbc-tcrypt"},
+    {"cast5", "cbc-tcw"},           {"twofish-aes", "cbci-tcrypt"},    {"blowfish_le", "cbc-tcrypt"},
+    {"blowfish_le-aes", "cbc-tcrypt"},
 };
 
 uint32_t crc32(const uint8_t* p, std::size_t n) {

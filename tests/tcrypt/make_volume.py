@@ -26,6 +26,9 @@ dm-crypt's plain64 with cryptsetup's IV offset does.
 The plaintext is a pseudo-random stream from --seed (SHAKE-256), written to
 --plain-out when given; the last line printed is its sha256. Keys and salts
 come from --seed too, so a seed gives the same volume every time.
+
+--legacy CHAIN writes a TrueCrypt 4.x/5.x legacy CBC volume instead (see
+legacy_volume below): CHAIN is one of cryptsetup's legacy chains (LEGACY).
 """
 import argparse
 import hashlib
@@ -82,6 +85,173 @@ def header(kdf, password, salt, size, key_area, pim):
     return salt + xts(hk[:64], 0, bytes(body))
 
 
+# ---- TrueCrypt 4.x/5.x legacy CBC volumes (--legacy) -------------------------
+#
+# cryptsetup's legacy rows (lib/tcrypt tcrypt_cipher): chain -> mode and, per
+# cipher in chain order, (name, key bytes, block bytes, key offset in the
+# header key and in the key area). Bytes 0..31 of both are the IV seed zone.
+LEGACY = {
+    "aes": ("cbc-tcw", [("aes", 32, 16, 32)]),
+    "cast5": ("cbc-tcw", [("cast5", 16, 8, 32)]),
+    "des3_ede": ("cbc-tcw", [("des3_ede", 24, 8, 32)]),
+    "blowfish_le": ("cbc-tcrypt", [("blowfish_le", 56, 8, 32)]),
+    "blowfish_le-aes": ("cbc-tcrypt", [("blowfish_le", 56, 8, 32), ("aes", 32, 16, 88)]),
+    "serpent-blowfish_le-aes": ("cbc-tcrypt", [("serpent", 32, 16, 32), ("blowfish_le", 56, 8, 64),
+                                               ("aes", 32, 16, 120)]),
+    "twofish-aes": ("cbci-tcrypt", [("twofish", 32, 16, 32), ("aes", 32, 16, 64)]),
+    "serpent-twofish-aes": ("cbci-tcrypt", [("serpent", 32, 16, 32), ("twofish", 32, 16, 64), ("aes", 32, 16, 96)]),
+    "aes-serpent": ("cbci-tcrypt", [("aes", 32, 16, 32), ("serpent", 32, 16, 64)]),
+    "aes-twofish-serpent": ("cbci-tcrypt", [("aes", 32, 16, 32), ("twofish", 32, 16, 64), ("serpent", 32, 16, 96)]),
+    "serpent-twofish": ("cbci-tcrypt", [("serpent", 32, 16, 32), ("twofish", 32, 16, 64)]),
+}
+
+
+def _gcrypt_ecb(algo, key):
+    """Serpent and Twofish, which python3-cryptography lacks: libgcrypt's
+    ECB through ctypes (an implementation independent of blkcrypt's)."""
+    import ctypes
+    import ctypes.util
+    lib = ctypes.CDLL(ctypes.util.find_library("gcrypt") or "libgcrypt.so.20")
+    lib.gcry_check_version.restype = ctypes.c_char_p
+    lib.gcry_check_version(None)
+    h = ctypes.c_void_p()
+    ids = {"twofish": 10, "serpent": 306}  # GCRY_CIPHER_TWOFISH, GCRY_CIPHER_SERPENT256
+    if lib.gcry_cipher_open(ctypes.byref(h), ids[algo], 1, 0) or lib.gcry_cipher_setkey(h, key, len(key)):
+        sys.exit("libgcrypt refused %s" % algo)
+
+    def run(fn, block):
+        out = ctypes.create_string_buffer(len(block))
+        if fn(h, out, len(block), block, len(block)):
+            sys.exit("libgcrypt %s failed" % algo)
+        return out.raw
+    return (lambda b: run(lib.gcry_cipher_encrypt, b)), (lambda b: run(lib.gcry_cipher_decrypt, b))
+
+
+def ecb(name, key):
+    """(encrypt, decrypt) of one block of cipher `name` under `key`."""
+    if name in ("twofish", "serpent"):
+        return _gcrypt_ecb(name, key)
+    import warnings
+    warnings.simplefilter("ignore")  # Blowfish, CAST5 and 3DES are deprecated
+    try:
+        from cryptography.hazmat.decrepit.ciphers import algorithms as old
+    except ImportError:
+        old = algorithms
+    alg = {"aes": algorithms.AES, "cast5": old.CAST5, "des3_ede": old.TripleDES,
+           "blowfish_le": old.Blowfish}[name](key)
+    c = Cipher(alg, modes.ECB())
+    e, d = c.encryptor(), c.decryptor()
+    if name == "blowfish_le":
+        # TrueCrypt's Blowfish reads the two 32-bit halves little-endian.
+        sw = lambda b: b[3::-1] + b[7:3:-1]
+        return (lambda b: sw(e.update(sw(b)))), (lambda b: sw(d.update(sw(b))))
+    return e.update, d.update
+
+
+def xor(a, b):
+    return bytes(x ^ y for x, y in zip(a, b))
+
+
+def cbc_encrypt(enc, bs, iv, data):
+    out = bytearray()
+    for i in range(0, len(data), bs):
+        iv = enc(xor(data[i:i + bs], iv))
+        out += iv
+    return bytes(out)
+
+
+def whiten(data, w8):
+    return xor(data, w8 * (len(data) // 8))
+
+
+def crc32_word(b):
+    """The kernel's crc32(0, b, 4) (no inversions), as LE32 bytes."""
+    return ((zlib.crc32(b, 0xFFFFFFFF) ^ 0xFFFFFFFF)).to_bytes(4, "little")
+
+
+def tcw_sector(enc, bs, seed_zone, sector, data):
+    """One 512-byte sector in TrueCrypt's legacy CBC (dm-crypt's tcw): IV =
+    seed XOR the LE64 sector number, CBC, then the sector's 8-byte whitening
+    (from the 16 whitening bytes after the seed) over the ciphertext."""
+    s = sector.to_bytes(8, "little")
+    iv = xor(seed_zone[:bs], s * (bs // 8))
+    w = xor(seed_zone[bs:bs + 16], s + s)
+    c = [crc32_word(w[i:i + 4]) for i in range(0, 16, 4)]
+    return whiten(cbc_encrypt(enc, bs, iv, data), xor(c[0], c[3]) + xor(c[1], c[2]))
+
+
+def legacy_stages(chain, key):
+    """The chain's encryption stages over `key` (header key or key area):
+    a list of (encrypt one block, block size). Outer CBC (cbci) is one stage
+    whose block function runs every cipher in chain order."""
+    mode, parts = LEGACY[chain]
+    fns = [(ecb(n, key[off:off + ks])[0], bs) for n, ks, bs, off in parts]
+    if mode != "cbci-tcrypt":
+        return fns
+
+    def chained(b):
+        for f, _ in fns:
+            b = f(b)
+        return b
+    return [(chained, 16)]
+
+
+def legacy_volume(a, password):
+    """A TrueCrypt 4.x/5.x volume with a legacy CBC chain, as cryptsetup reads
+    it: the header at 0 (salt, then 448 bytes under PBKDF2-HMAC-SHA1 2000,
+    cryptsetup's legacy KDF), no backup header, the data from sector 1.
+    The header is CBC-encrypted per stage (or once over the cascade for outer
+    CBC) with IV = header key bytes 0..bs and whitened with bytes 8..15, as
+    cryptsetup's TCRYPT_decrypt_hdr undoes it; data sector n (of the device)
+    is tcw_sector per stage with the key area's seed zone. The plaintext is
+    a FAT12 filesystem, volume ID DEAD-BABE, then pseudo-random clusters."""
+    mode, parts = LEGACY[a.legacy]
+    size = a.size
+    if size // SECTOR > 4084 or size < 8 * SECTOR:
+        sys.exit("--legacy: --size must be 4 KiB to 2 MiB (a FAT12 volume)")
+    key_area = stream(a.seed, "keys", 256)
+    salt = stream(a.seed, "salt", 64)
+    body = bytearray(448)
+    body[0:4] = b"TRUE"
+    struct.pack_into(">HH", body, 4, 2, 0x0100)  # header version 2, as TrueCrypt 4.x
+    struct.pack_into(">I", body, 8, zlib.crc32(key_area))
+    struct.pack_into(">Q", body, 36, size)  # no mk_offset: the data starts at 512
+    body[192:448] = key_area
+    hk = hashlib.pbkdf2_hmac("sha1", password, salt, 2000, 192)
+    enc = bytes(body)
+    for f, bs in legacy_stages(a.legacy, hk):
+        enc = whiten(cbc_encrypt(f, bs, hk[:bs], enc), hk[8:16])
+    n = size // SECTOR
+    plain = bytearray(fat12(n)) + hashlib.shake_256(("%s/plain" % a.seed).encode()).digest(size - 4 * SECTOR)
+    stages = legacy_stages(a.legacy, key_area)
+    with open(a.out, "wb") as f:
+        f.write(salt + enc)
+        for i in range(n):
+            c = bytes(plain[i * SECTOR:(i + 1) * SECTOR])
+            for fn, bs in stages:
+                c = tcw_sector(fn, bs, key_area, 1 + i, c)
+            f.write(c)
+    if a.plain_out:
+        with open(a.plain_out, "wb") as p:
+            p.write(plain)
+    print(hashlib.sha256(plain).hexdigest())
+
+
+def fat12(sectors):
+    """Boot sector, two one-sector FATs and a 16-entry root directory of a
+    FAT12 filesystem of `sectors` sectors, volume ID DEAD-BABE."""
+    boot = bytearray(SECTOR)
+    boot[0:3] = b"\xeb\x3c\x90"
+    boot[3:11] = b"MSWIN4.1"
+    struct.pack_into("<HBHBHHBHHHII", boot, 11, SECTOR, 1, 1, 2, 16, sectors, 0xF8, 1, 32, 1, 0, 0)
+    struct.pack_into("<BBBI", boot, 36, 0x80, 0, 0x29, 0xDEADBABE)
+    boot[43:54] = b"TCLEGACY   "
+    boot[54:62] = b"FAT12   "
+    boot[510:512] = b"\x55\xaa"
+    fat = b"\xf8\xff\xff" + bytes(SECTOR - 3)
+    return bytes(boot) + fat + fat + bytes(SECTOR)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out")
@@ -91,10 +261,13 @@ def main():
     ap.add_argument("--seed", default="blkcrypt")
     ap.add_argument("--kdf", choices=("pbkdf2-sha512", "argon2id"), default="pbkdf2-sha512")
     ap.add_argument("--plain-out")
+    ap.add_argument("--legacy", choices=sorted(LEGACY), help="a TrueCrypt 4.x/5.x legacy CBC volume")
     a = ap.parse_args()
     if a.size <= 0 or a.size % SECTOR:
         sys.exit("--size must be a positive multiple of 512")
     password = a.password.encode()
+    if a.legacy:
+        return legacy_volume(a, password)
     key_area = stream(a.seed, "keys", 256)
     vk = key_area[:64]
     with open(a.out, "wb") as f:

@@ -124,6 +124,53 @@ std::shared_ptr<Alg> cipher(const char* name, KeySizes sizes, bool serialise = f
     return std::make_shared<CppCipherAlg<C>>(name, sizes, serialise);
 }
 
+// TrueCrypt's Blowfish ("blowfish_le", cryptsetup's name): the standard
+// cipher reading and writing its two 32-bit halves little-endian. The kernel
+// has only the big-endian one, which is why cryptsetup cannot map such
+// volumes; here it is the standard Blowfish with each word byte-swapped.
+class BlowfishLeTfm final : public CipherTfm {
+public:
+    Status setkey(ConstBytes key) override { return inner_.setkey(key); }
+    void encrypt(const uint8_t* in, uint8_t* out, std::size_t nblocks) const override {
+        swap_words(in, out, nblocks);
+        inner_.encrypt(out, out, nblocks);
+        swap_words(out, out, nblocks);
+    }
+    void decrypt(const uint8_t* in, uint8_t* out, std::size_t nblocks) const override {
+        swap_words(in, out, nblocks);
+        inner_.decrypt(out, out, nblocks);
+        swap_words(out, out, nblocks);
+    }
+
+private:
+    static void swap_words(const uint8_t* in, uint8_t* out, std::size_t nblocks) {
+        for (std::size_t w = 0; w < nblocks * 2; ++w, in += 4, out += 4) {
+            const uint8_t a = in[0], b = in[1], c = in[2], d = in[3];
+            out[0] = d;
+            out[1] = c;
+            out[2] = b;
+            out[3] = a;
+        }
+    }
+    CppCipherTfm<CryptoPP::Blowfish> inner_{{4, 56, 1}, false};
+};
+
+class BlowfishLeAlg final : public CipherAlg {
+public:
+    BlowfishLeAlg() : CipherAlg(make_info()) {}
+    std::unique_ptr<CipherTfm> create_tfm() const override { return std::make_unique<BlowfishLeTfm>(); }
+
+private:
+    static AlgInfo make_info() {
+        AlgInfo info = provider_info("blowfish_le", AlgType::Cipher);
+        info.blocksize = CryptoPP::Blowfish::BLOCKSIZE;
+        info.min_keysize = 4;
+        info.max_keysize = 56;
+        info.needs_key = true;
+        return info;
+    }
+};
+
 }  // namespace
 
 std::vector<std::shared_ptr<Alg>> make_ciphers() {
@@ -139,6 +186,7 @@ std::vector<std::shared_ptr<Alg>> make_ciphers() {
         cipher<CryptoPP::CAST128>("cast5", {5, 16, 1}, true),
         cipher<CryptoPP::CAST256>("cast6", {16, 32, 4}, true),
         cipher<CryptoPP::Blowfish>("blowfish", {4, 56, 1}),
+        std::make_shared<BlowfishLeAlg>(),
         // Any 24-byte key, as the kernel without CRYPTO_TFM_REQ_FORBID_WEAK_KEYS.
         cipher<CryptoPP::DES_EDE3>("des3_ede", {24, 24, 1}),
         cipher<CryptoPP::SM4>("sm4", {16, 16, 1}, true),

@@ -5,7 +5,9 @@
 # `cryptsetup tcryptOpen` (the table, size and sha256 of the mapped device)
 # read them. Writes oracle-generated.txt; split.py --generated turns it into
 # generated.golden (replayed by tests/cli/tcrypt.sh without the oracle).
-# Usage: make-generated.sh [ORACLE_DIR]
+# LIST=legacy reads legacy.tsv instead (the TrueCrypt legacy CBC volumes)
+# and writes oracle-legacy.txt.
+# Usage: [LIST=NAME] make-generated.sh [ORACLE_DIR]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 oracle=${1:-$here/../../../../shared/oracle}
@@ -22,6 +24,8 @@ while IFS=$'\t' read -r name gen pw opts; do
   dev=/dev/vd$(printf "\\$(printf '%03o' $((97 + n)))"); n=$((n + 1))
   {
     echo "echo '=== $name generator-sha256=$sha $opts'"
+    echo "echo '--- plain'"
+    echo "printf '%s\\n' '$pw' | cryptsetup tcryptDump -q $opts $dev 2>&1; echo \"rc=\$?\""
     echo "echo '--- dump'"
     echo "printf '%s\\n' '$pw' | cryptsetup tcryptDump -q --dump-volume-key $opts $dev 2>&1; echo \"rc=\$?\""
     echo "echo '--- open'"
@@ -30,7 +34,7 @@ while IFS=$'\t' read -r name gen pw opts; do
     echo "if [ -b /dev/mapper/tc ]; then echo \"size=\$(blockdev --getsize64 /dev/mapper/tc)\"; sha256sum /dev/mapper/tc | cut -d' ' -f1 | sed 's/^/sha256=/'; fi"
     echo "cryptsetup close tc 2>/dev/null; true"
   } >>"$g"
-done <"$here/generated.tsv"
+done <"$here/${LIST:-generated}.tsv"
 echo "echo '=== end'" >>"$g"
 "$oracle/build.sh" >&2
 ORACLE_TIMEOUT=${ORACLE_TIMEOUT:-3600} "$oracle/run-in-kernel.sh" "$g" "${disks[@]}" >"$work/out.txt"
@@ -38,4 +42,4 @@ ORACLE_TIMEOUT=${ORACLE_TIMEOUT:-3600} "$oracle/run-in-kernel.sh" "$g" "${disks[
   echo "# Generated $(date -u '+%Y-%m-%d %H:%M UTC') by tests/tcrypt/kernel/make-generated.sh"
   echo "# Kernel: $(cat "$oracle/cache/build/KERNEL_VERSION" 2>/dev/null || echo '?')"
   cat "$work/out.txt"
-} >"$here/oracle-generated.txt"
+} >"$here/oracle-${LIST:-generated}.txt"

@@ -71,3 +71,30 @@ if os.path.exists(generated):
             if r['sha256'] != r.get('generator'):
                 sys.exit(f'{name}: the kernel mapped {r["sha256"]}, the generator wrote {r.get("generator")}')
             f.write('\t'.join([name, r['size'], r['sha256']]) + '\n')
+
+# The TrueCrypt legacy CBC volumes (legacy.tsv, LIST=legacy make-generated.sh):
+# legacy.golden holds, per volume, the size and sha256 the kernel mapped
+# (checked against the generator's), or "-" where cryptsetup refuses to map
+# the chain (the outer-CBC and Blowfish ones: its transcript must say so).
+legacy = os.path.join(here, 'legacy.tsv')
+transcript = os.path.join(here, 'oracle-legacy.txt')
+if os.path.exists(legacy) and os.path.exists(transcript):
+    text = open(transcript, encoding='utf-8', errors='replace').read()
+    with open(os.path.join(here, 'legacy.golden'), 'w') as f:
+        f.write('# name\tsize\tsha256 (of the device cryptsetup tcryptOpen mapped; "-": it cannot map the chain)\n')
+        for line in open(legacy):
+            if line.startswith('#') or not line.strip():
+                continue
+            name = line.split('\t')[0]
+            r = found.get(name, {})
+            if not os.path.exists(os.path.join(here, f'{name}.dump')):
+                sys.exit(f'{name}: tcryptDump did not read the header')
+            if 'sha256' in r:
+                if r['sha256'] != r.get('generator'):
+                    sys.exit(f'{name}: the kernel mapped {r["sha256"]}, the generator wrote {r.get("generator")}')
+                f.write('\t'.join([name, r['size'], r['sha256']]) + '\n')
+            else:
+                block = text.split(f'=== {name} ', 1)[1].split('\n=== ', 1)[0]
+                if 'Kernel does not support activation for this TCRYPT legacy mode.' not in block:
+                    sys.exit(f'{name}: not mapped, and not for the legacy mode')
+                f.write('\t'.join([name, '-', '-']) + '\n')

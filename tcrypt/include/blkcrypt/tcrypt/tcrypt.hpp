@@ -95,6 +95,11 @@ std::string dump(const Volume& vol, std::string_view device_path);
 SecureBuffer dump_volume_key(const Volume& vol, std::string_view device_path);
 
 // The dm-crypt target over the volume's data area in `data`.
+// Unsupported when blkcrypt cannot decrypt the volume's data although its
+// header opened (the legacy inner-CBC chains blowfish_le-aes and
+// serpent-blowfish_le-aes); make_target checks it, copy-out should first.
+Result<void> check_decryptable(const Volume& vol);
+
 Result<std::unique_ptr<dm::CryptTarget>> make_target(Registry& reg, const Volume& vol,
                                                      std::shared_ptr<BackingStore> data,
                                                      dm::TargetOptions opts = {});
