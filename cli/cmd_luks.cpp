@@ -496,7 +496,15 @@ void start_format(const po::variables_map& vm, const std::string& image, bool de
         if (fd < 0) throw Failure(errno_message(header_path));
         ::close(fd);
     }
-    if (!into) confirm(vm, "\nWARNING!\n========\nThis will overwrite data on " + header_path + " irrevocably.\n");
+    if (into) return;
+    // cryptsetup 2.6.1 names a signature it finds (through blkid) on stdout
+    // before asking, unless --batch-mode; of those we know LUKS headers.
+    if (!vm["batch-mode"].as<bool>()) {
+        if (auto h = blkcrypt::open_file_store(header_path, false); h && luks::detect(**h))
+            std::cout << "WARNING: Device " << header_path << " already contains a 'crypto_LUKS' superblock signature.\n"
+                      << std::flush;
+    }
+    confirm(vm, "\nWARNING!\n========\nThis will overwrite data on " + header_path + " irrevocably.\n");
 }
 
 int run_format2(const po::variables_map& vm, const std::string& image, bool detached, const std::string& header_path,

@@ -315,6 +315,24 @@ expect_exit 1 cryptsetup reencrypt --encrypt -q --header "$TMP/hd" "${PBKDF2[@]}
 grep_q -x "Device $TMP/hd is already LUKS device. Aborting operation." <"$TMP/stderr" ||
     fail "the host's cryptsetup words differ: $(cat "$TMP/stderr")"
 cmp "$TMP/cs2.img" "$TMP/in.bin" || fail "cryptsetup's refused reencrypt changed the device"
+# luks format over a LUKS header: cryptsetup's warning on stdout, not with
+# -q; what the host's cryptsetup luksFormat prints, byte for byte.
+head -c 1M /dev/zero >"$TMP/data.img"
+for q in "" -q; do
+    cp "$TMP/hcs" "$TMP/hf"
+    cryptsetup luksFormat ${q:+"$q"} "${PBKDF2[@]}" --key-file "$TMP/p0" --header "$TMP/hf" "$TMP/data.img" \
+        </dev/null >"$TMP/theirs.out" || fail "cryptsetup luksFormat $q over a header"
+    cp "$TMP/hcs" "$TMP/hf"
+    "$BLKCRYPT" luks format ${q:+"$q"} "${PBKDF2[@]}" --key-file "$TMP/p0" --header "$TMP/hf" "$TMP/data.img" \
+        </dev/null >"$TMP/ours.out" || fail "luks format $q over a header"
+    cmp "$TMP/ours.out" "$TMP/theirs.out" || fail "luks format $q over a header: $(cat "$TMP/ours.out") / $(cat "$TMP/theirs.out")"
+done
+[[ ! -s $TMP/ours.out ]] || fail "a warning with -q"
+cp "$TMP/hcs" "$TMP/hf"
+expect_exit 0 "$BLKCRYPT" luks format "${PBKDF2[@]}" --key-file "$TMP/p0" --header "$TMP/hf" "$TMP/data.img" </dev/null
+[[ $(cat "$TMP/stdout") == "WARNING: Device $TMP/hf already contains a 'crypto_LUKS' superblock signature." ]] ||
+    fail "no signature warning: $(cat "$TMP/stdout")"
+rm -f "$TMP/hf" "$TMP/data.img" "$TMP/ours.out" "$TMP/theirs.out"
 # Any other existing HDR is replaced (cryptsetup writes over it too).
 head -c 65536 /dev/urandom >"$TMP/hjunk"
 expect_exit 0 "$BLKCRYPT" luks encrypt --format --header "$TMP/hjunk" "${PBKDF2[@]}" --key-file "$TMP/p0" \
