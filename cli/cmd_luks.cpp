@@ -496,19 +496,21 @@ void start_format(const po::variables_map& vm, const std::string& image, bool de
         if (fd < 0) throw Failure(errno_message(header_path));
         ::close(fd);
     }
-    if (!into) confirm(vm, "\nWARNING!\n========\nThis will overwrite data on " + header_path + " irrevocably.\n");
+    if (into) return;
+    // cryptsetup 2.6.1 names a signature it finds (through blkid) on stdout
+    // before asking, unless --batch-mode; of those we know LUKS headers.
+    if (!vm["batch-mode"].as<bool>()) {
+        if (auto h = blkcrypt::open_file_store(header_path, false); h && luks::detect(**h))
+            std::cout << "WARNING: Device " << header_path << " already contains a 'crypto_LUKS' superblock signature.\n"
+                      << std::flush;
+    }
+    confirm(vm, "\nWARNING!\n========\nThis will overwrite data on " + header_path + " irrevocably.\n");
 }
 
 int run_format2(const po::variables_map& vm, const std::string& image, bool detached, const std::string& header_path,
                 const FormatInto* into) {
     luks2::FormatOptions o;
-    const luks2::KeyslotOptions k = luks2_kdf_options(vm);
-    o.pbkdf = k.pbkdf;
-    o.hash = k.hash;
-    o.iterations = k.iterations;
-    o.memory_kib = k.memory_kib;
-    o.parallel = k.parallel;
-    o.iter_time_ms = k.iter_time_ms;
+    luks2::copy_keyslot_costs(o, luks2_kdf_options(vm));
     if (vm.count("cipher")) o.cipher = vm["cipher"].as<std::string>();
     unsigned bits = o.cipher.find("-xts-") != std::string::npos ? 512 : 256;
     if (vm.count("key-size")) bits = vm["key-size"].as<unsigned>();
@@ -714,6 +716,14 @@ int run_encrypt_format(const po::variables_map& vm, const std::vector<std::strin
     if (in_path == "-" || key_path == "-" || vk_path == "-")
         throw UsageError("--format needs IN of known size, read as a file (and no key from stdin)");
     if (header == "-") throw UsageError("--header '-': the new header must be a file or a block device");
+    // An HDR that holds a LUKS header already (the only way in to a device
+    // encrypted with it) is refused as cryptsetup 2.6.1's reencrypt
+    // --encrypt --header refuses it, --batch-mode or not; HDR that cannot be
+    // read is left to the output checks.
+    if (!header.empty()) {
+        if (auto h = blkcrypt::open_file_store(header, false); h && luks::detect(**h))
+            throw Failure("Device " + header + " is already LUKS device. Aborting operation.");
+    }
     auto in = blkcrypt::open_file_store(in_path, false);
     if (!in) throw Failure(in.error().message);
     struct stat st {};

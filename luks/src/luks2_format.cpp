@@ -179,12 +179,7 @@ Result<luks::Volume> format(Registry& reg, BackingStore& header, ConstBytes pass
     std::vector<uint8_t> digest_salt(32);
     if (auto r = random_bytes(digest_salt); !r) return r.error();
     KeyslotOptions ko;
-    ko.pbkdf = o.pbkdf;
-    ko.hash = o.hash;
-    ko.iterations = o.iterations;
-    ko.memory_kib = o.memory_kib;
-    ko.parallel = o.parallel;
-    ko.iter_time_ms = o.iter_time_ms;
+    copy_keyslot_costs(ko, o);
     Result<NewKeyslot> nk = make_keyslot(reg, vk, passphrase, ko, o.cipher, area_offset);
     if (!nk) return nk.error();
     if (nk->area.size() > ks_size) return bad("the keyslots area is too small for one keyslot");

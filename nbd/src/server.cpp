@@ -120,6 +120,16 @@ struct Pending {
     std::vector<uint8_t> extents;     // a BLOCK_STATUS reply's payload
 };
 
+// The reply to request `cookie` of `type` on the client's [offset, +len).
+Pending* new_pending(uint64_t cookie, uint16_t type, uint64_t offset, uint32_t len) {
+    auto* p = new Pending;
+    p->cookie = cookie;
+    p->type = type;
+    p->offset = offset;
+    p->len = len;
+    return p;
+}
+
 class Connection {
 public:
     Connection(Export& e, Transport& t, const ConnectionOptions& o)
@@ -352,11 +362,7 @@ private:
     }
     void reply_now(uint64_t cookie, uint16_t type, uint64_t offset, uint32_t len, uint32_t error) {
         acquire(0);
-        auto* p = new Pending;
-        p->cookie = cookie;
-        p->type = type;
-        p->offset = offset;
-        p->len = len;
+        auto* p = new_pending(cookie, type, offset, len);
         p->error = error;
         finish(p);
     }
@@ -533,11 +539,7 @@ private:
         const uint64_t a = offset / bs * bs, e = (offset + len + bs - 1) / bs * bs;
         const auto alen = static_cast<std::size_t>(e - a);
         acquire(alen);
-        auto* p = new Pending;
-        p->cookie = cookie;
-        p->type = type;
-        p->offset = offset;
-        p->len = len;
+        auto* p = new_pending(cookie, type, offset, len);
         p->budget = alen;
         p->buf.reset(new uint8_t[alen]);
         p->skip = static_cast<std::size_t>(offset - a);
@@ -564,11 +566,7 @@ private:
         const unsigned max = one ? 1 : kMaxExtents;
         const std::size_t bytes = 4 + 8 * std::size_t{max};
         acquire(bytes);
-        auto* p = new Pending;
-        p->cookie = cookie;
-        p->type = proto::kCmdBlockStatus;
-        p->offset = offset;
-        p->len = len;
+        auto* p = new_pending(cookie, proto::kCmdBlockStatus, offset, len);
         p->budget = bytes;
         std::vector<BlockDevice::Extent> ext = dev_.extents(offset, len, max);
         if (ext.empty() || ext.size() > max) ext = {{len, false, false}};

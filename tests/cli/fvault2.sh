@@ -52,49 +52,14 @@ fi
 
 # On a terminal: cryptsetup's volume key warning first (anything but YES
 # aborts, no key shown), then the passphrase prompt.
-python3 - "$BLKCRYPT" "$IMG" "$PW" <<'PY' || fail "terminal confirmation and prompt"
-import fcntl, os, pty, select, subprocess, sys, termios, time
-blk, img, pw = sys.argv[1:4]
-
-def run(answers):
-    master, slave = pty.openpty()
-    def child():
-        os.setsid()
-        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-    p = subprocess.Popen([blk, "fvault2", "dump", "--dump-volume-key", img], stdin=slave, stdout=slave,
-                         stderr=slave, preexec_fn=child, close_fds=True)
-    os.close(slave)
-    out, end = b"", time.time() + 120
-    triggers = [b"capital letters): ", b"Enter passphrase for %s: " % img.encode()]
-    while True:
-        if time.time() > end:
-            p.kill()
-            raise SystemExit("timeout: %r" % out)
-        r, _, _ = select.select([master], [], [], 0.2)
-        if r:
-            try:
-                chunk = os.read(master, 4096)
-            except OSError:
-                chunk = b""
-            if not chunk:
-                break
-            out += chunk
-            if answers and out.endswith(triggers[0]):
-                time.sleep(0.3)  # a prompt turns echo off (flushing input) after printing itself
-                os.write(master, answers.pop(0).encode() + b"\n")
-                triggers.pop(0)
-        if not r and p.poll() is not None:
-            break
-    p.wait()
-    os.close(master)
-    return p.returncode, out.decode(errors="replace")
-
-rc, out = run(["no"])
-assert rc == 1 and "Header dump with volume key is sensitive information" in out, (rc, out)
-assert "Operation aborted." in out and "Volume key:" not in out, out
-rc, out = run(["YES", pw])
-assert rc == 0 and "Volume key:       \t20 73 4d 33" in out, (rc, out)
-PY
+PTY=$(dirname "$0")/pty_session.py
+expect_exit 1 python3 "$PTY" --timeout 120 --answer "capital letters): " no -- "$BLKCRYPT" fvault2 dump --dump-volume-key "$IMG"
+grep_q "Header dump with volume key is sensitive information" <"$TMP/stdout" || fail "no warning: $(cat "$TMP/stdout")"
+grep_q "Operation aborted." <"$TMP/stdout" || fail "not aborted: $(cat "$TMP/stdout")"
+if grep -q "Volume key:" "$TMP/stdout"; then fail "a key shown after no"; fi
+expect_exit 0 python3 "$PTY" --timeout 120 --answer "capital letters): " YES --answer "Enter passphrase for $IMG: " "$PW" -- \
+    "$BLKCRYPT" fvault2 dump --dump-volume-key "$IMG"
+grep_q -F "$(printf 'Volume key:       \t20 73 4d 33')" <"$TMP/stdout" || fail "no key after YES: $(cat "$TMP/stdout")"
 
 # A wrong passphrase: exit 2 and cryptsetup's words; nothing on stdout.
 expect_exit 2 sh -c "echo heslo124 | '$BLKCRYPT' fvault2 dump --dump-volume-key '$IMG'"
@@ -139,14 +104,11 @@ grep_q "refusing to write an output over an input" <"$TMP/stderr" || fail "OUT =
 
 # serve: nbdcopy reads the same plaintext over NBD (read-only export).
 if command -v nbdcopy >/dev/null; then
-    SOCK=$TMP/s.sock
-    echo "$PW" | "$BLKCRYPT" fvault2 serve --socket "$SOCK" --pid-file "$TMP/pid" "$IMG" 2>"$TMP/log" &
-    SERVER=$!
-    for _ in $(seq 300); do [[ -s $TMP/pid ]] && break; kill -0 $SERVER 2>/dev/null || fail "serve died: $(cat "$TMP/log")"; sleep 0.1; done
-    [[ -s $TMP/pid ]] || fail "serve did not start"
-    timeout 300 nbdcopy "nbd+unix:///?socket=$SOCK" "$TMP/served" || fail "nbdcopy: $(cat "$TMP/log")"
-    kill -TERM $SERVER
-    wait $SERVER || fail "serve exit on SIGTERM: $(cat "$TMP/log")"
+    NBD_CLIENTS=nbdcopy source "$(dirname "$0")/nbd_lib.sh"
+    echo "$PW" >"$TMP/pw.line"
+    SERVER_INPUT=$TMP/pw.line start_server fvault2 serve --socket "$SOCK" "$IMG"
+    timeout 300 nbdcopy "$URI" "$TMP/served" || fail "nbdcopy: $(cat "$TMP/log")"
+    stop_server
     cmp "$TMP/served" "$TMP/plain" || fail "served plaintext differs from the kernel's"
 else
     echo "nbdcopy not installed: fvault2 serve test skipped"

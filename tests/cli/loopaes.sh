@@ -92,35 +92,25 @@ grep -qF "is too small" "$TMP/stderr" || fail "offset past the end: $(cat "$TMP/
 # loop-AES ciphertext that decrypt reads back.
 if command -v nbdcopy >/dev/null; then
     gzip -dc "$K/images/k65-off-skip.img.gz" >"$TMP/s.img"
-    SOCK=$TMP/s.sock
-    "$BLKCRYPT" loopaes serve --socket "$SOCK" --pid-file "$TMP/pid" --key-file "$K/keys/k65.txt" \
-        --offset 8 --skip 3 "$TMP/s.img" 2>"$TMP/log" &
-    SERVER=$!
-    for _ in $(seq 100); do [[ -s $TMP/pid ]] && break; kill -0 $SERVER 2>/dev/null || fail "serve died: $(cat "$TMP/log")"; sleep 0.1; done
-    [[ -s $TMP/pid ]] || fail "serve did not start"
-    timeout 120 nbdcopy "nbd+unix:///?socket=$SOCK" "$TMP/served" || fail "nbdcopy: $(cat "$TMP/log")"
+    NBD_CLIENTS=nbdcopy source "$(dirname "$0")/nbd_lib.sh"
+    start_server loopaes serve --socket "$SOCK" --key-file "$K/keys/k65.txt" --offset 8 --skip 3 "$TMP/s.img"
+    T nbdcopy "$URI" "$TMP/served" || fail "nbdcopy: $(cat "$TMP/log")"
     cmp -s "$TMP/served" "$TMP/plain.img" || fail "served plaintext differs from the kernel's"
     head -c 36864 /dev/urandom >"$TMP/new.img"
-    timeout 120 nbdcopy "$TMP/new.img" "nbd+unix:///?socket=$SOCK" || fail "nbdcopy write: $(cat "$TMP/log")"
-    kill -TERM $SERVER
-    wait $SERVER || fail "serve exit on SIGTERM: $(cat "$TMP/log")"
+    T nbdcopy "$TMP/new.img" "$URI" || fail "nbdcopy write: $(cat "$TMP/log")"
+    stop_server
     rm -f "$TMP/pt.img"
     expect_exit 0 "$BLKCRYPT" loopaes decrypt --key-file "$K/keys/k65.txt" --offset 8 --skip 3 "$TMP/s.img" "$TMP/pt.img"
     cmp -s "$TMP/pt.img" "$TMP/new.img" || fail "what serve wrote does not decrypt back"
     # --read-only: the same plaintext, and a write is refused without touching the image.
     rm -f "$TMP/pid"
     before=$(sha256sum <"$TMP/s.img")
-    "$BLKCRYPT" loopaes serve --read-only --socket "$SOCK" --pid-file "$TMP/pid" --key-file "$K/keys/k65.txt" \
-        --offset 8 --skip 3 "$TMP/s.img" 2>"$TMP/log" &
-    SERVER=$!
-    for _ in $(seq 100); do [[ -s $TMP/pid ]] && break; kill -0 $SERVER 2>/dev/null || fail "serve --read-only died: $(cat "$TMP/log")"; sleep 0.1; done
-    [[ -s $TMP/pid ]] || fail "serve --read-only did not start"
+    start_server loopaes serve --read-only --socket "$SOCK" --key-file "$K/keys/k65.txt" --offset 8 --skip 3 "$TMP/s.img"
     rm -f "$TMP/served"
-    timeout 120 nbdcopy "nbd+unix:///?socket=$SOCK" "$TMP/served" || fail "nbdcopy --read-only: $(cat "$TMP/log")"
+    T nbdcopy "$URI" "$TMP/served" || fail "nbdcopy --read-only: $(cat "$TMP/log")"
     cmp -s "$TMP/served" "$TMP/new.img" || fail "read-only served plaintext differs"
-    if timeout 120 nbdcopy "$TMP/plain.img" "nbd+unix:///?socket=$SOCK" 2>/dev/null; then fail "a read-only export took a write"; fi
-    kill -TERM $SERVER
-    wait $SERVER || fail "serve --read-only exit on SIGTERM: $(cat "$TMP/log")"
+    if T nbdcopy "$TMP/plain.img" "$URI" 2>/dev/null; then fail "a read-only export took a write"; fi
+    stop_server
     [[ $(sha256sum <"$TMP/s.img") == "$before" ]] || fail "a read-only export changed the image"
 else
     echo "nbdcopy not installed: loopaes serve test skipped"

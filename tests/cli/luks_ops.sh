@@ -217,20 +217,27 @@ expect_exit 2 "$BLKCRYPT" luks encrypt --format --start 8 --key-file "$TMP/p0" "
 # Interrupted (here while it waits for the passphrase on a pipe): no IMAGE,
 # no temporary file, and an existing IMAGE is left as it was.
 cp "$TMP/new1.img" "$TMP/keep.img"
-for target in "$TMP/gone.img" "$TMP/keep.img"; do
+# interrupted_at_prompt OUT CMD...: CMD reads its passphrase from a FIFO that
+# never gives one; once OUT's temporary file is there, SIGTERM. CMD must die
+# of it (143) and leave no temporary file.
+interrupted_at_prompt() {
+    local out=$1 pid rc=0
+    shift
     mkfifo "$TMP/fifo"
-    "$BLKCRYPT" luks encrypt --format "${PBKDF2[@]}" "$TMP/in.bin" "$target" <"$TMP/fifo" 2>"$TMP/int.err" &
+    "$@" <"$TMP/fifo" 2>"$TMP/int.err" &
     pid=$!
     exec 7>"$TMP/fifo"  # a writer that never writes: the passphrase read blocks
-    for _ in $(seq 50); do compgen -G "$TMP/.$(basename "$target").blkcrypt-tmp.*" >/dev/null && break; sleep 0.1; done
+    for _ in $(seq 50); do compgen -G "$TMP/.$(basename "$out").blkcrypt-tmp.*" >/dev/null && break; sleep 0.1; done
     sleep 0.2
     kill -TERM "$pid"
-    rc=0
     wait "$pid" || rc=$?
     exec 7>&-
     rm -f "$TMP/fifo"
-    [[ $rc == 143 ]] || fail "interrupted encrypt --format: exit $rc ($(cat "$TMP/int.err"))"
-    compgen -G "$TMP/.*blkcrypt-tmp*" >/dev/null && fail "a temporary file was left: $(ls -a "$TMP")"
+    [[ $rc == 143 ]] || fail "interrupted $*: exit $rc ($(cat "$TMP/int.err"))"
+    if compgen -G "$TMP/.*blkcrypt-tmp*" >/dev/null; then fail "a temporary file was left: $(ls -a "$TMP")"; fi
+}
+for target in "$TMP/gone.img" "$TMP/keep.img"; do
+    interrupted_at_prompt "$target" "$BLKCRYPT" luks encrypt --format "${PBKDF2[@]}" "$TMP/in.bin" "$target"
 done
 [[ ! -e $TMP/gone.img ]] || fail "an interrupted encrypt --format left IMAGE"
 cmp "$TMP/keep.img" "$TMP/new1.img" || fail "an interrupted encrypt --format changed the existing IMAGE"
@@ -291,72 +298,73 @@ expect_exit 2 "$BLKCRYPT" luks encrypt --format --header "$TMP/in.bin" "${PBKDF2
 expect_exit 2 "$BLKCRYPT" luks encrypt --format --header "$TMP/hodd" "${PBKDF2[@]}" --key-file "$TMP/p0" "$TMP/odd.bin" "$TMP/odd.img"
 [[ ! -e $TMP/odd.img && ! -e $TMP/hodd ]] || fail "a failed detached encrypt --format left IMAGE or the header: $(ls "$TMP")"
 compgen -G "$TMP/.*blkcrypt-tmp*" >/dev/null && fail "a failed detached encrypt --format left a temporary file"
+# An HDR that holds a LUKS header already (LUKS1 hd, LUKS2 hcs) is refused
+# with cryptsetup's words and exit 1, as cryptsetup 2.6.1's reencrypt
+# --encrypt --header refuses it, -q or not (checked live below); HDR stays.
+for h in "$TMP/hd" "$TMP/hcs"; do
+    cp "$h" "$TMP/h.before"
+    expect_exit 1 "$BLKCRYPT" luks encrypt --format --header "$h" "${PBKDF2[@]}" --key-file "$TMP/p0" \
+        "$TMP/in.bin" "$TMP/none.img"
+    [[ $(cat "$TMP/stderr") == "blkcrypt: Device $h is already LUKS device. Aborting operation." ]] ||
+        fail "encrypt --format over the LUKS header $h: $(cat "$TMP/stderr")"
+    cmp "$h" "$TMP/h.before" || fail "a refused encrypt --format changed the header $h"
+    [[ ! -e $TMP/none.img ]] || fail "a refused encrypt --format over a LUKS header left IMAGE"
+done
+cp "$TMP/in.bin" "$TMP/cs2.img"
+expect_exit 1 cryptsetup reencrypt --encrypt -q --header "$TMP/hd" "${PBKDF2[@]}" --key-file "$TMP/p0" "$TMP/cs2.img"
+grep_q -x "Device $TMP/hd is already LUKS device. Aborting operation." <"$TMP/stderr" ||
+    fail "the host's cryptsetup words differ: $(cat "$TMP/stderr")"
+cmp "$TMP/cs2.img" "$TMP/in.bin" || fail "cryptsetup's refused reencrypt changed the device"
+# luks format over a LUKS header: cryptsetup's warning on stdout, not with
+# -q; what the host's cryptsetup luksFormat prints, byte for byte.
+head -c 1M /dev/zero >"$TMP/data.img"
+for q in "" -q; do
+    cp "$TMP/hcs" "$TMP/hf"
+    cryptsetup luksFormat ${q:+"$q"} "${PBKDF2[@]}" --key-file "$TMP/p0" --header "$TMP/hf" "$TMP/data.img" \
+        </dev/null >"$TMP/theirs.out" || fail "cryptsetup luksFormat $q over a header"
+    cp "$TMP/hcs" "$TMP/hf"
+    "$BLKCRYPT" luks format ${q:+"$q"} "${PBKDF2[@]}" --key-file "$TMP/p0" --header "$TMP/hf" "$TMP/data.img" \
+        </dev/null >"$TMP/ours.out" || fail "luks format $q over a header"
+    cmp "$TMP/ours.out" "$TMP/theirs.out" || fail "luks format $q over a header: $(cat "$TMP/ours.out") / $(cat "$TMP/theirs.out")"
+done
+[[ ! -s $TMP/ours.out ]] || fail "a warning with -q"
+cp "$TMP/hcs" "$TMP/hf"
+expect_exit 0 "$BLKCRYPT" luks format "${PBKDF2[@]}" --key-file "$TMP/p0" --header "$TMP/hf" "$TMP/data.img" </dev/null
+[[ $(cat "$TMP/stdout") == "WARNING: Device $TMP/hf already contains a 'crypto_LUKS' superblock signature." ]] ||
+    fail "no signature warning: $(cat "$TMP/stdout")"
+rm -f "$TMP/hf" "$TMP/data.img" "$TMP/ours.out" "$TMP/theirs.out"
+# Any other existing HDR is replaced (cryptsetup writes over it too).
+head -c 65536 /dev/urandom >"$TMP/hjunk"
+expect_exit 0 "$BLKCRYPT" luks encrypt --format --header "$TMP/hjunk" "${PBKDF2[@]}" --key-file "$TMP/p0" \
+    "$TMP/in.bin" "$TMP/junk.img"
+cryptsetup open --test-passphrase --header "$TMP/hjunk" --key-file "$TMP/p0" "$TMP/junk.img" ||
+    fail "encrypt --format over a non-LUKS header file"
+rm -f "$TMP/cs2.img" "$TMP/junk.img" "$TMP/hjunk" "$TMP/h.before"
 # Interrupted: no IMAGE, no header, no temporary file; an existing header
-# and IMAGE stay as they were.
+# (not a LUKS one: that is refused) and IMAGE stay as they were.
 cp "$TMP/det1.img" "$TMP/keepd.img"
-cp "$TMP/hd" "$TMP/keeph"
+head -c 65536 /dev/urandom >"$TMP/keeph"
+cp "$TMP/keeph" "$TMP/keeph.orig"
 for pair in "$TMP/goned.img $TMP/goneh" "$TMP/keepd.img $TMP/keeph"; do
     read -r target hdr <<<"$pair"
-    mkfifo "$TMP/fifo"
-    "$BLKCRYPT" luks encrypt --format --header "$hdr" "${PBKDF2[@]}" "$TMP/in.bin" "$target" <"$TMP/fifo" 2>"$TMP/int.err" &
-    pid=$!
-    exec 7>"$TMP/fifo"
-    for _ in $(seq 50); do compgen -G "$TMP/.$(basename "$hdr").blkcrypt-tmp.*" >/dev/null && break; sleep 0.1; done
-    sleep 0.2
-    kill -TERM "$pid"
-    rc=0
-    wait "$pid" || rc=$?
-    exec 7>&-
-    rm -f "$TMP/fifo"
-    [[ $rc == 143 ]] || fail "interrupted detached encrypt --format: exit $rc ($(cat "$TMP/int.err"))"
-    compgen -G "$TMP/.*blkcrypt-tmp*" >/dev/null && fail "a temporary file was left: $(ls -a "$TMP")"
+    interrupted_at_prompt "$hdr" "$BLKCRYPT" luks encrypt --format --header "$hdr" "${PBKDF2[@]}" "$TMP/in.bin" "$target"
 done
 [[ ! -e $TMP/goned.img && ! -e $TMP/goneh ]] || fail "an interrupted detached encrypt --format left IMAGE or the header"
 cmp "$TMP/keepd.img" "$TMP/det1.img" || fail "an interrupted detached encrypt --format changed IMAGE"
-cmp "$TMP/keeph" "$TMP/hd" || fail "an interrupted detached encrypt --format changed the header"
+cmp "$TMP/keeph" "$TMP/keeph.orig" || fail "an interrupted detached encrypt --format changed the header"
 
 # ---- --tries: a wrong passphrase at the terminal is asked again (3 times by default).
-python3 - "$BLKCRYPT" "$TMP/c.img" "$TMP/l1.img" <<'PY' || fail "--tries"
-import fcntl, os, pty, select, subprocess, sys, termios, time
+PYTHONPATH=$(dirname "$0") python3 - "$BLKCRYPT" "$TMP/c.img" "$TMP/l1.img" <<'PY' || fail "--tries"
+import sys
+import pty_session
 blk, img, l1 = sys.argv[1], sys.argv[2], sys.argv[3]
 
-def run(args, answers):
-    master, slave = pty.openpty()
-    def child():
-        os.setsid()
-        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-    p = subprocess.Popen([blk] + args, stdin=slave, stdout=slave, stderr=slave, preexec_fn=child, close_fds=True)
-    os.close(slave)
-    out, pending, end = b"", list(answers), time.time() + 60
-    while True:
-        if time.time() > end:
-            p.kill()
-            raise SystemExit("timeout: %r" % out)
-        r, _, _ = select.select([master], [], [], 0.2)
-        if r:
-            try:
-                chunk = os.read(master, 4096)
-            except OSError:
-                chunk = b""
-            if not chunk:
-                break
-            out += chunk
-        if not answers and b"capital letters): " in out and not out.endswith(b"\n"):
-            time.sleep(0.3)
-            os.write(master, b"no\n")
-            answers = ["no"]  # answered once
-        if pending and out.count(b"Enter ") > len(answers) - len(pending):
-            time.sleep(0.3)  # the prompt turns echo off (flushing input) after printing itself
-            os.write(master, pending.pop(0).encode() + b"\n")
-        if not r and p.poll() is not None:
-            break
-    p.wait()
-    os.close(master)
-    return p.returncode, out.decode(errors="replace")
+def run(args, replies, prompt="Enter "):
+    return pty_session.run([blk] + args, [(prompt, r) for r in replies])
 
 # convert asks as cryptsetup asks; anything but YES leaves the image alone (exit 2).
 before = open(img, "rb").read()
-rc, out = run(["convert", "--type", "luks1", img], [])
+rc, out = run(["convert", "--type", "luks1", img], ["no"], "capital letters): ")
 assert rc == 2, (rc, out)
 assert ("\r\nWARNING!\r\n========\r\nThis operation will convert %s to LUKS1 format.\r\n\r\n\r\n"
         "Are you sure? (Type 'yes' in capital letters): " % img) in out, out

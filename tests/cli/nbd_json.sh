@@ -104,9 +104,7 @@ KEY=$(head -c 64 /dev/urandom | xxd -p -c 64)
 json_server crypt serve --table "aes-xts-plain64 $KEY 0" --socket "$SOCK" "$TMP/plain"
 json_stop
 check 'assert [e["event"] for e in ev] == ["listening", "shutdown", "stopped"], ev'
-"$BLKCRYPT" serve --socket "$SOCK" --pid-file "$TMP/pid" "$TMP/plain" >"$TMP/quiet" 2>>"$TMP/log" &
-SERVER_PID=$!
-for _ in $(seq 100); do [[ -s $TMP/pid ]] && break; sleep 0.1; done
+start_server serve --socket "$SOCK" "$TMP/plain" >"$TMP/quiet"
 T nbdinfo "$URI" >/dev/null
 json_stop
 [[ ! -s $TMP/quiet ]] || fail "events without --json: $(cat "$TMP/quiet")"

@@ -13,12 +13,15 @@ SERVER_PID=
 # A failing check exits the script with the server still running; it holds
 # the test's output open, so ctest would wait for its timeout: kill it first.
 trap '[[ -n $SERVER_PID ]] && kill -9 $SERVER_PID 2>/dev/null; rm -rf "$TMP"' EXIT
-# start_server ARGS...: blkcrypt ARGS --socket SOCK --pid-file, waits until it listens.
+# start_server ARGS...: blkcrypt ARGS --pid-file, waits until it listens (up
+# to 30 s: an unlock's KDF on a loaded machine). Its stdout is the caller's;
+# its stdin the file SERVER_INPUT names (a passphrase to read), else
+# /dev/null as for any background command.
 start_server() {
     rm -f "$TMP/pid"
-    "$BLKCRYPT" "$@" --pid-file "$TMP/pid" 2>>"$TMP/log" &
+    "$BLKCRYPT" "$@" --pid-file "$TMP/pid" 2>>"$TMP/log" <"${SERVER_INPUT:-/dev/null}" &
     SERVER_PID=$!
-    for _ in $(seq 100); do
+    for _ in $(seq 300); do
         [[ -s $TMP/pid ]] && return 0
         kill -0 $SERVER_PID 2>/dev/null || fail "server died: $(cat "$TMP/log")"
         sleep 0.1
@@ -61,5 +64,7 @@ open(sys.argv[1], "wb").write(m)
 PY
 }
 CLIENT="$(dirname "${BASH_SOURCE[0]}")/nbd_client.py"
-# Every NBD test uses these clients.
-need nbdinfo nbdcopy qemu-img qemu-io python3
+# Every NBD test uses these clients; a test that serves only to nbdcopy (and
+# skips without it) names its own in NBD_CLIENTS.
+# shellcheck disable=SC2086
+need ${NBD_CLIENTS:-nbdinfo nbdcopy qemu-img qemu-io python3}

@@ -70,10 +70,7 @@ T qemu-img compare -f raw -F raw "$URI" "$TMP/model" >/dev/null || fail "--volum
 T qemu-io -f raw -c "write 0 512" "$URI" >"$TMP/qemu-io.out" 2>&1 || true
 grep -qi "permitted\|read-only\|permission denied" "$TMP/qemu-io.out" || fail "write to read-only: $(cat "$TMP/qemu-io.out")"
 stop_server INT
-rm -f "$TMP/pid"
-"$BLKCRYPT" luks serve --socket "$SOCK" --key-slot 0 --pid-file "$TMP/pid" "$IMG" <"$TMP/pass" 2>>"$TMP/log" &
-SERVER_PID=$!
-for _ in $(seq 100); do [[ -s $TMP/pid ]] && break; sleep 0.1; done
+SERVER_INPUT=$TMP/pass start_server luks serve --socket "$SOCK" --key-slot 0 "$IMG"
 T qemu-img compare -f raw -F raw "$URI" "$TMP/model" >/dev/null || fail "passphrase on stdin: view differs"
 stop_server TERM
 expect_exit 2 "$BLKCRYPT" luks serve --key-file "$TMP/pass" --key-slot 1 --socket "$SOCK" "$IMG"

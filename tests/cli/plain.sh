@@ -90,115 +90,69 @@ expect_one_error_line
 printf 'tty secret\n' | "$BLKCRYPT" crypt encrypt -c aes-xts-plain64 -s 512 -h sha256 "$TMP/pt8k" "$TMP/ref"
 long=$(printf 'x%.0s' $(seq 600))
 printf '%s\n' "${long:0:511}" | "$BLKCRYPT" crypt encrypt -h sha256 "$TMP/pt8k" "$TMP/ref511"
-python3 - "$BLKCRYPT" "$TMP" <<'PY' || fail "terminal prompt"
-import fcntl, os, pty, select, signal, subprocess, sys, termios, time
+PYTHONPATH=$(dirname "$0") python3 - "$BLKCRYPT" "$TMP" <<'PY' || fail "terminal prompt"
+import os, signal, sys, time
+import pty_session
 
 blk, tmp = sys.argv[1], sys.argv[2]
 
 def spawn(args):
-    """blkcrypt on a new pty as its controlling terminal; returns (proc, master, slave)."""
-    master, slave = pty.openpty()
-    def child():
-        os.setsid()
-        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-    p = subprocess.Popen([blk] + args, stdin=slave, stdout=slave, stderr=slave,
-                         preexec_fn=child, close_fds=True)
-    return p, master, slave
-
-def read_some(master, timeout):
-    """Up to 4096 bytes, b"" after timeout seconds without output."""
-    r, _, _ = select.select([master], [], [], timeout)
-    if not r:
-        return b""
-    try:
-        return os.read(master, 4096)
-    except OSError:
-        return b""
-
-def read_until(master, text, timeout=20):
-    buf = b""
-    end = time.time() + timeout
-    while text.encode() not in buf:
-        if time.time() > end:
-            raise SystemExit("timeout waiting for %r, got %r" % (text, buf))
-        buf += read_some(master, 0.2)
-    return buf
-
-def drain(p, master, timeout=60):
-    """The exit status and the rest of the output (the test keeps the slave
-    open to look at its termios, so the master never sees EOF)."""
-    out = b""
-    end = time.time() + timeout
-    while p.poll() is None:
-        if time.time() > end:
-            p.kill()
-            raise SystemExit("timeout waiting for exit, got %r" % out)
-        out += read_some(master, 0.2)
-    while True:
-        chunk = read_some(master, 0.1)
-        if not chunk:
-            break
-        out += chunk
-    return p.returncode, out
-
-def echo_on(slave):
-    return bool(termios.tcgetattr(slave)[3] & termios.ECHO)
+    """blkcrypt step by step on a pty, its slave kept open for echo_on()."""
+    return pty_session.Session([blk] + args)
 
 base = ["crypt", "encrypt", "-c", "aes-xts-plain64", "-s", "512", "-h", "sha256", tmp + "/pt8k"]
 
 # 1. prompt, no echo, same key as piped; echo back on afterwards.
-p, m, s = spawn(base + [tmp + "/tty1"])
-read_until(m, "Enter passphrase for %s/tty1: " % tmp)
-time.sleep(0.3)
-assert not echo_on(s), "echo is on at the prompt"
-os.write(m, b"tty secret\n")
-rc, out = drain(p, m)
+t = spawn(base + [tmp + "/tty1"])
+t.read_until("Enter passphrase for %s/tty1: " % tmp)
+time.sleep(pty_session.REPLY_DELAY)
+assert not t.echo_on(), "echo is on at the prompt"
+t.send("tty secret", 0)
+rc, out = t.drain()
 assert rc == 0, "prompt: exit %d %r" % (rc, out)
 assert b"tty secret" not in out, "the passphrase was echoed"
-assert echo_on(s), "echo not restored"
+assert t.echo_on(), "echo not restored"
 assert open(tmp + "/tty1", "rb").read() == open(tmp + "/ref", "rb").read(), "prompted key differs from piped"
 
 # 2. --verify-passphrase: a mismatch is refused, a match works.
-p, m, s = spawn(base + ["-y", tmp + "/tty2"])
-read_until(m, "Enter passphrase for ")
-time.sleep(0.2); os.write(m, b"one\n")
-read_until(m, "Verify passphrase: ")
-time.sleep(0.2); os.write(m, b"two\n")
-rc, out = drain(p, m)
+def verified(option, out, first, second):
+    t = spawn(base + [option, out])
+    t.read_until("Enter passphrase for ")
+    t.send(first)
+    t.read_until("Verify passphrase: ")
+    t.send(second)
+    return t.drain()
+
+rc, out = verified("-y", tmp + "/tty2", "one", "two")
 assert rc == 2 and b"Passphrases do not match." in out, "mismatch: %d %r" % (rc, out)
 assert not os.path.exists(tmp + "/tty2")
-p, m, s = spawn(base + ["--verify-passphrase", tmp + "/tty3"])
-read_until(m, "Enter passphrase for ")
-time.sleep(0.2); os.write(m, b"tty secret\n")
-read_until(m, "Verify passphrase: ")
-time.sleep(0.2); os.write(m, b"tty secret\n")
-rc, out = drain(p, m)
+rc, out = verified("--verify-passphrase", tmp + "/tty3", "tty secret", "tty secret")
 assert rc == 0, "verify: %d %r" % (rc, out)
 assert open(tmp + "/tty3", "rb").read() == open(tmp + "/ref", "rb").read()
 
 # 3. a 600-character line: cryptsetup's single 512-byte read keeps 511.
-p, m, s = spawn(["crypt", "encrypt", "-h", "sha256", tmp + "/pt8k", tmp + "/tty4"])
-read_until(m, "Enter passphrase for ")
-time.sleep(0.2); os.write(m, b"x" * 600 + b"\n")
-rc, out = drain(p, m)
+t = spawn(["crypt", "encrypt", "-h", "sha256", tmp + "/pt8k", tmp + "/tty4"])
+t.read_until("Enter passphrase for ")
+t.send("x" * 600)
+rc, out = t.drain()
 assert rc == 0, "long line: %d %r" % (rc, out)
 assert open(tmp + "/tty4", "rb").read() == open(tmp + "/ref511", "rb").read(), "long line: not the first 511"
 
 # 4. a signal at the prompt: the terminal gets its echo back, no OUT.
 for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-    p, m, s = spawn(base + [tmp + "/tty5"])
-    read_until(m, "Enter passphrase for ")
-    time.sleep(0.3)
-    assert not echo_on(s)
-    p.send_signal(sig)
-    rc, out = drain(p, m)
+    t = spawn(base + [tmp + "/tty5"])
+    t.read_until("Enter passphrase for ")
+    time.sleep(pty_session.REPLY_DELAY)
+    assert not t.echo_on()
+    t.proc.send_signal(sig)
+    rc, out = t.drain()
     assert rc != 0, "%s: exit 0" % sig
-    assert echo_on(s), "%s: echo not restored" % sig
+    assert t.echo_on(), "%s: echo not restored" % sig
     assert not os.path.exists(tmp + "/tty5"), "%s left OUT" % sig
 
 # 5. --keyfile-offset makes no sense at a terminal.
-p, m, s = spawn(base + ["--keyfile-offset", "1", tmp + "/tty6"])
-rc, out = drain(p, m)
+t = spawn(base + ["--keyfile-offset", "1", tmp + "/tty6"])
+rc, out = t.drain()
 assert rc == 2 and b"terminal" in out, "offset at a tty: %d %r" % (rc, out)
 PY
 echo "plain mode: ok ($n kernel cases)"

@@ -15,11 +15,10 @@
 using namespace blkcrypt;
 using testutil::hex;
 using testutil::registry;
+using testutil::text;
 using testutil::unhex;
 
 namespace {
-
-ConstBytes text(const std::string& s) { return ConstBytes(reinterpret_cast<const uint8_t*>(s.data()), s.size()); }
 
 std::array<uint8_t, 16> salt_0_15() {
     std::array<uint8_t, 16> s{};

@@ -18,7 +18,6 @@
 #include <thread>
 #include <vector>
 
-
 using blkcrypt::Cipher;
 using blkcrypt::ConstBytes;
 using blkcrypt::Shash;
@@ -29,6 +28,7 @@ namespace {
 
 using testutil::unhex;
 using testutil::hex;
+using testutil::text_copy;
 
 using Buf = std::vector<uint8_t>;
 
@@ -39,8 +39,6 @@ blkcrypt::Registry& registry() {
     (void)registered;
     return reg;
 }
-
-Buf bytes(std::string_view s) { return Buf(s.begin(), s.end()); }
 
 Buf pattern(std::size_t n) {
     Buf b(n);
@@ -166,51 +164,51 @@ TEST_CASE("cryptopp: hash known answers", "[cryptopp]") {
     // register from zlib.crc32 (~zlib.crc32(m, ~seed)) and a bitwise crc32c.
     const std::vector<Kat> kats = {
         {"md5", {}, {}, "d41d8cd98f00b204e9800998ecf8427e"},
-        {"md5", {}, bytes("abc"), "900150983cd24fb0d6963f7d28e17f72"},
-        {"sha1", {}, bytes("abc"), "a9993e364706816aba3e25717850c26c9cd0d89d"},
-        {"sha224", {}, bytes("abc"), "23097d223405d8228642a477bda255b32aadbce4bda0b3f7e36c9da7"},
-        {"sha256", {}, bytes("abc"),
+        {"md5", {}, text_copy("abc"), "900150983cd24fb0d6963f7d28e17f72"},
+        {"sha1", {}, text_copy("abc"), "a9993e364706816aba3e25717850c26c9cd0d89d"},
+        {"sha224", {}, text_copy("abc"), "23097d223405d8228642a477bda255b32aadbce4bda0b3f7e36c9da7"},
+        {"sha256", {}, text_copy("abc"),
          "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
-        {"sha384", {}, bytes("abc"),
+        {"sha384", {}, text_copy("abc"),
          "cb00753f45a35e8bb5a03d699ac65007272c32ab0eded1631a8b605a43ff5bed8086072ba1e7cc2358baeca1"
          "34c825a7"},
-        {"sha512", {}, bytes("abc"),
+        {"sha512", {}, text_copy("abc"),
          "ddaf35a193617abacc417349ae20413112e6fa4e89a97ea20a9eeee64b55d39a2192992a274fc1a836ba3c23a"
          "3feebbd454d4423643ce80e2a9ac94fa54ca49f"},
-        {"sha3-256", {}, bytes("abc"),
+        {"sha3-256", {}, text_copy("abc"),
          "3a985da74fe225b2045c172d6bd390bd855f086e3e9d525b46bfe24511431532"},
-        {"sha3-512", {}, bytes("abc"),
+        {"sha3-512", {}, text_copy("abc"),
          "b751850b1a57168a5693cd924b6b096e08f621827444f70d884f5d0240d2712e10e116e9192af3c91a7ec576"
          "47e3934057340b4cf408d5a56592f8274eec53f0"},
-        {"rmd160", {}, bytes("abc"), "8eb208f7e05d987a9b044a8e98c6b087f15a0bfc"},
-        {"wp512", {}, bytes("abc"),
+        {"rmd160", {}, text_copy("abc"), "8eb208f7e05d987a9b044a8e98c6b087f15a0bfc"},
+        {"wp512", {}, text_copy("abc"),
          "4e2448a4c6f486bb16b6562c73b4020bf3043e3a731bce721ae1b303d97e6d4c7181eebdb6c57e277d0e3495"
          "7114cbd6c797fc9d95d8b582d225292076d4eef5"},
-        {"blake2b-512", {}, bytes("abc"),
+        {"blake2b-512", {}, text_copy("abc"),
          "ba80a53f981c4d0d6a2797b69f12f6e94c212f14685ac4b74b12bb6fdbffa2d17d87c5392aab792dc252d5de"
          "4533cc9518d38aa8dbf1925ab92386edd4009923"},
         {"blake2b-512",
          unhex("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
                "202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f"),
-         bytes("abc"),
+         text_copy("abc"),
          "06bbc3dedf13a31139498655251b7588ccd3bb5aaa071b2d44d8e0a04095579ed590fbfdcf941f4370ce5ce6"
          "23624e7a76d33e7a8109dcda9b57d72f8f8efa51"},
-        {"blake2b-512", bytes("k"), {},
+        {"blake2b-512", text_copy("k"), {},
          "a393a0e4093eea8bfd03ebe262849654a10fbf67afc7f4f533efc0f992b33cbc574f32066446c2447ef23d5e"
          "86fabfd213b9eed79173ee8900909f2da52269cc"},
-        {"blake2s-256", {}, bytes("abc"),
+        {"blake2s-256", {}, text_copy("abc"),
          "508c5e8c327c14e2e1a72ba34eeb452f37458b209ed63a294d999b4c86675982"},
         {"blake2s-256", unhex("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"),
-         bytes("abc"), "a281f725754969a702f6fe36fc591b7def866e4b70173ece402fc01c064d6b65"},
-        {"blake2s-256", bytes("k"), {},
+         text_copy("abc"), "a281f725754969a702f6fe36fc591b7def866e4b70173ece402fc01c064d6b65"},
+        {"blake2s-256", text_copy("k"), {},
          "e4db13614567e4ed83bed1b46d4d51717081c2eaf18d4b71fd85d487b9572929"},
         {"crc32", {}, {}, "00000000"},
-        {"crc32", {}, bytes("123456789"), "882dfd2d"},
-        {"crc32", unhex("ffffffff"), bytes("123456789"), "d9c60b34"},  // ~0xcbf43926, LE
+        {"crc32", {}, text_copy("123456789"), "882dfd2d"},
+        {"crc32", unhex("ffffffff"), text_copy("123456789"), "d9c60b34"},  // ~0xcbf43926, LE
         {"crc32c", {}, {}, "00000000"},
-        {"crc32c", {}, bytes("123456789"), "839206e3"},  // 0xe3069283, LE
-        {"crc32c", unhex("00000000"), bytes("123456789"), "df051ca7"},
-        {"crc32c", unhex("12345678"), bytes("abc"), "a9025def"},  // seed 0x78563412
+        {"crc32c", {}, text_copy("123456789"), "839206e3"},  // 0xe3069283, LE
+        {"crc32c", unhex("00000000"), text_copy("123456789"), "df051ca7"},
+        {"crc32c", unhex("12345678"), text_copy("abc"), "a9025def"},  // seed 0x78563412
     };
     for (const auto& k : kats) {
         INFO(k.name << " key=" << hex(k.key) << " msg=" << hex(k.msg));
@@ -233,7 +231,7 @@ TEST_CASE("cryptopp: export then import at any split point gives the one-shot di
     for (const auto& c : kHashes) variants.push_back({c.name, {}});
     variants.insert(variants.end(), kKeyedVariants.begin(), kKeyedVariants.end());
 
-    const std::vector<Buf> messages = {bytes("abc"), pattern(300)};
+    const std::vector<Buf> messages = {text_copy("abc"), pattern(300)};
     for (const auto& [name, key] : variants) {
         auto h = alloc_hash(name, key);
         auto fresh = alloc_hash(name, key);  // imports go to another handle
@@ -252,7 +250,7 @@ TEST_CASE("cryptopp: export then import at any split point gives the one-shot di
                 auto d2 = fresh.new_desc();
                 REQUIRE(d2.ok());
                 d2->init();
-                d2->update(bytes("noise"));  // import must replace this
+                d2->update(text_copy("noise"));  // import must replace this
                 REQUIRE(d2->import_state(state) == Status::Ok);
                 Buf again(h.statesize());
                 REQUIRE(d2->export_state(again) == Status::Ok);
@@ -282,7 +280,7 @@ TEST_CASE("cryptopp: md5, sha1 and sha2 export the kernel's structs", "[cryptopp
         return st;
     };
     const Buf none;
-    const Buf abc = bytes("abc");
+    const Buf abc = text_copy("abc");
 
     SECTION("sha256_state { u32 state[8]; u64 count; u8 buf[64]; }") {
         const Buf st = exported("sha256", none);
@@ -339,7 +337,7 @@ TEST_CASE("cryptopp: import rejects malformed states", "[cryptopp]") {
         auto d = h.new_desc();
         REQUIRE(d.ok());
         d->init();
-        d->update(bytes("abc"));
+        d->update(text_copy("abc"));
         Buf st(h.statesize());
         REQUIRE(d->export_state(st) == Status::Ok);
         std::copy(patch.begin(), patch.end(), st.begin() + static_cast<std::ptrdiff_t>(off));
@@ -363,13 +361,13 @@ TEST_CASE("cryptopp: import rejects malformed states", "[cryptopp]") {
 
 TEST_CASE("cryptopp: hash keys", "[cryptopp]") {
     auto b = alloc_hash("blake2b-512");
-    const Buf unkeyed = one_shot(b, bytes("abc"));
+    const Buf unkeyed = one_shot(b, text_copy("abc"));
     CHECK(b.setkey(Buf{}) == Status::Invalid);
     CHECK(b.setkey(Buf(65, 1)) == Status::Invalid);
     CHECK(b.setkey(Buf(1, 1)) == Status::Ok);
-    CHECK(one_shot(b, bytes("abc")) != unkeyed);
+    CHECK(one_shot(b, text_copy("abc")) != unkeyed);
     CHECK(b.setkey(Buf(64, 1)) == Status::Ok);
-    CHECK(one_shot(b, bytes("abc")) != unkeyed);
+    CHECK(one_shot(b, text_copy("abc")) != unkeyed);
     auto s = alloc_hash("blake2s-256");
     CHECK(s.setkey(Buf{}) == Status::Invalid);
     CHECK(s.setkey(Buf(33, 1)) == Status::Invalid);
@@ -384,11 +382,11 @@ TEST_CASE("cryptopp: hash keys", "[cryptopp]") {
     }
     // A key replaces the default seed (~0 for crc32c) until the next setkey.
     auto c = alloc_hash("crc32c");
-    const Buf def = one_shot(c, bytes("123456789"));
+    const Buf def = one_shot(c, text_copy("123456789"));
     REQUIRE(c.setkey(unhex("ffffffff")) == Status::Ok);  // the default seed, explicitly
-    CHECK(one_shot(c, bytes("123456789")) == def);
+    CHECK(one_shot(c, text_copy("123456789")) == def);
     REQUIRE(c.setkey(unhex("00000000")) == Status::Ok);
-    CHECK(one_shot(c, bytes("123456789")) != def);
+    CHECK(one_shot(c, text_copy("123456789")) != def);
 }
 
 TEST_CASE("cryptopp: cipher key sizes", "[cryptopp]") {

@@ -65,9 +65,15 @@ struct UncachedFile {
 
 // Some file systems (tmpfs) keep every page however asked, and some refuse
 // O_DIRECT: there is nothing to test.
-bool usable(const UncachedFile& f, dm::BackingStore& store) {
-    if (f.cached() != 0) return false;
-    return store.direct_fd() >= 0;
+// f opened for reading, or nullptr (with a warning) where it cannot be tested.
+std::shared_ptr<dm::BackingStore> open_uncached(const UncachedFile& f) {
+    auto store = dm::open_file_store(f.path, false);
+    REQUIRE(store);
+    if (f.cached() != 0 || (*store)->direct_fd() < 0) {
+        WARN("no O_DIRECT or no page cache eviction on /tmp: test skipped");
+        return nullptr;
+    }
+    return std::move(store).value();
 }
 
 std::vector<uint8_t> root_of_memory(const std::vector<uint8_t>& bytes, const verity::VerityParams& p) {
@@ -82,18 +88,14 @@ std::vector<uint8_t> root_of_memory(const std::vector<uint8_t>& bytes, const ver
 
 TEST_CASE("verity reader: an uncached file is hashed from the disk, the page cache left alone", "[verity][direct]") {
     UncachedFile f(12 * kMiB + 5000);  // three chunks and a tail
-    auto store = dm::open_file_store(f.path, false);
-    REQUIRE(store);
-    if (!usable(f, **store)) {
-        WARN("no O_DIRECT or no page cache eviction on /tmp: test skipped");
-        return;
-    }
+    auto store = open_uncached(f);
+    if (!store) return;
     verity::VerityParams p;
     p.data_blocks = f.bytes.size() / kPage;
     dm::MemoryStore hash(1 * kMiB);
     verity::TreeOptions o;
     o.threads = 2;
-    auto r = verity::format_tree(registry(), p, **store, hash, o);
+    auto r = verity::format_tree(registry(), p, *store, hash, o);
     REQUIRE(r);
     CHECK(r->root_hash == root_of_memory(f.bytes, p));
     // Only the tail went through the cache (a buffered read).
@@ -118,21 +120,17 @@ TEST_CASE("verity reader: an uncached file is hashed from the disk, the page cac
 
 TEST_CASE("verity reader: a cached chunk is hashed in place, the uncached ones are read", "[verity][direct]") {
     UncachedFile f(12 * kMiB);
-    auto store = dm::open_file_store(f.path, false);
-    REQUIRE(store);
-    if (!usable(f, **store)) {
-        WARN("no O_DIRECT or no page cache eviction on /tmp: test skipped");
-        return;
-    }
+    auto store = open_uncached(f);
+    if (!store) return;
     {  // the middle chunk into the cache
         std::vector<uint8_t> buf(4 * kMiB);
-        REQUIRE((*store)->read(4 * kMiB, buf) == Status::Ok);
+        REQUIRE(store->read(4 * kMiB, buf) == Status::Ok);
         REQUIRE(f.cached(4 * kMiB, 4 * kMiB) == 4 * kMiB / kPage);
     }
     verity::VerityParams p;
     p.data_blocks = f.bytes.size() / kPage;
     dm::MemoryStore hash(1 * kMiB);
-    auto r = verity::format_tree(registry(), p, **store, hash);
+    auto r = verity::format_tree(registry(), p, *store, hash);
     REQUIRE(r);
     CHECK(r->root_hash == root_of_memory(f.bytes, p));
     CHECK(f.cached(0, 4 * kMiB) == 0);
@@ -142,17 +140,13 @@ TEST_CASE("verity reader: a cached chunk is hashed in place, the uncached ones a
 
 TEST_CASE("verity reader: an uncached file shrunk before it is read is an error", "[verity][direct]") {
     UncachedFile f(12 * kMiB);
-    auto store = dm::open_file_store(f.path, false);
-    REQUIRE(store);
-    if (!usable(f, **store)) {
-        WARN("no O_DIRECT or no page cache eviction on /tmp: test skipped");
-        return;
-    }
+    auto store = open_uncached(f);
+    if (!store) return;
     REQUIRE(::truncate(f.path.c_str(), 6 * kMiB) == 0);  // the store still says 12 MiB
     verity::VerityParams p;
     p.data_blocks = f.bytes.size() / kPage;
     dm::MemoryStore hash(1 * kMiB);
-    auto r = verity::format_tree(registry(), p, **store, hash);
+    auto r = verity::format_tree(registry(), p, *store, hash);
     REQUIRE_FALSE(r);
     CHECK_THAT(r.error().message, Catch::Contains(f.path + ": changed size while being read"));
 }

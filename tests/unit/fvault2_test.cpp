@@ -19,11 +19,10 @@
 using namespace blkcrypt;
 using testutil::hex;
 using testutil::registry;
+using testutil::text;
 using testutil::unhex;
 
 namespace {
-
-ConstBytes text(const std::string& s) { return ConstBytes(reinterpret_cast<const uint8_t*>(s.data()), s.size()); }
 
 void put32(std::vector<uint8_t>& b, std::size_t o, uint32_t v) {
     for (int i = 0; i < 4; ++i) b[o + i] = static_cast<uint8_t>(v >> (8 * i));

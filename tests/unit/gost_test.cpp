@@ -27,12 +27,11 @@ using namespace blkcrypt;
 using testutil::hex;
 using testutil::registry;
 using testutil::unhex;
+using testutil::text_copy;
 
 namespace {
 
 using Buf = std::vector<uint8_t>;
-
-Buf bytes(std::string_view s) { return Buf(s.begin(), s.end()); }
 
 Shash alloc_hash(std::string_view name) {
     auto h = Shash::alloc(registry(), name);
@@ -47,7 +46,7 @@ std::string digest_hex(const Shash& h, ConstBytes msg) {
 }
 
 // RFC 6986 section 10 messages in stream order.
-const Buf kM1 = bytes("012345678901234567890123456789012345678901234567890123456789012");
+const Buf kM1 = text_copy("012345678901234567890123456789012345678901234567890123456789012");
 const Buf kM2 = unhex(
     "d1e520e2e5f2f0e82c20d1f2f0e8e1eee6e820e2edf3f6e82c20e2e5fef2fa20f120eceef0ff20f1f2f0e5ebe0"
     "ece820ede020f5f0e0e1f0fbff20efebfaeafb20c8e3eef0e5e2fb");
@@ -55,7 +54,7 @@ const Buf kM2 = unhex(
 std::string pbkdf2_hex(const char* hash, std::string_view pw, std::string_view salt, uint32_t iter,
                        std::size_t len) {
     Buf out(len);
-    auto r = pbkdf2(registry(), hash, bytes(pw), bytes(salt), iter, out);
+    auto r = pbkdf2(registry(), hash, testutil::text(pw), testutil::text(salt), iter, out);
     REQUIRE(r.ok());
     return hex(out);
 }
@@ -110,7 +109,7 @@ std::string finish_from(const Shash& h, const Buf& st, ConstBytes rest) {
     auto d = h.new_desc();
     REQUIRE(d.ok());
     d->init();
-    d->update(bytes("noise"));
+    d->update(text_copy("noise"));
     REQUIRE(d->import_state(st) == Status::Ok);
     Buf got(h.digestsize());
     REQUIRE(d->finup(rest, got) == Status::Ok);
@@ -140,7 +139,7 @@ TEST_CASE("streebog: import rejects malformed states", "[gost]") {
     auto d = h.new_desc();
     REQUIRE(d.ok());
     d->init();
-    d->update(bytes("abc"));
+    d->update(text_copy("abc"));
     Buf st(h.statesize());
     REQUIRE(d->export_state(st) == Status::Ok);
     CHECK(hex(ConstBytes(st).first(4)) == "61626300");  // pending input, then zeros
@@ -212,7 +211,7 @@ TEST_CASE("pbkdf2 over streebog, blake2s-256 and wp512", "[gost][blake2s][kdf]")
 TEST_CASE("blake2s-256: RFC 7693 Appendix B through the default registry", "[blake2s]") {
     const auto h = alloc_hash("blake2s-256");
     CHECK(h.info().driver == "blake2s-256-cryptopp");
-    CHECK(digest_hex(h, bytes("abc")) ==
+    CHECK(digest_hex(h, text_copy("abc")) ==
           "508c5e8c327c14e2e1a72ba34eeb452f37458b209ed63a294d999b4c86675982");
 }
 
@@ -347,7 +346,7 @@ TEST_CASE("blake2s-256: PBKDF2 opens the header of a volume VeraCrypt made", "[b
     fs::remove_all(dir);
 
     Buf key(64);
-    REQUIRE(pbkdf2(registry(), "blake2s-256", bytes("aaaaaaaaaaaa"), ConstBytes(hdr).first(64), 500000,
+    REQUIRE(pbkdf2(registry(), "blake2s-256", text_copy("aaaaaaaaaaaa"), ConstBytes(hdr).first(64), 500000,
                    key)
                 .ok());
     auto x = Skcipher::alloc(registry(), "xts(aes)");

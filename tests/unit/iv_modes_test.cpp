@@ -18,19 +18,11 @@
 #include <vector>
 
 using namespace blkcrypt;
+using testutil::registry;
 
 namespace {
 
 using Buf = std::vector<uint8_t>;
-
-Registry& reg() {
-    static Registry* r = [] {
-        auto* x = new Registry;
-        REQUIRE(register_defaults(*x));
-        return x;
-    }();
-    return *r;
-}
 
 Buf pattern(std::size_t n, unsigned seed) {
     std::mt19937 rng(seed);
@@ -46,7 +38,7 @@ Buf le64(uint64_t v) {
 }
 
 Skcipher make(const std::string& name, SectorParams p, const Buf& key) {
-    auto t = Skcipher::alloc(reg(), name);
+    auto t = Skcipher::alloc(registry(), name);
     INFO(name << ": " << (t ? "" : t.error().message));
     REQUIRE(t);
     REQUIRE(t->set_sector_params(p) == Status::Ok);
@@ -91,7 +83,7 @@ const ModeCase kModes[] = {
 
 TEST_CASE("lmk and tcw refuse sectors other than 512 bytes", "[iv]") {
     for (const char* name : {"lmk(cbc(aes))", "tcw(cbc(aes))"}) {
-        auto t = Skcipher::alloc(reg(), name);
+        auto t = Skcipher::alloc(registry(), name);
         REQUIRE(t);
         for (std::size_t ss : {1024u, 2048u, 4096u}) {
             SectorParams p;
@@ -102,7 +94,7 @@ TEST_CASE("lmk and tcw refuse sectors other than 512 bytes", "[iv]") {
     }
     // eboiv and elephant take any data unit size.
     for (const char* name : {"eboiv(cbc(aes))", "elephant(cbc(aes))"}) {
-        auto t = Skcipher::alloc(reg(), name);
+        auto t = Skcipher::alloc(registry(), name);
         REQUIRE(t);
         SectorParams p;
         p.sector_size = 4096;
@@ -112,7 +104,7 @@ TEST_CASE("lmk and tcw refuse sectors other than 512 bytes", "[iv]") {
 
 TEST_CASE("IV modes refuse a key count that is not a power of two", "[iv]") {
     for (const char* name : {"lmk(cbc(aes))", "tcw(cbc(aes))", "eboiv(cbc(aes))", "elephant(cbc(aes))"}) {
-        auto t = Skcipher::alloc(reg(), name);
+        auto t = Skcipher::alloc(registry(), name);
         REQUIRE(t);
         for (unsigned kc : {0u, 3u, 48u, 65u}) {
             SectorParams p;
@@ -124,7 +116,7 @@ TEST_CASE("IV modes refuse a key count that is not a power of two", "[iv]") {
 }
 
 TEST_CASE("tcw refuses a key no longer than its IV seed and whitening", "[iv]") {
-    auto t = Skcipher::alloc(reg(), "tcw(cbc(aes))");
+    auto t = Skcipher::alloc(registry(), "tcw(cbc(aes))");
     REQUIRE(t);
     REQUIRE(t->set_sector_params(SectorParams{}) == Status::Ok);
     for (std::size_t n : {0u, 16u, 31u, 32u, 33u}) {  // 32 = iv_size 16 + whitening 16
@@ -140,7 +132,7 @@ TEST_CASE("tcw refuses a key no longer than its IV seed and whitening", "[iv]") 
 }
 
 TEST_CASE("lmk refuses a key that splits into neither 64 nor 65 equal parts", "[iv]") {
-    auto t = Skcipher::alloc(reg(), "lmk(cbc(aes))");
+    auto t = Skcipher::alloc(registry(), "lmk(cbc(aes))");
     REQUIRE(t);
     SectorParams p;
     p.key_count = 64;
@@ -156,7 +148,7 @@ TEST_CASE("lmk refuses a key that splits into neither 64 nor 65 equal parts", "[
 }
 
 TEST_CASE("elephant refuses keys with more than 32 sector-key bytes and bad inner shapes", "[iv]") {
-    auto t = Skcipher::alloc(reg(), "elephant(cbc(aes))");
+    auto t = Skcipher::alloc(registry(), "elephant(cbc(aes))");
     REQUIRE(t);
     REQUIRE(t->set_sector_params(SectorParams{}) == Status::Ok);
     CHECK(t->setkey(pattern(32, 3)) == Status::Ok);
@@ -170,7 +162,7 @@ TEST_CASE("elephant refuses keys with more than 32 sector-key bytes and bad inne
     for (const char* bad : {"elephant(ecb(aes))", "elephant(aes)", "eboiv(ecb(aes))", "eboiv(ctr(aes))",
                             "lmk(ecb(aes))", "tcw(ecb(aes))"}) {
         INFO(bad);
-        auto r = Skcipher::alloc(reg(), bad);
+        auto r = Skcipher::alloc(registry(), bad);
         CHECK_FALSE(r);
         if (!r) CHECK(!r.error().message.empty());
     }
@@ -236,9 +228,9 @@ TEST_CASE("eboiv takes the IV from the first key whatever key the sector uses", 
     p.key_count = 2;
     p.sector_size = 512;
     auto t = make("eboiv(cbc(aes))", p, key);
-    auto cbc0 = Skcipher::alloc(reg(), "cbc(aes)");
-    auto cbc1 = Skcipher::alloc(reg(), "cbc(aes)");
-    auto ecb0 = Skcipher::alloc(reg(), "ecb(aes)");
+    auto cbc0 = Skcipher::alloc(registry(), "cbc(aes)");
+    auto cbc1 = Skcipher::alloc(registry(), "cbc(aes)");
+    auto ecb0 = Skcipher::alloc(registry(), "ecb(aes)");
     REQUIRE((cbc0 && cbc1 && ecb0));
     const Buf k0(key.begin(), key.begin() + 32), k1(key.begin() + 32, key.end());
     REQUIRE(cbc0->setkey(k0) == Status::Ok);
@@ -267,7 +259,7 @@ TEST_CASE("IV modes give the same bytes over an asynchronous inner cipher", "[iv
         auto open = name.find('(');
         std::string async_name =
             name.substr(0, open) + "(cryptd(" + name.substr(open + 1, name.size() - open - 2) + "))";
-        auto a = Skcipher::alloc(reg(), async_name);
+        auto a = Skcipher::alloc(registry(), async_name);
         INFO(async_name << ": " << (a ? "" : a.error().message));
         REQUIRE(a);
         REQUIRE(a->is_async());

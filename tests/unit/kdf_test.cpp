@@ -15,14 +15,14 @@
 using namespace blkcrypt;
 using testutil::hex;
 using testutil::registry;
+using testutil::text;
 
 namespace {
 
 std::string pbkdf2_hex(const std::string& hash, const std::string& pw, const std::string& salt,
                        uint32_t iter, std::size_t len) {
     std::vector<uint8_t> out(len);
-    auto r = pbkdf2(registry(), hash, {reinterpret_cast<const uint8_t*>(pw.data()), pw.size()},
-                    {reinterpret_cast<const uint8_t*>(salt.data()), salt.size()}, iter, out);
+    auto r = pbkdf2(registry(), hash, text(pw), text(salt), iter, out);
     REQUIRE(r.ok());
     return hex(out);
 }
@@ -84,8 +84,7 @@ namespace {
 std::string argon2_hex(Argon2Type type, const std::string& pw, const std::string& salt, uint32_t t,
                        uint32_t m_kib, uint32_t p, std::size_t len = 32) {
     std::vector<uint8_t> out(len);
-    auto r = argon2(type, {reinterpret_cast<const uint8_t*>(pw.data()), pw.size()},
-                    {reinterpret_cast<const uint8_t*>(salt.data()), salt.size()}, t, m_kib, p, out);
+    auto r = argon2(type, text(pw), text(salt), t, m_kib, p, out);
     REQUIRE(r.ok());
     return hex(out);
 }
@@ -121,7 +120,7 @@ TEST_CASE("argon2: leaves the caller's passphrase intact, refuses bad costs", "[
     std::string pw = "password";
     std::vector<uint8_t> pwv(pw.begin(), pw.end()), out(64);
     const std::string salt = "somesaltsomesalt";
-    const ConstBytes s{reinterpret_cast<const uint8_t*>(salt.data()), salt.size()};
+    const ConstBytes s = text(salt);
     REQUIRE(argon2(Argon2Type::Id, pwv, s, 1, 64, 4, out).ok());
     CHECK(std::string(pwv.begin(), pwv.end()) == pw);
     // Memory below 8 KiB per lane, zero passes, a 1-byte salt.

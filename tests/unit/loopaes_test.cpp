@@ -13,10 +13,9 @@
 using namespace blkcrypt;
 using testutil::hex;
 using testutil::registry;
+using testutil::text;
 
 namespace {
-
-ConstBytes bytes(const std::string& s) { return {reinterpret_cast<const uint8_t*>(s.data()), s.size()}; }
 
 // n lines of `len` characters, line i made of the letter 'A' + i % 26 and digits.
 std::string key_lines(unsigned n, std::size_t len = 20, const std::string& eol = "\n") {
@@ -29,8 +28,8 @@ std::string key_lines(unsigned n, std::size_t len = 20, const std::string& eol =
     return s;
 }
 
-std::string first_error(const std::string& text) {
-    auto r = loopaes::parse_keyfile(bytes(text));
+std::string first_error(const std::string& key_file) {
+    auto r = loopaes::parse_keyfile(text(key_file));
     return r ? std::string() : r.error().message;
 }
 
@@ -38,7 +37,7 @@ std::string first_error(const std::string& text) {
 
 TEST_CASE("loop-AES key files: 1, 64 or 65 equal lines, each terminated", "[loopaes]") {
     for (unsigned n : {1u, 64u, 65u}) {
-        auto r = loopaes::parse_keyfile(bytes(key_lines(n)));
+        auto r = loopaes::parse_keyfile(text(key_lines(n)));
         REQUIRE(r);
         REQUIRE(r->size() == n);
         CHECK(std::string(reinterpret_cast<const char*>((*r)[n - 1].data()), (*r)[n - 1].size()) ==
@@ -56,10 +55,10 @@ TEST_CASE("loop-AES key files: 1, 64 or 65 equal lines, each terminated", "[loop
 }
 
 TEST_CASE("loop-AES key files: CR, LF and NUL separate, runs of them are one", "[loopaes]") {
-    auto plain = loopaes::parse_keyfile(bytes(key_lines(64)));
-    auto dos = loopaes::parse_keyfile(bytes(key_lines(64, 20, "\r\n") + "\n\r\n\n"));
+    auto plain = loopaes::parse_keyfile(text(key_lines(64)));
+    auto dos = loopaes::parse_keyfile(text(key_lines(64, 20, "\r\n") + "\n\r\n\n"));
     std::string nul = key_lines(65, 20, std::string("\0", 1));
-    auto nuls = loopaes::parse_keyfile(bytes(nul));
+    auto nuls = loopaes::parse_keyfile(text(nul));
     REQUIRE(plain);
     REQUIRE(dos);
     REQUIRE(nuls);
@@ -80,14 +79,14 @@ TEST_CASE("loop-AES key files: GPG armour in the first 100 bytes is refused", "[
 TEST_CASE("loop-AES keys: hash by key size, cut, first byte tweaked", "[loopaes]") {
     // The kernel's table for this line (tests/loopaes/kernel/oracle.txt, k1, k1-192).
     const std::string line = "blkcrypt loop-AES single key passphrase 2026\n";
-    auto v = loopaes::open(registry(), {}, bytes(line));
+    auto v = loopaes::open(registry(), {}, text(line));
     REQUIRE(v);
     CHECK(v->key_count == 1);
     CHECK(v->table.cipher == "aes-cbc-plain64");
     CHECK(hex(v->table.key) == "6c3365b3ad135ab3865c0824b041828c78800ec5244f25800781b636186fa95e");
     loopaes::Params p192;
     p192.key_size = 24;
-    auto v192 = loopaes::open(registry(), p192, bytes(line));
+    auto v192 = loopaes::open(registry(), p192, text(line));
     REQUIRE(v192);
     CHECK(hex(v192->table.key) == "40fdc2cb32524c113702f7eb6b3cbb019294529b2f453221");
 
@@ -95,7 +94,7 @@ TEST_CASE("loop-AES keys: hash by key size, cut, first byte tweaked", "[loopaes]
         loopaes::Params p;
         p.key_size = 16;
         p.hash = "sha1";  // 20 bytes, cut to 16
-        auto lines = loopaes::parse_keyfile(bytes(key_lines(n)));
+        auto lines = loopaes::parse_keyfile(text(key_lines(n)));
         REQUIRE(lines);
         auto key = loopaes::derive_key(registry(), p, *lines);
         REQUIRE(key);
@@ -113,7 +112,7 @@ TEST_CASE("loop-AES keys: hash by key size, cut, first byte tweaked", "[loopaes]
 }
 
 TEST_CASE("loop-AES keys: a hash shorter than the key, or none, is refused", "[loopaes]") {
-    auto lines = loopaes::parse_keyfile(bytes(key_lines(1)));
+    auto lines = loopaes::parse_keyfile(text(key_lines(1)));
     REQUIRE(lines);
     loopaes::Params p;
     p.hash = "sha1";  // 20 bytes for a 32-byte key
@@ -136,7 +135,7 @@ TEST_CASE("loop-AES tables: lmk for 64 and 65 keys, the IV offset is --skip or -
     loopaes::Params p;
     p.cipher = "twofish";
     p.offset = 8;
-    auto v64 = loopaes::open(registry(), p, bytes(key_lines(64)));
+    auto v64 = loopaes::open(registry(), p, text(key_lines(64)));
     REQUIRE(v64);
     CHECK(v64->table.cipher == "twofish:64-cbc-lmk");
     CHECK(v64->table.key_count == 64);
@@ -144,7 +143,7 @@ TEST_CASE("loop-AES tables: lmk for 64 and 65 keys, the IV offset is --skip or -
     CHECK(v64->table.offset == 8);
     CHECK(v64->table.iv_offset == 8);
     p.skip = 3;
-    auto v65 = loopaes::open(registry(), p, bytes(key_lines(65)));
+    auto v65 = loopaes::open(registry(), p, text(key_lines(65)));
     REQUIRE(v65);
     CHECK(v65->key_count == 65);
     CHECK(v65->table.key.size() == 65 * 32);  // 64 keys and the lmk seed

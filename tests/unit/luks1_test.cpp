@@ -22,6 +22,7 @@
 using namespace blkcrypt;
 using namespace blkcrypt::luks;
 using testutil::registry;
+using testutil::text;
 
 namespace {
 
@@ -82,8 +83,6 @@ struct TempDir {
     ~TempDir() { std::filesystem::remove_all(path); }
     std::string operator/(const std::string& name) const { return (path / name).string(); }
 };
-
-ConstBytes text(const std::string& s) { return {reinterpret_cast<const uint8_t*>(s.data()), s.size()}; }
 
 // The "MK dump:" lines of luksDump --dump-volume-key, as hex without spaces.
 std::string volume_key_hex(const std::string& dump) {

@@ -21,11 +21,14 @@
 
 using namespace blkcrypt;
 using testutil::registry;
+using testutil::text;
 
 namespace {
 
-bool have_cryptsetup() {
+// Whether cryptsetup is installed; if not, the test warns what it skips.
+bool cryptsetup_here(const char* skipped) {
     static const bool yes = std::system("cryptsetup --version >/dev/null 2>&1") == 0;
+    if (!yes) WARN("cryptsetup not installed: " << skipped);
     return yes;
 }
 
@@ -56,8 +59,6 @@ void write_text(const std::string& path, const std::string& s) {
     std::ofstream f(path, std::ios::binary);
     f << s;
 }
-
-ConstBytes bytes_of(const std::string& s) { return {reinterpret_cast<const uint8_t*>(s.data()), s.size()}; }
 
 std::shared_ptr<BackingStore> open_store(const std::string& path) {
     auto s = open_file_store(path, false);
@@ -124,13 +125,10 @@ std::string make_container(const TempDir& dir, const Case& c) {
     return hdr;
 }
 
-}  // namespace
-
-TEST_CASE("luks2: cryptsetup's containers open, refuse wrong passphrases, give cryptsetup's volume key", "[luks2]") {
-    if (!have_cryptsetup()) {
-        WARN("cryptsetup not installed: LUKS2 compatibility tests not run");
-        return;
-    }
+// f(case, dir, header path, store, header) for each container of the
+// matrix, made by cryptsetup, its header read by us.
+template <class F>
+void for_each_container(F&& f) {
     for (const Case& c : matrix()) {
         INFO(c.name);
         TempDir dir;
@@ -138,52 +136,50 @@ TEST_CASE("luks2: cryptsetup's containers open, refuse wrong passphrases, give c
         auto store = open_store(hdr);
         Result<luks2::Header> h = luks2::read_header(registry(), *store);
         REQUIRE(h.ok());
-        CHECK(h->warnings.empty());
+        f(c, dir, hdr, *store, *h);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("luks2: cryptsetup's containers open, refuse wrong passphrases, give cryptsetup's volume key", "[luks2]") {
+    if (!cryptsetup_here("LUKS2 compatibility tests not run")) return;
+    for_each_container([](const Case& c, const TempDir& dir, const std::string& hdr, BackingStore& store,
+                          const luks2::Header& h) {
+        CHECK(h.warnings.empty());
         const std::string vk = cryptsetup_volume_key(hdr, dir / "pw0");
         REQUIRE(!vk.empty());
         for (std::size_t i = 0; i <= c.more_keys.size(); ++i) {
             const std::string pw = passphrase(i);
-            Result<luks::Volume> v = luks2::open(registry(), *store, bytes_of(pw));
+            Result<luks::Volume> v = luks2::open(registry(), store, text(pw));
             REQUIRE(v.ok());
             CHECK(testutil::hex(v->table.key) == vk);
             CHECK(v->version == luks::Version::Luks2);
-            CHECK(v->uuid == h->md.hdr.uuid);
-            const luks2::Segment& seg = h->md.segments.at(0);
+            CHECK(v->uuid == h.md.hdr.uuid);
+            const luks2::Segment& seg = h.md.segments.at(0);
             CHECK(v->table.cipher == seg.encryption);
             CHECK(v->table.sector_size == seg.sector_size);
             CHECK(v->table.offset * 512 == seg.offset);
             CHECK_FALSE(v->table.iv_large_sectors);
             CHECK(v->length_sectors == 0);
         }
-        Result<luks::Volume> wrong = luks2::open(registry(), *store, bytes_of(std::string("not it")));
+        Result<luks::Volume> wrong = luks2::open(registry(), store, text("not it"));
         REQUIRE_FALSE(wrong.ok());
         CHECK(wrong.status() == Status::NoKey);
         CHECK(wrong.error().message == "No key available with this passphrase.");
-    }
+    });
 }
 
 TEST_CASE("luks2: luksDump and --dump-json-metadata match cryptsetup's byte for byte", "[luks2]") {
-    if (!have_cryptsetup()) {
-        WARN("cryptsetup not installed: LUKS2 dump tests not run");
-        return;
-    }
-    for (const Case& c : matrix()) {
-        INFO(c.name);
-        TempDir dir;
-        const std::string hdr = make_container(dir, c);
-        auto store = open_store(hdr);
-        Result<luks2::Header> h = luks2::read_header(registry(), *store);
-        REQUIRE(h.ok());
-        CHECK(luks2::dump(h->md) == capture("cryptsetup luksDump '" + hdr + "'"));
-        CHECK(luks2::dump_json(h->md) == capture("cryptsetup luksDump --dump-json-metadata '" + hdr + "'"));
-    }
+    if (!cryptsetup_here("LUKS2 dump tests not run")) return;
+    for_each_container([](const Case&, const TempDir&, const std::string& hdr, BackingStore&, const luks2::Header& h) {
+        CHECK(luks2::dump(h.md) == capture("cryptsetup luksDump '" + hdr + "'"));
+        CHECK(luks2::dump_json(h.md) == capture("cryptsetup luksDump --dump-json-metadata '" + hdr + "'"));
+    });
 }
 
 TEST_CASE("luks2: priorities, named and ignored keyslots, tokens kept", "[luks2]") {
-    if (!have_cryptsetup()) {
-        WARN("cryptsetup not installed: LUKS2 keyslot tests not run");
-        return;
-    }
+    if (!cryptsetup_here("LUKS2 keyslot tests not run")) return;
     TempDir dir;
     Case c{"two keyslots", std::string(kFast), false, {std::string(kFast)}};
     const std::string img = make_container(dir, c);
@@ -204,21 +200,21 @@ TEST_CASE("luks2: priorities, named and ignored keyslots, tokens kept", "[luks2]
     CHECK(luks2::dump_json(h->md) == capture("cryptsetup luksDump --dump-json-metadata '" + img + "'"));
 
     // The ignored slot 0 does not open unless named, as cryptsetup.
-    Result<luks::Volume> v0 = luks2::open(registry(), *store, bytes_of(passphrase(0)));
+    Result<luks::Volume> v0 = luks2::open(registry(), *store, text(passphrase(0)));
     CHECK(v0.status() == Status::NoKey);
     CHECK(sh("cryptsetup open --test-passphrase --key-file '" + (dir / "pw0") + "' '" + img + "' 2>/dev/null") != 0);
     luks2::OpenOptions named;
     named.keyslot = 0;
-    Result<luks::Volume> v0n = luks2::open(registry(), *store, bytes_of(passphrase(0)), named);
+    Result<luks::Volume> v0n = luks2::open(registry(), *store, text(passphrase(0)), named);
     REQUIRE(v0n.ok());
     CHECK(v0n->keyslot == 0);
-    Result<luks::Volume> v1 = luks2::open(registry(), *store, bytes_of(passphrase(1)));
+    Result<luks::Volume> v1 = luks2::open(registry(), *store, text(passphrase(1)));
     REQUIRE(v1.ok());
     CHECK(v1->keyslot == 1);
     named.keyslot = 1;
-    CHECK(luks2::open(registry(), *store, bytes_of(passphrase(0)), named).status() == Status::NoKey);
+    CHECK(luks2::open(registry(), *store, text(passphrase(0)), named).status() == Status::NoKey);
     named.keyslot = 5;
-    CHECK(luks2::open(registry(), *store, bytes_of(passphrase(0)), named).status() == Status::Invalid);
+    CHECK(luks2::open(registry(), *store, text(passphrase(0)), named).status() == Status::Invalid);
 }
 
 namespace {
@@ -248,10 +244,7 @@ std::vector<uint8_t> pattern(std::size_t bytes) {
 }  // namespace
 
 TEST_CASE("luks2: data written by cryptsetup's reencryption decrypts to the plaintext", "[luks2]") {
-    if (!have_cryptsetup()) {
-        WARN("cryptsetup not installed: LUKS2 data tests not run");
-        return;
-    }
+    if (!cryptsetup_here("LUKS2 data tests not run")) return;
     struct DataCase {
         const char* name;
         std::string opts;
@@ -284,7 +277,7 @@ TEST_CASE("luks2: data written by cryptsetup's reencryption decrypts to the plai
         }
         REQUIRE(sh(cmd + "'" + img + "' >/dev/null 2>&1") == 0);
         auto hstore = open_store(hdr);
-        Result<luks::Volume> v = luks2::open(registry(), *hstore, bytes_of(std::string("data pass")));
+        Result<luks::Volume> v = luks2::open(registry(), *hstore, text(std::string("data pass")));
         REQUIRE(v.ok());
         const std::size_t n = c.detached ? size : used;
         std::vector<uint8_t> got = decrypt_segment(*v, img, n);
@@ -293,10 +286,7 @@ TEST_CASE("luks2: data written by cryptsetup's reencryption decrypts to the plai
 }
 
 TEST_CASE("luks2: a damaged primary header falls back to the secondary - both damaged refuse", "[luks2]") {
-    if (!have_cryptsetup()) {
-        WARN("cryptsetup not installed: LUKS2 header recovery tests not run");
-        return;
-    }
+    if (!cryptsetup_here("LUKS2 header recovery tests not run")) return;
     TempDir dir;
     Case c{"plain", std::string(kFast)};
     const std::string img = make_container(dir, c);
@@ -326,7 +316,7 @@ TEST_CASE("luks2: a damaged primary header falls back to the secondary - both da
         std::vector<std::string> warnings;
         luks2::OpenOptions o;
         o.warnings = &warnings;
-        Result<luks::Volume> v = luks2::open(registry(), *store, bytes_of(passphrase(0)), o);
+        Result<luks::Volume> v = luks2::open(registry(), *store, text(passphrase(0)), o);
         REQUIRE(v.ok());
         CHECK(warnings.size() == 1);
         CHECK(testutil::hex(v->table.key) == cryptsetup_volume_key(img, dir / "pw0"));
@@ -339,7 +329,7 @@ TEST_CASE("luks2: a damaged primary header falls back to the secondary - both da
     Result<luks2::Header> h = luks2::read_header(registry(), *store);
     REQUIRE_FALSE(h.ok());
     CHECK(h.error().message.find("is not a valid LUKS device") != std::string::npos);
-    CHECK(luks2::open(registry(), *store, bytes_of(passphrase(0))).status() == Status::Invalid);
+    CHECK(luks2::open(registry(), *store, text(passphrase(0))).status() == Status::Invalid);
 }
 
 namespace {
@@ -366,10 +356,7 @@ std::string replace_once(std::string s, const std::string& from, const std::stri
 }  // namespace
 
 TEST_CASE("luks2: invalid metadata is refused with an error, as cryptsetup refuses it", "[luks2]") {
-    if (!have_cryptsetup()) {
-        WARN("cryptsetup not installed: LUKS2 validation tests not run");
-        return;
-    }
+    if (!cryptsetup_here("LUKS2 validation tests not run")) return;
     TempDir dir;
     Case c{"two keyslots", std::string(kFast), false, {std::string(kFast)}};
     const std::string img = make_container(dir, c);
@@ -414,7 +401,7 @@ TEST_CASE("luks2: invalid metadata is refused with an error, as cryptsetup refus
         Result<luks2::Header> h = luks2::read_header(registry(), *store);
         CHECK_FALSE(h.ok());
         if (!h.ok()) CHECK(h.status() == Status::Invalid);
-        CHECK(luks2::open(registry(), *store, bytes_of(passphrase(0))).status() == Status::Invalid);
+        CHECK(luks2::open(registry(), *store, text(passphrase(0))).status() == Status::Invalid);
         CHECK((sh("cryptsetup luksDump '" + img + "' >/dev/null 2>&1") == 0) == b.cryptsetup_reads);
         CHECK(sh("cryptsetup open --test-passphrase" + pw0) != 0);
     }
@@ -435,13 +422,13 @@ TEST_CASE("luks2: invalid metadata is refused with an error, as cryptsetup refus
         REQUIRE(hs.ok());
         CHECK(luks2::dump(hs->md) == capture("cryptsetup luksDump '" + img + "'"));
         // Unnamed, the broken slot is passed over; named, its error shows.
-        CHECK(luks2::open(registry(), *st, bytes_of(passphrase(0))).status() == Status::NoKey);
+        CHECK(luks2::open(registry(), *st, text(passphrase(0))).status() == Status::NoKey);
         luks2::OpenOptions slot0;
         slot0.keyslot = 0;
-        Result<luks::Volume> vs = luks2::open(registry(), *st, bytes_of(passphrase(0)), slot0);
+        Result<luks::Volume> vs = luks2::open(registry(), *st, text(passphrase(0)), slot0);
         CHECK(vs.status() == Status::Invalid);
         CHECK(vs.error().message.find("runs past its area") != std::string::npos);
-        CHECK(luks2::open(registry(), *st, bytes_of(passphrase(1))).ok());  // slot 1 is whole
+        CHECK(luks2::open(registry(), *st, text(passphrase(1))).ok());  // slot 1 is whole
     }
 
     // An unknown mandatory requirement: the header reads, nothing unlocks
@@ -454,22 +441,19 @@ TEST_CASE("luks2: invalid metadata is refused with an error, as cryptsetup refus
     Result<luks2::Header> h = luks2::read_header(registry(), *store);
     REQUIRE(h.ok());
     CHECK(h->md.config.requirements == std::vector<std::string>{"acme-future"});
-    Result<luks::Volume> v = luks2::open(registry(), *store, bytes_of(passphrase(0)));
+    Result<luks::Volume> v = luks2::open(registry(), *store, text(passphrase(0)));
     CHECK(v.status() == Status::Unsupported);
     CHECK(sh("cryptsetup luksAddKey -q" + std::string(kFast) + " --key-file '" + (dir / "pw0") + "' '" + img + "' '" +
              (dir / "pw0") + "' >/dev/null 2>&1") != 0);
     luks2::OpenOptions test_only;
     test_only.ignore_requirements = true;
-    CHECK(luks2::open(registry(), *store, bytes_of(passphrase(0)), test_only).ok());
+    CHECK(luks2::open(registry(), *store, text(passphrase(0)), test_only).ok());
     CHECK(sh("cryptsetup open --test-passphrase" + pw0) == 0);
     CHECK(luks2::dump(h->md) == capture("cryptsetup luksDump '" + img + "'"));
 }
 
 TEST_CASE("luks2: containers we format are read, unlocked and extended by cryptsetup", "[luks2]") {
-    if (!have_cryptsetup()) {
-        WARN("cryptsetup not installed: LUKS2 format tests not run");
-        return;
-    }
+    if (!cryptsetup_here("LUKS2 format tests not run")) return;
     struct FormatCase {
         const char* name;
         luks2::FormatOptions o;
@@ -526,7 +510,7 @@ TEST_CASE("luks2: containers we format are read, unlocked and extended by crypts
         write_text(dir / "pw2", "added by cryptsetup");
         auto wstore = open_file_store(hdr, true);
         REQUIRE(wstore.ok());
-        Result<luks::Volume> v = luks2::format(registry(), **wstore, bytes_of(std::string("format pass")), c.o);
+        Result<luks::Volume> v = luks2::format(registry(), **wstore, text(std::string("format pass")), c.o);
         REQUIRE(v.ok());
         wstore->reset();
         const std::string hopt = c.detached ? " --header '" + hdr + "' " : " ";
@@ -550,7 +534,7 @@ TEST_CASE("luks2: containers we format are read, unlocked and extended by crypts
         REQUIRE(sh("cryptsetup luksAddKey -q" + std::string(kFast) + hopt + "--key-file '" + (dir / "pw") + "' '" + img +
                    "' '" + (dir / "pw2") + "' >/dev/null 2>&1") == 0);
         auto store = open_store(hdr);
-        Result<luks::Volume> v2 = luks2::open(registry(), *store, bytes_of(std::string("added by cryptsetup")));
+        Result<luks::Volume> v2 = luks2::open(registry(), *store, text(std::string("added by cryptsetup")));
         REQUIRE(v2.ok());
         CHECK(testutil::hex(v2->table.key) == testutil::hex(v->table.key));
         CHECK(v2->keyslot != c.o.keyslot);
@@ -565,35 +549,32 @@ TEST_CASE("luks2: format refuses impossible layouts and writes nothing", "[luks2
     o.iterations = 1000;
     o.data_offset = 1 << 20;
     o.keyslots_size = 2 << 20;  // past the data offset
-    CHECK(luks2::format(registry(), store, bytes_of(pw), o).status() == Status::Invalid);
+    CHECK(luks2::format(registry(), store, text(pw), o).status() == Status::Invalid);
     o.keyslots_size = 0;
     o.metadata_size = 20000;  // not a power of two
-    CHECK(luks2::format(registry(), store, bytes_of(pw), o).status() == Status::Invalid);
+    CHECK(luks2::format(registry(), store, text(pw), o).status() == Status::Invalid);
     o.metadata_size = 16384;
     o.pbkdf = "scrypt";  // not a LUKS2 PBKDF
-    CHECK(luks2::format(registry(), store, bytes_of(pw), o).status() == Status::Invalid);
+    CHECK(luks2::format(registry(), store, text(pw), o).status() == Status::Invalid);
     o.pbkdf = "pbkdf2";
     o.uuid = "not-a-uuid";
-    CHECK(luks2::format(registry(), store, bytes_of(pw), o).status() == Status::Invalid);
+    CHECK(luks2::format(registry(), store, text(pw), o).status() == Status::Invalid);
     o.uuid.clear();
     o.data_offset = 16u << 20;  // the store is too small for 16 MiB of keyslots
-    CHECK(luks2::format(registry(), store, bytes_of(pw), o).status() == Status::IoError);
+    CHECK(luks2::format(registry(), store, text(pw), o).status() == Status::IoError);
     CHECK(std::all_of(store.data().begin(), store.data().end(), [](uint8_t b) { return b == 0; }));
     // A layout that fits: the container opens with the passphrase.
     o.data_offset = 1 << 20;
-    Result<luks::Volume> v = luks2::format(registry(), store, bytes_of(pw), o);
+    Result<luks::Volume> v = luks2::format(registry(), store, text(pw), o);
     REQUIRE(v.ok());
     CHECK(v->table.offset == 2048);
-    Result<luks::Volume> back = luks2::open(registry(), store, bytes_of(pw));
+    Result<luks::Volume> back = luks2::open(registry(), store, text(pw));
     REQUIRE(back.ok());
     CHECK(testutil::hex(back->table.key) == testutil::hex(v->table.key));
 }
 
 TEST_CASE("luks2: keyslots we add and kill are seen by cryptsetup - tokens kept", "[luks2]") {
-    if (!have_cryptsetup()) {
-        WARN("cryptsetup not installed: LUKS2 keyslot change tests not run");
-        return;
-    }
+    if (!cryptsetup_here("LUKS2 keyslot change tests not run")) return;
     TempDir dir;
     Case c{"one keyslot", std::string(kFast)};
     const std::string img = make_container(dir, c);
@@ -609,7 +590,7 @@ TEST_CASE("luks2: keyslots we add and kill are seen by cryptsetup - tokens kept"
     ko.memory_kib = 32;
     ko.parallel = 1;
     ko.priority = 2;
-    Result<int> k = luks2::add_keyslot(registry(), **wstore, vk, bytes_of(passphrase(1)), ko);
+    Result<int> k = luks2::add_keyslot(registry(), **wstore, vk, text(passphrase(1)), ko);
     REQUIRE(k.ok());
     CHECK(*k == 1);
     write_text(dir / "pw1", passphrase(1));
@@ -625,14 +606,14 @@ TEST_CASE("luks2: keyslots we add and kill are seen by cryptsetup - tokens kept"
     // A wrong volume key is refused; a taken slot too.
     std::vector<uint8_t> wrong = vk;
     wrong[0] ^= 1;
-    CHECK(luks2::add_keyslot(registry(), **wstore, wrong, bytes_of(passphrase(2)), ko).status() == Status::NoKey);
+    CHECK(luks2::add_keyslot(registry(), **wstore, wrong, text(passphrase(2)), ko).status() == Status::NoKey);
     ko.keyslot = 1;
-    CHECK(luks2::add_keyslot(registry(), **wstore, vk, bytes_of(passphrase(2)), ko).status() == Status::Invalid);
+    CHECK(luks2::add_keyslot(registry(), **wstore, vk, text(passphrase(2)), ko).status() == Status::Invalid);
 
     // Change slot 1's passphrase: cryptsetup opens slot 1 with the new one only.
     ko.keyslot = -1;
     ko.priority = 1;
-    Result<int> ch = luks2::change_keyslot(registry(), **wstore, bytes_of(passphrase(1)), bytes_of(passphrase(3)), ko);
+    Result<int> ch = luks2::change_keyslot(registry(), **wstore, text(passphrase(1)), text(passphrase(3)), ko);
     REQUIRE(ch.ok());
     CHECK(*ch == 1);
     write_text(dir / "pw3", passphrase(3));
@@ -666,23 +647,23 @@ TEST_CASE("luks2: a crash at any write of add-, change- or kill-keyslot leaves t
     fo.pbkdf = "pbkdf2";
     fo.iterations = 1000;
     fo.data_offset = 1 << 20;
-    Result<luks::Volume> v = luks2::format(registry(), base, bytes_of(std::string("old")), fo);
+    Result<luks::Volume> v = luks2::format(registry(), base, text(std::string("old")), fo);
     REQUIRE(v.ok());
     const std::vector<uint8_t> vk(v->table.key.data(), v->table.key.data() + v->table.key.size());
     luks2::KeyslotOptions ko;
     ko.pbkdf = "pbkdf2";
     ko.iterations = 1000;
-    auto opens = [&](BackingStore& s, const char* pw) { return luks2::open(registry(), s, bytes_of(std::string(pw))).ok(); };
+    auto opens = [&](BackingStore& s, const char* pw) { return luks2::open(registry(), s, text(std::string(pw))).ok(); };
 
     // Count the writes of a clean add, then crash at each of them.
     CrashingStore clean(base.data(), -1);
-    REQUIRE(luks2::add_keyslot(registry(), clean, vk, bytes_of(std::string("new")), ko).ok());
+    REQUIRE(luks2::add_keyslot(registry(), clean, vk, text(std::string("new")), ko).ok());
     const int n = clean.writes();
     CHECK(n >= 3);  // keyslot area, primary, secondary
     for (int at = 1; at <= n; ++at) {
         INFO("add-keyslot crashing at write " << at);
         CrashingStore s(base.data(), at);
-        CHECK_FALSE(luks2::add_keyslot(registry(), s, vk, bytes_of(std::string("new")), ko).ok());
+        CHECK_FALSE(luks2::add_keyslot(registry(), s, vk, text(std::string("new")), ko).ok());
         MemoryStore after(0);
         after.data() = s.image();
         CHECK(opens(after, "old"));  // the old passphrase always survives an add
@@ -704,15 +685,15 @@ TEST_CASE("luks2: a crash at any write of add-, change- or kill-keyslot leaves t
     }
     // Change "new" to "newer" in a two-slot container, crashing at each write.
     CrashingStore clean_change(two, -1);
-    Result<int> changed = luks2::change_keyslot(registry(), clean_change, bytes_of(std::string("new")),
-                                                bytes_of(std::string("newer")), ko);
+    Result<int> changed = luks2::change_keyslot(registry(), clean_change, text(std::string("new")),
+                                                text(std::string("newer")), ko);
     REQUIRE(changed.ok());
     CHECK(*changed == 1);
     const int c = clean_change.writes();
     for (int at = 1; at <= c; ++at) {
         INFO("change-keyslot crashing at write " << at);
         CrashingStore s(two, at);
-        CHECK_FALSE(luks2::change_keyslot(registry(), s, bytes_of(std::string("new")), bytes_of(std::string("newer")), ko).ok());
+        CHECK_FALSE(luks2::change_keyslot(registry(), s, text(std::string("new")), text(std::string("newer")), ko).ok());
         MemoryStore after(0);
         after.data() = s.image();
         CHECK((opens(after, "new") || opens(after, "newer")));  // never neither
@@ -741,10 +722,7 @@ TEST_CASE("luks2: benchmarked KDF costs stay in cryptsetup's bounds and open in 
     CHECK(luks::default_argon2_parallel() <= 4);
     CHECK(luks::default_argon2_memory_kib(1024) == 1024);
     CHECK(luks::benchmark_argon2(Argon2Type::Id, 64, 100, 16, 4).status() == Status::Invalid);  // below 4 lanes x 8 KiB
-    if (!have_cryptsetup()) {
-        WARN("cryptsetup not installed: KDF benchmark comparison not run");
-        return;
-    }
+    if (!cryptsetup_here("KDF benchmark comparison not run")) return;
     // Same target, same machine, one after the other: the costs land in the
     // same range (printed), and what we pick opens in cryptsetup.
     TempDir dir;
@@ -781,16 +759,13 @@ TEST_CASE("luks2: benchmarked KDF costs stay in cryptsetup's bounds and open in 
     fo.memory_kib = 32768;
     auto w = open_file_store(dir / "img", true);
     REQUIRE(w.ok());
-    REQUIRE(luks2::format(registry(), **w, bytes_of(std::string("x")), fo).ok());
+    REQUIRE(luks2::format(registry(), **w, text(std::string("x")), fo).ok());
     w->reset();
     CHECK(sh("cryptsetup open --test-passphrase --key-file '" + (dir / "pw") + "' '" + (dir / "img") + "'") == 0);
 }
 
 TEST_CASE("luks2: header backup equals cryptsetup's - restore brings old keyslots back", "[luks2]") {
-    if (!have_cryptsetup()) {
-        WARN("cryptsetup not installed: LUKS2 header backup tests not run");
-        return;
-    }
+    if (!cryptsetup_here("LUKS2 header backup tests not run")) return;
     TempDir dir;
     Case c{"argon2 + pbkdf2", std::string(kFast), false, {std::string(kArgon)}};
     const std::string img = make_container(dir, c);
@@ -811,7 +786,7 @@ TEST_CASE("luks2: header backup equals cryptsetup's - restore brings old keyslot
     backup.data() = *ours;
     REQUIRE(luks2::header_restore(registry(), **w, backup).ok());
     CHECK(sh("cryptsetup open --test-passphrase --key-file '" + (dir / "pw0") + "' '" + img + "'") == 0);
-    CHECK(luks2::open(registry(), **w, bytes_of(passphrase(0))).ok());
+    CHECK(luks2::open(registry(), **w, text(passphrase(0))).ok());
 
     // A backup of another layout is refused, and garbage is no backup.
     TempDir other;
@@ -824,5 +799,5 @@ TEST_CASE("luks2: header backup equals cryptsetup's - restore brings old keyslot
     CHECK(luks2::header_restore(registry(), **w, backup2).status() == Status::Invalid);
     MemoryStore junk(1 << 20);
     CHECK(luks2::header_restore(registry(), **w, junk).error().message == "Backup file doesn't contain valid LUKS header.");
-    CHECK(luks2::open(registry(), **w, bytes_of(passphrase(0))).ok());
+    CHECK(luks2::open(registry(), **w, text(passphrase(0))).ok());
 }

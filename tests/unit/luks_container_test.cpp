@@ -12,12 +12,7 @@
 
 using namespace blkcrypt;
 using testutil::registry;
-
-namespace {
-
-ConstBytes text(const std::string& s) { return {reinterpret_cast<const uint8_t*>(s.data()), s.size()}; }
-
-}  // namespace
+using testutil::text;
 
 TEST_CASE("luks front: open and open_with_volume_key dispatch LUKS2", "[luks][luks2]") {
     auto store = std::make_shared<MemoryStore>(2u << 20);

@@ -28,9 +28,8 @@ namespace luks1 = blkcrypt::luks::luks1;
 
 namespace {
 
-ConstBytes text(const std::string& s) { return {reinterpret_cast<const uint8_t*>(s.data()), s.size()}; }
-
 using testutil::TornStore;
+using testutil::text;
 
 // The volume key the passphrase opens in image, or empty.
 std::vector<uint8_t> key_of(const std::vector<uint8_t>& image, const std::string& pw) {

@@ -26,15 +26,13 @@
 
 using namespace blkcrypt;
 
-
 namespace {
 
 using testutil::unhex;
 using testutil::hex;
+using testutil::text_copy;
 
 using Buf = std::vector<uint8_t>;
-
-Buf bytes_of(std::string_view s) { return Buf(s.begin(), s.end()); }
 
 Buf random_bytes(std::size_t n, std::mt19937& rng) {
     Buf v(n);
@@ -50,14 +48,7 @@ Buf iota_bytes(std::size_t n) {
 
 // The default registry: OpenSSL's hmac(sha256) (priority 300) wins there
 // over hmac(sha256-cryptopp) from the template.
-Registry& defaults() {
-    static Registry* reg = [] {
-        auto* r = new Registry;
-        REQUIRE(register_defaults(*r));
-        return r;
-    }();
-    return *reg;
-}
+Registry& defaults() { return testutil::registry(); }
 
 // Crypto++ and the templates only, so every mac/essiv name below is built by
 // the templates under test.
@@ -287,8 +278,8 @@ TEST_CASE("mac and essiv instances pass their full self-tests", "[mac]") {
 
 TEST_CASE("the template's hmac(sha256) agrees with OpenSSL's in the default registry", "[mac]") {
     Registry& reg = defaults();
-    auto ossl = keyed_shash(reg, "hmac(sha256)", bytes_of("key"));
-    auto ours = keyed_shash(reg, "hmac(sha256-cryptopp)", bytes_of("key"));
+    auto ossl = keyed_shash(reg, "hmac(sha256)", text_copy("key"));
+    auto ours = keyed_shash(reg, "hmac(sha256-cryptopp)", text_copy("key"));
     CHECK(ours.info().name == "hmac(sha256)");
     CHECK(ours.info().driver == "hmac(sha256-cryptopp)");
     std::mt19937 rng(3);
@@ -333,12 +324,12 @@ TEST_CASE("instance names, sizes and flags", "[mac]") {
 TEST_CASE("published vectors through the Shash handle", "[mac]") {
     Registry& reg = cpp();
     // RFC 4231 test case 2
-    auto h = keyed_shash(reg, "hmac(sha256)", bytes_of("Jefe"));
-    CHECK(hex(mac(h, bytes_of("what do ya want for nothing?"))) ==
+    auto h = keyed_shash(reg, "hmac(sha256)", text_copy("Jefe"));
+    CHECK(hex(mac(h, text_copy("what do ya want for nothing?"))) ==
           "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
     // RFC 2202 HMAC-SHA-1 test case 5, full digest
     auto s1 = keyed_shash(reg, "hmac(sha1)", Buf(20, 0x0c));
-    CHECK(hex(mac(s1, bytes_of("Test With Truncation"))) == "4c1a03424b55e07fe7f27be1d58bb9324a9a5a04");
+    CHECK(hex(mac(s1, text_copy("Test With Truncation"))) == "4c1a03424b55e07fe7f27be1d58bb9324a9a5a04");
 
     const Buf m = unhex("6bc1bee22e409f96e93d7e117393172aae2d8a571e03ac9c9eb76fac45af8e51"
                         "30c81c46a35ce411e5fbc1191a0a52eff69f2445df4f9b17ad2b417be66c3710");
@@ -381,7 +372,7 @@ TEST_CASE("essiv(cbc(aes),sha256) kernel vector through the Skcipher handle", "[
 
 TEST_CASE("hmac: keys longer than the block are hashed, a block-sized one is not", "[mac]") {
     Registry& reg = cpp();
-    const Buf msg = bytes_of("blkcrypt");
+    const Buf msg = text_copy("blkcrypt");
     // Expected values: python3 -c 'import hmac; print(hmac.new(bytes(range(N)), b"blkcrypt", H).hexdigest())'
     struct Case {
         const char* alg;
@@ -408,8 +399,8 @@ TEST_CASE("hmac: keys longer than the block are hashed, a block-sized one is not
     CHECK(mac(keyed_shash(reg, "hmac(sha256)", longkey), msg) == mac(keyed_shash(reg, "hmac(sha256)", hk), msg));
     // Re-keying replaces the key completely.
     auto h = keyed_shash(reg, "hmac(sha256)", longkey);
-    REQUIRE(h.setkey(bytes_of("Jefe")) == Status::Ok);
-    CHECK(hex(mac(h, bytes_of("what do ya want for nothing?"))) ==
+    REQUIRE(h.setkey(text_copy("Jefe")) == Status::Ok);
+    CHECK(hex(mac(h, text_copy("what do ya want for nothing?"))) ==
           "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
     // The empty key is a valid HMAC key.
     auto e = keyed_shash(reg, "hmac(sha256)", {});
@@ -426,9 +417,9 @@ TEST_CASE("hmac over a hash without export keeps the padded keys", "[mac]") {
     in.driver = "nsha256-test";
     in.statesize = 0;
     REQUIRE(reg.register_alg(std::make_shared<RenamedShash>(in, *real)));
-    auto n = keyed_shash(reg, "hmac(nsha256)", bytes_of("Jefe"));
+    auto n = keyed_shash(reg, "hmac(nsha256)", text_copy("Jefe"));
     CHECK(n.statesize() == 0);
-    auto s = keyed_shash(reg, "hmac(sha256)", bytes_of("Jefe"));
+    auto s = keyed_shash(reg, "hmac(sha256)", text_copy("Jefe"));
     std::mt19937 rng(7);
     for (std::size_t len : {0u, 1u, 55u, 64u, 65u, 1000u}) {
         Buf m = random_bytes(len, rng);
@@ -511,7 +502,7 @@ TEST_CASE("keyed MACs and essiv refuse to run before setkey", "[mac]") {
         auto h = Shash::alloc(reg, name);
         REQUIRE(h);
         Buf out(h->digestsize());
-        CHECK(h->digest(bytes_of("x"), out) == Status::NoKey);
+        CHECK(h->digest(text_copy("x"), out) == Status::NoKey);
         auto d = h->new_desc();
         REQUIRE_FALSE(d);
         CHECK(d.status() == Status::NoKey);

@@ -54,7 +54,7 @@ public:
     void go(const std::string& name = "") {
         u64(proto::kOptMagic), u32(proto::kOptGo), u32(uint32_t(4 + name.size() + 2 + 2));
         u32(uint32_t(name.size()));
-        bytes(ConstBytes(reinterpret_cast<const uint8_t*>(name.data()), name.size()));
+        bytes(testutil::text(name));
         u16(1), u16(proto::kInfoBlockSize);
     }
     void request(uint16_t type, uint64_t cookie, uint64_t off, uint32_t len, uint16_t flags = 0) {

@@ -13,13 +13,12 @@
 
 using namespace blkcrypt;
 using testutil::hex;
+using testutil::text;
 
 namespace {
 
-ConstBytes bytes_of(std::string_view s) { return {reinterpret_cast<const uint8_t*>(s.data()), s.size()}; }
-
 std::string key_hex(std::optional<std::string_view> hash, std::size_t size, std::string_view pass) {
-    auto k = dm::plain_key(testutil::registry(), hash, size, bytes_of(pass));
+    auto k = dm::plain_key(testutil::registry(), hash, size, text(pass));
     REQUIRE(k);
     REQUIRE(k->size() == size);
     return hex(k->span());
@@ -74,13 +73,13 @@ TEST_CASE("plain_key: no hash uses the passphrase, cut or zero-padded", "[plain]
 
 TEST_CASE("plain_key: refusals", "[plain]") {
     auto& reg = testutil::registry();
-    const auto pass = bytes_of(kPass);
+    const auto pass = text(kPass);
     for (std::string_view bad : {"sha256:", "sha256:x", "sha256:-1", "sha256:33", ":16", "nosuchhash", "hmac(sha256)"}) {
         INFO(bad);
         CHECK_FALSE(dm::plain_key(reg, bad, 32, pass));
     }
     CHECK(dm::plain_key(reg, "nosuchhash", 32, pass).status() == Status::NotFound);
     // plain:N needs N bytes of passphrase.
-    CHECK_FALSE(dm::plain_key(reg, "plain:16", 32, bytes_of("short")));
+    CHECK_FALSE(dm::plain_key(reg, "plain:16", 32, text("short")));
     CHECK_FALSE(dm::plain_key(reg, "sha256", 0, pass));
 }

@@ -19,11 +19,10 @@
 using namespace blkcrypt;
 using testutil::hex;
 using testutil::registry;
+using testutil::text;
 using testutil::unhex;
 
 namespace {
-
-ConstBytes text(const std::string& s) { return {reinterpret_cast<const uint8_t*>(s.data()), s.size()}; }
 
 std::vector<uint8_t> crypt(const std::string& alg, const std::vector<uint8_t>& key, std::vector<uint8_t> data,
                            std::vector<uint8_t> iv, bool enc) {

@@ -48,6 +48,15 @@ inline std::vector<uint8_t> unhex(std::string_view h) {
 
 inline std::string hex(blkcrypt::ConstBytes b) { return blkcrypt::hex_encode(b); }
 
+// The bytes of a string (passphrases, key file text) as the byte interfaces
+// take them: a view, valid while s is.
+inline blkcrypt::ConstBytes text(std::string_view s) {
+    return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
+
+// The same bytes, copied (for tables and messages a test keeps).
+inline std::vector<uint8_t> text_copy(std::string_view s) { return {s.begin(), s.end()}; }
+
 // Whether BLKCRYPT_X86_DISABLE (a comma-separated list) names one of names.
 inline bool x86_disabled(std::initializer_list<const char*> names) {
     const char* off = std::getenv("BLKCRYPT_X86_DISABLE");

@@ -211,6 +211,18 @@ struct KeyslotOptions {
     int keyslot = -1;      // -1: the lowest free one
     int priority = 1;      // 1 (normal) is not written, as cryptsetup
 };
+
+// The keyslot costs FormatOptions (its first keyslot) and KeyslotOptions
+// both hold, copied from one to the other (either way).
+template <class To, class From>
+void copy_keyslot_costs(To& to, const From& from) {
+    to.pbkdf = from.pbkdf;
+    to.hash = from.hash;
+    to.iterations = from.iterations;
+    to.memory_kib = from.memory_kib;
+    to.parallel = from.parallel;
+    to.iter_time_ms = from.iter_time_ms;
+}
 Result<int> add_keyslot(Registry& reg, BackingStore& header, ConstBytes volume_key, ConstBytes passphrase,
                         const KeyslotOptions& opts);
 
