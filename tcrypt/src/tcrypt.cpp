@@ -461,7 +461,7 @@ Result<std::unique_ptr<dm::CryptTarget>> make_target(Registry& reg, const Volume
 namespace {
 
 constexpr uint64_t kSector = 512;
-constexpr unsigned kMaxLogical = 128;  // EBRs followed before a chain counts as a loop
+constexpr std::size_t kMaxLogical = 128;  // EBRs followed at most
 
 bool is_extended(uint8_t type) { return type == 0x05 || type == 0x0F || type == 0x85; }
 
@@ -531,7 +531,9 @@ Result<Partition> find_partition(BackingStore& disk, unsigned number) {
     for (unsigned i = 0; i < 4 && !ext; ++i)
         if (is_extended(slot(mbr.data(), i)[4])) ext = get_le32(slot(mbr.data(), i) + 8);
     unsigned n = 5;
-    for (uint64_t ebr = ext, hops = 0; ext && hops < kMaxLogical; ++hops) {
+    std::vector<uint64_t> seen;  // a chain that comes back to an EBR ends there
+    for (uint64_t ebr = ext; ext && seen.size() < kMaxLogical;) {
+        seen.push_back(ebr);
         std::array<uint8_t, kSector> sec{};
         if (read_sector(disk, ebr, sec.data()) != Status::Ok || sec[510] != 0x55 || sec[511] != 0xAA)
             return make_error(Status::Invalid, "a broken extended partition chain");
@@ -545,7 +547,7 @@ Result<Partition> find_partition(BackingStore& disk, unsigned number) {
                 return Partition{ebr + get_le32(e + 8), get_le32(e + 12)};
             }
         }
-        if (!next || next == ebr) break;
+        if (!next || std::find(seen.begin(), seen.end(), next) != seen.end()) break;
         ebr = next;
     }
     return found;
