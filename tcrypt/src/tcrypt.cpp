@@ -452,7 +452,7 @@ Result<std::unique_ptr<dm::CryptTarget>> make_target(Registry& reg, const Volume
                                                      std::shared_ptr<BackingStore> data, dm::TargetOptions opts) {
     if (!data) return make_error(Status::Invalid, "no data device");
     const uint64_t sectors = data->size() / 512;
-    if (sectors <= vol.table.offset || (vol.length_sectors && sectors < vol.table.offset + vol.length_sectors))
+    if (sectors <= vol.table.offset || vol.length_sectors > sectors - vol.table.offset)
         return make_error(Status::Invalid, (data->name().empty() ? std::string("the data device") : data->name()) +
                                                " is too small for the TCRYPT volume");
     return dm::CryptTarget::create(reg, vol.table, std::move(data), vol.length_sectors, opts);
@@ -498,7 +498,7 @@ Result<Partition> gpt_partition(BackingStore& disk, unsigned number) {
     if (std::all_of(p, p + 16, [](uint8_t b) { return b == 0; }))
         return make_error(Status::NotFound, "partition " + std::to_string(number) + " is empty");
     const uint64_t first = get_le64(p + 32), last = get_le64(p + 40);
-    if (last < first) return make_error(Status::Invalid, "GPT partition ends before it starts");
+    if (last < first || last == UINT64_MAX) return make_error(Status::Invalid, "GPT partition ends before it starts");
     return Partition{first, last - first + 1};
 }
 
