@@ -199,6 +199,7 @@ int run_decrypt(const po::variables_map& vm, const std::vector<std::string>& fil
                                        .in_place = vm["in-place"].as<bool>(), .inputs = inputs});
     const Devices dev = open_devices(vm, image);
     const tcrypt::Volume vol = unlock_devices(vm, image, dev);
+    if (auto fits = tcrypt::check_fits(vol, *dev.image); !fits.ok()) throw Failure(fits.error().message);
     ImageCopy job{.encrypt = false, .in_path = image, .out = out, .table = vol.table};
     if (vol.length_sectors) job.size_sectors = vol.length_sectors;
     set_copy_options(vm, job, image);

@@ -448,13 +448,18 @@ SecureBuffer dump_volume_key(const Volume& vol, std::string_view device_path) {
     return out;
 }
 
+Result<void> check_fits(const Volume& vol, BackingStore& data) {
+    const uint64_t sectors = data.size() / 512;
+    if (sectors <= vol.table.offset || vol.length_sectors > sectors - vol.table.offset)
+        return make_error(Status::Invalid, (data.name().empty() ? std::string("the data device") : data.name()) +
+                                               " is too small for the TCRYPT volume");
+    return {};
+}
+
 Result<std::unique_ptr<dm::CryptTarget>> make_target(Registry& reg, const Volume& vol,
                                                      std::shared_ptr<BackingStore> data, dm::TargetOptions opts) {
     if (!data) return make_error(Status::Invalid, "no data device");
-    const uint64_t sectors = data->size() / 512;
-    if (sectors <= vol.table.offset || vol.length_sectors > sectors - vol.table.offset)
-        return make_error(Status::Invalid, (data->name().empty() ? std::string("the data device") : data->name()) +
-                                               " is too small for the TCRYPT volume");
+    if (auto s = check_fits(vol, *data); !s.ok()) return s.error();
     return dm::CryptTarget::create(reg, vol.table, std::move(data), vol.length_sectors, opts);
 }
 

@@ -95,6 +95,22 @@ done <"$GOLD/system.tsv"
 expect_exit 2 "$BLKCRYPT" tcrypt decrypt --passphrase-file "$TMP/pw" --partition 2 "$TMP/sys-mbr.img" "$TMP/no"
 grep_q -- '--partition needs --tcrypt-system' <"$TMP/stderr" || fail "--partition alone: $(cat "$TMP/stderr")"
 
+# --header without --tcrypt-system: a detached copy of a volume's header
+# opens the volume whose own header was wiped (the kernel's plaintext of
+# the intact volume, generated.golden).
+read -r size sha < <(awk -F'\t' '$1=="gen-default"{print $2, $3}' "$GOLD/generated.golden")
+python3 "$SRC/tests/tcrypt/make_volume.py" "$TMP/vol.img" --password genpass-2 --size 65536 --seed gen2 >/dev/null
+head -c 512 "$TMP/vol.img" >"$TMP/hdr.bin"
+dd if=/dev/zero of="$TMP/vol.img" bs=512 count=1 conv=notrunc status=none
+printf 'genpass-2\n' >"$TMP/pw"
+expect_exit 2 "$BLKCRYPT" tcrypt decrypt --passphrase-file "$TMP/pw" -h sha512 "$TMP/vol.img" "$TMP/no"
+O=(-h sha512)
+decrypt "detached header" --header "$TMP/hdr.bin" "$TMP/vol.img"
+[[ $(stat -c %s "$TMP/out") == "$size" && $(sha256sum <"$TMP/out" | cut -d' ' -f1) == "$sha" ]] ||
+    fail "--header: not the kernel's plaintext of gen-default"
+expect_exit 1 "$BLKCRYPT" tcrypt decrypt --passphrase-file "$TMP/pw" -h sha512 --header "$TMP/hdr.bin" "$TMP/hdr.bin" "$TMP/no"
+grep_q 'hdr.bin is too small for the TCRYPT volume' <"$TMP/stderr" || fail "header as its own data: $(cat "$TMP/stderr")"
+
 # serve --partition: the kernel's bytes read-only; read-write, qemu-io's
 # writes land encrypted in partition 2 alone (python3-cryptography: AES-XTS
 # with the dumped key, the tweak the sector's number on the disk).

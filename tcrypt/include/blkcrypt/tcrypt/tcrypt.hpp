@@ -125,7 +125,11 @@ std::string dump(const Volume& vol, std::string_view device_path);
 // memory.
 SecureBuffer dump_volume_key(const Volume& vol, std::string_view device_path);
 
-// The dm-crypt target over the volume's data area in `data`.
+// Whether `data` holds the volume's data area (Invalid "... is too small for
+// the TCRYPT volume" when not).
+Result<void> check_fits(const Volume& vol, BackingStore& data);
+
+// The dm-crypt target over the volume's data area in `data` (check_fits first).
 Result<std::unique_ptr<dm::CryptTarget>> make_target(Registry& reg, const Volume& vol,
                                                      std::shared_ptr<BackingStore> data,
                                                      dm::TargetOptions opts = {});
