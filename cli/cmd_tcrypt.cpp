@@ -8,6 +8,7 @@
 #include "passphrase.hpp"
 #include "progress.hpp"
 #include "serve.hpp"
+#include "verity_actions.hpp"  // same_file
 
 #include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/tcrypt/tcrypt.hpp>
@@ -113,6 +114,7 @@ tcrypt::Volume unlock(const po::variables_map& vm, const std::string& image, blk
 struct Devices {
     std::shared_ptr<blkcrypt::BackingStore> image, header;  // header == image without --header
     std::string header_path;
+    bool detached = false;  // --header names another file than IMAGE
     std::optional<tcrypt::Partition> partition;  // --partition N (with --tcrypt-system)
 };
 
@@ -126,7 +128,9 @@ Devices open_devices(const po::variables_map& vm, const std::string& image) {
     d.header = d.image;
     d.header_path = image;
     const bool system = vm["tcrypt-system"].as<bool>();
-    if (vm.count("header")) {
+    // --header IMAGE itself is IMAGE alone (cryptsetup: the same device).
+    if (vm.count("header") && !same_file(vm["header"].as<std::string>(), image)) {
+        d.detached = true;
         d.header_path = vm["header"].as<std::string>();
         d.header = open_image(d.header_path);
     }
@@ -135,10 +139,10 @@ Devices open_devices(const po::variables_map& vm, const std::string& image) {
         const unsigned n = vm["partition"].as<unsigned>();
         auto p = tcrypt::find_partition(*d.header, n);
         if (!p) throw Failure(d.header_path + ": " + p.error().message + ".");
-        if (!vm.count("header") && (p->start >= d.image->size() / 512 || p->sectors > d.image->size() / 512 - p->start))
+        if (!d.detached && (p->start >= d.image->size() / 512 || p->sectors > d.image->size() / 512 - p->start))
             throw Failure("partition " + std::to_string(n) + " of " + image + " reaches past the end of the image.");
         d.partition = *p;
-    } else if (system && !vm.count("header") && !tcrypt::has_partition_table(*d.image)) {
+    } else if (system && !d.detached && !tcrypt::has_partition_table(*d.image)) {
         // A system partition's first sector is encrypted; a disk starts with its MBR.
         throw Failure(image + " has no partition table, so it is not a whole disk: system encryption keeps its "
                       "header at sector 62 of the disk. For an image of the encrypted partition give the disk "
@@ -153,8 +157,8 @@ Devices open_devices(const po::variables_map& vm, const std::string& image) {
 // the encrypted area's start, the partition's when only it is encrypted).
 tcrypt::Volume unlock_devices(const po::variables_map& vm, const std::string& image, const Devices& d) {
     tcrypt::Volume vol = unlock(vm, image, *d.header);
-    if (!vm["tcrypt-system"].as<bool>() || (!d.partition && !vm.count("header"))) return vol;
-    const bool in_disk = !vm.count("header");
+    if (!vm["tcrypt-system"].as<bool>() || (!d.partition && !d.detached)) return vol;
+    const bool in_disk = !d.detached;
     tcrypt::Partition p = d.partition.value_or(tcrypt::Partition{vol.hdr.mk_offset / 512, 0});
     if (!in_disk) p.sectors = 0;  // the partition image, to its end
     if (tcrypt::map_system_partition(vol, p, in_disk) != blkcrypt::Status::Ok)

@@ -54,6 +54,9 @@ while IFS=$'\t' read -r name gen pw opts; do
     decrypt "$name whole disk" "$disk"
     check "$name-part" "$name whole disk" "$TMP/out"
     [[ $(golden "$name-disk" 2) -gt $(golden "$name-part" 2) ]] || fail "$name: the kernel's whole-disk mapping is not longer"
+    # --header naming IMAGE itself: the whole disk still (cryptsetup: the same device).
+    decrypt "$name --header DISK DISK" --header "$disk" "$disk"
+    check "$name-part" "$name --header DISK DISK" "$TMP/out"
     # The partition alone, its header elsewhere.
     dd if="$disk" of="$TMP/part.img" bs=512 skip=6144 count=$(($(golden "$name-part" 2) / 512)) status=none
     dd if="$disk" of="$TMP/track.img" bs=512 count=63 status=none
