@@ -8,12 +8,14 @@
 #include "passphrase.hpp"
 #include "progress.hpp"
 #include "serve.hpp"
+#include "verity_actions.hpp"  // same_file
 
 #include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/tcrypt/tcrypt.hpp>
 
 #include <algorithm>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -93,17 +95,75 @@ uint32_t query_pim() {
     return static_cast<uint32_t>(v);
 }
 
-// Opens the volume: exit 2 with cryptsetup's words when no header decrypts.
-tcrypt::Volume unlock(const po::variables_map& vm, const std::string& image, blkcrypt::BackingStore& dev) {
+// Opens the volume from `hdr` (IMAGE, or the --header file): exit 2 with
+// cryptsetup's words when no header decrypts.
+tcrypt::Volume unlock(const po::variables_map& vm, const std::string& image, blkcrypt::BackingStore& hdr) {
     tcrypt::OpenOptions o = open_options(vm);
     const blkcrypt::SecureBuffer pass = read_passphrase(vm, image);
     if (vm["veracrypt-query-pim"].as<bool>()) o.pim = query_pim();
-    auto vol = tcrypt::open(registry(), dev, pass, o);
+    auto vol = tcrypt::open(registry(), hdr, pass, o);
     if (!vol) {
         if (vol.status() == blkcrypt::Status::NoKey) throw StatusFailure(vol.error().message, kExitNoKey);
         throw Failure(vol.error().message);
     }
     return std::move(vol).value();
+}
+
+// Where the header is and what the data device holds: IMAGE alone, or with
+// --header the header's file (cryptsetup's --header) and IMAGE the data.
+struct Devices {
+    std::shared_ptr<blkcrypt::BackingStore> image, header;  // header == image without --header
+    std::string header_path;
+    bool detached = false;  // --header names another file than IMAGE
+    std::optional<tcrypt::Partition> partition;  // --partition N (with --tcrypt-system)
+};
+
+// --tcrypt-system on images rather than block devices: cryptsetup finds the
+// whole disk and the partition's start through sysfs; here a whole-disk
+// IMAGE (its table names partition N), or a partition IMAGE with the disk
+// (or its first sectors) as --header.
+Devices open_devices(const po::variables_map& vm, const std::string& image) {
+    Devices d;
+    d.image = open_image(image);
+    d.header = d.image;
+    d.header_path = image;
+    const bool system = vm["tcrypt-system"].as<bool>();
+    // --header IMAGE itself is IMAGE alone (cryptsetup: the same device).
+    if (vm.count("header") && !same_file(vm["header"].as<std::string>(), image)) {
+        d.detached = true;
+        d.header_path = vm["header"].as<std::string>();
+        d.header = open_image(d.header_path);
+    }
+    if (vm.count("partition")) {
+        if (!system) throw UsageError("--partition needs --tcrypt-system (the partition of a system-encrypted disk)");
+        const unsigned n = vm["partition"].as<unsigned>();
+        auto p = tcrypt::find_partition(*d.header, n);
+        if (!p) throw Failure(d.header_path + ": " + p.error().message + ".");
+        if (!d.detached && (p->start >= d.image->size() / 512 || p->sectors > d.image->size() / 512 - p->start))
+            throw Failure("partition " + std::to_string(n) + " of " + image + " reaches past the end of the image.");
+        d.partition = *p;
+    } else if (system && !d.detached && !tcrypt::has_partition_table(*d.image)) {
+        // A system partition's first sector is encrypted; a disk starts with its MBR.
+        throw Failure(image + " has no partition table, so it is not a whole disk: system encryption keeps its "
+                      "header at sector 62 of the disk. For an image of the encrypted partition give the disk "
+                      "image (or its first 63 sectors) with --header DISK.");
+    }
+    return d;
+}
+
+// The volume as cryptsetup maps it: with --tcrypt-system and a partition
+// (--partition N, or a partition IMAGE with --header) the partition from its
+// first sector, IVs from its start on the disk (N's start in the table, else
+// the encrypted area's start, the partition's when only it is encrypted).
+tcrypt::Volume unlock_devices(const po::variables_map& vm, const std::string& image, const Devices& d) {
+    tcrypt::Volume vol = unlock(vm, image, *d.header);
+    if (!vm["tcrypt-system"].as<bool>() || (!d.partition && !d.detached)) return vol;
+    const bool in_disk = !d.detached;
+    tcrypt::Partition p = d.partition.value_or(tcrypt::Partition{vol.hdr.mk_offset / 512, 0});
+    if (!in_disk) p.sectors = 0;  // the partition image, to its end
+    if (tcrypt::map_system_partition(vol, p, in_disk) != blkcrypt::Status::Ok)
+        throw Failure("cannot map the system partition of " + image + ".");
+    return vol;
 }
 
 std::string one_file(const std::vector<std::string>& files, const std::string& action) {
@@ -113,14 +173,14 @@ std::string one_file(const std::vector<std::string>& files, const std::string& a
 
 int run_dump(const po::variables_map& vm, const std::vector<std::string>& files) {
     const std::string image = one_file(files, "dump");
-    auto dev = open_image(image);
+    const Devices dev = open_devices(vm, image);
     const bool show_key = vm["dump-volume-key"].as<bool>();
     if (show_key && !vm["batch-mode"].as<bool>() && ::isatty(STDIN_FILENO)) {
         std::cerr << kVolumeKeyWarning << "\nAre you sure? (Type 'yes' in capital letters): " << std::flush;
         std::string answer;
         if (!std::getline(std::cin, answer) || answer != "YES") throw Failure("Operation aborted.");
     }
-    const tcrypt::Volume vol = unlock(vm, image, *dev);
+    const tcrypt::Volume vol = unlock_devices(vm, image, dev);
     if (!show_key) {
         std::cout << tcrypt::dump(vol, image) << std::flush;
         return 0;
@@ -136,13 +196,15 @@ int run_decrypt(const po::variables_map& vm, const std::vector<std::string>& fil
     const std::string& image = files[0];
     if (image == "-") throw UsageError("IMAGE cannot be stdin: the header is read first");
     std::vector<NamedPath> inputs = {{"IMAGE", image}};
+    if (vm.count("header")) inputs.push_back({"the header file", vm["header"].as<std::string>()});
     if (vm.count("key-file"))
         for (const auto& f : vm["key-file"].as<std::vector<std::string>>()) inputs.push_back({"a key file", f});
     Output out(files[1], OutputOptions{.role = "OUT", .secret = true, .can_stream = true,
                                        .in_place = vm["in-place"].as<bool>(), .inputs = inputs});
-    auto dev = open_image(image);
-    const tcrypt::Volume vol = unlock(vm, image, *dev);
+    const Devices dev = open_devices(vm, image);
+    const tcrypt::Volume vol = unlock_devices(vm, image, dev);
     if (auto r = tcrypt::check_decryptable(vol); !r) throw Failure(r.error().message);
+    if (auto fits = tcrypt::check_fits(vol, *dev.image); !fits.ok()) throw Failure(fits.error().message);
     ImageCopy job{.encrypt = false, .in_path = image, .out = out, .table = vol.table};
     if (vol.length_sectors) job.size_sectors = vol.length_sectors;
     set_copy_options(vm, job, image);
@@ -157,8 +219,8 @@ int run_decrypt(const po::variables_map& vm, const std::vector<std::string>& fil
 int run_serve(const po::variables_map& vm, const std::vector<std::string>& files) {
     const std::string image = one_file(files, "serve");
     const bool read_only = vm["read-only"].as<bool>();
-    auto dev = open_image(image);
-    const tcrypt::Volume vol = unlock(vm, image, *dev);
+    const Devices dev = open_devices(vm, image);
+    const tcrypt::Volume vol = unlock_devices(vm, image, dev);
     block_stop_signals();  // after the KDF search, before the target's threads exist
     auto data = blkcrypt::open_file_store(image, !read_only);
     if (!data) throw Failure(data.error().message);
@@ -190,6 +252,12 @@ int run_tcrypt(Args args) {
         ("tcrypt-hidden", po::bool_switch(), "the hidden volume's header")
         ("tcrypt-backup", po::bool_switch(), "the backup header (at the end of the volume)")
         ("tcrypt-system", po::bool_switch(), "system encryption (the header at sector 62 of a whole-disk image)")
+        ("header", po::value<std::string>()->value_name("FILE"),
+         "read the header from FILE, the data from IMAGE (with --tcrypt-system: FILE is the disk or its first "
+         "63 sectors, IMAGE the encrypted partition)")
+        ("partition", number_value<unsigned>(1, 256)->value_name("N"),
+         "with --tcrypt-system: map partition N as cryptsetup maps /dev/sdaN (N's start from the table of the "
+         "whole-disk IMAGE, or of the --header FILE when IMAGE is the partition)")
         ("disable-veracrypt", po::bool_switch(), "TrueCrypt only: no VeraCrypt KDFs or header magic")
         ("veracrypt-pim", number_value<uint32_t>(1, UINT32_MAX / 2048)->value_name("PIM"),
          "VeraCrypt Personal Iterations Multiplier")

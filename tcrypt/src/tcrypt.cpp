@@ -497,7 +497,7 @@ SecureBuffer dump_volume_key(const Volume& vol, std::string_view device_path) {
     const Header& h = vol.hdr;
     const std::string head = "TCRYPT header information for " + std::string(device_path) +
                              "\nCipher chain:  \t" + h.cipher + "\nCipher mode:   \t" + h.mode +
-                             "\nPayload offset:\t" + std::to_string(vol.table.offset) +
+                             "\nPayload offset:\t" + std::to_string(vol.table.offset - vol.partition_in_disk) +
                              "\nMK bits:       \t" + std::to_string(h.key_size * 8) + "\nMK dump:\t";
     static constexpr char kDigits[] = "0123456789abcdef";
     const SecureBuffer k = volume_key(vol);
@@ -527,15 +527,128 @@ Result<void> check_decryptable(const Volume& vol) {
     return {};
 }
 
+Result<void> check_fits(const Volume& vol, BackingStore& data) {
+    const uint64_t sectors = data.size() / 512;
+    if (sectors <= vol.table.offset || vol.length_sectors > sectors - vol.table.offset)
+        return make_error(Status::Invalid, (data.name().empty() ? std::string("the data device") : data.name()) +
+                                               " is too small for the TCRYPT volume");
+    return {};
+}
+
 Result<std::unique_ptr<dm::CryptTarget>> make_target(Registry& reg, const Volume& vol,
                                                      std::shared_ptr<BackingStore> data, dm::TargetOptions opts) {
     if (!data) return make_error(Status::Invalid, "no data device");
     if (auto r = check_decryptable(vol); !r) return r.error();
-    const uint64_t sectors = data->size() / 512;
-    if (sectors <= vol.table.offset || (vol.length_sectors && sectors < vol.table.offset + vol.length_sectors))
-        return make_error(Status::Invalid, (data->name().empty() ? std::string("the data device") : data->name()) +
-                                               " is too small for the TCRYPT volume");
+    if (auto s = check_fits(vol, *data); !s.ok()) return s.error();
     return dm::CryptTarget::create(reg, vol.table, std::move(data), vol.length_sectors, opts);
+}
+
+namespace {
+
+constexpr uint64_t kSector = 512;
+constexpr std::size_t kMaxLogical = 128;  // EBRs followed at most
+
+bool is_extended(uint8_t type) { return type == 0x05 || type == 0x0F || type == 0x85; }
+
+Status read_sector(BackingStore& disk, uint64_t lba, uint8_t* out) {
+    if (disk.size() / kSector <= lba) return Status::Invalid;
+    return disk.read(lba * kSector, Bytes(out, kSector));
+}
+
+// Partition `number` of a GPT (the kernel's numbering: the entry's index + 1).
+Result<Partition> gpt_partition(BackingStore& disk, unsigned number) {
+    std::array<uint8_t, kSector> h{};
+    if (read_sector(disk, 1, h.data()) != Status::Ok || std::memcmp(h.data(), "EFI PART", 8))
+        return make_error(Status::Invalid, "no GPT header at sector 1 of a protective MBR's disk");
+    const uint32_t hsize = get_le32(h.data() + 12);
+    if (hsize < 92 || hsize > kSector) return make_error(Status::Invalid, "GPT header size out of range");
+    std::array<uint8_t, kSector> z = h;
+    std::memset(z.data() + 16, 0, 4);
+    if (crc32(ConstBytes(z.data(), hsize)) != get_le32(h.data() + 16))
+        return make_error(Status::Invalid, "GPT header CRC32 mismatch");
+    const uint64_t entries_lba = get_le64(h.data() + 72);
+    const uint32_t count = get_le32(h.data() + 80), esize = get_le32(h.data() + 84);
+    if (esize < 128 || esize % 8 || esize > 4096 || uint64_t{count} * esize > (1u << 20))
+        return make_error(Status::Invalid, "GPT partition entries out of range");
+    const uint64_t bytes = uint64_t{count} * esize;
+    if (entries_lba > disk.size() / kSector || bytes > disk.size() - entries_lba * kSector)
+        return make_error(Status::Invalid, "GPT partition entries outside the disk");
+    std::vector<uint8_t> e(bytes);
+    if (auto s = disk.read(entries_lba * kSector, Bytes(e.data(), e.size())); s != Status::Ok)
+        return make_error(s, "cannot read the GPT partition entries");
+    if (crc32(ConstBytes(e.data(), e.size())) != get_le32(h.data() + 88))
+        return make_error(Status::Invalid, "GPT partition entries CRC32 mismatch");
+    if (number < 1 || number > count) return make_error(Status::NotFound, "no partition " + std::to_string(number));
+    const uint8_t* p = e.data() + uint64_t{number - 1} * esize;
+    if (std::all_of(p, p + 16, [](uint8_t b) { return b == 0; }))
+        return make_error(Status::NotFound, "partition " + std::to_string(number) + " is empty");
+    const uint64_t first = get_le64(p + 32), last = get_le64(p + 40);
+    if (last < first || last == UINT64_MAX) return make_error(Status::Invalid, "GPT partition ends before it starts");
+    return Partition{first, last - first + 1};
+}
+
+
+}  // namespace
+
+bool has_partition_table(BackingStore& dev) {
+    std::array<uint8_t, kSector> mbr{};
+    return read_sector(dev, 0, mbr.data()) == Status::Ok && mbr[510] == 0x55 && mbr[511] == 0xAA;
+}
+
+Result<Partition> find_partition(BackingStore& disk, unsigned number) {
+    std::array<uint8_t, kSector> mbr{};
+    if (read_sector(disk, 0, mbr.data()) != Status::Ok || mbr[510] != 0x55 || mbr[511] != 0xAA)
+        return make_error(Status::Invalid, "no partition table (no MBR signature in sector 0)");
+    auto slot = [](const uint8_t* sec, unsigned i) { return sec + 446 + 16 * i; };
+    for (unsigned i = 0; i < 4; ++i)
+        if (slot(mbr.data(), i)[4] == 0xEE) return gpt_partition(disk, number);
+    Result<Partition> found = make_error(Status::NotFound, "no partition " + std::to_string(number));
+    if (number >= 1 && number <= 4) {
+        const uint8_t* e = slot(mbr.data(), number - 1);
+        if (is_extended(e[4])) return make_error(Status::Invalid, "partition " + std::to_string(number) + " is the extended partition");
+        if (e[4] && get_le32(e + 12)) found = Partition{get_le32(e + 8), get_le32(e + 12)};
+        return found;
+    }
+    // Logical partitions: the chain of EBRs in the extended partition, each
+    // holding data partitions (relative to itself) and a link to the next
+    // (relative to the extended partition's start).
+    uint64_t ext = 0;
+    for (unsigned i = 0; i < 4 && !ext; ++i)
+        if (is_extended(slot(mbr.data(), i)[4])) ext = get_le32(slot(mbr.data(), i) + 8);
+    unsigned n = 5;
+    std::vector<uint64_t> seen;  // a chain that comes back to an EBR ends there
+    for (uint64_t ebr = ext; ext && seen.size() < kMaxLogical;) {
+        seen.push_back(ebr);
+        std::array<uint8_t, kSector> sec{};
+        if (read_sector(disk, ebr, sec.data()) != Status::Ok || sec[510] != 0x55 || sec[511] != 0xAA)
+            return make_error(Status::Invalid, "a broken extended partition chain");
+        uint64_t next = 0;
+        for (unsigned i = 0; i < 4; ++i) {
+            const uint8_t* e = slot(sec.data(), i);
+            if (!e[4] || !get_le32(e + 12)) continue;
+            if (is_extended(e[4])) {
+                if (!next) next = ext + get_le32(e + 8);
+            } else if (n++ == number) {
+                return Partition{ebr + get_le32(e + 8), get_le32(e + 12)};
+            }
+        }
+        if (!next || std::find(seen.begin(), seen.end(), next) != seen.end()) break;
+        ebr = next;
+    }
+    return found;
+}
+
+Status map_system_partition(Volume& vol, Partition part, bool in_disk) {
+    const Chain* c = find_chain(vol.hdr);
+    if (!c || (in_disk && !part.sectors)) return Status::Invalid;
+    // cryptsetup (2.6.1) for a partition: data from its sector 0, IVs from
+    // the partition's start on the disk (plus the mk offset for cbc-tcw,
+    // whose IVs always count from it).
+    vol.table.iv_offset = (c->mode == Mode::CbcTcw ? vol.hdr.mk_offset / kSector : 0) + part.start;
+    vol.table.offset = in_disk ? part.start : 0;
+    vol.partition_in_disk = in_disk ? part.start : 0;
+    vol.length_sectors = part.sectors;
+    return Status::Ok;
 }
 
 }  // namespace blkcrypt::tcrypt

@@ -4,7 +4,9 @@
 // fields behind them (offsets, sizes, versions) are reached. An accepted
 // header must dump and give a target over a device of the given size, or a
 // clean error. Flag bit 5 also runs the whole search (tcrypt::open) on the
-// input as a device, limited to one fast KDF.
+// input as a device, limited to one fast KDF. Flag bit 6 reads the input as a
+// disk's partition table (MBR, logical partitions, GPT) and maps an accepted
+// system header onto the partition found.
 #include "fuzz_util.hpp"
 
 #include <blkcrypt/backing_store.hpp>
@@ -68,6 +70,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
         (void)tcrypt::dump_volume_key(*v, "fuzz");
         auto store = std::make_shared<MemoryStore>(dev_size);
         (void)tcrypt::make_target(*reg, *v, store);
+    }
+    if (flags & 64) {
+        MemoryStore disk(size);
+        std::memcpy(disk.data().data(), data, size);
+        (void)tcrypt::has_partition_table(disk);
+        auto p = tcrypt::find_partition(disk, 1 + (dev_size >> 8) % 12);
+        if (p && v && o.system) {
+            tcrypt::Volume sys = *v;
+            if (tcrypt::map_system_partition(sys, *p, true) == Status::Ok) {
+                (void)tcrypt::dump_volume_key(sys, "fuzz");
+                (void)tcrypt::make_target(*reg, sys, std::make_shared<MemoryStore>(dev_size));
+            }
+        }
     }
     if (flags & 32) {
         MemoryStore dev(size);

@@ -98,3 +98,23 @@ if os.path.exists(legacy) and os.path.exists(transcript):
                 if 'Kernel does not support activation for this TCRYPT legacy mode.' not in block:
                     sys.exit(f'{name}: not mapped, and not for the legacy mode')
                 f.write('\t'.join([name, '-', '-']) + '\n')
+# System encryption of a partition (make-system.sh, system.tsv): what the
+# kernel mapped for the whole disks and their partitions; the partitions'
+# plaintext must be what the generator encrypted.
+system = os.path.join(here, 'system.tsv')
+if os.path.exists(system):
+    names = []
+    for line in open(system):
+        if line.startswith('#') or not line.strip():
+            continue
+        names += [line.split('\t')[0] + '-disk', line.split('\t')[0] + '-part']
+    names.append('sys-fixture-part1')
+    with open(os.path.join(here, 'system.golden'), 'w') as f:
+        f.write('# name\tsize\tsha256 (of the device cryptsetup tcryptOpen --tcrypt-system mapped: the whole disk or its partition)\n')
+        for name in names:
+            r = found.get(name, {})
+            if 'sha256' not in r:
+                sys.exit(f'{name}: no mapping recorded')
+            if name.endswith('-part') and r['sha256'] != r.get('generator'):
+                sys.exit(f'{name}: the kernel mapped {r["sha256"]}, the generator wrote {r.get("generator")}')
+            f.write('\t'.join([name, r['size'], r['sha256']]) + '\n')

@@ -36,7 +36,7 @@ constexpr std::size_t kKeyfileMax = 1048576; // bytes of a keyfile that count
 struct OpenOptions {
     bool hidden = false;     // --tcrypt-hidden
     bool backup = false;     // --tcrypt-backup
-    bool system = false;     // --tcrypt-system (header at sector 62)
+    bool system = false;     // --tcrypt-system (header at sector 62 of the disk)
     bool veracrypt = true;   // VeraCrypt KDFs and "VERA" magic (--disable-veracrypt clears)
     uint32_t pim = 0;        // --veracrypt-pim (0: the default iterations)
     std::string hash;        // -h: only KDFs whose hash contains this
@@ -62,7 +62,38 @@ struct Volume {
     Header hdr;
     dm::CryptTable table;         // cipher, key, iv_offset, offset (512-byte sectors)
     uint64_t length_sectors = 0;  // 0 = to the end of the device
+    // Sectors of the table's offset that only place a partition inside a
+    // whole-disk image (map_system_partition): not part of what cryptsetup
+    // reports as the payload offset of the partition.
+    uint64_t partition_in_disk = 0;
 };
+
+// One partition of a disk, in 512-byte sectors.
+struct Partition {
+    uint64_t start = 0;
+    uint64_t sectors = 0;  // 0: to the end of the data device
+};
+
+// Partition `number` of the disk's partition table, numbered as Linux does:
+// GPT entries from 1 (a protective MBR's disk), else MBR primary slots 1-4
+// and logical partitions from 5 in the extended chain's order. NotFound for
+// an empty or absent slot, Invalid for no table or a broken one (CRC-32s,
+// the extended chain). The extent is not checked against the disk's size:
+// the table may come from a copy of the disk's first sectors.
+Result<Partition> find_partition(BackingStore& disk, unsigned number);
+
+// Whether sector 0 of the device carries an MBR (0x55AA; a GPT disk's
+// protective MBR too): a whole disk rather than a system partition image,
+// whose first sector is encrypted.
+bool has_partition_table(BackingStore& dev);
+
+// Turns a volume opened with `system` into the mapping of one system
+// partition, as cryptsetup maps /dev/sdaN with --tcrypt-system: the data
+// from the partition's first sector, to its end, IVs counted from its start
+// on the disk. `in_disk`: the data device is the whole disk (the table's
+// offset moves to the partition) rather than an image of the partition.
+// Invalid when the partition is not inside the encrypted area's device.
+Status map_system_partition(Volume& vol, Partition part, bool in_disk);
 
 // The Volume a decrypted header describes: `dec` is the 448 bytes after the
 // salt as chain `cipher` ("serpent-twofish") in `mode` ("xts-plain64")
@@ -94,12 +125,16 @@ std::string dump(const Volume& vol, std::string_view device_path);
 // memory.
 SecureBuffer dump_volume_key(const Volume& vol, std::string_view device_path);
 
-// The dm-crypt target over the volume's data area in `data`.
 // Unsupported when blkcrypt cannot decrypt the volume's data although its
 // header opened (the legacy inner-CBC chains blowfish_le-aes and
 // serpent-blowfish_le-aes); make_target checks it, copy-out should first.
 Result<void> check_decryptable(const Volume& vol);
 
+// Whether `data` holds the volume's data area (Invalid "... is too small for
+// the TCRYPT volume" when not).
+Result<void> check_fits(const Volume& vol, BackingStore& data);
+
+// The dm-crypt target over the volume's data area in `data` (check_decryptable and check_fits first).
 Result<std::unique_ptr<dm::CryptTarget>> make_target(Registry& reg, const Volume& vol,
                                                      std::shared_ptr<BackingStore> data,
                                                      dm::TargetOptions opts = {});
