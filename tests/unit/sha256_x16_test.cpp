@@ -67,9 +67,13 @@ TEST_CASE("sha256 x16: compression equals SHA-NI lane by lane", "[sha256x16]") {
         SUCCEED("no AVX-512 or SHA-NI on this CPU: x16 compression not tested");
         return;
     }
+    std::vector<x86::X16Load> loads{x86::X16Load::Shuffle};
+    if (x86::have_avx512_vbmi()) loads.push_back(x86::X16Load::Vbmi);
+    else WARN("no AVX512_VBMI on this CPU: the vpermt2b message load is not tested");
     std::mt19937 rng(16);
+    for (const x86::X16Load load : loads)
     for (std::size_t nblocks : {0u, 1u, 2u, 3u, 64u, 65u}) {
-        INFO("nblocks " << nblocks);
+        INFO("load " << (load == x86::X16Load::Vbmi ? "vbmi" : "shuffle") << " nblocks " << nblocks);
         // Every lane its own data and its own random state.
         std::vector<Buf> data;
         const uint8_t* p[16];
@@ -80,7 +84,7 @@ TEST_CASE("sha256 x16: compression equals SHA-NI lane by lane", "[sha256x16]") {
             for (auto& x : want[k]) x = static_cast<uint32_t>(rng());
         }
         std::memcpy(got, want, sizeof got);
-        x86::sha256_x16_blocks(got, p, nblocks);
+        x86::sha256_x16_blocks_with(load, got, p, nblocks);
         for (int k = 0; k < 16; ++k) {
             INFO("lane " << k);
             x86::sha256_ni_blocks(want[k], p[k], nblocks);

@@ -10,7 +10,7 @@ namespace blkcrypt::x86 {
 namespace {
 
 struct Features {
-    bool sha_ni = false, avx512 = false, vaes_avx2 = false;
+    bool sha_ni = false, avx512 = false, avx512_vbmi = false, vaes_avx2 = false;
 };
 
 bool listed(const std::string& list, const std::string& name) {
@@ -38,6 +38,7 @@ Features detect() noexcept {
         const bool zmm_saved = (lo & 0xe6) == 0xe6;
         f.avx512 = zmm_saved && (b7 & bit_AVX2) && (b7 & bit_AVX512F) && (b7 & bit_AVX512BW) &&
                    (b7 & bit_AVX512VL);
+        f.avx512_vbmi = f.avx512 && (c7 & bit_AVX512VBMI);
         f.vaes_avx2 = ymm_saved && (c1 & bit_AVX) && (b7 & bit_AVX2) && (c1 & bit_AES) && (c1 & bit_PCLMUL) &&
                       (c7 & bit_VAES) && (c7 & bit_VPCLMULQDQ);
     }
@@ -45,7 +46,8 @@ Features detect() noexcept {
         if (const char* off = std::getenv("BLKCRYPT_X86_DISABLE")) {
             const std::string list = off;
             if (listed(list, "sha_ni")) f.sha_ni = false;
-            if (listed(list, "avx512")) f.avx512 = false;
+            if (listed(list, "avx512")) f.avx512 = f.avx512_vbmi = false;
+            if (listed(list, "avx512_vbmi")) f.avx512_vbmi = false;
             if (listed(list, "vaes")) f.vaes_avx2 = false;
         }
     } catch (...) {  // out of memory reading the variable: keep what the CPU has
@@ -62,6 +64,7 @@ const Features& features() noexcept {
 
 bool have_sha_ni() noexcept { return features().sha_ni; }
 bool have_avx512() noexcept { return features().avx512; }
+bool have_avx512_vbmi() noexcept { return features().avx512_vbmi; }
 bool have_vaes_avx2() noexcept { return features().vaes_avx2; }
 bool have_vaes_avx512() noexcept { return features().vaes_avx2 && features().avx512; }
 

@@ -14,4 +14,11 @@ namespace blkcrypt::x86 {
 // data[0..16). Call only when have_avx512() (cpu.hpp).
 void sha256_x16_blocks(uint32_t states[16][8], const uint8_t* const data[16], std::size_t nblocks) noexcept;
 
+// The same with a given transpose of the message words (the tests run both):
+// Shuffle needs have_avx512(), Vbmi have_avx512_vbmi(); sha256_x16_blocks
+// takes Vbmi where the CPU has it.
+enum class X16Load { Shuffle, Vbmi };
+void sha256_x16_blocks_with(X16Load load, uint32_t states[16][8], const uint8_t* const data[16],
+                            std::size_t nblocks) noexcept;
+
 }  // namespace blkcrypt::x86
