@@ -12,7 +12,7 @@ need() {
 SERVER_PID=
 # A failing check exits the script with the server still running; it holds
 # the test's output open, so ctest would wait for its timeout: kill it first.
-trap '[[ -n $SERVER_PID ]] && kill -9 $SERVER_PID 2>/dev/null; rm -rf "$TMP"' EXIT
+trap 'if [[ -n $SERVER_PID ]]; then kill -9 $SERVER_PID 2>/dev/null || true; fi; rm -rf "$TMP"' EXIT
 # start_server ARGS...: blkcrypt ARGS --pid-file, waits until it listens (up
 # to 30 s: an unlock's KDF on a loaded machine). Its stdout is the caller's;
 # its stdin the file SERVER_INPUT names (a passphrase to read), else
