@@ -93,7 +93,7 @@ SHA_TARGET inline void blocks(Lane (&l)[N], const uint8_t* const (&p)[N]) {
 }
 
 // The 64 rounds of one block whose words are w0..w3 (W0..W15) on l.
-SHA_TARGET inline void block_words(Lane& l, __m128i w0, __m128i w1, __m128i w2, __m128i w3) {
+SHA_TARGET __attribute__((always_inline)) inline void block_words(Lane& l, __m128i w0, __m128i w1, __m128i w2, __m128i w3) {
     const Lane saved = l;
     four_rounds(l, w0, 0);
     four_rounds(l, w1, 1);
