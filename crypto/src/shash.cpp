@@ -3,6 +3,7 @@
 #include <blkcrypt/secure_buffer.hpp>
 #include <blkcrypt/shash.hpp>
 
+#include <algorithm>
 #include <array>
 #include <vector>
 
@@ -115,5 +116,27 @@ Status ShashDesc::finup_mb(std::span<const ConstBytes> data, std::span<const Byt
 }
 
 unsigned ShashDesc::mb_width() const noexcept { return st_->mb_width(); }
+
+Status ShashDesc::chain(Bytes msg, uint64_t rounds) {
+    const std::size_t d = digestsize();
+    if (d == 0 || msg.size() < d + 8) return Status::Invalid;
+    auto set_counter = [&](uint64_t c) {
+        for (int b = 0; b < 8; ++b) msg[msg.size() - 8 + b] = static_cast<uint8_t>(c >> (8 * b));
+    };
+    set_counter(0);
+    if (st_->chain(msg, rounds)) return Status::Ok;
+    // A driver may write its digest before it has read all its input: never in place.
+    std::array<uint8_t, 64> small;
+    std::vector<uint8_t> large;
+    Bytes next = d <= small.size() ? Bytes(small).first(d) : Bytes(large = std::vector<uint8_t>(d));
+    for (uint64_t i = 0; i < rounds; ++i) {
+        st_->init();
+        st_->finup(msg, next);
+        std::copy(next.begin(), next.end(), msg.begin());
+        set_counter(i + 1);
+    }
+    secure_wipe(next.data(), next.size());
+    return Status::Ok;
+}
 
 }  // namespace blkcrypt

@@ -134,4 +134,27 @@ cmp p2.out p.plain || fail "decryption paused: plaintext differs"
 python3 "$GEN" --seed running --encrypted-size 1048576 --state 2,4 --password anaconda r.img r.plain >/dev/null
 expect_exit 1 sh -c "echo anaconda | '$BLKCRYPT' bitlk decrypt r.img r.out"
 grep_q "This BITLK device is in an unsupported state and cannot be activated." <"$TMP/stderr" || fail "running state message"
+# Every output kind of a passphrase decrypt (OUT is allocated while the passphrase is
+# stretched): a new file (0600), a replaced one, stdout and a pipe, --in-place; a wrong
+# passphrase leaves no file, and an --in-place OUT as it was (not grown, not changed).
+python3 "$GEN" --seed kinds --size 4194304 --password anaconda k.img k.plain >/dev/null
+rm -f k.out
+echo anaconda | "$BLKCRYPT" bitlk decrypt k.img k.out || fail "decrypt into a new file"
+cmp k.out k.plain || fail "new file: plaintext differs"
+[[ $(stat -c %a k.out) == 600 ]] || fail "new plaintext file is mode $(stat -c %a k.out), not 600"
+printf 'old' >k.out
+echo anaconda | "$BLKCRYPT" bitlk decrypt k.img k.out || fail "decrypt over a file"
+cmp k.out k.plain || fail "replaced file: plaintext differs"
+"$BLKCRYPT" bitlk decrypt --key-file <(printf anaconda) k.img - >k.stdout || fail "decrypt to stdout"
+cmp k.stdout k.plain || fail "stdout: plaintext differs"
+"$BLKCRYPT" bitlk decrypt --key-file <(printf anaconda) k.img - | cat >k.pipe || fail "decrypt into a pipe"
+cmp k.pipe k.plain || fail "pipe: plaintext differs"
+mkdir wrong && cp k.img wrong/
+expect_exit 2 sh -c "echo wrong | '$BLKCRYPT' bitlk decrypt wrong/k.img wrong/k.out"
+[[ $(ls wrong) == k.img ]] || fail "a wrong passphrase left files: $(ls wrong)"
+printf 'keep me' >inplace.out
+expect_exit 2 sh -c "echo wrong | '$BLKCRYPT' bitlk decrypt --in-place k.img inplace.out"
+[[ $(cat inplace.out) == "keep me" ]] || fail "--in-place OUT changed by a wrong passphrase ($(stat -c %s inplace.out) bytes)"
+echo anaconda | "$BLKCRYPT" bitlk decrypt --in-place k.img inplace.out || fail "decrypt --in-place"
+cmp inplace.out k.plain || fail "--in-place: plaintext differs"
 echo "bitlk_gen: all passed"

@@ -70,6 +70,14 @@ public:
     // The number of messages the driver hashes at once (1: no interleaving).
     unsigned mb_width() const noexcept;
 
+    // A counter-chained digest, as BitLocker stretches a password: rounds
+    // times, msg (its first digestsize() bytes the previous digest, its last
+    // 8 a little-endian counter, i in round i) is hashed from init and its
+    // digest written over its head. msg then starts with the last digest and
+    // ends with the counter `rounds`. A driver may run the loop as one call.
+    // The desc's own state is left undefined.
+    Status chain(Bytes msg, uint64_t rounds);
+
     std::size_t digestsize() const noexcept;
     std::size_t statesize() const noexcept;
 

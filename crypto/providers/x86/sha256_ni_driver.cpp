@@ -125,6 +125,13 @@ public:
         return true;
     }
     unsigned mb_width() const noexcept override { return x86::have_avx512() ? 16 : 2; }
+    // Two-block messages (BitLocker's 88 bytes) with the chaining value kept
+    // in registers; others round by round in ShashDesc.
+    bool chain(Bytes msg, uint64_t rounds) override {
+        if (msg.size() < 72 || msg.size() > 119) return false;
+        x86::sha256_ni_chain(msg.data(), msg.size(), rounds);
+        return true;
+    }
 
 private:
     // N equal-length messages msg[0..N) from this state, which is left as it

@@ -127,6 +127,9 @@ public:
     virtual bool finup_mb(const ConstBytes*, const Bytes*, std::size_t) { return false; }
     // How many messages finup_mb processes at once (1 = no interleaving).
     virtual unsigned mb_width() const noexcept { return 1; }
+    // ShashDesc::chain's loop in one call, for drivers that can keep the
+    // chaining value in registers; false: ShashDesc runs it round by round.
+    virtual bool chain(Bytes, uint64_t) { return false; }
 };
 
 class ShashTfm {
