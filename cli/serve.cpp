@@ -206,7 +206,7 @@ void add_serve_options(po::options_description& opts) {
         ("export-name", po::value<std::string>()->value_name("NAME"),
          "the export's name; the default export \"\" is always this one (default: empty)")
         ("pid-file", po::value<std::string>()->value_name("FILE"),
-         "write the process id to FILE once the server listens");
+         "write the process id to FILE (a regular file, never an input) once the server listens; removed at exit");
 }
 
 std::vector<std::string> serve_option_names() {

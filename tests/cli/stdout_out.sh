@@ -46,6 +46,9 @@ stdout_taken --json crypt encrypt --json "${C[@]}" "$T/img" -
 stdout_taken --progress-json luks decrypt --progress-json --key-file "$T/pass" "$T/luks.img" -
 stdout_taken --progress-json loopaes decrypt --progress-json --key-file "$KA" "$T/enc" -
 stdout_taken --progress-json loopaes encrypt --progress-json --key-file "$KA" "$T/img" -
+# Refused before the container is read or a passphrase asked for (so any IMAGE will do).
+stdout_taken --progress-json tcrypt decrypt --progress-json "$T/img" - </dev/null
+stdout_taken --progress-json fvault2 decrypt --progress-json "$T/img" - </dev/null
 unchanged "--json with OUT -"
 # Without them, OUT '-' still works: the plaintext and nothing else.
 "$BLKCRYPT" crypt decrypt "${C[@]}" "$T/enc" - >"$T/out" || fail "crypt decrypt to stdout: exit $?"
