@@ -213,7 +213,6 @@ int run_copy(const po::variables_map& vm, bool enc, const std::vector<std::strin
     if (vm.count("size")) job.size_sectors = vm["size"].as<uint64_t>();
     if (vm.count("start")) job.start_sectors = vm["start"].as<uint64_t>();
     set_copy_options(vm, job, enc ? out_path : in_path);
-    job.json = vm["json"].as<bool>();
     const CopyResult done = copy_image(job);
     if (vm["json"].as<bool>()) {
         JsonWriter w(std::cout);

@@ -111,7 +111,7 @@ int run_serve(Args args) {
     auto store = blkcrypt::open_file_store(images[0], !o.read_only);
     if (!store) throw Failure(store.error().message);
     auto dev = blkcrypt::nbd::make_store_device(*store, o);
-    if (!dev) throw UsageError(images[0] + ": " + dev.error().message);
+    if (!dev) throw UsageError(dev.error().message);  // it names the image
     return serve_device(*vm, *dev);
 }
 

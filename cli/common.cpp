@@ -93,6 +93,14 @@ std::optional<po::variables_map> parse_command_line(CommandLine& cl, Args args) 
         throw UsageError(option_error_message(e, help_command(cl.usage), actions));
     }
     if (vm.count("action")) check_action_options(cl, vm, vm["action"].as<std::string>());
+    // What prints on stdout, so that no output "-" shares it (Output refuses).
+    std::string report;
+    for (const char* o : {"progress-json", "json"}) {
+        if (!vm.count(o) || vm[o].defaulted()) continue;
+        const auto& v = vm[o].value();
+        if (v.type() != typeid(bool) || boost::any_cast<bool>(v)) report = std::string("--") + o;
+    }
+    set_stdout_report(report);
     return vm;
 }
 

@@ -90,7 +90,6 @@ CopyResult copy_image(const ImageCopy& job) {
     const std::string verb = enc ? "encrypt" : "decrypt";
     const std::string& in_path = job.in_path;
     Output& out = job.out;
-    const std::string& out_path = out.name();
     const dm::CryptTable& table = job.table;
     const bool in_stream = is_stream_input(in_path);
     const uint64_t step = table.sector_size / kSector;
@@ -191,10 +190,6 @@ CopyResult copy_image(const ImageCopy& job) {
     // The target is the device up to the range's end; only the range is submitted.
     auto target = make_crypt_target(reg, table, store, job.start_sectors + length, opts);
 
-    if (out_path == "-" && job.progress_json)
-        throw UsageError("--progress-json prints to stdout, which OUT '-' already uses");
-    if (out_path == "-" && job.json)
-        throw UsageError("--json prints to stdout, which OUT '-' already uses");
     Progress progress(job.progress, job.progress_name, total.value_or(0));
     uint64_t next = 0, done = 0;
 
@@ -281,7 +276,6 @@ void set_copy_options(const po::variables_map& vm, ImageCopy& job, const std::st
     if (vm.count("threads")) job.threads = vm["threads"].as<unsigned>();
     job.progress = progress_settings(vm);
     job.progress_name = name;
-    job.progress_json = vm["progress-json"].as<bool>();
 }
 
 }  // namespace cli

@@ -37,7 +37,6 @@ struct ImageCopy {
     unsigned threads = 0;                  // 0: one per core
     ProgressSettings progress;
     std::string progress_name;  // the device the progress lines name
-    bool json = false, progress_json = false;  // stdout taken: OUT may not be '-'
     // Committed together with OUT (Output::commit_all), as luks encrypt
     // --format's detached header: both complete, or neither replaced.
     Output* commit_with = nullptr;

@@ -136,13 +136,34 @@ std::string random_suffix() {
 }
 
 const char* kind_of(mode_t m) {
+    if (S_ISBLK(m)) return "a block device";
+    if (S_ISDIR(m)) return "a directory";
+    if (S_ISLNK(m)) return "a symlink";
     if (S_ISFIFO(m)) return "a FIFO";
     if (S_ISCHR(m)) return "a character device";
     if (S_ISSOCK(m)) return "a socket";
     return "a special file";
 }
 
+// One file under two names: the same inode, or two nodes of one block device.
+bool same_file(const struct stat& a, const struct stat& b) {
+    if (a.st_dev == b.st_dev && a.st_ino == b.st_ino) return true;
+    return S_ISBLK(a.st_mode) && S_ISBLK(b.st_mode) && a.st_rdev == b.st_rdev;
+}
+
+// What an input names; "-" is stdin, compared only where it is a regular
+// file or a block device (a terminal or pipe shared with stdout is no overlap).
+bool stat_input(const std::string& path, struct stat& st) {
+    if (path.empty()) return false;
+    if (path != "-") return ::stat(path.c_str(), &st) == 0;
+    return ::fstat(STDIN_FILENO, &st) == 0 && (S_ISREG(st.st_mode) || S_ISBLK(st.st_mode));
+}
+
+std::string g_stdout_report;  // set_stdout_report
+
 }  // namespace
+
+void set_stdout_report(std::string option) { g_stdout_report = std::move(option); }
 
 void install_signal_cleanup() {
     static std::once_flag once;
@@ -177,33 +198,52 @@ std::string resolve_links(const std::string& path) {
 Output::Output(const std::string& path, OutputOptions opts) : opts_(std::move(opts)), name_(path) {
     install_signal_cleanup();
     if (path.empty()) throw UsageError(opts_.role + ": empty file name");
+    const auto check_inputs = [&](const struct stat& st) {
+        for (const auto& in : opts_.inputs) {
+            struct stat is {};
+            if (stat_input(in.path, is) && same_file(is, st))
+                throw UsageError(opts_.role + " '" + path + "' is " + in.role +
+                                 "; refusing to write an output over an input");
+        }
+    };
     if (path == "-") {
-        if (!opts_.can_stream)
-            throw UsageError(opts_.role + " cannot be stdout: it is not written in order");
+        if (opts_.regular_only) throw UsageError(opts_.role + " cannot be stdout: it must be a regular file");
+        if (!opts_.can_stream) throw UsageError(opts_.role + " cannot be stdout: it is not written in order");
+        if (!g_stdout_report.empty())
+            throw UsageError(opts_.role + " '-' and " + g_stdout_report +
+                             " both write to stdout; give " + opts_.role + " a file");
+        // Stdout may be redirected onto an input (1<>IMAGE, >>KEY): the same check as a name.
+        struct stat st {};
+        if (::fstat(STDOUT_FILENO, &st) != 0) throw Failure("stdout: " + std::string(std::strerror(errno)));
+        check_inputs(st);
         name_ = "stdout";
         kind_ = Kind::Stream;
         fd_ = STDOUT_FILENO;
         owns_fd_ = false;
         return;
     }
-    target_ = resolve_links(path);
+    struct stat st {};
+    if (opts_.regular_only) {
+        // Never follow: a link's target (an image, /dev/...) is not ours to replace or delete.
+        if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode))
+            throw UsageError(opts_.role + " '" + path + "' is a symlink; give the file itself");
+        target_ = path;
+    } else {
+        target_ = resolve_links(path);
+    }
     // Same resolved name: caught even when neither exists yet.
     for (const auto& in : opts_.inputs)
         if (in.path != "-" && !in.path.empty() && resolve_links(in.path) == target_)
             throw UsageError(opts_.role + " '" + path + "' is " + in.role +
                              "; refusing to write an output over an input");
-    struct stat st {};
     const bool exists = ::stat(target_.c_str(), &st) == 0;
     if (!exists && errno != ENOENT) throw Failure(error_text(errno));
     if (exists) {
-        for (const auto& in : opts_.inputs) {
-            struct stat is {};
-            if (in.path == "-" || in.path.empty() || ::stat(in.path.c_str(), &is) != 0) continue;
-            if (is.st_dev == st.st_dev && is.st_ino == st.st_ino)
-                throw UsageError(opts_.role + " '" + path + "' is " + in.role +
-                                 "; refusing to write an output over an input");
-        }
+        check_inputs(st);
         if (S_ISDIR(st.st_mode)) throw UsageError(opts_.role + " '" + path + "' is a directory");
+        if (opts_.regular_only && !S_ISREG(st.st_mode))
+            throw UsageError(opts_.role + " '" + path + "' is " + kind_of(st.st_mode) +
+                             "; it must be a regular file");
         if (S_ISBLK(st.st_mode)) {
             // O_EXCL on a block device: refused while mounted or held by dm.
             fd_ = ::open(target_.c_str(), O_WRONLY | O_EXCL | O_CLOEXEC);
@@ -280,7 +320,7 @@ Output::Output(const std::string& path, OutputOptions opts) : opts_(std::move(op
         } else if (!opts_.secret) {
             const mode_t m = ::umask(0);
             ::umask(m);
-            if (::fchmod(fd_, 0666 & ~m) != 0) throw Failure(error_text(errno));
+            if (::fchmod(fd_, opts_.create_mode & 0777 & ~m) != 0) throw Failure(error_text(errno));
         }
     } catch (...) {
         discard();

@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include <sys/types.h>
+
 namespace cli {
 
 // A file a command reads, named for messages ("IN", "the key file").
@@ -32,6 +34,10 @@ struct OutputOptions {
     bool can_stream = false;    // the command writes it in order: "-", FIFOs, char devices
     bool keep_content = false;  // a replaced file's temporary copy starts with its content
     bool in_place = false;      // write an existing regular file directly (crypt --in-place)
+    // Only a regular file (new or replaced) under this very name: a symlink,
+    // a device, a FIFO or "-" is refused, never followed (the pid file).
+    bool regular_only = false;
+    mode_t create_mode = 0666;  // a new file's mode before the umask (secret: 0600)
     std::vector<NamedPath> inputs;  // refused as this output (same st_dev/st_ino)
 };
 
@@ -96,6 +102,11 @@ private:
     int slot_ = -1;          // in the signal handler's table of temporary files
     uint64_t pos_ = 0;       // sequential write position
 };
+
+// The option that makes this command print on stdout ("--json",
+// "--progress-json"), or empty. parse_command_line sets it for every command,
+// so an output "-" is refused in one place (Output) while stdout is taken.
+void set_stdout_report(std::string option);
 
 // Writes data to path ("-" is stdout) through the policy above: the whole
 // output appears at once or not at all.

@@ -8,16 +8,20 @@
 #include <blkcrypt/nbd/server.hpp>
 #include <blkcrypt/nbd/tls.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <pthread.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace cli {
@@ -99,6 +103,89 @@ void set_tls(const po::variables_map& vm, blkcrypt::nbd::ServerOptions& so) {
     so.tls = *c;
 }
 
+// Every file the command line names that exists (the image, key files,
+// headers, TLS credentials, tables), for the pid file to be checked against.
+// Words that are not paths (an export name, an address) are left out.
+std::vector<NamedPath> named_inputs(const po::variables_map& vm) {
+    static const std::vector<std::string> not_paths = {"pid-file", "export-name", "bind", "tls", "action"};
+    std::vector<NamedPath> out;
+    const auto add = [&](const std::string& role, const std::string& value) {
+        struct stat st {};
+        if (!value.empty() && value != "-" && ::stat(value.c_str(), &st) == 0) out.push_back({role, value});
+    };
+    for (const auto& [key, v] : vm) {
+        if (std::find(not_paths.begin(), not_paths.end(), key) != not_paths.end()) continue;
+        const std::string role = key == "files" || key == "image" ? "IMAGE" : "--" + key;
+        std::vector<std::string> values;
+        if (v.value().type() == typeid(std::string)) values.push_back(v.as<std::string>());
+        else if (v.value().type() == typeid(std::vector<std::string>)) values = v.as<std::vector<std::string>>();
+        for (const auto& value : values) {
+            add(role, value);
+            if (const auto eq = value.find('='); eq != std::string::npos) add(role, value.substr(eq + 1));  // NAME=FILE
+        }
+    }
+    if (vm.count("tls-certs"))
+        for (const char* f : {"server-cert.pem", "server-key.pem", "ca-cert.pem"})
+            add("--tls-certs", vm["tls-certs"].as<std::string>() + "/" + f);
+    return out;
+}
+
+// Two spellings of one path ("s", "./s", "dir/../s"), whether it exists or not.
+bool same_name(const std::string& a, const std::string& b) {
+    std::error_code ea, eb;
+    const auto ca = std::filesystem::weakly_canonical(a, ea), cb = std::filesystem::weakly_canonical(b, eb);
+    return ea || eb ? resolve_links(a) == resolve_links(b) : ca == cb;
+}
+
+// The pid file: an output of its own (a regular file under its own name,
+// never an input), removed at exit only while it is still the file written.
+class PidFile {
+public:
+    PidFile(const po::variables_map& vm, const std::string& socket) {
+        if (!vm.count("pid-file")) return;
+        path_ = vm["pid-file"].as<std::string>();
+        if (path_.empty()) throw UsageError("--pid-file: empty file name");
+        if (!socket.empty() && same_name(socket, path_))
+            throw UsageError("--pid-file and --socket both name '" + path_ + "'; give them different files");
+        std::vector<NamedPath> inputs = named_inputs(vm);
+        if (!socket.empty()) inputs.push_back({"--socket", socket});
+        out_.emplace(path_, OutputOptions{.role = "the pid file", .regular_only = true, .create_mode = 0644,
+                                          .inputs = std::move(inputs)});
+    }
+    PidFile(const PidFile&) = delete;
+    PidFile& operator=(const PidFile&) = delete;
+
+    // Once the server listens: the file appears whole, by a rename.
+    void write() {
+        if (!out_) return;
+        const std::string pid = std::to_string(::getpid()) + "\n";
+        out_->write(blkcrypt::ConstBytes(reinterpret_cast<const uint8_t*>(pid.data()), pid.size()));
+        struct stat st {};
+        if (::fstat(out_->fd(), &st) != 0) throw Failure(out_->error_text(errno));
+        out_->commit();
+        dev_ = st.st_dev;
+        ino_ = st.st_ino;
+        written_ = true;
+    }
+
+    // Another process may have replaced it since: only our own file goes.
+    void remove() noexcept {
+        if (!written_) return;
+        written_ = false;
+        struct stat st {};
+        if (::lstat(path_.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_dev == dev_ && st.st_ino == ino_)
+            ::unlink(path_.c_str());
+    }
+    ~PidFile() { remove(); }
+
+private:
+    std::string path_;
+    std::optional<Output> out_;
+    bool written_ = false;
+    dev_t dev_ = 0;
+    ino_t ino_ = 0;
+};
+
 }  // namespace
 
 void add_serve_options(po::options_description& opts) {
@@ -119,7 +206,7 @@ void add_serve_options(po::options_description& opts) {
         ("export-name", po::value<std::string>()->value_name("NAME"),
          "the export's name; the default export \"\" is always this one (default: empty)")
         ("pid-file", po::value<std::string>()->value_name("FILE"),
-         "write the process id to FILE once the server listens");
+         "write the process id to FILE (a regular file, never an input) once the server listens; removed at exit");
 }
 
 std::vector<std::string> serve_option_names() {
@@ -134,7 +221,10 @@ void block_stop_signals() {
 
 int serve_device(const po::variables_map& vm, std::shared_ptr<blkcrypt::nbd::BlockDevice> dev) {
     blkcrypt::nbd::ServerOptions so;
-    if (vm.count("socket")) so.socket_path = vm["socket"].as<std::string>();
+    if (vm.count("socket")) {
+        so.socket_path = vm["socket"].as<std::string>();
+        if (so.socket_path.empty()) throw UsageError("--socket: empty path");
+    }
     if (vm.count("port")) so.port = static_cast<uint16_t>(vm["port"].as<unsigned>());
     if (vm.count("bind")) {
         if (!so.port) throw UsageError("--bind needs --port");
@@ -191,21 +281,19 @@ int serve_device(const po::variables_map& vm, std::shared_ptr<blkcrypt::nbd::Blo
     if (name.size() > 4096) throw UsageError("--export-name is longer than 4096 bytes");
     const std::string what = dev->describe();
     auto exp = std::make_shared<blkcrypt::nbd::Export>(name, std::move(dev));
+    PidFile pid_file(vm, so.socket_path);  // checked before the socket exists
     auto srv = blkcrypt::nbd::Server::listen(exp, so);
     if (!srv) {
         if (srv.error().status == blkcrypt::Status::Invalid) throw UsageError(srv.error().message);
         throw Failure(srv.error().message);
     }
     std::string where = so.socket_path;
-    if (so.port) where += (where.empty() ? "" : " and ") + so.bind + ":" + std::to_string((*srv)->port());
+    // An IPv6 address in brackets, as in a URI: [::1]:10809.
+    const std::string host = so.bind.find(':') != std::string::npos ? "[" + so.bind + "]" : so.bind;
+    if (so.port) where += (where.empty() ? "" : " and ") + host + ":" + std::to_string((*srv)->port());
     if (so.tls) where += std::string(so.tls_mode == blkcrypt::nbd::TlsMode::Require ? ", TLS required (" : ", TLS on (") +
                          so.tls->kind() + ")";
-    const std::string pid_file = vm.count("pid-file") ? vm["pid-file"].as<std::string>() : "";
-    if (!pid_file.empty()) {
-        const std::string pid = std::to_string(::getpid()) + "\n";
-        write_output(pid_file, blkcrypt::ConstBytes(reinterpret_cast<const uint8_t*>(pid.data()), pid.size()),
-                     OutputOptions{.role = "the pid file"});
-    }
+    pid_file.write();
     log_line("serving " + what + " (" + std::to_string(exp->device().size()) + " bytes" +
              (exp->device().read_only() ? ", read-only" : "") + ") on " + where);
     events.emit("listening", [&](JsonWriter& w) {
@@ -258,7 +346,7 @@ int serve_device(const po::variables_map& vm, std::shared_ptr<blkcrypt::nbd::Blo
     done = true;
     waiter.join();
     srv->reset();
-    if (!pid_file.empty()) ::unlink(pid_file.c_str());
+    pid_file.remove();
     events.emit("stopped", [&](JsonWriter& w) {
         w.key("flushed");
         w.boolean(st == blkcrypt::Status::Ok);
