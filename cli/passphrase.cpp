@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <iostream>
 #include <iterator>
+#include <limits>
 #include <csignal>
 #include <cstring>
 
@@ -21,6 +22,9 @@ namespace {
 // Drops offset bytes: lseek where possible, else (a pipe) by reading them.
 void skip_input(int fd, uint64_t offset, const std::string& name) {
     if (offset == 0) return;
+    // No file reaches past off_t (lseek would say EINVAL): the input's end is before.
+    if (offset > static_cast<uint64_t>(std::numeric_limits<off_t>::max()))
+        throw KeyInputError(name + ": --keyfile-offset " + std::to_string(offset) + " is past the end of the input");
     if (::lseek(fd, static_cast<off_t>(offset), SEEK_CUR) >= 0) return;
     if (errno != ESPIPE) throw Failure(errno_message(name));
     blkcrypt::SecureBuffer junk(4096);

@@ -72,6 +72,14 @@ check_status() {  # check_status "BLKCRYPT ARGS" "CRYPTSETUP ARGS" WANT
 I=$TMP/img
 check_status "luks test-passphrase -l 100 --key-file $TMP/k10 $I" "open --test-passphrase -l 100 --key-file $TMP/k10 $I" 1
 check_status "luks test-passphrase --keyfile-offset 100 --key-file $TMP/k10 $I" "open --test-passphrase --keyfile-offset 100 --key-file $TMP/k10 $I" 1
+# An offset past what off_t holds, on stdin (cryptsetup: "Cannot seek to requested keyfile offset.", 1).
+expect_exit 1 "$BLKCRYPT" luks test-passphrase --keyfile-offset 18446744073709551615 --key-file - "$I" <"$TMP/k10"
+grep_q -- "stdin: --keyfile-offset 18446744073709551615 is past the end" <"$TMP/stderr" || fail "huge offset: $(cat "$TMP/stderr")"
+if [[ $have_cs == 1 ]]; then
+    rc=0
+    cryptsetup open --test-passphrase --keyfile-offset 18446744073709551615 --key-file - "$I" <"$TMP/k10" 2>/dev/null || rc=$?
+    [[ $rc == 1 ]] || fail "cryptsetup exits $rc for the huge offset"
+fi
 check_status "luks test-passphrase --key-file /dev/null $I" "open --test-passphrase --key-file /dev/null $I" 1
 check_status "luks add-key ${FAST[*]} --volume-key-file $TMP/vk10 $I $TMP/p2" "luksAddKey -q ${FAST[*]} --volume-key-file $TMP/vk10 $I $TMP/p2" 1
 check_status "luks add-key ${FAST[*]} -S 1 --key-file $TMP/pass $I $TMP/p2" "luksAddKey -q ${FAST[*]} -S 1 --key-file $TMP/pass $I $TMP/p2" 1
