@@ -118,6 +118,10 @@ dm::CryptTable build_table(const po::variables_map& vm, const std::string& devic
     // The key stays out of the string: "-" is the parser's "no key", filled in below.
     std::string args = cipher + " - " + std::to_string(vm.count("skip") ? vm["skip"].as<uint64_t>() : 0);
     std::vector<std::string> opts;
+    if (vm.count("sector-size")) {
+        const unsigned ss = vm["sector-size"].as<unsigned>();
+        if (ss & (ss - 1)) throw UsageError("--sector-size " + std::to_string(ss) + " is not a power of two from 512 to 4096");
+    }
     if (vm.count("sector-size")) opts.push_back("sector_size:" + std::to_string(vm["sector-size"].as<unsigned>()));
     if (vm["iv-large-sectors"].as<bool>()) opts.push_back("iv_large_sectors");
     if (!opts.empty()) {
@@ -144,6 +148,7 @@ uint64_t store_size(const std::string& path) {
 int run_table(const po::variables_map& vm, const std::vector<std::string>& files) {
     if (files.size() > 1) throw UsageError("crypt table takes at most one DEVICE");
     const std::string device = vm.count("device") ? vm["device"].as<std::string>() : files.empty() ? "" : files[0];
+    // Required: the line names the device, and is as long as it without --size.
     if (device.empty()) throw UsageError("crypt table needs --device PATH");
     dm::CryptTable t = build_table(vm, device);
     t.device = device;
@@ -209,7 +214,7 @@ int run_copy(const po::variables_map& vm, bool enc, const std::vector<std::strin
     if (vm.count("size") && (vm["size"].as<uint64_t>() == 0 || vm["size"].as<uint64_t>() % step))
         throw UsageError("--size must be a non-zero multiple of the sector size (" + std::to_string(step) + " sectors)");
 
-    ImageCopy job{.encrypt = enc, .in_path = in_path, .out = out, .table = table};
+    ImageCopy job{.encrypt = enc, .in_path = in_path, .out = out, .table = table, .keep_prefix = true};
     if (vm.count("size")) job.size_sectors = vm["size"].as<uint64_t>();
     if (vm.count("start")) job.start_sectors = vm["start"].as<uint64_t>();
     set_copy_options(vm, job, enc ? out_path : in_path);
@@ -274,7 +279,7 @@ int run_crypt(Args args) {
     CommandLine cl{"blkcrypt crypt encrypt|decrypt [--table ARGS | --cipher SPEC [--key-size BITS]\n"
                    "                              [--key-file FILE | --hash HASH] [...]] IN OUT\n"
                    "       blkcrypt crypt table [--table ARGS | --cipher SPEC ...]\n"
-                   "                            [--device PATH] [--size SECTORS] [--show-key]\n"
+                   "                            --device PATH [--size SECTORS] [--show-key]\n"
                    "       blkcrypt crypt serve [--table ARGS | --cipher SPEC ...]\n"
                    "                            (--socket PATH | --port N) [--read-only] IMAGE",
                    "Encrypt a plain image IN into OUT as dm-crypt stores it, or decrypt such an\n"

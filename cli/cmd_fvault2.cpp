@@ -35,6 +35,7 @@ struct Image {
 };
 
 Image open_image(const std::string& path) {
+    if (path == "-") throw UsageError("IMAGE cannot be stdin: its metadata is read first");
     auto s = blkcrypt::open_file_store(path, false);
     if (!s) throw Failure(s.error().message);
     auto md = fvault2::read_metadata(registry(), **s);

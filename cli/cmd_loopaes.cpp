@@ -81,7 +81,7 @@ int run_copy(const po::variables_map& vm, bool enc, const std::vector<std::strin
                                        .in_place = vm["in-place"].as<bool>(),
                                        .inputs = {{enc ? "IN" : "IMAGE", in}, {"the key file", key_file(vm)}}});
     const loopaes::Volume v = open_volume(vm);
-    ImageCopy job{.encrypt = enc, .in_path = in, .out = out, .table = v.table};
+    ImageCopy job{.encrypt = enc, .in_path = in, .out = out, .table = v.table, .keep_prefix = true};
     set_copy_options(vm, job, enc ? files[1] : in);
     copy_image(job);
     return 0;

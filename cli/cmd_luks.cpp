@@ -50,14 +50,56 @@ struct Devices {
     std::shared_ptr<blkcrypt::BackingStore> header;
 };
 
+// cryptsetup's status 4 (-ENODEV) and words for a device it cannot open.
+constexpr int kExitNoDevice = 4;
+
+void check_device_exists(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0 && (errno == ENOENT || errno == EACCES || errno == ENOTDIR))
+        throw StatusFailure("Device " + path + " does not exist or access denied.", kExitNoDevice);
+}
+
 Devices open_devices(const po::variables_map& vm, const std::string& image) {
     Devices d;
     d.image = image;
     d.header_path = vm.count("header") ? vm["header"].as<std::string>() : image;
+    if (d.header_path == "-")
+        throw UsageError(std::string(vm.count("header") ? "--header" : "IMAGE") + " cannot be stdin: the header is read first");
+    check_device_exists(d.header_path);
     auto s = blkcrypt::open_file_store(d.header_path, false);
     if (!s) throw Failure(s.error().message);
     d.header = *s;
     return d;
+}
+
+// The header device (--header, else IMAGE) is written in place by format and
+// the keyslot actions: the output policy refuses a key file as it, and a
+// detached header that is IMAGE. A key file that is the header would change
+// with the write and never open the keyslot again. `keys` adds positional
+// key files; a new detached header (format) can be an input by name only.
+void refuse_inputs_as_header(const po::variables_map& vm, const std::string& image, std::vector<NamedPath> keys = {}) {
+    for (const auto& [opt, role] : {std::pair{"key-file", "the key file"}, {"volume-key-file", "the volume key file"},
+                                    {"json-file", "the token file"}})
+        if (vm.count(opt)) keys.push_back({role, vm[opt].as<std::string>()});
+    const bool detached = vm.count("header") > 0;
+    const std::string header = detached ? vm["header"].as<std::string>() : image;
+    const std::string role = detached ? "--header" : "IMAGE";
+    if (header == "-") throw UsageError(role + " cannot be stdin: the header is read first");
+    if (detached) keys.push_back({"IMAGE", image});
+    struct stat st {};
+    if (::stat(header.c_str(), &st) == 0) {
+        Output(header, OutputOptions{.role = role, .in_place = true, .inputs = keys});
+        return;
+    }
+    for (const auto& k : keys)
+        if (k.path != "-" && !k.path.empty() && resolve_links(k.path) == resolve_links(header))
+            throw UsageError(role + " '" + header + "' is " + k.role + "; refusing to write an output over an input");
+}
+
+// The positional key file at files[i], if given.
+std::vector<NamedPath> positional_keys(const std::vector<std::string>& files, std::size_t i, const std::string& role) {
+    if (files.size() <= i) return {};
+    return {{role, files[i]}};
 }
 
 [[noreturn]] void not_luks(const std::string& path) {
@@ -88,7 +130,7 @@ void print_warnings(const std::vector<std::string>& warnings) {
     static bool printed = false;
     if (printed || warnings.empty()) return;
     printed = true;
-    for (const std::string& w : warnings) std::cerr << w << "\n";
+    for (const std::string& w : warnings) std::cerr << "blkcrypt: " << w << "\n";
 }
 
 luks2::Header luks2_header(const Devices& d) {
@@ -342,6 +384,7 @@ int run_test_passphrase(const po::variables_map& vm, const std::vector<std::stri
 int run_is_luks(const po::variables_map& vm, const std::vector<std::string>& files) {
     const std::string image = one_file(files, "is-luks");
     const std::string path = vm.count("header") ? vm["header"].as<std::string>() : image;
+    check_device_exists(path);
     auto s = blkcrypt::open_file_store(path, false);
     if (!s) throw Failure(s.error().message);
     // Silent as cryptsetup isLuks: the exit status is the answer.
@@ -397,7 +440,7 @@ int run_decrypt(const po::variables_map& vm, const std::vector<std::string>& fil
                                        .inputs = {{"IMAGE", image}, {"the header", header}, {"the key file", key_path}}});
     const Devices d = open_devices(vm, image);
     const luks::Volume vol = unlock(vm, d);
-    ImageCopy job{.encrypt = false, .in_path = image, .out = out, .table = vol.table};
+    ImageCopy job{.encrypt = false, .in_path = image, .out = out, .table = vol.table, .offset_from_header = true};
     set_range(vm, job, vol.length_sectors);
     return run_copy(vm, job, image);
 }
@@ -603,6 +646,7 @@ int run_format2(const po::variables_map& vm, const std::string& image, bool deta
 
 int run_format(const po::variables_map& vm, const std::vector<std::string>& files, const FormatInto* into = nullptr) {
     const std::string image = one_file(files, "format");
+    if (!into) refuse_inputs_as_header(vm, image);
     const std::string type = vm.count("type") ? vm["type"].as<std::string>() : "luks2";
     if (type != "luks1" && type != "luks2" && type != "luks")
         throw UsageError("--type must be luks1 or luks2, not '" + type + "'");
@@ -632,7 +676,7 @@ int run_format(const po::variables_map& vm, const std::vector<std::string>& file
     if (vm.count("pbkdf-force-iterations")) p.force_iterations = vm["pbkdf-force-iterations"].as<unsigned>();
     if (vm.count("key-slot")) {
         p.keyslot = vm["key-slot"].as<unsigned>();
-        if (p.keyslot >= luks1::kNumKeyslots) throw UsageError("Key slot " + std::to_string(p.keyslot) + " is invalid.");
+        if (p.keyslot >= luks1::kNumKeyslots) throw Failure("Key slot " + std::to_string(p.keyslot) + " is invalid.");
     }
     if (vm.count("offset")) p.offset = vm["offset"].as<unsigned>();
     if (vm.count("align-payload")) p.alignment = vm["align-payload"].as<unsigned>();
@@ -908,9 +952,9 @@ int run_add_key2(const po::variables_map& vm, const std::vector<std::string>& fi
     if (vm.count("key-slot")) {
         ko.keyslot = static_cast<int>(vm["key-slot"].as<unsigned>());
         if (w.md.keyslots.count(ko.keyslot))
-            throw UsageError("Key slot " + std::to_string(ko.keyslot) + " is full, please select another one.");
+            throw Failure("Key slot " + std::to_string(ko.keyslot) + " is full, please select another one.");
     } else if (static_cast<int>(w.md.keyslots.size()) >= luks2::kMaxKeyslots) {
-        throw UsageError("All key slots full.");
+        throw Failure("All key slots full.");
     }
     blkcrypt::SecureBuffer vk;
     if (vm.count("volume-key-file")) {
@@ -974,8 +1018,8 @@ int run_remove_key2(const po::variables_map& vm, const std::vector<std::string>&
 
 int run_kill_slot2(const po::variables_map& vm, const std::vector<std::string>& files, Devices d, int slot) {
     Writable2 w = open_writable2(std::move(d));
-    if (slot >= luks2::kMaxKeyslots) throw UsageError("Key slot " + std::to_string(slot) + " is invalid.");
-    if (!w.md.keyslots.count(slot)) throw UsageError("Keyslot " + std::to_string(slot) + " is not active.");
+    if (slot >= luks2::kMaxKeyslots) throw Failure("Key slot " + std::to_string(slot) + " is invalid.");
+    if (!w.md.keyslots.count(slot)) throw Failure("Keyslot " + std::to_string(slot) + " is not active.");
     confirm_last2(vm, w.md);
     std::optional<std::string> file;
     if (files.size() == 3) file = files[2];
@@ -998,19 +1042,20 @@ int run_erase2(Devices d) {
 
 int run_add_key(const po::variables_map& vm, const std::vector<std::string>& files) {
     if (files.empty() || files.size() > 2) throw UsageError("luks add-key needs IMAGE [NEW_KEY_FILE]");
+    refuse_inputs_as_header(vm, files[0], positional_keys(files, 1, "the new key file"));
     if (Devices d = open_devices(vm, files[0]); is_luks2(d)) return run_add_key2(vm, files, std::move(d));
     check_luks1_kdf(vm);
     Writable w = open_writable(vm, files[0]);
     int slot = -1;  // the new keyslot: --key-slot, else the first free one
     if (vm.count("key-slot")) {
         slot = static_cast<int>(vm["key-slot"].as<unsigned>());
-        if (slot >= static_cast<int>(luks1::kNumKeyslots)) throw UsageError("Key slot " + std::to_string(slot) + " is invalid.");
+        if (slot >= static_cast<int>(luks1::kNumKeyslots)) throw Failure("Key slot " + std::to_string(slot) + " is invalid.");
         if (w.header.keyslots[slot].enabled())
-            throw UsageError("Key slot " + std::to_string(slot) + " is full, please select another one.");
+            throw Failure("Key slot " + std::to_string(slot) + " is full, please select another one.");
     } else {
         for (unsigned i = 0; i < luks1::kNumKeyslots && slot < 0; ++i)
             if (!w.header.keyslots[i].enabled()) slot = static_cast<int>(i);
-        if (slot < 0) throw UsageError("All key slots full.");
+        if (slot < 0) throw Failure("All key slots full.");
     }
     if (vm.count("pbkdf-force-iterations") && vm.count("iter-time"))
         throw UsageError("--pbkdf-force-iterations and --iter-time exclude each other");
@@ -1039,6 +1084,7 @@ int run_add_key(const po::variables_map& vm, const std::vector<std::string>& fil
 // old keyslot removed.
 int run_change_key(const po::variables_map& vm, const std::vector<std::string>& files) {
     if (files.empty() || files.size() > 2) throw UsageError("luks change-key needs IMAGE [NEW_KEY_FILE]");
+    refuse_inputs_as_header(vm, files[0], positional_keys(files, 1, "the new key file"));
     if (Devices d = open_devices(vm, files[0]); is_luks2(d)) return run_change_key2(vm, files, std::move(d));
     check_luks1_kdf(vm);
     Writable w = open_writable(vm, files[0]);
@@ -1049,11 +1095,11 @@ int run_change_key(const po::variables_map& vm, const std::vector<std::string>& 
     int slot = -1;
     if (vm.count("key-slot")) {
         slot = static_cast<int>(vm["key-slot"].as<unsigned>());
-        if (slot >= static_cast<int>(luks1::kNumKeyslots)) throw UsageError("Key slot " + std::to_string(slot) + " is invalid.");
+        if (slot >= static_cast<int>(luks1::kNumKeyslots)) throw Failure("Key slot " + std::to_string(slot) + " is invalid.");
     } else {
         for (unsigned i = 0; i < luks1::kNumKeyslots && slot < 0; ++i)
             if (!w.header.keyslots[i].enabled()) slot = static_cast<int>(i);
-        if (slot < 0) throw UsageError("All key slots full: a crash-safe change needs a free keyslot.");
+        if (slot < 0) throw Failure("All key slots full: a crash-safe change needs a free keyslot.");
     }
     std::optional<std::string> new_file;
     if (files.size() == 2) new_file = files[1];
@@ -1077,6 +1123,8 @@ int run_header_backup(const po::variables_map& vm, const std::vector<std::string
     if (!b) throw Failure(b.error().message);
     write_output(file, *b, OutputOptions{.role = "--header-backup-file", .secret = true,
                                          .inputs = {{"IMAGE", d.image}, {"the header", d.header_path}}});
+    // Read-only for its owner, as cryptsetup creates it (0400).
+    if (::chmod(file.c_str(), 0400) != 0) throw Failure(errno_message(file));
     return 0;
 }
 
@@ -1129,6 +1177,7 @@ void confirm_last(const po::variables_map& vm, const luks1::Header& h) {
 
 int run_remove_key(const po::variables_map& vm, const std::vector<std::string>& files) {
     if (files.empty() || files.size() > 2) throw UsageError("luks remove-key needs IMAGE [KEY_FILE]");
+    refuse_inputs_as_header(vm, files[0], positional_keys(files, 1, "the key file"));
     if (Devices d = open_devices(vm, files[0]); is_luks2(d)) return run_remove_key2(vm, files, std::move(d));
     Writable w = open_writable(vm, files[0]);
     std::optional<std::string> file;
@@ -1148,11 +1197,12 @@ int run_kill_slot(const po::variables_map& vm, const std::vector<std::string>& f
     if (n.empty() || n.size() > 2 || n.find_first_not_of("0123456789") != std::string::npos)
         throw UsageError("kill-slot: '" + n + "' is not a keyslot number");
     const unsigned slot = static_cast<unsigned>(std::stoul(n));
+    refuse_inputs_as_header(vm, files[0], positional_keys(files, 2, "the key file"));
     if (Devices d = open_devices(vm, files[0]); is_luks2(d))
         return run_kill_slot2(vm, files, std::move(d), static_cast<int>(slot));
     Writable w = open_writable(vm, files[0]);
-    if (slot >= luks1::kNumKeyslots) throw UsageError("Key slot " + n + " is invalid.");
-    if (!w.header.keyslots[slot].enabled()) throw UsageError("Keyslot " + n + " is not active.");
+    if (slot >= luks1::kNumKeyslots) throw Failure("Key slot " + n + " is invalid.");
+    if (!w.header.keyslots[slot].enabled()) throw Failure("Keyslot " + n + " is not active.");
     confirm_last(vm, w.header);
     // cryptsetup asks for a remaining passphrase unless --batch-mode on a terminal.
     std::optional<std::string> file;
@@ -1232,6 +1282,7 @@ int run_token(const po::variables_map& vm, const std::vector<std::string>& files
     if (sub != "add") refuse_given(vm, {"key-description"}, "only for token add");
     if (sub != "import") refuse_given(vm, {"json-file", "token-replace"}, "only for token import");
     if (sub == "remove" || sub == "export") refuse_given(vm, {"key-slot"}, "only for token add and import");
+    if (sub != "export") refuse_inputs_as_header(vm, files[1]);
     Devices d = open_devices(vm, files[1]);
     if (!is_luks2(d)) throw Failure("Device " + d.header_path + " is not a valid LUKS2 device.");
     if (sub == "export") {
@@ -1270,6 +1321,28 @@ int run_token(const po::variables_map& vm, const std::vector<std::string>& files
     return 0;
 }
 
+int run_luks_action(const std::string& action, const po::variables_map& vm, const std::vector<std::string>& files) {
+    if (action == "format") return run_format(vm, files);
+    if (action == "add-key") return run_add_key(vm, files);
+    if (action == "remove-key") return run_remove_key(vm, files);
+    if (action == "change-key") return run_change_key(vm, files);
+    if (action == "erase") return run_erase(vm, files);
+    if (action == "header-backup") return run_header_backup(vm, files);
+    if (action == "header-restore") return run_header_restore(vm, files);
+    if (action == "kill-slot") return run_kill_slot(vm, files);
+    if (action == "encrypt") return run_encrypt(vm, files);
+    if (action == "dump") return run_dump(vm, files);
+    if (action == "uuid") return vm.count("uuid") ? run_set_uuid(vm, files) : run_uuid(vm, files);
+    if (action == "is-luks") return run_is_luks(vm, files);
+    if (action == "test-passphrase") return run_test_passphrase(vm, files);
+    if (action == "decrypt") return run_decrypt(vm, files);
+    if (action == "convert") return run_convert(vm, files);
+    if (action == "config") return run_config(vm, files);
+    if (action == "token") return run_token(vm, files);
+    if (action == "serve") return run_serve(vm, files);
+    throw UsageError("unknown action '" + action + "': use format, dump, uuid, is-luks, test-passphrase, decrypt, serve, encrypt, add-key, change-key, remove-key, kill-slot, erase, header-backup, header-restore, convert, config or token");
+}
+
 }  // namespace
 
 int run_luks(Args args) {
@@ -1287,7 +1360,7 @@ int run_luks(Args args) {
                    "device-mapper (LUKS1 and LUKS2). cryptsetup's names work at the top level too:\n"
                    "blkcrypt luksFormat, luksDump, luksAddKey, luksChangeKey, luksRemoveKey,\n"
                    "luksKillSlot, luksErase, luksHeaderBackup, luksHeaderRestore, isLuks, luksUUID,\n"
-                   "convert, config.\n"
+                   "convert, config, token.\n"
                    "A passphrase is prompted for on a terminal, else one line of stdin; --key-file\n"
                    "reads the whole file ('-': all of stdin). A passphrase that opens no keyslot\n"
                    "exits 2 (\"No key available with this passphrase.\"). OUT follows the output\n"
@@ -1398,25 +1471,12 @@ int run_luks(Args args) {
     auto vm = parse_command_line(cl, args);
     if (!vm) return 0;
     const auto [action, files] = action_arguments(*vm);
-    if (action == "format") return run_format(*vm, files);
-    if (action == "add-key") return run_add_key(*vm, files);
-    if (action == "remove-key") return run_remove_key(*vm, files);
-    if (action == "change-key") return run_change_key(*vm, files);
-    if (action == "erase") return run_erase(*vm, files);
-    if (action == "header-backup") return run_header_backup(*vm, files);
-    if (action == "header-restore") return run_header_restore(*vm, files);
-    if (action == "kill-slot") return run_kill_slot(*vm, files);
-    if (action == "encrypt") return run_encrypt(*vm, files);
-    if (action == "dump") return run_dump(*vm, files);
-    if (action == "uuid") return vm->count("uuid") ? run_set_uuid(*vm, files) : run_uuid(*vm, files);
-    if (action == "is-luks") return run_is_luks(*vm, files);
-    if (action == "test-passphrase") return run_test_passphrase(*vm, files);
-    if (action == "decrypt") return run_decrypt(*vm, files);
-    if (action == "convert") return run_convert(*vm, files);
-    if (action == "config") return run_config(*vm, files);
-    if (action == "token") return run_token(*vm, files);
-    if (action == "serve") return run_serve(*vm, files);
-    throw UsageError("unknown action '" + action + "': use format, dump, uuid, is-luks, test-passphrase, decrypt, serve, encrypt, add-key, change-key, remove-key, kill-slot, erase, header-backup, header-restore, convert, config or token");
+    // A key file too short, empty or too long exits 1, as in cryptsetup.
+    try {
+        return run_luks_action(action, *vm, files);
+    } catch (const KeyInputError& e) {
+        throw Failure(e.what());
+    }
 }
 
 }  // namespace cli

@@ -7,6 +7,7 @@
 #include <blkcrypt/dm/bio_ring.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <optional>
@@ -30,6 +31,47 @@ constexpr std::size_t kChunk = 1 << 20;  // bytes per bio
 bool is_stream_input(const std::string& path) {
     struct stat st {};
     return path == "-" || (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode));
+}
+
+// A regular OUT is allocated where the ciphertext goes, [from, from+len):
+// what lies before stays a hole in a new file (a large --offset costs no
+// space), and ENOSPC still shows here, before any work.
+void reserve_range(Output& out, uint64_t from, uint64_t len) {
+    struct stat st {};
+    if (::fstat(out.fd(), &st) != 0) throw Failure(out.error_text(errno));
+    if (static_cast<uint64_t>(st.st_size) >= from + len) return;
+    if (::fallocate(out.fd(), 0, static_cast<off_t>(from), static_cast<off_t>(len)) == 0) return;
+    if (errno != EOPNOTSUPP && errno != ENOSYS && errno != EINVAL) throw Failure(out.error_text(errno));
+    if (::ftruncate(out.fd(), static_cast<off_t>(from + len)) != 0) throw Failure(out.error_text(errno));
+}
+
+// The bytes before the ciphertext of an existing regular OUT, copied into
+// its temporary file (a new OUT keeps its hole there).
+void copy_prefix(Output& out, uint64_t bytes) {
+    struct stat st {};
+    if (!bytes || ::stat(out.name().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
+    const int fd = ::open(out.name().c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw Failure(out.error_text(errno));
+    std::vector<uint8_t> buf(kChunk);
+    for (uint64_t pos = 0; pos < bytes;) {
+        const ssize_t n = ::pread(fd, buf.data(), static_cast<std::size_t>(std::min<uint64_t>(kChunk, bytes - pos)),
+                                  static_cast<off_t>(pos));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            const int err = errno;
+            ::close(fd);
+            throw Failure(out.error_text(err));
+        }
+        if (n == 0) break;  // a shorter OUT: the rest stays a hole
+        try {
+            out.pwrite(blkcrypt::ConstBytes(buf).first(static_cast<std::size_t>(n)), pos);
+        } catch (...) {
+            ::close(fd);
+            throw;
+        }
+        pos += static_cast<uint64_t>(n);
+    }
+    ::close(fd);
 }
 
 // The target's store when IN or OUT is a stream: one chunk buffer per bio in
@@ -96,7 +138,9 @@ CopyResult copy_image(const ImageCopy& job) {
     const uint64_t offset_bytes = table.offset * kSector;
     if (job.start_sectors % step)
         throw UsageError("--start must be a multiple of the sector size (" + std::to_string(step) + " sectors)");
-    if (job.start_sectors > UINT64_MAX / kSector - table.offset) throw UsageError("--start is too large");
+    // Name the option that was given: --offset alone, or with --start.
+    const std::string too_large = job.start_sectors ? "--offset + --start is too large" : "--offset is too large";
+    if (job.start_sectors > UINT64_MAX / kSector - table.offset) throw UsageError(too_large);
     const uint64_t start_bytes = job.start_sectors * kSector;  // where the range starts in the device
     // Where the range's ciphertext starts in the encrypted file.
     const uint64_t range_bytes = offset_bytes + start_bytes;
@@ -127,7 +171,12 @@ CopyResult copy_image(const ImageCopy& job) {
         const uint64_t in_size = in_store->size();
         uint64_t avail = in_size;
         if (!enc) {
-            if (in_size < range_bytes) throw UsageError(past + in_path);
+            if (in_size < range_bytes) {
+                if (job.offset_from_header && in_size < offset_bytes)
+                    throw Failure(in_path + ": " + std::to_string(in_size) + " bytes end before the data offset of " +
+                                  std::to_string(offset_bytes) + " bytes: a truncated or damaged container");
+                throw UsageError(past + in_path);
+            }
             avail = in_size - range_bytes;
         }
         if (!job.size_sectors && avail % table.sector_size)
@@ -152,8 +201,12 @@ CopyResult copy_image(const ImageCopy& job) {
                             : job.max_sectors ? *job.max_sectors / step * step
                                               : (uint64_t{1} << 50) / step * step;
 
-    if (length > UINT64_MAX / kSector - table.offset - job.start_sectors) throw UsageError("--start is too large");
-    if (total) out.reserve((enc ? range_bytes : 0) + *total);  // the device must be large enough
+    if (length > UINT64_MAX / kSector - table.offset - job.start_sectors) throw UsageError(too_large);
+    if (total && enc && range_bytes && (out.kind() == Output::Kind::Temp || out.kind() == Output::Kind::InPlace))
+        reserve_range(out, range_bytes, *total);
+    else if (total)
+        out.reserve((enc ? range_bytes : 0) + *total);  // the device must be large enough
+    if (enc && job.keep_prefix && out.kind() == Output::Kind::Temp) copy_prefix(out, offset_bytes);
     // Encryption into a seekable OUT of known size writes through a file store
     // on it; any other case goes through the ring of chunk buffers.
     std::shared_ptr<dm::BackingStore> store;

@@ -27,6 +27,13 @@ struct ImageCopy {
     // table.offset: where the ciphertext starts in the encrypted file, in
     // 512-byte sectors (a multiple of the sector size).
     const blkcrypt::dm::CryptTable& table;
+    // Encryption into an existing regular OUT keeps its bytes before
+    // table.offset, as `cryptsetup open -o` and dd leave them (crypt, loopaes;
+    // a container's header is written there instead).
+    bool keep_prefix = false;
+    // table.offset is a container's data offset, not an option: IN shorter
+    // than it is a damaged container (exit 1).
+    bool offset_from_header = false;
     // A range of the plaintext device: it starts at sector start_sectors
     // (IVs and ciphertext positions count from the device's sector 0) and
     // spans size_sectors. Decryption writes the range to OUT from byte 0;

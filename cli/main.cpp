@@ -106,6 +106,9 @@ int dispatch(const std::vector<std::string>& words) {
             const std::vector<std::string> help = {"--help"};
             for (const auto& c : kCommands)
                 if (c.name == words[1]) return c.run(help);
+            // `help luksFormat` is `luksFormat --help`: the action's help.
+            for (const auto& a : kAliases)
+                if (a.name == words[1]) return dispatch({words[1], "--help"});
             throw cli::UsageError("unknown command '" + words[1] + "' (see blkcrypt --help)");
         }
         print_help();

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <iostream>
 #include <iterator>
+#include <limits>
 #include <csignal>
 #include <cstring>
 
@@ -21,6 +22,9 @@ namespace {
 // Drops offset bytes: lseek where possible, else (a pipe) by reading them.
 void skip_input(int fd, uint64_t offset, const std::string& name) {
     if (offset == 0) return;
+    // No file reaches past off_t (lseek would say EINVAL): the input's end is before.
+    if (offset > static_cast<uint64_t>(std::numeric_limits<off_t>::max()))
+        throw KeyInputError(name + ": --keyfile-offset " + std::to_string(offset) + " is past the end of the input");
     if (::lseek(fd, static_cast<off_t>(offset), SEEK_CUR) >= 0) return;
     if (errno != ESPIPE) throw Failure(errno_message(name));
     blkcrypt::SecureBuffer junk(4096);
@@ -29,7 +33,7 @@ void skip_input(int fd, uint64_t offset, const std::string& name) {
         const ssize_t n = ::read(fd, junk.data(), want);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) throw Failure(errno_message(name));
-        if (n == 0) throw UsageError(name + ": --keyfile-offset is past the end of the input");
+        if (n == 0) throw KeyInputError(name + ": --keyfile-offset is past the end of the input");
         offset -= static_cast<uint64_t>(n);
     }
 }
@@ -136,7 +140,7 @@ blkcrypt::SecureBuffer read_key_input(const std::string& path, uint64_t offset, 
         if (S_ISREG(st.st_mode)) {
             regular = true;
             if (offset > static_cast<uint64_t>(st.st_size))
-                throw UsageError(name + ": --keyfile-offset " + std::to_string(offset) + " is past its end (" +
+                throw KeyInputError(name + ": --keyfile-offset " + std::to_string(offset) + " is past its end (" +
                                  std::to_string(st.st_size) + " bytes)");
         }
     }
@@ -159,12 +163,12 @@ blkcrypt::SecureBuffer read_key_input(const std::string& path, uint64_t offset, 
         }
         got += static_cast<std::size_t>(n);
     }
-    if (got == 0 && !regular && !newline) throw UsageError("nothing to read on " + name);
+    if (got == 0 && !regular && !newline) throw KeyInputError("nothing to read on " + name);
     if (unlimited && got == limit)
-        throw UsageError(name + ": more than the maximum key file size of " + std::to_string(kMaxKeyFileSize) +
+        throw KeyInputError(name + ": more than the maximum key file size of " + std::to_string(kMaxKeyFileSize) +
                          " bytes");
     if (!unlimited && got != size)
-        throw UsageError(name + ": cannot read the requested " + std::to_string(size) + " bytes" +
+        throw KeyInputError(name + ": cannot read the requested " + std::to_string(size) + " bytes" +
                          (offset ? " after --keyfile-offset " + std::to_string(offset) : std::string()) +
                          " (got " + std::to_string(got) + ")");
     key.resize(got);

@@ -15,6 +15,13 @@
 
 namespace cli {
 
+// A key input that holds too little or too much (offset past its end, short,
+// empty, over the maximum size): exit 2 as a usage error, except where a
+// command follows cryptsetup's status for it, 1 (luks).
+class KeyInputError : public UsageError {
+    using UsageError::UsageError;
+};
+
 // cryptsetup's compiled-in limits (cryptsetup --help).
 constexpr std::size_t kMaxPassphraseTty = 512;           // characters, interactive
 constexpr std::size_t kMaxKeyFileSize = 8192 * 1024;     // bytes, key files and pipes

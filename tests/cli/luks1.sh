@@ -275,7 +275,7 @@ printf 'slot two\nslot one\n' | "$BLKCRYPT" luks add-key -v "${FAST[@]}" "$img" 
 [[ $(cat "$TMP/out") == "Key slot 1 created." ]] || fail "first free slot: $(cat "$TMP/out")"
 printf 'slot one' | cryptsetup open --test-passphrase --key-slot 1 --key-file - "$img" || fail "cryptsetup: slot 1"
 expect_exit 2 "$BLKCRYPT" luks add-key "${FAST[@]}" --key-file "$TMP/p3" "$img" "$TMP/p2"   # wrong existing one
-expect_exit 2 "$BLKCRYPT" luks add-key "${FAST[@]}" --key-slot 2 --key-file "$TMP/p1" "$img" "$TMP/p3"  # taken
+expect_exit 1 "$BLKCRYPT" luks add-key "${FAST[@]}" --key-slot 2 --key-file "$TMP/p1" "$img" "$TMP/p3"  # taken, 1 as cryptsetup
 cryptsetup luksAddKey -q "${FAST[@]}" --key-slot 5 --key-file "$TMP/p1" "$img" "$TMP/p3"
 "$BLKCRYPT" luks test-passphrase --key-slot 5 --key-file "$TMP/p3" "$img" || fail "cryptsetup's slot 5"
 # remove-key removes the slot its passphrase opens; kill-slot the one named;
@@ -290,8 +290,8 @@ expect_exit 2 "$BLKCRYPT" luks test-passphrase --key-file "$TMP/p3" "$img"
 expect_exit 2 "$BLKCRYPT" luksKillSlot "$img" 1 "$TMP/p3"   # no remaining passphrase given
 "$BLKCRYPT" luksKillSlot "$img" 1 "$TMP/p2" || fail "kill-slot 1"
 cryptsetup luksDump "$img" | grep_q "^Key Slot 1: DISABLED$" || fail "cryptsetup still sees slot 1"
-expect_exit 2 "$BLKCRYPT" luks kill-slot "$img" 1 "$TMP/p2"   # not active
-expect_exit 2 "$BLKCRYPT" luks kill-slot "$img" 9 "$TMP/p2"
+expect_exit 1 "$BLKCRYPT" luks kill-slot "$img" 1 "$TMP/p2"   # not active (1, as cryptsetup)
+expect_exit 1 "$BLKCRYPT" luks kill-slot "$img" 9 "$TMP/p2"
 cryptsetup luksKillSlot -q "$img" 2 --key-file "$TMP/p1"
 expect_exit 2 "$BLKCRYPT" luks test-passphrase --key-file "$TMP/p2" "$img"
 "$BLKCRYPT" luks test-passphrase --key-file "$TMP/p1" "$img" || fail "slot 0 after the changes"

@@ -288,7 +288,7 @@ cmp -s "$TMP/wiped" "$img" || fail "our restore differs"
 cp "$img" "$TMP/dam"
 printf 'X' | dd of="$TMP/dam" bs=1 seek=5000 conv=notrunc status=none
 "$BLKCRYPT" luks test-passphrase --key-file "$TMP/p1" "$TMP/dam" 2>"$TMP/err" || fail "damaged primary"
-grep -q "primary LUKS2 header is damaged" "$TMP/err" || fail "no warning: $(cat "$TMP/err")"
+grep -q "^blkcrypt: WARNING: the primary LUKS2 header is damaged" "$TMP/err" || fail "no warning: $(cat "$TMP/err")"
 [[ $(grep -c . "$TMP/err") == 1 ]] || fail "warning printed more than once: $(cat "$TMP/err")"
 
 # luksErase: no keyslot left, the header still LUKS2.
