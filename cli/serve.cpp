@@ -293,7 +293,6 @@ int serve_device(const po::variables_map& vm, std::shared_ptr<blkcrypt::nbd::Blo
     if (so.port) where += (where.empty() ? "" : " and ") + host + ":" + std::to_string((*srv)->port());
     if (so.tls) where += std::string(so.tls_mode == blkcrypt::nbd::TlsMode::Require ? ", TLS required (" : ", TLS on (") +
                          so.tls->kind() + ")";
-    pid_file.write();
     log_line("serving " + what + " (" + std::to_string(exp->device().size()) + " bytes" +
              (exp->device().read_only() ? ", read-only" : "") + ") on " + where);
     events.emit("listening", [&](JsonWriter& w) {
@@ -321,6 +320,9 @@ int serve_device(const po::variables_map& vm, std::shared_ptr<blkcrypt::nbd::Blo
         w.key("pid");
         w.number(::getpid());
     });
+    // Last: a script that waits for the pid file then finds the listening
+    // line (and its port) in the log already.
+    pid_file.write();
 
     // The only thread that takes the stop signals (they are blocked elsewhere).
     std::atomic<bool> done{false};
