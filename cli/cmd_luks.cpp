@@ -14,6 +14,7 @@
 #include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/luks/container.hpp>
 #include <blkcrypt/luks/convert.hpp>
+#include <blkcrypt/luks/fs_probe.hpp>
 #include <blkcrypt/luks/luks1.hpp>
 #include <blkcrypt/luks/luks2.hpp>
 #include <blkcrypt/luks/pbkdf_bench.hpp>
@@ -749,6 +750,25 @@ int run_set_uuid(const po::variables_map& vm, const std::vector<std::string>& fi
 // whole of IMAGE is data (offset 0 unless --offset), as `cryptsetup
 // reencrypt --encrypt --header` leaves a device, and the header is a second
 // output committed with IMAGE: neither appears unless both are complete.
+// cryptsetup reencrypt --encrypt --sector-size's check (src/utils_reencrypt.c,
+// the superblock found by libblkid): a filesystem in IN whose block size is
+// below the encryption sector size could not be mounted from the container.
+// --force writes it anyway. A stream IN is not probed (it is read once).
+// `what` names the sector size, cryptsetup's "Requested --sector-size N"
+// when the option gave it.
+void check_fs_block_size(const po::variables_map& vm, const std::string& in_path, uint32_t sector_size,
+                         const std::string& what) {
+    if (sector_size <= luks1::kSector || vm["force"].as<bool>()) return;
+    auto in = blkcrypt::open_file_store(in_path, false);
+    if (!in) throw Failure(in.error().message);
+    auto fs = luks::probe_fs_block_size(**in);
+    if (!fs) throw Failure(fs.error().message);
+    if (!*fs || (*fs)->block_size >= sector_size) return;
+    throw Failure(what + " is incompatible with " + (*fs)->type +
+                  " superblock\n(block size: " + std::to_string((*fs)->block_size) + " bytes) detected on device " +
+                  in_path + ".\n(--force encrypts it anyway.)");
+}
+
 int run_encrypt_format(const po::variables_map& vm, const std::vector<std::string>& files) {
     if (files.size() != 2) throw UsageError("luks encrypt needs IN and IMAGE");
     const std::string& in_path = files[0];
@@ -773,6 +793,13 @@ int run_encrypt_format(const po::variables_map& vm, const std::vector<std::strin
     struct stat st {};
     if (::stat(in_path.c_str(), &st) != 0 || (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)))
         throw UsageError("--format needs IN of known size (a regular file or a block device)");
+    const bool luks1_type = vm.count("type") && vm["type"].as<std::string>() == "luks1";
+    if (vm.count("sector-size"))
+        check_fs_block_size(vm, in_path, vm["sector-size"].as<unsigned>(),
+                            "Requested --sector-size " + std::to_string(vm["sector-size"].as<unsigned>()));
+    else if (!luks1_type)
+        check_fs_block_size(vm, in_path, luks2::FormatOptions{}.sector_size,
+                            "The default --sector-size " + std::to_string(luks2::FormatOptions{}.sector_size));
     const std::vector<NamedPath> inputs{{"IN", in_path}, {"the key file", key_path}, {"the volume key file", vk_path}};
     Output out(image, OutputOptions{.role = "IMAGE", .can_stream = false, .inputs = inputs});
     // The header holds the keyslots: 0600 when new, as cryptsetup makes it.
@@ -830,6 +857,9 @@ int run_encrypt(const po::variables_map& vm, const std::vector<std::string>& fil
     if (job.size_sectors && *job.size_sectors * luks1::kSector > room)
         throw UsageError("--size " + std::to_string(*job.size_sectors) + " is more than the " +
                          std::to_string(room / luks1::kSector) + " sectors of the data segment of " + image + where);
+    if (!in_stream && job.start_sectors == 0)
+        check_fs_block_size(vm, in_path, vol.table.sector_size,
+                            "The sector size " + std::to_string(vol.table.sector_size) + " of " + image);
     if (in_stream) {
         job.max_sectors = room / luks1::kSector;
     } else if (!job.size_sectors) {
@@ -1417,7 +1447,8 @@ int run_luks(Args args) {
          "format: align the data to SECTORS (LUKS1 default: 2048, 1 MiB)")
         ("header-backup-file", po::value<std::string>()->value_name("FILE"), "header-backup/-restore: the backup file")
         ("uuid", po::value<std::string>()->value_name("UUID"), "format: this UUID (default: random); uuid: set it")
-        ("verify-passphrase,y", po::bool_switch(), "format: ask for the passphrase twice (always on a terminal)");
+        ("verify-passphrase,y", po::bool_switch(), "format: ask for the passphrase twice (always on a terminal)")
+        ("force", po::bool_switch(), "encrypt: write IN even if its filesystem's block size is below the sector size");
     add_serve_options(cl.options);
     add_progress_options(cl.options);
     add_action_arguments(cl, {{"format", "create a container, as cryptsetup luksFormat (--type luks1|luks2, default luks2)"},
@@ -1459,7 +1490,7 @@ int run_luks(Args args) {
     only_for(cl, {"serve"}, serve_option_names());
     only_for(cl, {"decrypt", "encrypt"}, progress_option_names());
     only_for(cl, {"format", "convert", "encrypt"}, {"type"});
-    only_for(cl, {"encrypt"}, {"format"});
+    only_for(cl, {"encrypt"}, {"format", "force"});
     only_for(cl, {"dump", "test-passphrase", "decrypt", "serve", "encrypt", "add-key", "change-key", "remove-key",
                   "kill-slot"},
              {"tries"});

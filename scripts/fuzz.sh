@@ -39,7 +39,7 @@ for h in "${harnesses[@]}"; do
   # Bounded resources: 2 GiB, 10 s per input, inputs up to 4 KiB (16 KiB for
   # hash images and .vec files, whose seeds are larger).
   maxlen=4096
-  case $h in verity_superblock | vec) maxlen=16384 ;; luks2_header | fvault2_header) maxlen=40000 ;; esac
+  case $h in verity_superblock | vec) maxlen=16384 ;; luks2_header | fvault2_header) maxlen=40000 ;; fs_probe) maxlen=69632 ;; esac
   common=(-rss_limit_mb=2048 -timeout=10 -max_len=$maxlen)
   dict=()
   [ -f "$src/$h.dict" ] && dict=(-dict="$src/$h.dict")

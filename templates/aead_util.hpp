@@ -49,6 +49,17 @@ inline bool equal_ct(const uint8_t* a, const uint8_t* b, std::size_t n) noexcept
     return d == 0;
 }
 
+// An AEAD tfm whose encryption and decryption are one routine with a
+// direction flag (gcm, ccm): the two entry points in one place.
+class SymmetricAeadTfm : public AeadTfm {
+public:
+    Status encrypt(AeadRequest& req, std::size_t authsize) const final { return crypt(req, authsize, true); }
+    Status decrypt(AeadRequest& req, std::size_t authsize) const final { return crypt(req, authsize, false); }
+
+private:
+    virtual Status crypt(AeadRequest& req, std::size_t authsize, bool enc) const = 0;
+};
+
 // The largest tag any AEAD template checks: authenc's HASH_MAX_DIGESTSIZE.
 inline constexpr std::size_t kMaxTag = 64;
 

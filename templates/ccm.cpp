@@ -114,7 +114,7 @@ private:
     } st_;
 };
 
-class CcmTfm final : public AeadTfm {
+class CcmTfm final : public aead_util::SymmetricAeadTfm {
 public:
     explicit CcmTfm(std::unique_ptr<CipherTfm> cipher) : cipher_(std::move(cipher)) {}
 
@@ -127,15 +127,8 @@ public:
         return (n >= 4 && n <= kMaxAuth && n % 2 == 0) ? Status::Ok : Status::Invalid;
     }
 
-    Status encrypt(AeadRequest& req, std::size_t authsize) const override {
-        return crypt(req, authsize, true);
-    }
-    Status decrypt(AeadRequest& req, std::size_t authsize) const override {
-        return crypt(req, authsize, false);
-    }
-
 private:
-    Status crypt(AeadRequest& req, std::size_t authsize, bool enc) const {
+    Status crypt(AeadRequest& req, std::size_t authsize, bool enc) const override {
         const uint8_t* iv = req.iv.data();
         if (iv[0] < 1 || iv[0] > 7) return Status::Invalid;  // crypto_ccm_check_iv
         const std::size_t l = iv[0] + 1u;

@@ -158,7 +158,7 @@ void inc32(uint8_t ctr[kBlock]) noexcept {
         if (++ctr[i]) break;
 }
 
-class GcmTfm final : public AeadTfm {
+class GcmTfm final : public aead_util::SymmetricAeadTfm {
 public:
     explicit GcmTfm(std::unique_ptr<CipherTfm> cipher) : cipher_(std::move(cipher)) {}
 
@@ -177,15 +177,8 @@ public:
         return (n == 4 || n == 8 || (n >= 12 && n <= 16)) ? Status::Ok : Status::Invalid;
     }
 
-    Status encrypt(AeadRequest& req, std::size_t authsize) const override {
-        return crypt(req, authsize, true);
-    }
-    Status decrypt(AeadRequest& req, std::size_t authsize) const override {
-        return crypt(req, authsize, false);
-    }
-
 private:
-    Status crypt(AeadRequest& req, std::size_t authsize, bool enc) const {
+    Status crypt(AeadRequest& req, std::size_t authsize, bool enc) const override {
         const std::size_t alen = req.assoclen;
         const std::size_t tlen = enc ? req.cryptlen : req.cryptlen - authsize;
         if (tlen > kMaxText) return Status::Invalid;

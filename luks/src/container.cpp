@@ -19,7 +19,20 @@ Result<Version> detect(BackingStore& header) {
     if (header.size() < head.size()) return make_error(Status::Invalid, who + "not a LUKS device");
     if (Status s = header.read(0, head); s != Status::Ok)
         return make_error(s, who + "cannot read the LUKS header");
-    if (std::memcmp(head.data(), kMagic, sizeof kMagic) != 0) return make_error(Status::Invalid, who + "not a LUKS device");
+    if (std::memcmp(head.data(), kMagic, sizeof kMagic) != 0) {
+        // A LUKS2 primary that lost its magic (sector 0 zeroed, a torn
+        // write) still has a secondary copy; cryptsetup looks for it at every
+        // offset a metadata size allows (LUKS2_HDR2_OFFSETS), and so do we.
+        static constexpr uint8_t kMagic2[6] = {'S', 'K', 'U', 'L', 0xba, 0xbe};
+        for (uint64_t off = luks2::kMinHdrSize; off <= luks2::kMaxHdrSize; off *= 2) {
+            if (header.size() < off + head.size()) break;
+            if (Status s = header.read(off, head); s != Status::Ok)
+                return make_error(s, who + "cannot read the LUKS header");
+            if (std::memcmp(head.data(), kMagic2, sizeof kMagic2) == 0 && get_be16(head.data() + 6) == 2)
+                return Version::Luks2;
+        }
+        return make_error(Status::Invalid, who + "not a LUKS device");
+    }
     const uint16_t v = get_be16(head.data() + 6);
     if (v == 1) return Version::Luks1;
     if (v == 2) return Version::Luks2;

@@ -189,9 +189,17 @@ Result<void> convert_to_luks2(Registry& reg, BackingStore& store) {
         if (auto r = luks1::write_header(store, moved); !r) return r;
     }
     // 3. The secondary copy (outside the LUKS1 header and every area in
-    // use), then the primary: a torn primary leaves the secondary.
+    // use), then the primary, its first sector alone first. That sector
+    // (the LUKS2 magic) is the atomic switch: before it, the LUKS1 header
+    // is whole and in use; after it, LUKS2 is, from the secondary until the
+    // rest of the primary lands. Written in one piece, a write that landed
+    // without its first sector would leave the LUKS1 magic over a LUKS1
+    // header whose keyslots 6 and 7 (in sector 1) are zeros: neither a
+    // LUKS1 nor a LUKS2 reader would open that.
     if (auto r = write_flush(store, kHdr16K, copies[1], "the secondary LUKS2 header"); !r) return r;
-    if (auto r = write_flush(store, 0, copies[0], "the primary LUKS2 header"); !r) return r;
+    if (auto r = write_flush(store, 0, ConstBytes(copies[0]).first(kSector), "the primary LUKS2 header"); !r) return r;
+    if (auto r = write_flush(store, kSector, ConstBytes(copies[0]).subspan(kSector), "the primary LUKS2 header"); !r)
+        return r;
     // 4. The rest of each moved area's old copy, now unreferenced (its key
     // material only: the rounding may reach into the next area).
     const uint64_t af_bytes = luks1::af_sectors(h.key_bytes, luks1::kStripes) * kSector;

@@ -162,8 +162,8 @@ Result<void> parse_kdf(const json& k, Kdf& kdf, const std::string& where) {
         kdf.hash = *hash;
         kdf.iterations = *it;
     } else if (kdf.type == "argon2i" || kdf.type == "argon2id" || kdf.type == "argon2") {
-        // "argon2" is what the first LUKS2 images wrote for argon2i.
-        if (kdf.type == "argon2") kdf.type = "argon2i";
+        // "argon2" stays as written: luksDump prints it so (it is unlocked
+        // as argon2i, luks2_open.cpp).
         auto t = get_u32(k, "time"), m = get_u32(k, "memory"), p = get_u32(k, "cpus");
         if (!t || !m || !p || *t == 0 || *m == 0 || *p == 0)
             return bad(where + ": argon2 needs time, memory and cpus");
@@ -355,7 +355,8 @@ Result<Metadata> parse_metadata_json(const json& root, const BinaryHeader& hdr, 
         return walked.error();
 
     // A crypt segment must have a digest (hdr_validate_crypt_segment), and a
-    // keyslot belongs to at most one digest.
+    // luks2 keyslot belongs to exactly one digest (LUKS2_keyslots_validate:
+    // cryptsetup refuses the whole header otherwise).
     for (const auto& [sid, s] : md.segments) {
         if (s.type != "crypt") continue;
         bool found = false;
@@ -367,6 +368,7 @@ Result<Metadata> parse_metadata_json(const json& root, const BinaryHeader& hdr, 
         int n = 0;
         for (const auto& [did, d] : md.digests) n += static_cast<int>(std::count(d.keyslots.begin(), d.keyslots.end(), kid));
         if (n > 1) return bad("keyslot " + std::to_string(kid) + " is assigned to more than one digest");
+        if (n == 0 && k.type == "luks2") return bad("keyslot " + std::to_string(kid) + " is assigned to no digest");
     }
 
     // Tokens: kept whole; only their type and keyslot references are checked.

@@ -15,6 +15,7 @@ namespace blkcrypt::luks2 {
 namespace {
 
 constexpr const char* kNoKey = "No key available with this passphrase.";
+constexpr const char* kNoUsable = "No usable keyslot is available.";
 
 bool equal_ct(ConstBytes a, ConstBytes b) {
     if (a.size() != b.size()) return false;
@@ -148,34 +149,63 @@ Result<luks::Volume> open(Registry& reg, BackingStore& header, ConstBytes passph
     if (!opts.ignore_requirements)
         if (auto r = check_requirements(md); !r) return r.error();
 
-    // cryptsetup's order: keyslots bound to the segment, priority "prefer"
-    // first, then "normal"; "ignore" only when named.
-    std::vector<int> order;
+    // An explicit keyslot: it must unlock the data segment, except for a
+    // passphrase test, which cryptsetup's open --test-passphrase --key-slot
+    // runs on an unbound keyslot too (CRYPT_ACTIVATE_ALLOW_UNBOUND_KEY).
     if (opts.keyslot >= 0) {
         if (!md.keyslots.count(opts.keyslot))
             return make_error(Status::Invalid, "Keyslot " + std::to_string(opts.keyslot) + " is not active.");
-        if (md.digest_for_keyslot(opts.keyslot, 0) < 0)
-            return make_error(Status::Invalid, "Keyslot " + std::to_string(opts.keyslot) + " is not bound to the data segment.");
-        order.push_back(opts.keyslot);
-    } else {
-        for (int prio : {2, 1})
-            for (const auto& [id, ks] : md.keyslots)
-                if (ks.type == "luks2" && ks.priority == prio && md.digest_for_keyslot(id, 0) >= 0)
-                    order.push_back(id);
+        if (md.digest_for_keyslot(opts.keyslot, 0) < 0) {
+            if (!opts.ignore_requirements) return make_error(Status::Invalid, kNoUsable);
+            Result<SecureBuffer> key = unlock_keyslot(reg, header, md, opts.keyslot, passphrase);
+            if (!key) return key.error();
+            // No data table: this key is not the volume key.
+            luks::Volume v;
+            v.version = luks::Version::Luks2;
+            v.uuid = md.hdr.uuid;
+            v.label = md.hdr.label;
+            v.keyslot = opts.keyslot;
+            return v;
+        }
+        Result<SecureBuffer> key = unlock_keyslot(reg, header, md, opts.keyslot, passphrase);
+        if (!key) return key.error();
+        return volume_from_key(reg, md, *key, opts.keyslot);
     }
+
+    // cryptsetup's LUKS2_keyslot_open: keyslots of priority "prefer", then
+    // "normal" ("ignore" only when named), each in order. A keyslot not bound
+    // to the data segment (unbound, or of another type) is skipped as
+    // "unusable"; a pass answers as its last keyslot did, so a wrong
+    // passphrase whose last candidate is unusable gets cryptsetup's "No
+    // usable keyslot is available." (exit 1), not "No key available..." (2).
+    // (cryptsetup walks the JSON's order; headers it writes list keyslots
+    // by number, as here.)
     // A keyslot that cannot be tried (damaged area, unknown cipher) does not
     // stop the others; its error is reported only when no keyslot could
     // even compare the passphrase.
     std::optional<Error> broken;
     bool compared = false;
-    for (int k : order) {
-        Result<SecureBuffer> key = unlock_keyslot(reg, header, md, k, passphrase);
-        if (key) return volume_from_key(reg, md, *key, k);
-        if (key.status() == Status::NoKey) compared = true;
-        else if (key.status() == Status::NoMem) return key.error();
-        else if (!broken) broken = key.error();
+    bool pass_unusable[2] = {true, true};  // prefer, normal: the last keyslot was unusable (or none)
+    for (int pass = 0; pass < 2; ++pass) {
+        const int prio = pass == 0 ? 2 : 1;
+        for (const auto& [id, ks] : md.keyslots) {
+            if (ks.priority != prio) continue;
+            if (ks.type != "luks2" || md.digest_for_keyslot(id, 0) < 0) {
+                pass_unusable[pass] = true;
+                continue;
+            }
+            pass_unusable[pass] = false;
+            Result<SecureBuffer> key = unlock_keyslot(reg, header, md, id, passphrase);
+            if (key) return volume_from_key(reg, md, *key, id);
+            if (key.status() == Status::NoKey) compared = true;
+            else if (key.status() == Status::NoMem) return key.error();
+            else if (!broken) broken = key.error();
+        }
     }
     if (broken && !compared) return *broken;
+    // "Prefer password wrong to no entry from priority slot."
+    const bool prefer_wrong = !pass_unusable[0];
+    if (pass_unusable[1] && !prefer_wrong) return make_error(Status::Invalid, kNoUsable);
     return make_error(Status::NoKey, kNoKey);
 }
 

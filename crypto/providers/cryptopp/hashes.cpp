@@ -192,9 +192,13 @@ public:
     }
 };
 
+// `digestsize` below H's: the digest cut to that many bytes (TruncatedFinal
+// gives the prefix), as the kernel's wp384/wp256 cut wp512's.
 template <class H, MdLayout L>
-std::shared_ptr<Alg> md_hash(const char* name) {
-    return std::make_shared<CppHashAlg<MdHashTfm<H, L>>>(hash_info<H>(name, MdState<H, L>::kStateSize));
+std::shared_ptr<Alg> md_hash(const char* name, std::size_t digestsize = H::DIGESTSIZE) {
+    AlgInfo info = hash_info<H>(name, MdState<H, L>::kStateSize);
+    info.digestsize = digestsize;
+    return std::make_shared<CppHashAlg<MdHashTfm<H, L>>>(std::move(info));
 }
 
 // ---- SHA-3 -------------------------------------------------------------------
@@ -345,6 +349,8 @@ std::vector<std::shared_ptr<Alg>> make_hashes() {
         md_hash<C::SHA512, kSha512>("sha512"),
         md_hash<C::RIPEMD160, kRmd160>("rmd160"),
         md_hash<C::Whirlpool, kWp512>("wp512"),
+        md_hash<C::Whirlpool, kWp512>("wp384", 48),
+        md_hash<C::Whirlpool, kWp512>("wp256", 32),
         sha3_hash<C::SHA3_256>("sha3-256"),
         sha3_hash<C::SHA3_512>("sha3-512"),
         blake2_hash<C::BLAKE2b>("blake2b-512"),

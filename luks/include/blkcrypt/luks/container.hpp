@@ -20,8 +20,10 @@ namespace blkcrypt::luks {
 
 enum class Version { Luks1 = 1, Luks2 = 2 };
 
-// The LUKS version of the header at the start of `header`: Invalid "not a
-// LUKS device" for anything else (a wrong magic, an unknown version).
+// The LUKS version of the header at the start of `header`, or LUKS2 when
+// only a secondary LUKS2 copy is left (at 16 KiB .. 4 MiB, as cryptsetup
+// searches): Invalid "not a LUKS device" for anything else (a wrong magic,
+// an unknown version).
 Result<Version> detect(BackingStore& header);
 
 struct Volume {
@@ -40,9 +42,10 @@ struct OpenOptions {
     // LUKS2: header warnings (a damaged copy read from the other) are
     // appended here, for the caller to print as cryptsetup does.
     std::vector<std::string>* warnings = nullptr;
-    // LUKS2: unlock despite mandatory requirements, for a passphrase test
-    // only (cryptsetup open --test-passphrase): the Volume must not be used
-    // for data.
+    // LUKS2: unlock despite mandatory requirements, and with `keyslot` an
+    // unbound keyslot too (its Volume then has no table), for a passphrase
+    // test only (cryptsetup open --test-passphrase): the Volume must not be
+    // used for data.
     bool ignore_requirements = false;
 };
 

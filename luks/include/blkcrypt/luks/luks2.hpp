@@ -41,7 +41,7 @@ struct BinaryHeader {
 };
 
 struct Kdf {
-    std::string type;         // "pbkdf2", "argon2i", "argon2id"
+    std::string type;         // "pbkdf2", "argon2i", "argon2id" (or an old "argon2", opened as argon2i)
     std::string hash;         // pbkdf2
     uint32_t iterations = 0;  // pbkdf2
     uint32_t time = 0, memory = 0, cpus = 0;  // argon2: passes, KiB, lanes
