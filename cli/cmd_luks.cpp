@@ -765,8 +765,8 @@ void check_fs_block_size(const po::variables_map& vm, const std::string& in_path
     if (!fs) throw Failure(fs.error().message);
     if (!*fs || (*fs)->block_size >= sector_size) return;
     throw Failure(what + " is incompatible with " + (*fs)->type +
-                  " superblock\n(block size: " + std::to_string((*fs)->block_size) + " bytes) detected on device " +
-                  in_path + ".\n(--force encrypts it anyway.)");
+                  " superblock (block size: " + std::to_string((*fs)->block_size) + " bytes) detected on device " +
+                  in_path + ". (--force encrypts it anyway.)");
 }
 
 int run_encrypt_format(const po::variables_map& vm, const std::vector<std::string>& files) {

@@ -21,6 +21,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <stdlib.h>
@@ -168,8 +169,10 @@ TEST_CASE("luks convert: LUKS1 -> LUKS2 -> LUKS1 keeps keys, UUID and offset thr
 
 TEST_CASE("luks convert: every torn prefix and suffix of every write still opens", "[luks][luks1][luks2]") {
     // A disk may land any prefix or suffix of a multi-sector write (sector
-    // writes themselves are atomic). Every such state of every write, in
-    // both directions, opens with every passphrase for us and for cryptsetup.
+    // writes themselves are atomic). Such states of every write, in both
+    // directions, open with every passphrase for us and for cryptsetup. (A
+    // 16 KiB LUKS2 primary written whole, landed without its first sector,
+    // left the LUKS1 magic over zeroed keyslots 6 and 7: neither opened it.)
     const std::vector<uint8_t> vk(64, 0x5a);
     const std::vector<unsigned> slots{0, 3};
     const std::vector<uint8_t> l1 = luks1_image(slots, vk);
@@ -180,15 +183,23 @@ TEST_CASE("luks convert: every torn prefix and suffix of every write still opens
         l2 = clean.image();
     }
     std::set<std::size_t> seen;  // states already given to cryptsetup (by content hash)
-    for (auto [image, convert] : {std::pair{&l1, Convert(luks::convert_to_luks2)},
-                                  std::pair{&l2, Convert(luks::convert_to_luks1)}}) {
+    using Step = std::pair<const std::vector<uint8_t>*, Convert>;
+    for (auto [image, convert] : {Step{&l1, luks::convert_to_luks2}, Step{&l2, luks::convert_to_luks1}}) {
         TornStore clean(*image, 0, 0);
         REQUIRE(convert(registry(), clean).ok());
         const std::vector<std::size_t> sizes = clean.write_sizes();
         for (int at = 1; at <= static_cast<int>(sizes.size()); ++at) {
             const std::size_t sectors = (sizes[at - 1] + 511) / 512;
+            // Every length for header writes (at most 16 KiB); the keyslot
+            // area copies and wipes (hundreds of sectors, into areas nothing
+            // names yet or any more) at 0, 1, half, all but one and all.
+            std::vector<std::size_t> keeps;
+            if (sectors <= 32)
+                for (std::size_t k = 0; k <= sectors; ++k) keeps.push_back(k);
+            else
+                keeps = {0, 1, sectors / 2, sectors - 1, sectors};
             for (auto tear : {TornStore::Tear::Prefix, TornStore::Tear::Suffix}) {
-                for (std::size_t keep = 0; keep <= sectors; ++keep) {
+                for (std::size_t keep : keeps) {
                     INFO("write " << at << " of " << sizes.size() << " (" << sizes[at - 1] << " bytes), keeping its "
                                   << (tear == TornStore::Tear::Prefix ? "first " : "last ") << keep << " sectors");
                     TornStore s(*image, at, keep, tear);
