@@ -6,7 +6,7 @@
 #include <blkcrypt/bitlk/bitlk.hpp>
 
 #include "le.hpp"
-#include <blkcrypt/luks/luks1.hpp>
+#include <blkcrypt/key_dump.hpp>
 #include <blkcrypt/shash.hpp>
 
 #include <cstring>
@@ -226,7 +226,7 @@ SecureBuffer dump_volume_key(const Metadata& md, std::string_view device, ConstB
     head += "Cipher name:   \t" + md.cipher + "\n";
     head += "Cipher mode:   \t" + md.cipher_mode + "\n";
     head += "UUID:          \t" + md.guid + "\n";
-    return luks::luks1::key_dump_lines(head, key);
+    return key_dump_lines(head, key);
 }
 
 }  // namespace blkcrypt::bitlk
