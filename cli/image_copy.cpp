@@ -183,10 +183,13 @@ CopyResult copy_image(const ImageCopy& job) {
             }
             avail = in_size - range_bytes;
         }
+        if (!job.size_sectors && avail % table.sector_size && job.offset_from_header && !start_bytes)
+            throw Failure(in_path + ": " + std::to_string(avail) + " bytes after the data offset is not a multiple of the "
+                          "sector size " + std::to_string(table.sector_size) + ": a truncated or damaged container");
         if (!job.size_sectors && avail % table.sector_size)
             throw UsageError(in_path + ": " + std::to_string(avail) + " bytes" +
                              (enc                       ? ""
-                              : job.offset_from_header ? (start_bytes ? " after the data offset + --start" : " after the data offset")
+                              : job.offset_from_header ? " after the data offset + --start"
                               : start_bytes            ? " after --offset + --start"
                                                        : " after --offset") +
                              " is not a multiple of the sector size " + std::to_string(table.sector_size));
