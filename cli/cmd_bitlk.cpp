@@ -2,6 +2,7 @@
 // root or device-mapper: `bitlk dump` is bitlkDump, `bitlk decrypt` writes
 // what bitlkOpen maps (the same segments, read in userspace).
 #include "commands.hpp"
+#include "cryptsetup_options.hpp"
 #include "image_copy.hpp"
 #include "number_option.hpp"
 #include "output_file.hpp"
@@ -245,6 +246,7 @@ int run_bitlk(Args args) {
     only_for(cl, {"decrypt", "serve"}, {"threads"});
     only_for(cl, {"decrypt"}, {"in-place"});
     only_for(cl, {"serve"}, serve_option_names());
+    add_cryptsetup_options(cl, "bitlk");
     auto vm = parse_command_line(cl, args);
     if (!vm) return 0;
     const auto [action, files] = action_arguments(*vm);

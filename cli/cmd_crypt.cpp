@@ -6,6 +6,7 @@
 // writes OUT. Data moves in 1 MiB bios, several in flight, so memory stays
 // bounded whatever the image size.
 #include "commands.hpp"
+#include "cryptsetup_options.hpp"
 #include "image_copy.hpp"
 #include "json.hpp"
 #include "number_option.hpp"
@@ -327,6 +328,7 @@ int run_crypt(Args args) {
     only_for(cl, {"serve"}, serve_option_names());
     only_for(cl, {"encrypt", "decrypt"}, progress_option_names());
     only_for(cl, {"table"}, {"device", "show-key"});
+    add_cryptsetup_options(cl, "plain");
     auto vm = parse_command_line(cl, args);
     if (!vm) return 0;
     const auto [action, files] = action_arguments(*vm);

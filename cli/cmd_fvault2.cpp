@@ -4,6 +4,7 @@
 // maps (one aes-xts-plain64 segment, through the copy loop `crypt` uses),
 // `fvault2 serve` exports it read-only over NBD.
 #include "commands.hpp"
+#include "cryptsetup_options.hpp"
 #include "image_copy.hpp"
 #include "number_option.hpp"
 #include "output_file.hpp"
@@ -103,7 +104,7 @@ int run_decrypt(const po::variables_map& vm, const std::vector<std::string>& fil
     if (auto r = fvault2::check_extent(im.md, im.store->size()); !r) throw Failure(r.error().message);
     const blkcrypt::SecureBuffer key = unlock(vm, im);
     const blkcrypt::dm::CryptTable table = fvault2::crypt_table(im.md, key);
-    ImageCopy job{.encrypt = false, .in_path = image, .out = out, .table = table};
+    ImageCopy job{.encrypt = false, .in_path = image, .out = out, .table = table, .offset_from_header = true};
     job.size_sectors = table.length;
     set_copy_options(vm, job, image);
     copy_image(job);
@@ -157,6 +158,7 @@ int run_fvault2(Args args) {
     only_for(cl, {"decrypt"}, {"in-place"});
     only_for(cl, {"decrypt"}, progress_option_names());
     only_for(cl, {"serve"}, serve_option_names());
+    add_cryptsetup_options(cl, "fvault2");
     auto vm = parse_command_line(cl, args);
     if (!vm) return 0;
     const auto [action, files] = action_arguments(*vm);

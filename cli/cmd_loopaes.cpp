@@ -3,6 +3,7 @@
 // options alone give the dm-crypt table (`loopaes table` prints it), which
 // decrypt, encrypt and serve run in userspace.
 #include "commands.hpp"
+#include "cryptsetup_options.hpp"
 #include "image_copy.hpp"
 #include "number_option.hpp"
 #include "output_file.hpp"
@@ -140,6 +141,7 @@ int run_loopaes(Args args) {
     only_for(cl, {"decrypt", "encrypt"}, {"in-place"});
     only_for(cl, {"decrypt", "encrypt"}, progress_option_names());
     only_for(cl, {"serve"}, serve_option_names());
+    add_cryptsetup_options(cl, "loopaes");
     auto vm = parse_command_line(cl, args);
     if (!vm) return 0;
     const auto [action, files] = action_arguments(*vm);

@@ -3,6 +3,7 @@
 // is `luks dump`, `open --test-passphrase` is `luks test-passphrase`, ...);
 // data moves through the dm-crypt engine and the copy loop `crypt` uses.
 #include "commands.hpp"
+#include "cryptsetup_options.hpp"
 #include "image_copy.hpp"
 #include "json.hpp"
 #include "number_option.hpp"
@@ -1415,11 +1416,11 @@ int run_luks(Args args) {
         ("size,b", number_value<uint64_t>(1, UINT64_MAX / 512)->value_name("SECTORS"),
          "decrypt/encrypt: process SECTORS 512-byte sectors (default: to the end of the segment or IN)")
         ("format", po::bool_switch(), "encrypt: create IMAGE first, sized for IN, with the format options (with --header: the new header in FILE, all of IMAGE data)")
-        ("type", po::value<std::string>()->value_name("TYPE"), "format: luks1 or luks2 (default: luks2, as cryptsetup)")
+        ("type", po::value<std::string>()->value_name("luks1|luks2"), "format: luks1 or luks2 (default: luks2, as cryptsetup)")
         ("cipher,c", po::value<std::string>()->value_name("SPEC"), "format: cipher (default: aes-xts-plain64)")
         ("key-size,s", number_value<unsigned>(8, 4096)->value_name("BITS"), "format: volume key bits (default: 512 for XTS, else 256)")
         ("hash,h", po::value<std::string>()->value_name("HASH"), "format: PBKDF2 and anti-forensic hash (default: sha256)")
-        ("pbkdf", po::value<std::string>()->value_name("KDF"),
+        ("pbkdf", po::value<std::string>()->value_name("pbkdf2|argon2i|argon2id"),
          "keyslot KDF: pbkdf2, argon2i, argon2id (LUKS2 default: argon2id; LUKS1: pbkdf2 only)")
         ("iter-time,i", number_value<unsigned>(1, 3600000)->value_name("MS"), "keyslot KDF time to aim for (default: 2000)")
         ("pbkdf-force-iterations", number_value<unsigned>(1, UINT32_MAX)->value_name("N"),
@@ -1431,7 +1432,7 @@ int run_luks(Args args) {
          "format: LUKS2 encryption sector size (default: 4096, as cryptsetup picks for an image file)")
         ("label", po::value<std::string>()->value_name("LABEL"), "format: LUKS2 label")
         ("subsystem", po::value<std::string>()->value_name("NAME"), "format: LUKS2 subsystem")
-        ("priority", po::value<std::string>()->value_name("PRIO"), "config: keyslot priority ignore, normal or prefer (with --key-slot)")
+        ("priority", po::value<std::string>()->value_name("ignore|normal|prefer"), "config: keyslot priority ignore, normal or prefer (with --key-slot)")
         ("token-id", number_value<unsigned>(0, 31)->value_name("N"), "token: the token (import, add: default the lowest free one)")
         ("json-file", po::value<std::string>()->value_name("FILE"), "token import: the token's JSON (default: stdin)")
         ("token-replace", po::bool_switch(), "token import: replace the token --token-id names")
@@ -1499,6 +1500,7 @@ int run_luks(Args args) {
     only_for(cl, {"format", "config", "encrypt"}, {"label", "subsystem"});
     only_for(cl, {"format", "test-passphrase", "decrypt", "serve", "encrypt", "add-key"}, {"volume-key-file"});
     only_for(cl, {"format", "uuid", "encrypt"}, {"uuid"});
+    add_cryptsetup_options(cl, "luks");
     auto vm = parse_command_line(cl, args);
     if (!vm) return 0;
     const auto [action, files] = action_arguments(*vm);

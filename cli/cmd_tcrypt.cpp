@@ -2,6 +2,7 @@
 // reads them (tcryptDump, tcryptOpen), without root or device-mapper: the
 // plaintext goes through the dm-crypt engine and the copy loop `crypt` uses.
 #include "commands.hpp"
+#include "cryptsetup_options.hpp"
 #include "image_copy.hpp"
 #include "number_option.hpp"
 #include "output_file.hpp"
@@ -76,6 +77,16 @@ tcrypt::OpenOptions open_options(const po::variables_map& vm) {
     if (vm.count("key-file"))
         for (const auto& f : vm["key-file"].as<std::vector<std::string>>())
             o.keyfiles.push_back(read_keyfile(f));
+    // With a PIM each KDF try takes seconds, and Argon2id minutes (PIM 1234:
+    // 1216 passes over 1 GiB): say which one runs, at a terminal or with --progress.
+    const bool progress = vm.count("progress") && vm["progress"].as<bool>();
+    if ((vm.count("veracrypt-pim") || vm["veracrypt-query-pim"].as<bool>()) && (progress || ::isatty(STDERR_FILENO)))
+        o.on_kdf = [](std::string_view hash, uint32_t iterations, uint32_t memory_kib) {
+            std::string line = "Trying KDF " + std::string(hash) + ": " + std::to_string(iterations);
+            line += memory_kib ? " passes over " + std::to_string(memory_kib / 1024) + " MiB" : " iterations";
+            std::cerr << line << (memory_kib ? " (this takes minutes; -h HASH limits the search)" : "") << "...\n"
+                      << std::flush;
+        };
     return o;
 }
 
@@ -205,7 +216,7 @@ int run_decrypt(const po::variables_map& vm, const std::vector<std::string>& fil
     const tcrypt::Volume vol = unlock_devices(vm, image, dev);
     if (auto r = tcrypt::check_decryptable(vol); !r) throw Failure(r.error().message);
     if (auto fits = tcrypt::check_fits(vol, *dev.image); !fits.ok()) throw Failure(fits.error().message);
-    ImageCopy job{.encrypt = false, .in_path = image, .out = out, .table = vol.table};
+    ImageCopy job{.encrypt = false, .in_path = image, .out = out, .table = vol.table, .offset_from_header = true};
     if (vol.length_sectors) job.size_sectors = vol.length_sectors;
     set_copy_options(vm, job, image);
     copy_image(job);
@@ -278,6 +289,7 @@ int run_tcrypt(Args args) {
     only_for(cl, {"decrypt", "serve"}, {"threads"});
     only_for(cl, {"serve"}, serve_option_names());
     only_for(cl, {"decrypt"}, progress_option_names());
+    add_cryptsetup_options(cl, "tcrypt");
     auto vm = parse_command_line(cl, args);
     if (!vm) return 0;
     const auto [action, files] = action_arguments(*vm);

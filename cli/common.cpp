@@ -72,9 +72,16 @@ std::optional<po::variables_map> parse_command_line(CommandLine& cl, Args args) 
     all.add(cl.options).add(cl.hidden);
     // No prefix guessing: "--enc" should not silently mean "--encrypt".
     const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+    std::vector<std::string> words(args.begin(), args.end());
+    for (auto& w : words) {
+        if (w == "--") break;
+        const auto eq = w.find('=');
+        if (auto a = cl.aliases.find(w.substr(0, eq)); a != cl.aliases.end())
+            w = a->second + (eq == std::string::npos ? "" : w.substr(eq));
+    }
     po::variables_map vm;
     try {
-        po::store(po::command_line_parser(std::vector<std::string>(args.begin(), args.end()))
+        po::store(po::command_line_parser(words)
                       .options(all)
                       .positional(cl.positional)
                       .style(style)
@@ -93,6 +100,8 @@ std::optional<po::variables_map> parse_command_line(CommandLine& cl, Args args) 
         throw UsageError(option_error_message(e, help_command(cl.usage), actions));
     }
     if (vm.count("action")) check_action_options(cl, vm, vm["action"].as<std::string>());
+    // cryptsetup --test-args: the command line is valid; do nothing more.
+    if (vm.count("test-args") && vm["test-args"].as<bool>()) return std::nullopt;
     // What prints on stdout, so that no output "-" shares it (Output refuses).
     std::string report;
     for (const char* o : {"progress-json", "json"}) {

@@ -65,6 +65,9 @@ struct CommandLine {
     // Options that only some actions honour (long name -> those actions),
     // declared with only_for(); the others go with every action.
     std::map<std::string, std::vector<std::string>> scopes;
+    // Other tools' spellings of our options ("--readonly" -> "--read-only"),
+    // rewritten before parsing (add_cryptsetup_options fills it).
+    std::map<std::string, std::string> aliases;
 };
 
 // Parses args against cl plus --help. Returns nullopt after printing the help

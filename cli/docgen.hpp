@@ -11,6 +11,11 @@
 
 namespace cli {
 
+// A top-level alias: `blkcrypt luksDump` is `blkcrypt luks dump`.
+struct CommandAlias {
+    std::string name, command, action;
+};
+
 struct CommandDoc {
     std::string name;     // "crypt"
     std::string summary;  // the line of `blkcrypt --help`
@@ -25,7 +30,9 @@ CommandLine describe_command(int (*run)(Args), const std::vector<std::string>& w
 std::string main_man_page(const std::vector<CommandDoc>& docs);
 std::string command_man_page(const CommandDoc& doc);
 // A bash script defining _blkcrypt and `complete -F _blkcrypt blkcrypt`.
-std::string bash_completion(const std::vector<CommandDoc>& docs);
+// It completes the aliases as their command and action, and the values of
+// options whose value name lists them ("luks1|luks2").
+std::string bash_completion(const std::vector<CommandDoc>& docs, const std::vector<CommandAlias>& aliases);
 
 // dir/blkcrypt.8 and dir/blkcrypt-NAME.8 for every command (dir is created).
 void write_man_pages(const std::vector<CommandDoc>& docs, const std::string& dir);

@@ -159,8 +159,12 @@ CopyResult copy_image(const ImageCopy& job) {
             std::vector<uint8_t> skip(kChunk);
             for (uint64_t left = range_bytes; left;) {
                 const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(left, kChunk));
-                if (in->read(blkcrypt::Bytes(skip).first(n)) != n)
+                if (in->read(blkcrypt::Bytes(skip).first(n)) != n) {
+                    if (job.offset_from_header && !start_bytes)
+                        throw Failure(in->display_name() + " ends before the data offset of " +
+                                      std::to_string(offset_bytes) + " bytes: a truncated or damaged container");
                     throw UsageError(past + in->display_name());
+                }
                 left -= n;
             }
         }
@@ -179,9 +183,15 @@ CopyResult copy_image(const ImageCopy& job) {
             }
             avail = in_size - range_bytes;
         }
+        if (!job.size_sectors && avail % table.sector_size && job.offset_from_header && !start_bytes)
+            throw Failure(in_path + ": " + std::to_string(avail) + " bytes after the data offset is not a multiple of the "
+                          "sector size " + std::to_string(table.sector_size) + ": a truncated or damaged container");
         if (!job.size_sectors && avail % table.sector_size)
             throw UsageError(in_path + ": " + std::to_string(avail) + " bytes" +
-                             (enc ? "" : start_bytes ? " after --offset + --start" : " after --offset") +
+                             (enc                       ? ""
+                              : job.offset_from_header ? " after the data offset + --start"
+                              : start_bytes            ? " after --offset + --start"
+                                                       : " after --offset") +
                              " is not a multiple of the sector size " + std::to_string(table.sector_size));
         uint64_t length = avail / kSector;  // 512-byte sectors
         if (job.size_sectors) {

@@ -133,7 +133,10 @@ int dispatch(const std::vector<std::string>& words) {
                             cli::describe_command(fsverity->run, {"verify-sig"})});
             cli::write_man_pages(docs, words[1]);
         } else {
-            const std::string text = cli::bash_completion(docs);
+            std::vector<cli::CommandAlias> aliases;
+            for (const auto& a : kAliases)
+                aliases.push_back({std::string(a.name), std::string(a.command), std::string(a.action)});
+            const std::string text = cli::bash_completion(docs, aliases);
             cli::write_output(words[1], blkcrypt::ConstBytes(reinterpret_cast<const uint8_t*>(text.data()), text.size()),
                               cli::OutputOptions{.role = "the completion script"});
         }

@@ -195,7 +195,7 @@ void add_serve_options(po::options_description& opts) {
         ("port", number_value<unsigned>(0, 65535)->value_name("N"), "serve on TCP port N (0: any free port)")
         ("bind", po::value<std::string>()->value_name("ADDR"),
          "TCP address (default: 127.0.0.1); anything but loopback needs --tls require")
-        ("tls", po::value<std::string>()->value_name("MODE"),
+        ("tls", po::value<std::string>()->value_name("off|on|require"),
          "off, on (clients may use TLS) or require (they must); default: off, or require with --tls-certs/--tls-psk")
         ("tls-certs", po::value<std::string>()->value_name("DIR"),
          "x509: DIR/server-cert.pem, DIR/server-key.pem (mode 0600) and DIR/ca-cert.pem, as qemu lays them out")

@@ -6,7 +6,7 @@
 #include <blkcrypt/bitlk/bitlk.hpp>
 
 #include "le.hpp"
-#include <blkcrypt/luks/luks1.hpp>
+#include <blkcrypt/key_dump.hpp>
 #include <blkcrypt/shash.hpp>
 
 #include <cstring>
@@ -17,8 +17,8 @@ namespace {
 
 constexpr std::size_t kKeyDatumHeader = 12;  // size, type, value, version, method
 constexpr std::size_t kBekHeader = 48, kStartupKeyHeader = 24, kEntryHeader = 8;
-constexpr uint16_t kEntryStartupKey = 0x0006, kValueKey = 0x0001, kValueString = 0x0002,
-                   kValueExternalKey = 0x0009;
+constexpr uint16_t kEntryProperty = 0x0000, kEntryStartupKey = 0x0006, kEntryVolumeGuid = 0x0019;
+constexpr uint16_t kValueKey = 0x0001, kValueString = 0x0002, kValueExternalKey = 0x0009, kValueGuid = 0x0017;
 
 using namespace detail;
 
@@ -154,7 +154,7 @@ Result<SecureBuffer> unwrap(Registry& reg, const WrappedKey& w, ConstBytes key) 
     return out;
 }
 
-Result<SecureBuffer> startup_key(ConstBytes bek, const Vmk& vmk) {
+Result<SecureBuffer> startup_key(ConstBytes bek, const Vmk& vmk, std::string_view volume_guid) {
     if (bek.size() < kBekHeader + 6) return make_error(Status::NoKey, "not a startup key");
     if (guid_string(bek, 16) != vmk.guid) return make_error(Status::NoKey, "startup key of another VMK");
     if (le32(bek, 4) != 1)
@@ -166,22 +166,30 @@ Result<SecureBuffer> startup_key(ConstBytes bek, const Vmk& vmk) {
     if (size < kEntryHeader) return make_error(Status::Invalid, "Unexpected metadata entry found when parsing startup key.");
     if (type != kEntryStartupKey || value != kValueExternalKey)
         return make_error(Status::Invalid, "Unexpected metadata entry found when parsing startup key.");
-    // The external key's datums: an optional name, then the key.
+    // The external key's datums, as cryptsetup 2.6 reads them: an optional
+    // name, the volume's GUID (Windows 11 writes it, entry type 0x19), then
+    // the key. A GUID that names another volume is refused, as cryptsetup does.
     std::size_t start = kBekHeader + kEntryHeader + kStartupKeyHeader;
     while (start < bek.size() && bek.size() - start >= 6) {
         const uint16_t sz = le16(bek, start), t = le16(bek, start + 2), v = le16(bek, start + 4);
         if (sz == 0) break;
         if (sz < kEntryHeader || sz > bek.size() - start) return make_error(Status::Invalid, "Damaged startup key.");
-        if (t != 0)
+        if (t != kEntryProperty && t != kEntryVolumeGuid)
             return make_error(Status::Invalid, "Unexpected metadata entry type '" + std::to_string(t) +
                                                    "' found when parsing external key.");
         if (v == kValueKey) {
             if (sz < kEntryHeader + 4) return make_error(Status::Invalid, "Damaged startup key.");
             return SecureBuffer(bek.subspan(start + kEntryHeader + 4, sz - kEntryHeader - 4));
         }
-        if (v != kValueString)
+        if (v == kValueGuid) {
+            if (sz < kEntryHeader + 16) return make_error(Status::Invalid, "Damaged startup key.");
+            const std::string g = guid_string(bek, start + kEntryHeader);
+            if (g != volume_guid)
+                return make_error(Status::Invalid, "BEK file GUID '" + g + "' does not match GUID of the volume.");
+        } else if (v != kValueString) {
             return make_error(Status::Invalid, "Unexpected metadata entry value '" + std::to_string(v) +
                                                    "' found when parsing external key.");
+        }
         start += sz;
     }
     return make_error(Status::Invalid, "Damaged startup key.");
@@ -197,7 +205,7 @@ Result<Unlocked> unlock(Registry& reg, const Metadata& md, ConstBytes secret) {
         } else if (v.protection == kRecoveryPassphrase && rk) {
             k = stretch_passphrase(reg, *rk, true, v.salt);
         } else if (v.protection == kStartupKey) {
-            k = startup_key(secret, v);
+            k = startup_key(secret, v, md.guid);
             if (!k && k.status() != Status::NoKey) return k.error();  // this VMK's file, damaged
         }
         if (!k) continue;
@@ -218,7 +226,7 @@ SecureBuffer dump_volume_key(const Metadata& md, std::string_view device, ConstB
     head += "Cipher name:   \t" + md.cipher + "\n";
     head += "Cipher mode:   \t" + md.cipher_mode + "\n";
     head += "UUID:          \t" + md.guid + "\n";
-    return luks::luks1::key_dump_lines(head, key);
+    return key_dump_lines(head, key);
 }
 
 }  // namespace blkcrypt::bitlk

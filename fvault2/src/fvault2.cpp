@@ -5,8 +5,11 @@
 // and is checked before use.
 #include <blkcrypt/fvault2/fvault2.hpp>
 
+#include <blkcrypt/base64.hpp>
+#include <blkcrypt/guid.hpp>
+#include <blkcrypt/hex.hpp>
+#include <blkcrypt/internal/bytes_util.hpp>
 #include <blkcrypt/kdf.hpp>
-#include <blkcrypt/luks/luks2.hpp>
 #include <blkcrypt/shash.hpp>
 #include <blkcrypt/skcipher.hpp>
 
@@ -23,26 +26,13 @@ constexpr uint16_t kCoreStorageMagic = 0x4353;  // "CS", big-endian
 constexpr std::size_t kKeySize = 16;
 constexpr std::size_t kPassphraseWrappedKekSize = 284, kKekWrappedVolumeKeySize = 256;
 
-uint16_t le16(ConstBytes b, std::size_t o) { return static_cast<uint16_t>(b[o] | (b[o + 1] << 8)); }
-uint32_t le32(ConstBytes b, std::size_t o) { return le16(b, o) | (uint32_t{le16(b, o + 2)} << 16); }
-uint64_t le64(ConstBytes b, std::size_t o) { return le32(b, o) | (uint64_t{le32(b, o + 4)} << 32); }
+// Fields at an offset the caller has checked; the byte order is the core's.
+uint16_t le16(ConstBytes b, std::size_t o) { return get_le16(b.data() + o); }
+uint32_t le32(ConstBytes b, std::size_t o) { return get_le32(b.data() + o); }
+uint64_t le64(ConstBytes b, std::size_t o) { return get_le64(b.data() + o); }
 
 Error invalid(std::string m) { return make_error(Status::Invalid, std::move(m)); }
 
-// libuuid's uuid_unparse: the 16 bytes in order, lower case.
-std::string uuid_string(const uint8_t* u) {
-    char s[37];
-    std::snprintf(s, sizeof s, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
-                  u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
-    return s;
-}
-
-int hex_digit(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
 
 // libuuid's uuid_parse: exactly 8-4-4-4-12 hex digits.
 std::optional<std::array<uint8_t, 16>> parse_uuid(std::string_view s) {
@@ -54,7 +44,7 @@ std::optional<std::array<uint8_t, 16>> parse_uuid(std::string_view s) {
             if (s[i++] != '-') return std::nullopt;
             continue;
         }
-        const int hi = hex_digit(s[i]), lo = hex_digit(s[i + 1]);
+        const int hi = hex_digit_value(s[i]), lo = hex_digit_value(s[i + 1]);
         if (hi < 0 || lo < 0) return std::nullopt;
         u[n++] = static_cast<uint8_t>(hi << 4 | lo);
         i += 2;
@@ -69,11 +59,11 @@ uint64_t strtoull_hex(std::string_view s) {
     while (i < s.size() && (s[i] == ' ' || (s[i] >= '\t' && s[i] <= '\r'))) ++i;
     bool neg = false;
     if (i < s.size() && (s[i] == '+' || s[i] == '-')) neg = s[i++] == '-';
-    if (i + 2 < s.size() && s[i] == '0' && (s[i + 1] == 'x' || s[i + 1] == 'X') && hex_digit(s[i + 2]) >= 0) i += 2;
+    if (i + 2 < s.size() && s[i] == '0' && (s[i + 1] == 'x' || s[i + 1] == 'X') && hex_digit_value(s[i + 2]) >= 0) i += 2;
     uint64_t v = 0;
-    for (; i < s.size() && hex_digit(s[i]) >= 0; ++i) {
+    for (; i < s.size() && hex_digit_value(s[i]) >= 0; ++i) {
         if (v > (UINT64_MAX >> 4)) return UINT64_MAX;
-        v = v << 4 | static_cast<uint64_t>(hex_digit(s[i]));
+        v = v << 4 | static_cast<uint64_t>(hex_digit_value(s[i]));
     }
     return neg ? 0 - v : v;
 }
@@ -89,7 +79,7 @@ Result<std::string_view> block_xml(ConstBytes block, uint32_t off, uint32_t size
 Result<std::vector<uint8_t>> plist_data(std::string_view xml, std::string_view key, std::size_t want) {
     auto v = plist_value(xml, key, "data");
     if (!v) return invalid("FVAULT2 metadata has no " + std::string(key) + ".");
-    auto d = luks2::base64_decode(*v);
+    auto d = base64_decode(*v);
     if (!d) return invalid("FVAULT2 " + std::string(key) + " is not base64.");
     if (d->size() != want)
         return invalid("FVAULT2 " + std::string(key) + " has " + std::to_string(d->size()) + " bytes, not " +
@@ -126,7 +116,7 @@ Result<void> parse_volume_block(ConstBytes b, Metadata& md) {
     auto bin = parse_uuid(*family);
     if (!bin) return invalid("FVAULT2 family UUID is invalid.");
     md.family_uuid_bin = *bin;
-    md.family_uuid = uuid_string(bin->data());
+    md.family_uuid = uuid_text(bin->data());
     return {};
 }
 
@@ -189,7 +179,7 @@ Result<VolumeHeader> parse_volume_header(Registry& reg, ConstBytes h) {
     VolumeHeader vh;
     vh.block_size = le32(h, 96);
     vh.disklabel_block = le64(h, 104);
-    vh.pv_uuid = uuid_string(h.data() + 304);
+    vh.pv_uuid = uuid_text(h.data() + 304);
     vh.metadata_key = SecureBuffer(2 * kKeySize);
     std::memcpy(vh.metadata_key.data(), h.data() + 176, kKeySize);
     std::memcpy(vh.metadata_key.data() + kKeySize, h.data() + 304, kKeySize);

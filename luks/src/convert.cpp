@@ -3,6 +3,8 @@
 // keyslot areas kept in place so that every write is crash-safe.
 #include <blkcrypt/luks/convert.hpp>
 
+#include <blkcrypt/base64.hpp>
+
 #include <blkcrypt/luks/luks1.hpp>
 #include <blkcrypt/luks/luks2.hpp>
 #include <blkcrypt/random.hpp>
@@ -70,7 +72,7 @@ json luks1_json(const luks1::Header& h, const std::array<uint64_t, luks1::kNumKe
         o["kdf"] = json{{"type", "pbkdf2"},
                         {"hash", h.hash_spec},
                         {"iterations", ks.iterations},
-                        {"salt", luks2::base64_encode(ks.salt)}};
+                        {"salt", base64_encode(ks.salt)}};
         o["af"] = json{{"type", "luks1"}, {"hash", h.hash_spec}, {"stripes", luks1::kStripes}};
         o["area"] = json{{"type", "raw"},
                          {"encryption", cipher},
@@ -92,8 +94,8 @@ json luks1_json(const luks1::Header& h, const std::array<uint64_t, luks1::kNumKe
                                 {"keyslots", std::move(slot_ids)},
                                 {"segments", json::array({"0"})},
                                 {"hash", h.hash_spec},
-                                {"salt", luks2::base64_encode(h.mk_digest_salt)},
-                                {"digest", luks2::base64_encode(h.mk_digest)},
+                                {"salt", base64_encode(h.mk_digest_salt)},
+                                {"digest", base64_encode(h.mk_digest)},
                                 {"iterations", h.mk_digest_iterations}};
     root["config"] = json{{"json_size", std::to_string(kHdr16K - luks2::kBinHeaderSize)},
                           {"keyslots_size", std::to_string(keyslots_size)}};

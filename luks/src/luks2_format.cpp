@@ -1,6 +1,7 @@
 // LUKS2 format: the layout and JSON cryptsetup 2.6.1's luksFormat writes
 // (lib/luks2/luks2_json_format.c LUKS2_generate_hdr, luks2_keyslot_luks2.c,
 // luks2_digest_pbkdf2.c); KDF costs given or benchmarked as cryptsetup does.
+#include <blkcrypt/base64.hpp>
 #include <blkcrypt/dm/crypt_target.hpp>
 #include <blkcrypt/dm/plain_key.hpp>
 #include <blkcrypt/kdf.hpp>

@@ -4,6 +4,7 @@
 // header bytes with it until one gives the "TRUE" (or "VERA") magic.
 #include <blkcrypt/internal/bytes_util.hpp>
 #include <blkcrypt/kdf.hpp>
+#include <blkcrypt/key_dump.hpp>
 #include <blkcrypt/secure_buffer.hpp>
 #include <blkcrypt/skcipher.hpp>
 #include <blkcrypt/tcrypt/tcrypt.hpp>
@@ -427,6 +428,7 @@ Result<Volume> open(Registry& reg, BackingStore& dev, ConstBytes passphrase, con
                                                                : k.iterations;
             if (it64 > UINT32_MAX) return make_error(Status::Invalid, "Invalid PIM value: outside of range.");
             const auto iters = static_cast<uint32_t>(it64);
+            if (opts.on_kdf) opts.on_kdf(k.hash, iters, is_argon2 ? argon2_costs(opts.pim).memory_kib : 0);
             SecureBuffer hkey(kHdrKeySize);
             // Argon2id, one lane, over the same password and salt, always
             // 192 bytes (its output depends on the length, unlike PBKDF2's).
@@ -492,32 +494,12 @@ std::string dump(const Volume& vol, std::string_view device_path) {
 
 SecureBuffer dump_volume_key(const Volume& vol, std::string_view device_path) {
     // cryptsetup's tcryptDump_with_volume_key: always "TCRYPT", the data
-    // offset in sectors, then crypt_log_hex ("xx " per byte, 16 a line,
-    // continuation lines indented with two tabs).
+    // offset in sectors, then the key lines every dump prints.
     const Header& h = vol.hdr;
     const std::string head = "TCRYPT header information for " + std::string(device_path) +
                              "\nCipher chain:  \t" + h.cipher + "\nCipher mode:   \t" + h.mode +
-                             "\nPayload offset:\t" + std::to_string(vol.table.offset - vol.partition_in_disk) +
-                             "\nMK bits:       \t" + std::to_string(h.key_size * 8) + "\nMK dump:\t";
-    static constexpr char kDigits[] = "0123456789abcdef";
-    const SecureBuffer k = volume_key(vol);
-    const std::size_t lines = (k.size() + 15) / 16;
-    SecureBuffer out(head.size() + k.size() * 3 + (lines ? lines - 1 : 0) * 3 + 1);
-    std::size_t n = 0;
-    for (char c : head) out[n++] = static_cast<uint8_t>(c);
-    for (std::size_t i = 0; i < k.size(); ++i) {
-        if (i && i % 16 == 0) {
-            out[n++] = '\n';
-            out[n++] = '\t';
-            out[n++] = '\t';
-        }
-        out[n++] = static_cast<uint8_t>(kDigits[k[i] >> 4]);
-        out[n++] = static_cast<uint8_t>(kDigits[k[i] & 15]);
-        out[n++] = ' ';
-    }
-    out[n++] = '\n';
-    out.resize(n);
-    return out;
+                             "\nPayload offset:\t" + std::to_string(vol.table.offset - vol.partition_in_disk) + "\n";
+    return key_dump_lines(head, volume_key(vol));
 }
 
 Result<void> check_decryptable(const Volume& vol) {

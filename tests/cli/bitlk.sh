@@ -42,6 +42,30 @@ if command -v cryptsetup >/dev/null; then
     "$BLKCRYPT" bitlk dump --dump-volume-key --key-file "$BEK" "$i.img" >"$TMP/got"
     cmp "$TMP/want" "$TMP/got" || fail "startup key dump differs"
     grep_q "^MK bits: *	256\$" <"$TMP/got" || fail "no 256-bit key for the startup key"
+    # Windows 11 writes the volume's GUID into the .BEK (an entry of type 0x19,
+    # value 0x17, before the key); cryptsetup opens with it, and refuses a
+    # GUID of another volume.
+    python3 - "$BEK" "$TMP/win11.BEK" "$TMP/foreign.BEK" <<'PY'
+import struct, sys, uuid
+b = open(sys.argv[1], 'rb').read()
+def with_guid(g):
+    e = struct.pack('<HHHH', 24, 0x19, 0x17, 1) + g
+    at = 0x70  # after the "ExternalKey" name, before the key datum
+    out = bytearray(b[:at] + e + b[at:])
+    struct.pack_into('<I', out, 0, len(out)); struct.pack_into('<I', out, 12, len(out))
+    struct.pack_into('<H', out, 48, struct.unpack_from('<H', out, 48)[0] + len(e))
+    return out
+open(sys.argv[2], 'wb').write(with_guid(uuid.UUID('5a95db04-6ebc-4ba9-99a3-15a87a3d07b2').bytes_le))
+open(sys.argv[3], 'wb').write(with_guid(uuid.UUID('00000000-0000-0000-0000-000000000001').bytes_le))
+PY
+    cryptsetup bitlkDump --dump-volume-key --key-file "$TMP/win11.BEK" "$i.img" >"$TMP/want" || fail "cryptsetup win11 BEK"
+    "$BLKCRYPT" bitlk dump --dump-volume-key --key-file "$TMP/win11.BEK" "$i.img" >"$TMP/got" || fail "bitlk win11 BEK"
+    cmp "$TMP/want" "$TMP/got" || fail "startup key dump with a volume GUID entry differs"
+    "$BLKCRYPT" bitlk test-passphrase --key-file "$TMP/win11.BEK" "$i.img" || fail "win11 BEK test-passphrase"
+    expect_exit 1 cryptsetup bitlkDump --dump-volume-key --key-file "$TMP/foreign.BEK" "$i.img"
+    expect_exit 1 "$BLKCRYPT" bitlk test-passphrase --key-file "$TMP/foreign.BEK" "$i.img"
+    grep_q "BEK file GUID '00000000-0000-0000-0000-000000000001' does not match GUID of the volume." <"$TMP/stderr" ||
+        fail "foreign volume GUID message: $(cat "$TMP/stderr")"
     bitlkdump_alias=$("$BLKCRYPT" bitlkDump bitlk-aes-xts-128.img)
     [[ $bitlkdump_alias == "$(cryptsetup bitlkDump bitlk-aes-xts-128.img)" ]] || fail "bitlkDump alias"
 else

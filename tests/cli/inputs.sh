@@ -213,4 +213,14 @@ done
 ((seen > 0)) || echo "note: the truncation never hit a read in progress (fast machine); unit tests cover it"
 rm -f big
 # Growing is an error too (fs-verity: a byte past the size read at the end).
+# A truncated container: its data offset comes from the header, so the error
+# names no --offset nobody gave, and exits 1 (a damaged input), not 2.
+printf pw >"$TMP/pw"
+head -c 1M /dev/urandom >"$TMP/in.bin"
+"$BLKCRYPT" luks encrypt --format -q --key-file "$TMP/pw" --pbkdf pbkdf2 --pbkdf-force-iterations 1000 \
+    "$TMP/in.bin" "$TMP/trunc.img"
+truncate -s -1000 "$TMP/trunc.img"
+expect_exit 1 "$BLKCRYPT" luks decrypt --key-file "$TMP/pw" "$TMP/trunc.img" "$TMP/out.bin"
+grep_q "a truncated or damaged container" <"$TMP/stderr" || fail "truncated container: $(cat "$TMP/stderr")"
+! grep -q -- "--offset" "$TMP/stderr" || fail "truncated container names --offset: $(cat "$TMP/stderr")"
 echo "inputs.sh: all passed"

@@ -33,7 +33,7 @@ for sub in sign verify-sig; do
     [[ -s $page ]] || fail "missing man page $page"
     grep -q "blkcrypt-fsverity-$sub(8)" "$TMP/main" || fail "blkcrypt(8) does not list blkcrypt-fsverity-$sub(8)"
     MANWIDTH=200 man -l -Tascii "$page" 2>/dev/null | col -b >"$TMP/page"
-    mapfile -t opts < <("$BLKCRYPT" fsverity $sub --help | grep -oE '^  (-[a-zA-Z] \[ )?--[a-z0-9-]+' | grep -oE -- '--[a-z0-9-]+')
+    mapfile -t opts < <("$BLKCRYPT" fsverity $sub --help | grep -oE '^  (-[a-zA-Z] \[ )?--[a-z0-9_-]+' | grep -oE -- '--[a-z0-9_-]+')
     [[ ${#opts[@]} -ge 2 ]] || fail "no options in blkcrypt fsverity $sub --help"
     for o in "${opts[@]}"; do
         grep -qE -- "(^|[ ,])$o( |$)" "$TMP/page" || fail "blkcrypt-fsverity-$sub(8) lacks $o"
@@ -45,7 +45,7 @@ for c in "${commands[@]}"; do
     help=(--help)
     [[ $c == fsverity ]] && help=(digest --help)
     MANWIDTH=200 man -l -Tascii "$MAN_DIR/blkcrypt-$c.8" 2>/dev/null | col -b >"$TMP/page"
-    mapfile -t opts < <("$BLKCRYPT" "$c" "${help[@]}" | grep -oE '^  (-[a-zA-Z] \[ )?--[a-z0-9-]+' | grep -oE -- '--[a-z0-9-]+')
+    mapfile -t opts < <("$BLKCRYPT" "$c" "${help[@]}" | grep -oE '^  (-[a-zA-Z] \[ )?--[a-z0-9_-]+' | grep -oE -- '--[a-z0-9_-]+')
     [[ ${#opts[@]} -gt 0 ]] || fail "no options in blkcrypt $c --help"
     for o in "${opts[@]}"; do
         grep -qE -- "(^|[ ,])$o( |$)" "$TMP/page" || fail "blkcrypt-$c(8) lacks $o"
@@ -87,4 +87,21 @@ expect_completion --for-builtin-sig blkcrypt fsverity digest --for
 touch "$TMP/keyfile.bin"
 expect_completion "$TMP/keyfile.bin" blkcrypt crypt encrypt --key-file "$TMP/keyf"
 expect_completion "$TMP/keyfile.bin" blkcrypt hash --alg sha256 "$TMP/keyf"
+# cryptsetup's action names (blkcrypt --help lists them) complete as words,
+# and after one its command's options for that action.
+mapfile -t aliases < <("$BLKCRYPT" --help | sed -n '/^cryptsetup.s names/,/^$/s/^  \([a-zA-Z]*\) .*/\1/p')
+[[ ${#aliases[@]} -ge 10 ]] || fail "aliases not found in blkcrypt --help"
+for a in "${aliases[@]}"; do expect_completion "$a" blkcrypt "$a"; done
+expect_completion --dump-volume-key blkcrypt luksDump --dump-v
+expect_completion --tcrypt-hidden blkcrypt tcryptDump --tcrypt-h
+expect_completion --dump-volume-key blkcrypt bitlkDump --dump-v
+refuse_completion --in-place blkcrypt tcryptDump --in-
+expect_completion --veracrypt blkcrypt tcrypt dump --veracr
+expect_completion --disable-locks blkcrypt bitlk dump --disable-l
+# Option values the option names (luks1|luks2, off|on|require).
+expect_completion luks2 blkcrypt luks format --type l
+expect_completion argon2id blkcrypt luks add-key --pbkdf a
+expect_completion prefer blkcrypt luksFormat --priority p
+expect_completion require blkcrypt serve --tls r
+expect_completion tcrypt blkcrypt tcrypt dump --type t
 echo "man page and completion tests passed"

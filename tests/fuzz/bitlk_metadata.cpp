@@ -41,7 +41,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     }
     auto u = bitlk::unlock_clear_key(*reg, md);
     if (u && u->key.size() * 8 != md.key_bits) std::abort();
-    for (const bitlk::Vmk& v : md.vmks) (void)bitlk::startup_key(block, v);
+    for (const bitlk::Vmk& v : md.vmks) (void)bitlk::startup_key(block, v, md.guid);
     // A small device with the parsed layout: the view must build or refuse.
     if (u && device_sectors && device_sectors <= 8192) {
         auto dev = std::make_shared<MemoryStore>(device_sectors * 512);

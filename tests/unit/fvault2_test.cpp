@@ -7,7 +7,7 @@
 
 #include <blkcrypt/fvault2/fvault2.hpp>
 #include <blkcrypt/kdf.hpp>
-#include <blkcrypt/luks/luks2.hpp>
+#include <blkcrypt/base64.hpp>
 #include <blkcrypt/shash.hpp>
 #include <blkcrypt/skcipher.hpp>
 
@@ -137,9 +137,9 @@ Synthetic make_volume() {
     blocks.push_back(xml_block(0x0019, 112,
                                "<dict><key>KEKWrappedVolumeKeyStruct</key><data ID=\"1\"></data>"
                                "<key>PassphraseWrappedKEKStruct</key><data ID=\"2\">" +
-                                   luks2::base64_encode(pwk) +
+                                   base64_encode(pwk) +
                                    "</data><key>KEKWrappedVolumeKeyStruct</key><data ID=\"3\">" +
-                                   luks2::base64_encode(kwvk) + "</data></dict>"));
+                                   base64_encode(kwvk) + "</data></dict>"));
     blocks.push_back(xml_block(0x001a, 128,
                                "<dict><key>com.apple.corestorage.lv.familyUUID</key><string ID=\"2\">" + kFamily +
                                    "</string><key>com.apple.corestorage.lv.size</key><integer size=\"64\" ID=\"8\">"

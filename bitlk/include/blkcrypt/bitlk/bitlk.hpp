@@ -121,8 +121,9 @@ Result<SecureBuffer> stretch_passphrase(Registry& reg, ConstBytes passphrase, bo
 Result<SecureBuffer> unwrap(Registry& reg, const WrappedKey& wrapped, ConstBytes key);
 
 // The startup key a .BEK file holds for `vmk` (its GUID must match):
-// NoKey for another VMK's file, Invalid for a damaged one.
-Result<SecureBuffer> startup_key(ConstBytes bek, const Vmk& vmk);
+// NoKey for another VMK's file, Invalid for a damaged one or one whose
+// volume-GUID entry (Windows 11) names another volume than `volume_guid`.
+Result<SecureBuffer> startup_key(ConstBytes bek, const Vmk& vmk, std::string_view volume_guid);
 
 struct Unlocked {
     SecureBuffer key;  // the dm-crypt key (cryptsetup's volume key)

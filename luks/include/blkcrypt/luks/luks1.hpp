@@ -107,9 +107,6 @@ std::string dump(const Header& h, std::string_view device);
 // The lines `luksDump --dump-volume-key` prints for LUKS1, in wiping memory
 // (they hold the key).
 SecureBuffer dump_volume_key(const Header& h, std::string_view device, ConstBytes vk);
-// `head` followed by cryptsetup's "MK bits:" and "MK dump:" lines for vk (the
-// tail every cryptsetup --dump-volume-key prints), in wiping memory.
-SecureBuffer key_dump_lines(std::string_view head, ConstBytes vk);
 
 }  // namespace blkcrypt::luks::luks1
 

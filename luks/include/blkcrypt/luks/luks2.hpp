@@ -282,8 +282,4 @@ std::string dump(const Metadata& md);
 // `cryptsetup luksDump --dump-json-metadata`: json-c's pretty form.
 std::string dump_json(const Metadata& md);
 
-// base64 (RFC 4648, padded), strict as cryptsetup's decoder.
-std::optional<std::vector<uint8_t>> base64_decode(std::string_view s);
-std::string base64_encode(ConstBytes b);
-
 }  // namespace blkcrypt::luks2

@@ -14,6 +14,7 @@
 #include <blkcrypt/status.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -43,6 +44,10 @@ struct OpenOptions {
     std::string cipher;      // -c: only chains whose name contains this
     // Keyfile contents in order (at most kKeyfileMax bytes of each count).
     std::vector<SecureBuffer> keyfiles;
+    // Called before each KDF is run, so a caller can say what the search is
+    // doing (a PIM makes one try take minutes): its hash ("argon2id"), its
+    // iterations (Argon2id: passes) and its memory (KiB; 0 for PBKDF2).
+    std::function<void(std::string_view hash, uint32_t iterations, uint32_t memory_kib)> on_kdf;
 };
 
 struct Header {
