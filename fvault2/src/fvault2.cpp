@@ -89,7 +89,7 @@ Result<std::string_view> block_xml(ConstBytes block, uint32_t off, uint32_t size
 Result<std::vector<uint8_t>> plist_data(std::string_view xml, std::string_view key, std::size_t want) {
     auto v = plist_value(xml, key, "data");
     if (!v) return invalid("FVAULT2 metadata has no " + std::string(key) + ".");
-    auto d = luks2::base64_decode(*v);
+    auto d = luks::luks2::base64_decode(*v);
     if (!d) return invalid("FVAULT2 " + std::string(key) + " is not base64.");
     if (d->size() != want)
         return invalid("FVAULT2 " + std::string(key) + " has " + std::to_string(d->size()) + " bytes, not " +

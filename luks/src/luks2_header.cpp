@@ -13,7 +13,7 @@
 #include <limits>
 #include <new>
 
-namespace blkcrypt::luks2 {
+namespace blkcrypt::luks::luks2 {
 
 // Ordered: tokens and the dumps keep cryptsetup's member order.
 using json = nlohmann::ordered_json;
@@ -688,4 +688,4 @@ std::string base64_encode(ConstBytes b) {
     return out;
 }
 
-}  // namespace blkcrypt::luks2
+}  // namespace blkcrypt::luks::luks2

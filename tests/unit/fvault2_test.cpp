@@ -137,9 +137,9 @@ Synthetic make_volume() {
     blocks.push_back(xml_block(0x0019, 112,
                                "<dict><key>KEKWrappedVolumeKeyStruct</key><data ID=\"1\"></data>"
                                "<key>PassphraseWrappedKEKStruct</key><data ID=\"2\">" +
-                                   luks2::base64_encode(pwk) +
+                                   luks::luks2::base64_encode(pwk) +
                                    "</data><key>KEKWrappedVolumeKeyStruct</key><data ID=\"3\">" +
-                                   luks2::base64_encode(kwvk) + "</data></dict>"));
+                                   luks::luks2::base64_encode(kwvk) + "</data></dict>"));
     blocks.push_back(xml_block(0x001a, 128,
                                "<dict><key>com.apple.corestorage.lv.familyUUID</key><string ID=\"2\">" + kFamily +
                                    "</string><key>com.apple.corestorage.lv.size</key><integer size=\"64\" ID=\"8\">"

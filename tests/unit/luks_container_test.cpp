@@ -11,6 +11,7 @@
 #include <vector>
 
 using namespace blkcrypt;
+namespace luks2 = blkcrypt::luks::luks2;
 using testutil::registry;
 using testutil::text;
 
