@@ -461,8 +461,8 @@ void grow_file(const std::string& path, uint64_t bytes) {
 // The PBKDF options cryptsetup takes for a LUKS2 keyslot (format, add-key,
 // change-key): --pbkdf, --hash, --pbkdf-force-iterations or --iter-time,
 // --pbkdf-memory, --pbkdf-parallel.
-luks2::KeyslotOptions luks2_kdf_options(const po::variables_map& vm) {
-    luks2::KeyslotOptions k;
+luks::KeyslotOptions luks2_kdf_options(const po::variables_map& vm) {
+    luks::KeyslotOptions k;
     if (vm.count("pbkdf")) k.pbkdf = vm["pbkdf"].as<std::string>();
     if (k.pbkdf != "pbkdf2" && k.pbkdf != "argon2i" && k.pbkdf != "argon2id")
         throw Failure("Unknown PBKDF type " + k.pbkdf + ".");
