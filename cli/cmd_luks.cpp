@@ -41,7 +41,7 @@ namespace {
 
 namespace luks = blkcrypt::luks;
 namespace luks1 = blkcrypt::luks::luks1;
-namespace luks2 = blkcrypt::luks2;
+namespace luks2 = blkcrypt::luks::luks2;
 
 // cryptsetup's exit status for a passphrase that opens no keyslot (EPERM).
 constexpr int kExitNoKey = 2;
@@ -119,13 +119,6 @@ luks::Version version_of(const Devices& d) {
     return *v;
 }
 
-luks1::Header luks1_header(const Devices& d) {
-    if (version_of(d) != luks::Version::Luks1) throw Failure(d.header_path + ": not a LUKS1 header");
-    auto h = luks1::read_header(registry(), *d.header);
-    if (!h) throw Failure(h.error().message);
-    return std::move(h).value();
-}
-
 // Header warnings (one copy damaged, read from the other) go to stderr once
 // per run, as cryptsetup prints them, however often the header is read.
 void print_warnings(const std::vector<std::string>& warnings) {
@@ -135,24 +128,39 @@ void print_warnings(const std::vector<std::string>& warnings) {
     for (const std::string& w : warnings) std::cerr << "blkcrypt: " << w << "\n";
 }
 
-luks2::Header luks2_header(const Devices& d) {
-    auto h = luks2::read_header(registry(), *d.header);
-    if (!h) throw Failure(h.error().message);
-    print_warnings(h->warnings);
-    return std::move(h).value();
+// A library refusal in cryptsetup's words, exit 1.
+template <typename T>
+T or_fail(blkcrypt::Result<T> r) {
+    if (!r) throw Failure(r.error().message);
+    if constexpr (!std::is_void_v<T>) return std::move(r).value();
 }
 
-bool is_luks2(const Devices& d) { return version_of(d) == luks::Version::Luks2; }
+// The container on the header device, its warnings printed: exit 1 with
+// cryptsetup's words for anything else.
+luks::Container load_container(const Devices& d) {
+    version_of(d);
+    luks::Container c = or_fail(luks::Container::load(registry(), d.header));
+    print_warnings(c.warnings());
+    return c;
+}
 
-// The volume key size of a LUKS2 data segment: that of a keyslot bound to
-// its digest (cryptsetup's LUKS2_get_volume_key_size).
-std::size_t luks2_key_size(const luks2::Metadata& md) {
-    for (const auto& [id, dg] : md.digests) {
-        if (std::find(dg.segments.begin(), dg.segments.end(), 0) == dg.segments.end()) continue;
-        for (int k : dg.keyslots)
-            if (auto it = md.keyslots.find(k); it != md.keyslots.end()) return it->second.key_size;
-    }
-    throw Failure("Cannot determine volume key size for LUKS without keyslots, please use --key-size option.");
+// The header device reopened for writing (the header read stays).
+void make_writable(luks::Container& c, const Devices& d) {
+    auto w = blkcrypt::open_file_store(d.header_path, true);
+    if (!w) throw Failure(w.error().message);
+    c.use_store(*w);
+}
+
+// The container for a keyslot or header change: a LUKS2 header under
+// requirements (a reencryption, unknown ones) is refused, as cryptsetup.
+// luks2_only: an action that exists for LUKS2 only (config, token).
+luks::Container open_writable(const Devices& d, bool luks2_only = false) {
+    if (luks2_only && version_of(d) != luks::Version::Luks2)
+        throw Failure("Device " + d.header_path + " is not a valid LUKS2 device.");
+    luks::Container c = load_container(d);
+    or_fail(c.check_requirements());
+    make_writable(c, d);
+    return c;
 }
 
 // --volume-key-file: exactly `size` bytes of the file, as cryptsetup reads it.
@@ -189,7 +197,7 @@ luks::OpenOptions open_options(const po::variables_map& vm) {
 // test_only: a LUKS2 passphrase test ignores mandatory requirements, as
 // cryptsetup open --test-passphrase does; the key must not touch data then.
 luks::Volume unlock(const po::variables_map& vm, const Devices& d, bool test_only = false) {
-    const luks::Version ver = version_of(d);
+    version_of(d);
     std::vector<std::string> warnings;
     luks::OpenOptions o = open_options(vm);
     o.warnings = &warnings;
@@ -197,7 +205,7 @@ luks::Volume unlock(const po::variables_map& vm, const Devices& d, bool test_onl
     blkcrypt::Result<luks::Volume> vol = blkcrypt::make_error(blkcrypt::Status::Invalid, "");
     if (vm.count("volume-key-file")) {
         refuse_given(vm, {"key-file", "keyfile-offset", "keyfile-size", "key-slot"}, "not with --volume-key-file");
-        const std::size_t size = ver == luks::Version::Luks1 ? luks1_header(d).key_bytes : luks2_key_size(luks2_header(d).md);
+        const std::size_t size = or_fail(load_container(d).volume_key_size());
         const blkcrypt::SecureBuffer vk = volume_key_file(vm, size);
         vol = luks::open_with_volume_key(registry(), *d.header, vk, o);
     } else {
@@ -240,30 +248,6 @@ const char* const kVolumeKeyWarning =
     "which allows access to encrypted partition without a passphrase.\n"
     "This dump should be stored encrypted in a safe place.";
 
-int run_dump2(const po::variables_map& vm, const Devices& d) {
-    const luks2::Header h = luks2_header(d);
-    const bool json = vm["dump-json-metadata"].as<bool>(), with_key = vm["dump-volume-key"].as<bool>();
-    if (json && with_key) throw UsageError("--dump-json-metadata and --dump-volume-key exclude each other");
-    if (!with_key) {
-        refuse_given(vm, {"key-file", "keyfile-offset", "keyfile-size", "key-slot"}, "only with --dump-volume-key");
-        std::cout << (json ? luks2::dump_json(h.md) : luks2::dump(h.md));
-        return 0;
-    }
-    confirm(vm, kVolumeKeyWarning);
-    const luks::Volume vol = unlock(vm, d);
-    // cryptsetup prints the same lines for both versions: the data
-    // segment's cipher split at its first '-' and its offset in sectors.
-    const std::string spec = h.md.segments.at(0).encryption;
-    luks1::Header fields;
-    const std::size_t dash = spec.find('-');
-    fields.cipher_name = spec.substr(0, dash);
-    fields.cipher_mode = dash == std::string::npos ? "" : spec.substr(dash + 1);
-    fields.payload_offset = static_cast<uint32_t>(vol.table.offset);
-    fields.uuid = h.md.hdr.uuid;
-    write_stdout(luks1::dump_volume_key(fields, d.header_path, vol.table.key));
-    return 0;
-}
-
 // dump --json: one object for scripts (docs/json.md), the same for both
 // versions where the formats agree; never the key.
 void keyslot_json(JsonWriter& j, int id, uint64_t key_bytes, const std::string& kdf, const std::string& hash,
@@ -295,11 +279,12 @@ int run_dump_json(const po::variables_map& vm, const Devices& d) {
     refuse_given(vm, {"key-file", "keyfile-offset", "keyfile-size", "key-slot"}, "not with --json");
     if (vm["dump-volume-key"].as<bool>() || vm["dump-json-metadata"].as<bool>())
         throw UsageError("--json excludes --dump-volume-key and --dump-json-metadata");
+    const luks::Container c = load_container(d);
     JsonWriter j(std::cout);
     j.begin_object();
     j.key("device"), j.string(d.header_path);
-    if (!is_luks2(d)) {
-        const luks1::Header h = luks1_header(d);
+    if (c.version() == luks::Version::Luks1) {
+        const luks1::Header& h = c.luks1();
         j.key("version"), j.number(1);
         j.key("uuid"), j.string(h.uuid);
         j.key("cipher"), j.string(h.cipher_spec());
@@ -319,7 +304,7 @@ int run_dump_json(const po::variables_map& vm, const Devices& d) {
         j.end_object();
         return 0;
     }
-    const luks2::Metadata md = luks2_header(d).md;
+    const luks2::Metadata& md = c.luks2();
     const luks2::Segment& seg = md.segments.at(0);
     j.key("version"), j.number(2);
     j.key("uuid"), j.string(md.hdr.uuid);
@@ -329,7 +314,7 @@ int run_dump_json(const po::variables_map& vm, const Devices& d) {
     j.key("metadata_size"), j.number(static_cast<int64_t>(md.metadata_size()));
     j.key("keyslots_size"), j.number(static_cast<int64_t>(md.config.keyslots_size));
     j.key("cipher"), j.string(seg.encryption);
-    j.key("key_bits"), j.number(static_cast<int64_t>(luks2_key_size(md) * 8));
+    j.key("key_bits"), j.number(static_cast<int64_t>(or_fail(c.volume_key_size()) * 8));
     j.key("sector_size"), j.number(seg.sector_size);
     j.key("data_offset"), j.number(static_cast<int64_t>(seg.offset));
     if (seg.size) j.key("data_size"), j.number(static_cast<int64_t>(*seg.size));
@@ -361,18 +346,19 @@ int run_dump_json(const po::variables_map& vm, const Devices& d) {
 int run_dump(const po::variables_map& vm, const std::vector<std::string>& files) {
     const Devices d = open_devices(vm, one_file(files, "dump"));
     if (vm["json"].as<bool>()) return run_dump_json(vm, d);
-    if (is_luks2(d)) return run_dump2(vm, d);
-    if (vm["dump-json-metadata"].as<bool>()) throw Failure("LUKS1 has no JSON metadata (--dump-json-metadata is for LUKS2)");
-    const luks1::Header h = luks1_header(d);
-    if (!vm["dump-volume-key"].as<bool>()) {
+    const luks::Container c = load_container(d);
+    const bool json = vm["dump-json-metadata"].as<bool>(), with_key = vm["dump-volume-key"].as<bool>();
+    if (json && c.version() == luks::Version::Luks1)
+        throw Failure("LUKS1 has no JSON metadata (--dump-json-metadata is for LUKS2)");
+    if (json && with_key) throw UsageError("--dump-json-metadata and --dump-volume-key exclude each other");
+    if (!with_key) {
         refuse_given(vm, {"key-file", "keyfile-offset", "keyfile-size", "key-slot"}, "only with --dump-volume-key");
-        std::cout << luks1::dump(h, d.header_path);
+        std::cout << (json ? or_fail(c.dump_json_metadata()) : c.dump(d.header_path));
         return 0;
     }
     confirm(vm, kVolumeKeyWarning);
     const luks::Volume vol = unlock(vm, d);
-    const blkcrypt::SecureBuffer text = luks1::dump_volume_key(h, d.header_path, vol.table.key);
-    write_stdout(text);
+    write_stdout(c.dump_volume_key(d.header_path, vol.table.key));
     return 0;
 }
 
@@ -395,7 +381,7 @@ int run_is_luks(const po::variables_map& vm, const std::vector<std::string>& fil
 
 int run_uuid(const po::variables_map& vm, const std::vector<std::string>& files) {
     const Devices d = open_devices(vm, one_file(files, "uuid"));
-    std::cout << (is_luks2(d) ? luks2_header(d).md.hdr.uuid : luks1_header(d).uuid) << "\n";
+    std::cout << load_container(d).uuid() << "\n";
     return 0;
 }
 
@@ -477,8 +463,8 @@ void grow_file(const std::string& path, uint64_t bytes) {
 // The PBKDF options cryptsetup takes for a LUKS2 keyslot (format, add-key,
 // change-key): --pbkdf, --hash, --pbkdf-force-iterations or --iter-time,
 // --pbkdf-memory, --pbkdf-parallel.
-luks2::KeyslotOptions luks2_kdf_options(const po::variables_map& vm) {
-    luks2::KeyslotOptions k;
+luks::KeyslotOptions luks2_kdf_options(const po::variables_map& vm) {
+    luks::KeyslotOptions k;
     if (vm.count("pbkdf")) k.pbkdf = vm["pbkdf"].as<std::string>();
     if (k.pbkdf != "pbkdf2" && k.pbkdf != "argon2i" && k.pbkdf != "argon2id")
         throw Failure("Unknown PBKDF type " + k.pbkdf + ".");
@@ -724,23 +710,12 @@ int run_format(const po::variables_map& vm, const std::vector<std::string>& file
 int run_set_uuid(const po::variables_map& vm, const std::vector<std::string>& files) {
     const std::string image = one_file(files, "uuid");
     const std::string uuid = uuid_option(vm);
-    Devices d = open_devices(vm, image);
-    if (is_luks2(d)) {
-        luks2::Metadata md = luks2_header(d).md;
-        if (auto r = luks2::check_requirements(md); !r) throw Failure(r.error().message);
-        confirm(vm, "Do you really want to change UUID of device?");
-        auto w = blkcrypt::open_file_store(d.header_path, true);
-        if (!w) throw Failure(w.error().message);
-        md.hdr.uuid = uuid;  // the binary headers carry it; the JSON stays
-        if (auto r = luks2::write_metadata(registry(), **w, md, md.json); !r) throw Failure(r.error().message);
-        return 0;
-    }
-    luks1::Header h = luks1_header(d);
+    const Devices d = open_devices(vm, image);
+    luks::Container c = load_container(d);
+    or_fail(c.check_requirements());
     confirm(vm, "Do you really want to change UUID of device?");
-    auto w = blkcrypt::open_file_store(d.header_path, true);
-    if (!w) throw Failure(w.error().message);
-    h.uuid = uuid;
-    if (auto r = luks1::write_header(**w, h); !r) throw Failure(r.error().message);
+    make_writable(c, d);
+    or_fail(c.set_uuid(uuid));
     return 0;
 }
 
@@ -873,31 +848,6 @@ int run_encrypt(const po::variables_map& vm, const std::vector<std::string>& fil
     return run_copy(vm, job, image);
 }
 
-// The header device for a keyslot change, writable, and its LUKS1 header.
-struct Writable {
-    std::shared_ptr<blkcrypt::BackingStore> store;
-    luks1::Header header;
-};
-
-Writable open_writable(const po::variables_map& vm, const std::string& image) {
-    Devices d = open_devices(vm, image);
-    luks1::Header h = luks1_header(d);
-    auto w = blkcrypt::open_file_store(d.header_path, true);
-    if (!w) throw Failure(w.error().message);
-    return {*w, std::move(h)};
-}
-
-// A passphrase of one of the keyslots (the existing one, for add-key and
-// kill-slot): exit 2 when none opens.
-luks1::Unlocked unlock_any(const Writable& w, const blkcrypt::SecureBuffer& pass, int slot = -1) {
-    auto u = luks1::open_any(registry(), *w.store, w.header, pass, slot);
-    if (!u) {
-        if (u.status() == blkcrypt::Status::NoKey) throw StatusFailure(u.error().message, kExitNoKey);
-        throw Failure(u.error().message);
-    }
-    return std::move(u).value();
-}
-
 // A passphrase from a positional key file (cryptsetup's [<key file>]), else
 // --key-file or a prompt / piped line.
 blkcrypt::SecureBuffer positional_or_prompt(const po::variables_map& vm, const std::optional<std::string>& file,
@@ -926,47 +876,14 @@ auto checked_passphrase(const po::variables_map& vm, const std::optional<std::st
     }
 }
 
-// The KDF options of a LUKS1 keyslot change, checked before any passphrase
-// is asked for: PBKDF2 only, cryptsetup's 1000-iteration floor (exit 1).
-void check_luks1_kdf(const po::variables_map& vm) {
-    refuse_given(vm, {"pbkdf-memory", "pbkdf-parallel"}, "not for LUKS1");
-    if (vm.count("pbkdf") && vm["pbkdf"].as<std::string>() != "pbkdf2") throw UsageError("LUKS1 keyslots use --pbkdf pbkdf2 only");
-    if (vm.count("pbkdf-force-iterations") && vm["pbkdf-force-iterations"].as<unsigned>() < luks1::kMinIterations)
-        throw Failure("Forced iteration count is too low for pbkdf2 (minimum is 1000).");
+// The key file given as positional argument i, if any.
+std::optional<std::string> positional_file(const std::vector<std::string>& files, std::size_t i) {
+    if (files.size() > i) return files[i];
+    return std::nullopt;
 }
 
-uint32_t keyslot_iterations(const po::variables_map& vm, const luks1::Header& h) {
-    if (vm.count("pbkdf-force-iterations")) return vm["pbkdf-force-iterations"].as<unsigned>();
-    const uint32_t ms = vm.count("iter-time") ? vm["iter-time"].as<unsigned>() : 2000;
-    auto it = luks1::benchmark_pbkdf2(registry(), h.hash_spec, h.key_bytes, ms);
-    if (!it) throw Failure(it.error().message);
-    return *it;
-}
-
-void check(blkcrypt::Result<void> r) {
-    if (!r) {
-        if (r.status() == blkcrypt::Status::IoError) throw Failure(r.error().message);
-        throw UsageError(r.error().message);
-    }
-}
-
-// ---- LUKS2 keyslot actions: the luks2 library does the crash-safe writes.
-
-struct Writable2 {
-    Devices dev;
-    std::shared_ptr<blkcrypt::BackingStore> store;  // the header device, writable
-    luks2::Metadata md;
-};
-
-Writable2 open_writable2(Devices d) {
-    luks2::Metadata md = luks2_header(d).md;
-    // A keyslot change under unknown requirements (or a reencryption) is refused, as cryptsetup.
-    if (auto r = luks2::check_requirements(md); !r) throw Failure(r.error().message);
-    auto w = blkcrypt::open_file_store(d.header_path, true);
-    if (!w) throw Failure(w.error().message);
-    return {std::move(d), *w, std::move(md)};
-}
-
+// A keyslot change's library result: a passphrase that opens nothing exits
+// 2, an I/O error 1, a refused change 2.
 template <typename T>
 T value_or_exit(blkcrypt::Result<T> r) {
     if (!r) {
@@ -977,167 +894,74 @@ T value_or_exit(blkcrypt::Result<T> r) {
     if constexpr (!std::is_void_v<T>) return std::move(r).value();
 }
 
-int run_add_key2(const po::variables_map& vm, const std::vector<std::string>& files, Devices d) {
-    Writable2 w = open_writable2(std::move(d));
-    luks2::KeyslotOptions ko = luks2_kdf_options(vm);
-    if (vm.count("key-slot")) {
-        ko.keyslot = static_cast<int>(vm["key-slot"].as<unsigned>());
-        if (w.md.keyslots.count(ko.keyslot))
-            throw Failure("Key slot " + std::to_string(ko.keyslot) + " is full, please select another one.");
-    } else if (static_cast<int>(w.md.keyslots.size()) >= luks2::kMaxKeyslots) {
-        throw Failure("All key slots full.");
-    }
-    blkcrypt::SecureBuffer vk;
-    if (vm.count("volume-key-file")) {
-        refuse_given(vm, {"key-file", "keyfile-offset", "keyfile-size"}, "not with --volume-key-file");
-        vk = volume_key_file(vm, luks2_key_size(w.md));
-        value_or_exit(luks2::volume_from_key(registry(), w.md, vk));
-    } else {
-        vk = checked_passphrase(vm, std::nullopt, "Enter any existing passphrase: ", [&](const blkcrypt::SecureBuffer& old) {
-            return std::move(value_or_exit(luks2::open(registry(), *w.store, old)).table.key);
-        });
-    }
-    std::optional<std::string> file;
-    if (files.size() == 2) file = files[1];
-    const blkcrypt::SecureBuffer fresh = new_passphrase(file, "Enter new passphrase for key slot: ");
-    const int slot = value_or_exit(luks2::add_keyslot(registry(), *w.store, vk, fresh, ko));
-    if (vm["verbose"].as<bool>()) std::cout << "Key slot " << slot << " created.\n";
-    return 0;
+// The KDF options of a new keyslot, checked before any passphrase is asked
+// for, as each version's cryptsetup checks them: LUKS1 keyslots are PBKDF2
+// with a 1000-iteration floor (exit 1).
+luks::KeyslotOptions kdf_options(const po::variables_map& vm, luks::Version version) {
+    if (version == luks::Version::Luks2) return luks2_kdf_options(vm);
+    refuse_given(vm, {"pbkdf-memory", "pbkdf-parallel"}, "not for LUKS1");
+    if (vm.count("pbkdf") && vm["pbkdf"].as<std::string>() != "pbkdf2") throw UsageError("LUKS1 keyslots use --pbkdf pbkdf2 only");
+    if (vm.count("pbkdf-force-iterations") && vm["pbkdf-force-iterations"].as<unsigned>() < luks1::kMinIterations)
+        throw Failure("Forced iteration count is too low for pbkdf2 (minimum is 1000).");
+    if (vm.count("pbkdf-force-iterations") && vm.count("iter-time"))
+        throw UsageError("--pbkdf-force-iterations and --iter-time exclude each other");
+    luks::KeyslotOptions k;
+    k.pbkdf = "pbkdf2";
+    if (vm.count("pbkdf-force-iterations")) k.iterations = vm["pbkdf-force-iterations"].as<unsigned>();
+    if (vm.count("iter-time")) k.iter_time_ms = vm["iter-time"].as<unsigned>();
+    return k;
 }
 
-// luksChangeKey on LUKS2: the same keyslot number gets the new passphrase
-// (the library moves it through a free area, crash-safe).
-int run_change_key2(const po::variables_map& vm, const std::vector<std::string>& files, Devices d) {
-    Writable2 w = open_writable2(std::move(d));
-    luks2::KeyslotOptions ko = luks2_kdf_options(vm);
-    if (vm.count("key-slot")) ko.keyslot = static_cast<int>(vm["key-slot"].as<unsigned>());
-    // A wrong passphrase stops here, before the new one is asked for.
-    luks::OpenOptions oo;
-    oo.keyslot = ko.keyslot;
-    const blkcrypt::SecureBuffer old =
-        checked_passphrase(vm, std::nullopt, "Enter passphrase to be changed: ", [&](const blkcrypt::SecureBuffer& p) {
-            value_or_exit(luks2::open(registry(), *w.store, p, oo));
-            return p;
-        });
-    std::optional<std::string> file;
-    if (files.size() == 2) file = files[1];
-    const blkcrypt::SecureBuffer fresh = new_passphrase(file, "Enter new passphrase: ");
-    const int slot = value_or_exit(luks2::change_keyslot(registry(), *w.store, old, fresh, ko));
-    if (vm["verbose"].as<bool>()) std::cout << "Key slot " << slot << " changed.\n";
-    return 0;
+int requested_keyslot(const po::variables_map& vm) {
+    return vm.count("key-slot") ? static_cast<int>(vm["key-slot"].as<unsigned>()) : -1;
 }
 
-void confirm_last2(const po::variables_map& vm, const luks2::Metadata& md) {
-    if (md.keyslots.size() == 1)
-        confirm(vm, "\nWARNING!\n========\nThis is the last keyslot. Device will become unusable after purging this key.");
-}
-
-int run_remove_key2(const po::variables_map& vm, const std::vector<std::string>& files, Devices d) {
-    Writable2 w = open_writable2(std::move(d));
-    std::optional<std::string> file;
-    if (files.size() == 2) file = files[1];
-    luks::OpenOptions oo;
-    if (vm.count("key-slot")) oo.keyslot = static_cast<int>(vm["key-slot"].as<unsigned>());
-    const int slot = checked_passphrase(vm, file, "Enter passphrase to be deleted: ", [&](const blkcrypt::SecureBuffer& p) {
-        return value_or_exit(luks2::open(registry(), *w.store, p, oo)).keyslot;
-    });
-    confirm_last2(vm, w.md);
-    value_or_exit(luks2::kill_keyslot(registry(), *w.store, slot));
-    if (vm["verbose"].as<bool>()) std::cout << "Key slot " << slot << " removed.\n";
-    return 0;
-}
-
-int run_kill_slot2(const po::variables_map& vm, const std::vector<std::string>& files, Devices d, int slot) {
-    Writable2 w = open_writable2(std::move(d));
-    if (slot >= luks2::kMaxKeyslots) throw Failure("Key slot " + std::to_string(slot) + " is invalid.");
-    if (!w.md.keyslots.count(slot)) throw Failure("Keyslot " + std::to_string(slot) + " is not active.");
-    confirm_last2(vm, w.md);
-    std::optional<std::string> file;
-    if (files.size() == 3) file = files[2];
-    // cryptsetup asks for a remaining passphrase unless --batch-mode on a terminal.
-    if (!vm["batch-mode"].as<bool>() || file || vm.count("key-file") || !::isatty(STDIN_FILENO)) {
-        checked_passphrase(vm, file, "Enter any remaining passphrase: ", [&](const blkcrypt::SecureBuffer& p) {
-            return value_or_exit(luks2::open(registry(), *w.store, p)).keyslot;
-        });
-    }
-    value_or_exit(luks2::kill_keyslot(registry(), *w.store, slot));
-    return 0;
-}
-
-// luksErase on LUKS2: every keyslot removed, each area wiped.
-int run_erase2(Devices d) {
-    Writable2 w = open_writable2(std::move(d));
-    for (const auto& [k, ks] : w.md.keyslots) value_or_exit(luks2::kill_keyslot(registry(), *w.store, k));
-    return 0;
-}
-
+// luksAddKey IMAGE [NEW_KEY_FILE]: an existing passphrase (or
+// --volume-key-file) and the new one into --key-slot or the first free one.
 int run_add_key(const po::variables_map& vm, const std::vector<std::string>& files) {
     if (files.empty() || files.size() > 2) throw UsageError("luks add-key needs IMAGE [NEW_KEY_FILE]");
     refuse_inputs_as_header(vm, files[0], positional_keys(files, 1, "the new key file"));
-    if (Devices d = open_devices(vm, files[0]); is_luks2(d)) return run_add_key2(vm, files, std::move(d));
-    check_luks1_kdf(vm);
-    Writable w = open_writable(vm, files[0]);
-    int slot = -1;  // the new keyslot: --key-slot, else the first free one
-    if (vm.count("key-slot")) {
-        slot = static_cast<int>(vm["key-slot"].as<unsigned>());
-        if (slot >= static_cast<int>(luks1::kNumKeyslots)) throw Failure("Key slot " + std::to_string(slot) + " is invalid.");
-        if (w.header.keyslots[slot].enabled())
-            throw Failure("Key slot " + std::to_string(slot) + " is full, please select another one.");
-    } else {
-        for (unsigned i = 0; i < luks1::kNumKeyslots && slot < 0; ++i)
-            if (!w.header.keyslots[i].enabled()) slot = static_cast<int>(i);
-        if (slot < 0) throw Failure("All key slots full.");
-    }
-    if (vm.count("pbkdf-force-iterations") && vm.count("iter-time"))
-        throw UsageError("--pbkdf-force-iterations and --iter-time exclude each other");
+    luks::Container c = open_writable(open_devices(vm, files[0]));
+    luks::KeyslotOptions ko = kdf_options(vm, c.version());
+    ko.keyslot = requested_keyslot(vm);
+    or_fail(c.free_keyslot(ko.keyslot));  // "All key slots full." before any passphrase
     blkcrypt::SecureBuffer vk;
     if (vm.count("volume-key-file")) {  // no existing passphrase needed
         refuse_given(vm, {"key-file", "keyfile-offset", "keyfile-size"}, "not with --volume-key-file");
-        vk = volume_key_file(vm, w.header.key_bytes);
-        auto ok = luks1::check_volume_key(registry(), w.header, vk);
-        if (!ok) throw Failure(ok.error().message);
-        if (!*ok) throw StatusFailure("Volume key does not match the volume.", kExitNoKey);
+        vk = volume_key_file(vm, or_fail(c.volume_key_size()));
+        value_or_exit(c.check_volume_key(vk));
     } else {
-        vk = checked_passphrase(vm, std::nullopt, "Enter any existing passphrase: ",
-                                [&](const blkcrypt::SecureBuffer& old) { return unlock_any(w, old).volume_key; });
+        vk = checked_passphrase(vm, std::nullopt, "Enter any existing passphrase: ", [&](const blkcrypt::SecureBuffer& p) {
+            return std::move(value_or_exit(c.unlock(p)).volume_key);
+        });
     }
-    std::optional<std::string> new_file;
-    if (files.size() == 2) new_file = files[1];
-    const blkcrypt::SecureBuffer fresh = new_passphrase(new_file, "Enter new passphrase for key slot: ");
-    check(luks1::add_keyslot(registry(), *w.store, w.header, static_cast<unsigned>(slot), vk, fresh,
-                             keyslot_iterations(vm, w.header)));
+    const blkcrypt::SecureBuffer fresh = new_passphrase(positional_file(files, 1), "Enter new passphrase for key slot: ");
+    const int slot = value_or_exit(c.add_keyslot(vk, fresh, ko));
     if (vm["verbose"].as<bool>()) std::cout << "Key slot " << slot << " created.\n";
     return 0;
 }
 
 // luksChangeKey IMAGE [NEW_KEY_FILE]: the old passphrase (--key-file or a
-// prompt), the new one into the first free keyslot (or --key-slot), then the
-// old keyslot removed.
+// prompt), then the new one; the library picks the keyslot it goes to and
+// keeps every step crash-safe.
 int run_change_key(const po::variables_map& vm, const std::vector<std::string>& files) {
     if (files.empty() || files.size() > 2) throw UsageError("luks change-key needs IMAGE [NEW_KEY_FILE]");
     refuse_inputs_as_header(vm, files[0], positional_keys(files, 1, "the new key file"));
-    if (Devices d = open_devices(vm, files[0]); is_luks2(d)) return run_change_key2(vm, files, std::move(d));
-    check_luks1_kdf(vm);
-    Writable w = open_writable(vm, files[0]);
-    if (vm.count("pbkdf-force-iterations") && vm.count("iter-time"))
-        throw UsageError("--pbkdf-force-iterations and --iter-time exclude each other");
-    const luks1::Unlocked u = checked_passphrase(vm, std::nullopt, "Enter passphrase to be changed: ",
-                                                 [&](const blkcrypt::SecureBuffer& old) { return unlock_any(w, old); });
-    int slot = -1;
-    if (vm.count("key-slot")) {
-        slot = static_cast<int>(vm["key-slot"].as<unsigned>());
-        if (slot >= static_cast<int>(luks1::kNumKeyslots)) throw Failure("Key slot " + std::to_string(slot) + " is invalid.");
-    } else {
-        for (unsigned i = 0; i < luks1::kNumKeyslots && slot < 0; ++i)
-            if (!w.header.keyslots[i].enabled()) slot = static_cast<int>(i);
-        if (slot < 0) throw Failure("All key slots full: a crash-safe change needs a free keyslot.");
+    luks::Container c = open_writable(open_devices(vm, files[0]));
+    const luks::KeyslotOptions ko = kdf_options(vm, c.version());
+    const int requested = requested_keyslot(vm);
+    // A wrong passphrase stops here, before the new one is asked for.
+    auto [old, u] = checked_passphrase(vm, std::nullopt, "Enter passphrase to be changed: ", [&](const blkcrypt::SecureBuffer& p) {
+        return std::pair{p, value_or_exit(c.unlock_to_change(p, requested))};
+    });
+    const int target = or_fail(c.change_target(u, requested));
+    const blkcrypt::SecureBuffer fresh = new_passphrase(positional_file(files, 1), "Enter new passphrase: ");
+    value_or_exit(c.change_keyslot(u, target, old, fresh, ko));
+    if (vm["verbose"].as<bool>()) {
+        std::cout << "Key slot " << u.keyslot << " changed";
+        if (target != u.keyslot) std::cout << " to key slot " << target;
+        std::cout << ".\n";
     }
-    std::optional<std::string> new_file;
-    if (files.size() == 2) new_file = files[1];
-    const blkcrypt::SecureBuffer fresh = new_passphrase(new_file, "Enter new passphrase: ");
-    check(luks1::change_keyslot(registry(), *w.store, w.header, u.keyslot, static_cast<unsigned>(slot), u.volume_key,
-                                fresh, keyslot_iterations(vm, w.header)));
-    if (vm["verbose"].as<bool>()) std::cout << "Key slot " << u.keyslot << " changed to key slot " << slot << ".\n";
     return 0;
 }
 
@@ -1145,15 +969,12 @@ int run_header_backup(const po::variables_map& vm, const std::vector<std::string
     const Devices d = open_devices(vm, one_file(files, "header-backup"));
     if (!vm.count("header-backup-file")) throw UsageError("luks header-backup needs --header-backup-file FILE");
     const std::string file = vm["header-backup-file"].as<std::string>();
-    const bool v2 = is_luks2(d);  // "not a valid LUKS device" first
-    if (v2) luks2_header(d);
-    else luks1_header(d);
+    const luks::Container c = load_container(d);  // "not a valid LUKS device" first
     struct stat st {};
     if (::lstat(file.c_str(), &st) == 0) throw Failure("Requested header backup file " + file + " already exists.");
-    auto b = v2 ? luks2::header_backup(registry(), *d.header) : luks1::header_backup(registry(), *d.header);
-    if (!b) throw Failure(b.error().message);
-    write_output(file, *b, OutputOptions{.role = "--header-backup-file", .secret = true,
-                                         .inputs = {{"IMAGE", d.image}, {"the header", d.header_path}}});
+    const std::vector<uint8_t> b = or_fail(c.header_backup());
+    write_output(file, b, OutputOptions{.role = "--header-backup-file", .secret = true,
+                                        .inputs = {{"IMAGE", d.image}, {"the header", d.header_path}}});
     // Read-only for its owner, as cryptsetup creates it (0400).
     if (::chmod(file.c_str(), 0400) != 0) throw Failure(errno_message(file));
     return 0;
@@ -1163,62 +984,43 @@ int run_header_restore(const po::variables_map& vm, const std::vector<std::strin
     const std::string image = one_file(files, "header-restore");
     if (!vm.count("header-backup-file")) throw UsageError("luks header-restore needs --header-backup-file FILE");
     const std::string path = vm.count("header") ? vm["header"].as<std::string>() : image;
-    const std::vector<uint8_t> backup = read_all(vm["header-backup-file"].as<std::string>());
+    auto backup = blkcrypt::open_file_store(vm["header-backup-file"].as<std::string>(), false);
+    if (!backup) throw Failure(backup.error().message);
     auto store = blkcrypt::open_file_store(path, true);
     if (!store) throw Failure(store.error().message);
     const bool has = luks::detect(**store).ok();
     confirm(vm, "Device " + path + (has ? " already contains LUKS header. Replacing header will destroy existing keyslots."
                                         : " does not contain LUKS header. Replacing header can destroy data on that device."));
-    // The backup's own version picks the format (cryptsetup restores either).
-    const bool v2 = backup.size() >= 8 && backup[6] == 0 && backup[7] == 2;
-    if (v2) {
-        auto b = blkcrypt::open_file_store(vm["header-backup-file"].as<std::string>(), false);
-        if (!b) throw Failure(b.error().message);
-        if (auto r = luks2::header_restore(registry(), **store, **b); !r) throw Failure(r.error().message);
-        return 0;
-    }
-    if (auto r = luks1::header_restore(registry(), **store, backup); !r) throw Failure(r.error().message);
+    or_fail(luks::header_restore(registry(), **store, **backup));
     return 0;
 }
 
 // luksErase: every active keyslot removed (its area overwritten), as
 // cryptsetup erases them; the header stays, without a way to open it.
 int run_erase(const po::variables_map& vm, const std::vector<std::string>& files) {
-    Devices d = open_devices(vm, one_file(files, "erase"));
-    const bool v2 = is_luks2(d);
+    const Devices d = open_devices(vm, one_file(files, "erase"));
+    version_of(d);  // "not a valid LUKS device" before the question
     confirm(vm, "\nWARNING!\n========\nThis operation will erase all keyslots on device " + files[0] +
                     ".\nDevice will become unusable after this operation.");
-    if (v2) return run_erase2(std::move(d));
-    Writable w = open_writable(vm, files[0]);
-    for (unsigned i = 0; i < luks1::kNumKeyslots; ++i)
-        if (w.header.keyslots[i].enabled()) check(luks1::remove_keyslot(*w.store, w.header, i));
+    value_or_exit(open_writable(d).erase());
     return 0;
 }
 
-unsigned enabled_count(const luks1::Header& h) {
-    unsigned n = 0;
-    for (const auto& k : h.keyslots) n += k.enabled();
-    return n;
-}
-
-void confirm_last(const po::variables_map& vm, const luks1::Header& h) {
-    if (enabled_count(h) == 1)
+void confirm_last(const po::variables_map& vm, const luks::Container& c) {
+    if (c.active_keyslots().size() == 1)
         confirm(vm, "\nWARNING!\n========\nThis is the last keyslot. Device will become unusable after purging this key.");
 }
 
 int run_remove_key(const po::variables_map& vm, const std::vector<std::string>& files) {
     if (files.empty() || files.size() > 2) throw UsageError("luks remove-key needs IMAGE [KEY_FILE]");
     refuse_inputs_as_header(vm, files[0], positional_keys(files, 1, "the key file"));
-    if (Devices d = open_devices(vm, files[0]); is_luks2(d)) return run_remove_key2(vm, files, std::move(d));
-    Writable w = open_writable(vm, files[0]);
-    std::optional<std::string> file;
-    if (files.size() == 2) file = files[1];
-    const int only = vm.count("key-slot") ? static_cast<int>(vm["key-slot"].as<unsigned>()) : -1;
-    const luks1::Unlocked u = checked_passphrase(vm, file, "Enter passphrase to be deleted: ",
-                                                 [&](const blkcrypt::SecureBuffer& p) { return unlock_any(w, p, only); });
-    confirm_last(vm, w.header);
-    check(luks1::remove_keyslot(*w.store, w.header, u.keyslot));
-    if (vm["verbose"].as<bool>()) std::cout << "Key slot " << u.keyslot << " removed.\n";
+    luks::Container c = open_writable(open_devices(vm, files[0]));
+    const int only = requested_keyslot(vm);
+    const int slot = checked_passphrase(vm, positional_file(files, 1), "Enter passphrase to be deleted: ",
+                                        [&](const blkcrypt::SecureBuffer& p) { return value_or_exit(c.unlock(p, only)).keyslot; });
+    confirm_last(vm, c);
+    value_or_exit(c.remove_keyslot(slot));
+    if (vm["verbose"].as<bool>()) std::cout << "Key slot " << slot << " removed.\n";
     return 0;
 }
 
@@ -1227,21 +1029,17 @@ int run_kill_slot(const po::variables_map& vm, const std::vector<std::string>& f
     const std::string& n = files[1];
     if (n.empty() || n.size() > 2 || n.find_first_not_of("0123456789") != std::string::npos)
         throw UsageError("kill-slot: '" + n + "' is not a keyslot number");
-    const unsigned slot = static_cast<unsigned>(std::stoul(n));
+    const int slot = std::stoi(n);
     refuse_inputs_as_header(vm, files[0], positional_keys(files, 2, "the key file"));
-    if (Devices d = open_devices(vm, files[0]); is_luks2(d))
-        return run_kill_slot2(vm, files, std::move(d), static_cast<int>(slot));
-    Writable w = open_writable(vm, files[0]);
-    if (slot >= luks1::kNumKeyslots) throw Failure("Key slot " + n + " is invalid.");
-    if (!w.header.keyslots[slot].enabled()) throw Failure("Keyslot " + n + " is not active.");
-    confirm_last(vm, w.header);
+    luks::Container c = open_writable(open_devices(vm, files[0]));
+    or_fail(c.check_removable(slot));
+    confirm_last(vm, c);
     // cryptsetup asks for a remaining passphrase unless --batch-mode on a terminal.
-    std::optional<std::string> file;
-    if (files.size() == 3) file = files[2];
+    const std::optional<std::string> file = positional_file(files, 2);
     if (!vm["batch-mode"].as<bool>() || file || vm.count("key-file") || !::isatty(STDIN_FILENO))
         checked_passphrase(vm, file, "Enter any remaining passphrase: ",
-                           [&](const blkcrypt::SecureBuffer& p) { return unlock_any(w, p).keyslot; });
-    check(luks1::remove_keyslot(*w.store, w.header, slot));
+                           [&](const blkcrypt::SecureBuffer& p) { return value_or_exit(c.unlock(p)).keyslot; });
+    value_or_exit(c.remove_keyslot(slot));
     return 0;
 }
 
@@ -1250,23 +1048,20 @@ int run_kill_slot(const po::variables_map& vm, const std::vector<std::string>& f
 int run_convert(const po::variables_map& vm, const std::vector<std::string>& files) {
     const std::string type = vm.count("type") ? vm["type"].as<std::string>() : "";
     if (type != "luks1" && type != "luks2") throw Failure("Invalid LUKS type, only luks1 and luks2 are supported.");
-    Devices d = open_devices(vm, one_file(files, "convert"));
-    const luks::Version from = version_of(d);
+    const Devices d = open_devices(vm, one_file(files, "convert"));
     const luks::Version to = type == "luks1" ? luks::Version::Luks1 : luks::Version::Luks2;
-    if (from == to) throw Failure("Device is already " + std::string(type == "luks1" ? "LUKS1" : "LUKS2") + " type.");
-    if (from == luks::Version::Luks2) luks2_header(d);  // prints a damaged copy's warning
+    const std::string name = type == "luks1" ? "LUKS1" : "LUKS2";
+    if (version_of(d) == to) throw Failure("Device is already " + name + " type.");
+    if (to == luks::Version::Luks1) load_container(d);  // prints a damaged copy's warning
     // cryptsetup's words, blank lines and exit status (2) when not confirmed.
     try {
-        confirm(vm, "\nWARNING!\n========\nThis operation will convert " + d.header_path + " to " +
-                        (type == "luks1" ? "LUKS1" : "LUKS2") + " format.\n\n");
+        confirm(vm, "\nWARNING!\n========\nThis operation will convert " + d.header_path + " to " + name + " format.\n\n");
     } catch (const Failure&) {
         throw StatusFailure("Operation aborted, device was NOT converted.", 2);
     }
     auto w = blkcrypt::open_file_store(d.header_path, true);
     if (!w) throw Failure(w.error().message);
-    blkcrypt::Result<void> r = to == luks::Version::Luks2 ? luks::convert_to_luks2(registry(), **w)
-                                                          : luks::convert_to_luks1(registry(), **w);
-    if (!r) throw Failure(r.error().message);
+    or_fail(luks::convert(registry(), **w, to));
     return 0;
 }
 
@@ -1283,18 +1078,13 @@ int run_config(const po::variables_map& vm, const std::vector<std::string>& file
     } else if (!vm.count("label") && !vm.count("subsystem")) {
         throw Failure("Option --priority, --label or --subsystem is missing.");
     }
-    Devices d = open_devices(vm, one_file(files, "config"));
-    if (!is_luks2(d)) throw Failure("Device " + d.header_path + " is not a valid LUKS2 device.");
-    Writable2 w = open_writable2(std::move(d));
-    auto done = [](blkcrypt::Result<void> r) {
-        if (!r) throw Failure(r.error().message);
-    };
-    if (priority >= 0) done(luks2::set_priority(registry(), *w.store, static_cast<int>(vm["key-slot"].as<unsigned>()), priority));
+    luks::Container c = open_writable(open_devices(vm, one_file(files, "config")), true);
+    if (priority >= 0) or_fail(c.set_priority(requested_keyslot(vm), priority));
     if (vm.count("label") || vm.count("subsystem")) {
         // As cryptsetup: the one not given is cleared.
         const std::string label = vm.count("label") ? vm["label"].as<std::string>() : "";
         const std::string subsystem = vm.count("subsystem") ? vm["subsystem"].as<std::string>() : "";
-        done(luks2::set_labels(registry(), *w.store, label, subsystem));
+        or_fail(c.set_labels(label, subsystem));
     }
     return 0;
 }
@@ -1314,21 +1104,15 @@ int run_token(const po::variables_map& vm, const std::vector<std::string>& files
     if (sub != "import") refuse_given(vm, {"json-file", "token-replace"}, "only for token import");
     if (sub == "remove" || sub == "export") refuse_given(vm, {"key-slot"}, "only for token add and import");
     if (sub != "export") refuse_inputs_as_header(vm, files[1]);
-    Devices d = open_devices(vm, files[1]);
-    if (!is_luks2(d)) throw Failure("Device " + d.header_path + " is not a valid LUKS2 device.");
+    const Devices d = open_devices(vm, files[1]);
     if (sub == "export") {
-        const luks2::Metadata md = luks2_header(d).md;
-        auto it = md.tokens.find(id);
-        if (it == md.tokens.end()) throw Failure("Failed to get token " + std::to_string(id) + " for export.");
-        std::cout << it->second.json;  // compact, no newline: what cryptsetup prints
+        if (version_of(d) != luks::Version::Luks2) throw Failure("Device " + d.header_path + " is not a valid LUKS2 device.");
+        std::cout << or_fail(load_container(d).export_token(id));  // compact, no newline: what cryptsetup prints
         return 0;
     }
-    Writable2 w = open_writable2(std::move(d));
-    auto done = [](blkcrypt::Result<void> r) {
-        if (!r) throw Failure(r.error().message);
-    };
+    luks::Container c = open_writable(d, true);
     if (sub == "remove") {
-        done(luks2::remove_token(registry(), *w.store, id));
+        or_fail(c.remove_token(id));
         return 0;
     }
     std::string token;
@@ -1340,14 +1124,14 @@ int run_token(const po::variables_map& vm, const std::vector<std::string>& files
         const std::vector<uint8_t> raw = read_all(vm.count("json-file") ? vm["json-file"].as<std::string>() : "-");
         token.assign(raw.begin(), raw.end());
     }
-    blkcrypt::Result<int> made = luks2::import_token(registry(), *w.store, token, id, vm["token-replace"].as<bool>());
+    blkcrypt::Result<int> made = c.import_token(token, id, vm["token-replace"].as<bool>());
     if (!made) {
         const std::string& m = made.error().message;
         if (made.status() == blkcrypt::Status::Invalid && m.find(" in use.") == std::string::npos && sub == "import")
             throw Failure("Failed to import token from file.");  // cryptsetup's words; ours say why
         throw Failure(m);
     }
-    if (vm.count("key-slot")) done(luks2::assign_token(registry(), *w.store, *made, static_cast<int>(vm["key-slot"].as<unsigned>())));
+    if (vm.count("key-slot")) or_fail(c.assign_token(*made, requested_keyslot(vm)));
     if (vm["verbose"].as<bool>()) std::cout << "Token " << *made << " created.\n";
     return 0;
 }

@@ -308,4 +308,8 @@ Result<void> convert_to_luks1(Registry& reg, BackingStore& store) {
     return zero(store, luks1::kHeaderSize, first - luks1::kHeaderSize, "the old LUKS2 metadata");
 }
 
+Result<void> convert(Registry& reg, BackingStore& header, Version to) {
+    return to == Version::Luks2 ? convert_to_luks2(reg, header) : convert_to_luks1(reg, header);
+}
+
 }  // namespace blkcrypt::luks

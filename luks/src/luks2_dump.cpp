@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <string>
 
-namespace blkcrypt::luks2 {
+namespace blkcrypt::luks::luks2 {
 
 namespace {
 
@@ -206,4 +206,4 @@ std::string dump_json(const Metadata& md) {
     return out;  // cryptsetup prints no newline after it
 }
 
-}  // namespace blkcrypt::luks2
+}  // namespace blkcrypt::luks::luks2

@@ -19,7 +19,7 @@
 #include <limits>
 #include <unistd.h>
 
-namespace blkcrypt::luks2 {
+namespace blkcrypt::luks::luks2 {
 
 namespace {
 
@@ -332,7 +332,7 @@ Result<int> add_keyslot(Registry& reg, BackingStore& header, ConstBytes volume_k
     return k;
 }
 
-Result<void> kill_keyslot(Registry& reg, BackingStore& header, int k) {
+Result<void> remove_keyslot(Registry& reg, BackingStore& header, int k) {
     Result<Header> h = header_for_update(reg, header);
     if (!h) return h.error();
     const Metadata& md = h->md;
@@ -506,4 +506,4 @@ Result<void> header_restore(Registry& reg, BackingStore& device, BackingStore& b
     return {};
 }
 
-}  // namespace blkcrypt::luks2
+}  // namespace blkcrypt::luks::luks2

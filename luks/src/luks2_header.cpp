@@ -14,7 +14,7 @@
 #include <limits>
 #include <new>
 
-namespace blkcrypt::luks2 {
+namespace blkcrypt::luks::luks2 {
 
 // Ordered: tokens and the dumps keep cryptsetup's member order.
 using json = nlohmann::ordered_json;
@@ -228,6 +228,204 @@ Result<void> for_each_numbered(const json& section, const char* noun, int max, F
     return {};
 }
 
+// One parser per section, in cryptsetup's hdr_validate_* order: keyslots
+// first (the others reference them), then segments, digests, tokens and
+// config; the checks across sections come after the sections they join.
+
+Result<Keyslot> parse_keyslot(const std::string& where, const json& o) {
+    Keyslot ks;
+    auto type = get_string(o, "type");
+    auto key_size = get_u32(o, "key_size");
+    if (!type || !key_size) return bad(where + " needs type and key_size");
+    ks.type = *type;
+    ks.key_size = *key_size;
+    if (member(o, "priority")) {
+        auto pr = get_u32(o, "priority");
+        if (!pr || *pr > 2) return bad(where + ": priority must be 0, 1 or 2");
+        ks.priority = static_cast<int>(*pr);
+    }
+    if (ks.type == "luks2") {
+        if (auto r = parse_luks2_keyslot(o, ks, where); !r) return r.error();
+    } else if (const json* area = member(o, "area")) {
+        // Other types (reencrypt) still own an area that must fit.
+        auto off = get_u64_string(*area, "offset");
+        auto size = get_u64_string(*area, "size");
+        if (!off || !size) return bad(where + ": area needs offset and size");
+        ks.area_offset = *off;
+        ks.area_size = *size;
+    } else {
+        return bad(where + ": no area");
+    }
+    return ks;
+}
+
+// The fields only a crypt segment has (hdr_validate_crypt_segment).
+Result<void> parse_crypt_segment(const std::string& where, const json& o, Segment& s) {
+    auto tweak = get_u64_string(o, "iv_tweak");
+    auto enc = get_string(o, "encryption");
+    auto ss = get_u32(o, "sector_size");
+    if (!tweak || !enc || !ss) return bad(where + " needs iv_tweak, encryption and sector_size");
+    if (*ss < 512 || *ss > 4096 || (*ss & (*ss - 1))) return bad(where + ": sector_size must be a power of two 512..4096");
+    if (s.size.value_or(0) % *ss) return bad(where + ": size is not a multiple of the sector size");
+    s.iv_tweak = *tweak;
+    s.encryption = *enc;
+    s.sector_size = *ss;
+    if (const json* integ = member(o, "integrity")) {
+        auto t = get_string(*integ, "type");
+        if (!t || !get_string(*integ, "journal_encryption") || !get_string(*integ, "journal_integrity"))
+            return bad(where + ": integrity needs type, journal_encryption, journal_integrity");
+        s.integrity = *t;
+    }
+    return {};
+}
+
+Result<Segment> parse_segment(const std::string& where, const json& o) {
+    Segment s;
+    auto type = get_string(o, "type");
+    auto off = get_u64_string(o, "offset");
+    auto size = get_string(o, "size");
+    if (!type || !off || !size) return bad(where + " needs type, offset and size");
+    s.type = *type;
+    s.offset = *off;
+    if (*size != "dynamic") {
+        auto n = parse_u64(*size);
+        if (!n || *n == 0) return bad(where + ": size must be \"dynamic\" or a number");
+        s.size = *n;
+    }
+    if (s.offset % 512 || s.size.value_or(0) % 512) return bad(where + ": offset and size must be multiples of 512");
+    if (s.size && *s.size > std::numeric_limits<uint64_t>::max() - s.offset)
+        return bad(where + ": offset + size overflows");
+    if (const json* f = member(o, "flags")) {
+        auto flags = get_strings(*f);
+        if (!flags) return bad(where + ": flags must be an array of strings");
+        s.flags = std::move(*flags);
+    }
+    if (s.type == "crypt")
+        if (auto r = parse_crypt_segment(where, o, s); !r) return r.error();
+    return s;
+}
+
+// A digest names keyslots and segments already parsed in md.
+Result<Digest> parse_digest(const std::string& where, const json& o, const Metadata& md) {
+    Digest d;
+    auto type = get_string(o, "type");
+    auto ks = get_refs(o, "keyslots", md.keyslots, kMaxKeyslots);
+    auto segs = get_refs(o, "segments", md.segments, kMaxSegments);
+    if (!type || !ks || !segs) return bad(where + " needs type and keyslots/segments naming existing ones");
+    d.type = *type;
+    d.keyslots = std::move(*ks);
+    d.segments = std::move(*segs);
+    if (d.type == "pbkdf2") {
+        auto hash = get_string(o, "hash");
+        auto iter = get_u32(o, "iterations");
+        auto salt = get_base64(o, "salt");
+        auto dig = get_base64(o, "digest");
+        if (!hash || !iter || *iter == 0 || !salt || !dig || dig->empty())
+            return bad(where + ": pbkdf2 digest needs hash, iterations, salt and digest");
+        d.hash = *hash;
+        d.iterations = *iter;
+        d.salt = std::move(*salt);
+        d.digest = std::move(*dig);
+    }
+    return d;
+}
+
+// A crypt segment must have a digest (hdr_validate_crypt_segment), and a
+// keyslot belongs to at most one digest (hdr_validate_digests).
+Result<void> check_digest_references(const Metadata& md) {
+    for (const auto& [sid, s] : md.segments) {
+        if (s.type != "crypt") continue;
+        bool found = false;
+        for (const auto& [did, d] : md.digests) found = found || std::count(d.segments.begin(), d.segments.end(), sid);
+        if (!found) return bad("segment " + std::to_string(sid) + " has no digest");
+    }
+    for (const auto& [kid, k] : md.keyslots) {
+        int n = 0;
+        for (const auto& [did, d] : md.digests) n += static_cast<int>(std::count(d.keyslots.begin(), d.keyslots.end(), kid));
+        if (n > 1) return bad("keyslot " + std::to_string(kid) + " is assigned to more than one digest");
+        // cryptsetup's LUKS2_keyslots_validate refuses the whole header otherwise.
+        if (n == 0 && k.type == "luks2") return bad("keyslot " + std::to_string(kid) + " is assigned to no digest");
+    }
+    return {};
+}
+
+// Tokens are kept whole; only their type and keyslot references are checked.
+Result<Token> parse_token(const std::string& where, const json& o, const Metadata& md) {
+    Token t;
+    auto type = get_string(o, "type");
+    auto ks = get_refs(o, "keyslots", md.keyslots, kMaxKeyslots);
+    if (!type || !ks) return bad(where + " needs type and keyslots naming existing ones");
+    t.type = *type;
+    t.keyslots = std::move(*ks);
+    t.json = o.dump();
+    return t;
+}
+
+// hdr_validate_config: the sizes against the binary header and the JSON
+// text, flags and mandatory requirements.
+Result<Config> parse_config(const json& o, const BinaryHeader& hdr, std::size_t json_text_size) {
+    Config c;
+    auto json_size = get_u64_string(o, "json_size");
+    auto ks_size = get_u64_string(o, "keyslots_size");
+    if (!json_size || !ks_size) return bad("config needs json_size and keyslots_size (strings of digits)");
+    c.json_size = *json_size;
+    c.keyslots_size = *ks_size;
+    if (*json_size != hdr.hdr_size - kBinHeaderSize) return bad("config json_size does not match the binary header's size");
+    if (*ks_size % 4096 || *ks_size > kMaxKeyslotsSize)
+        return bad("config keyslots_size must be 4 KiB aligned and at most 128 MiB");
+    if (json_text_size > *json_size) return bad("the JSON does not fit its area");
+    if (const json* f = member(o, "flags")) {
+        auto flags = get_strings(*f);
+        if (!flags) return bad("config flags must be an array of strings");
+        c.flags = std::move(*flags);
+    }
+    if (const json* r = member(o, "requirements")) {
+        if (!r->is_object()) return bad("config requirements must be an object");
+        if (const json* m = member(*r, "mandatory")) {
+            auto req = get_strings(*m);
+            if (!req) return bad("config requirements.mandatory must be an array of strings");
+            c.requirements = std::move(*req);
+        }
+    }
+    return c;
+}
+
+// Keyslot areas inside [2 * metadata size, end of keyslots area), not empty,
+// not overlapping (validate_intervals); the data past the keyslots area
+// unless the header is detached (first crypt segment at offset 0).
+Result<void> check_areas(const Metadata& md) {
+    const uint64_t areas_begin = 2 * md.metadata_size();
+    const uint64_t areas_end = md.hdr_and_areas_size();
+    for (const auto& [id, k] : md.keyslots) {
+        const std::string where = "keyslot " + std::to_string(id);
+        if (k.area_offset < areas_begin) return bad(where + ": area starts inside the metadata");
+        if (k.area_size == 0) return bad(where + ": empty area");
+        if (k.area_size > areas_end || k.area_offset > areas_end - k.area_size)
+            return bad(where + ": area runs past the keyslots area (ends at " + std::to_string(areas_end) + ")");
+        for (const auto& [id2, k2] : md.keyslots)
+            if (id2 != id && k.area_offset >= k2.area_offset && k.area_offset < k2.area_offset + k2.area_size)
+                return bad("keyslots " + std::to_string(id) + " and " + std::to_string(id2) + " overlap");
+    }
+    uint64_t first = std::numeric_limits<uint64_t>::max();
+    for (const auto& [id, s] : md.segments)
+        if (s.type == "crypt") first = std::min(first, s.offset);
+    if (first != 0 && first != std::numeric_limits<uint64_t>::max() &&
+        (first < md.config.keyslots_size || first - md.config.keyslots_size < areas_begin))
+        return bad("the data segment (offset " + std::to_string(first) + ") overlaps the header and keyslots area");
+    return {};
+}
+
+// Parses every numbered object of a section into `into` with parse(where, o).
+template <typename Map, typename F>
+Result<void> parse_section(const json& section, const char* noun, int max, Map& into, F&& parse) {
+    return for_each_numbered(section, noun, max, [&](int id, const std::string& where, const json& o) -> Result<void> {
+        auto v = parse(where, o);
+        if (!v) return v.error();
+        into.emplace(id, std::move(v).value());
+        return {};
+    });
+}
+
 Result<Metadata> parse_metadata_json(const json& root, const BinaryHeader& hdr, std::string text) {
     Metadata md;
     md.hdr = hdr;
@@ -244,197 +442,18 @@ Result<Metadata> parse_metadata_json(const json& root, const BinaryHeader& hdr, 
     if (!jdig || !jdig->is_object()) return bad("LUKS2 metadata: missing digests section");
     if (!jcfg || !jcfg->is_object()) return bad("LUKS2 metadata: missing config section");
 
-    // Keyslots first (the others reference them).
-    if (auto walked = for_each_numbered(*jks, "keyslot", kMaxKeyslots,
-                                        [&](int id, const std::string& where, const json& o) -> Result<void> {
-        Keyslot ks;
-        auto type = get_string(o, "type");
-        auto key_size = get_u32(o, "key_size");
-        if (!type || !key_size) return bad(where + " needs type and key_size");
-        ks.type = *type;
-        ks.key_size = *key_size;
-        if (const json* p = member(o, "priority")) {
-            auto pr = get_u32(o, "priority");
-            if (!pr || *pr > 2) return bad(where + ": priority must be 0, 1 or 2");
-            (void)p;
-            ks.priority = static_cast<int>(*pr);
-        }
-        if (ks.type == "luks2") {
-            if (auto r = parse_luks2_keyslot(o, ks, where); !r) return r.error();
-        } else if (const json* area = member(o, "area")) {
-            // Other types (reencrypt) still own an area that must fit.
-            auto off = get_u64_string(*area, "offset");
-            auto size = get_u64_string(*area, "size");
-            if (!off || !size) return bad(where + ": area needs offset and size");
-            ks.area_offset = *off;
-            ks.area_size = *size;
-        } else {
-            return bad(where + ": no area");
-        }
-        md.keyslots.emplace(id, std::move(ks));
-        return {};
-    });
-        !walked)
-        return walked.error();
-
-    // Segments.
+    if (auto r = parse_section(*jks, "keyslot", kMaxKeyslots, md.keyslots, parse_keyslot); !r) return r.error();
     if (jseg->empty()) return bad("LUKS2 metadata: empty segments section");
-    if (auto walked = for_each_numbered(*jseg, "segment", kMaxSegments,
-                                        [&](int id, const std::string& where, const json& o) -> Result<void> {
-        Segment s;
-        auto type = get_string(o, "type");
-        auto off = get_u64_string(o, "offset");
-        auto size = get_string(o, "size");
-        if (!type || !off || !size) return bad(where + " needs type, offset and size");
-        s.type = *type;
-        s.offset = *off;
-        if (*size != "dynamic") {
-            auto n = parse_u64(*size);
-            if (!n || *n == 0) return bad(where + ": size must be \"dynamic\" or a number");
-            s.size = *n;
-        }
-        if (s.offset % 512 || s.size.value_or(0) % 512)
-            return bad(where + ": offset and size must be multiples of 512");
-        if (s.size && *s.size > std::numeric_limits<uint64_t>::max() - s.offset)
-            return bad(where + ": offset + size overflows");
-        if (const json* f = member(o, "flags")) {
-            auto flags = get_strings(*f);
-            if (!flags) return bad(where + ": flags must be an array of strings");
-            s.flags = std::move(*flags);
-        }
-        if (s.type == "crypt") {
-            auto tweak = get_u64_string(o, "iv_tweak");
-            auto enc = get_string(o, "encryption");
-            auto ss = get_u32(o, "sector_size");
-            if (!tweak || !enc || !ss) return bad(where + " needs iv_tweak, encryption and sector_size");
-            if (*ss < 512 || *ss > 4096 || (*ss & (*ss - 1)))
-                return bad(where + ": sector_size must be a power of two 512..4096");
-            if (s.size.value_or(0) % *ss) return bad(where + ": size is not a multiple of the sector size");
-            s.iv_tweak = *tweak;
-            s.encryption = *enc;
-            s.sector_size = *ss;
-            if (const json* integ = member(o, "integrity")) {
-                auto t = get_string(*integ, "type");
-                if (!t || !get_string(*integ, "journal_encryption") || !get_string(*integ, "journal_integrity"))
-                    return bad(where + ": integrity needs type, journal_encryption, journal_integrity");
-                s.integrity = *t;
-            }
-        }
-        md.segments.emplace(id, std::move(s));
-        return {};
-    });
-        !walked)
-        return walked.error();
-
-    // Digests.
-    if (auto walked = for_each_numbered(*jdig, "digest", kMaxDigests,
-                                        [&](int id, const std::string& where, const json& o) -> Result<void> {
-        Digest d;
-        auto type = get_string(o, "type");
-        auto ks = get_refs(o, "keyslots", md.keyslots, kMaxKeyslots);
-        auto segs = get_refs(o, "segments", md.segments, kMaxSegments);
-        if (!type || !ks || !segs) return bad(where + " needs type and keyslots/segments naming existing ones");
-        d.type = *type;
-        d.keyslots = std::move(*ks);
-        d.segments = std::move(*segs);
-        if (d.type == "pbkdf2") {
-            auto hash = get_string(o, "hash");
-            auto iter = get_u32(o, "iterations");
-            auto salt = get_base64(o, "salt");
-            auto dig = get_base64(o, "digest");
-            if (!hash || !iter || *iter == 0 || !salt || !dig || dig->empty())
-                return bad(where + ": pbkdf2 digest needs hash, iterations, salt and digest");
-            d.hash = *hash;
-            d.iterations = *iter;
-            d.salt = std::move(*salt);
-            d.digest = std::move(*dig);
-        }
-        md.digests.emplace(id, std::move(d));
-        return {};
-    });
-        !walked)
-        return walked.error();
-
-    // A crypt segment must have a digest (hdr_validate_crypt_segment), and a
-    // luks2 keyslot belongs to exactly one digest (LUKS2_keyslots_validate:
-    // cryptsetup refuses the whole header otherwise).
-    for (const auto& [sid, s] : md.segments) {
-        if (s.type != "crypt") continue;
-        bool found = false;
-        for (const auto& [did, d] : md.digests)
-            found = found || std::count(d.segments.begin(), d.segments.end(), sid);
-        if (!found) return bad("segment " + std::to_string(sid) + " has no digest");
-    }
-    for (const auto& [kid, k] : md.keyslots) {
-        int n = 0;
-        for (const auto& [did, d] : md.digests) n += static_cast<int>(std::count(d.keyslots.begin(), d.keyslots.end(), kid));
-        if (n > 1) return bad("keyslot " + std::to_string(kid) + " is assigned to more than one digest");
-        if (n == 0 && k.type == "luks2") return bad("keyslot " + std::to_string(kid) + " is assigned to no digest");
-    }
-
-    // Tokens: kept whole; only their type and keyslot references are checked.
-    if (auto walked = for_each_numbered(*jtok, "token", kMaxTokens,
-                                        [&](int id, const std::string& where, const json& o) -> Result<void> {
-        Token t;
-        auto type = get_string(o, "type");
-        auto ks = get_refs(o, "keyslots", md.keyslots, kMaxKeyslots);
-        if (!type || !ks) return bad(where + " needs type and keyslots naming existing ones");
-        t.type = *type;
-        t.keyslots = std::move(*ks);
-        t.json = o.dump();
-        md.tokens.emplace(id, std::move(t));
-        return {};
-    });
-        !walked)
-        return walked.error();
-
-    // Config.
-    auto json_size = get_u64_string(*jcfg, "json_size");
-    auto ks_size = get_u64_string(*jcfg, "keyslots_size");
-    if (!json_size || !ks_size) return bad("config needs json_size and keyslots_size (strings of digits)");
-    md.config.json_size = *json_size;
-    md.config.keyslots_size = *ks_size;
-    if (*json_size != hdr.hdr_size - kBinHeaderSize)
-        return bad("config json_size does not match the binary header's size");
-    if (*ks_size % 4096 || *ks_size > kMaxKeyslotsSize)
-        return bad("config keyslots_size must be 4 KiB aligned and at most 128 MiB");
-    if (md.json.size() > *json_size) return bad("the JSON does not fit its area");
-    if (const json* f = member(*jcfg, "flags")) {
-        auto flags = get_strings(*f);
-        if (!flags) return bad("config flags must be an array of strings");
-        md.config.flags = std::move(*flags);
-    }
-    if (const json* r = member(*jcfg, "requirements")) {
-        if (!r->is_object()) return bad("config requirements must be an object");
-        if (const json* m = member(*r, "mandatory")) {
-            auto req = get_strings(*m);
-            if (!req) return bad("config requirements.mandatory must be an array of strings");
-            md.config.requirements = std::move(*req);
-        }
-    }
-
-    // Areas: inside [2 * metadata size, end of keyslots area), not empty, not
-    // overlapping (validate_intervals).
-    const uint64_t areas_begin = 2 * md.metadata_size();
-    const uint64_t areas_end = md.hdr_and_areas_size();
-    for (const auto& [id, k] : md.keyslots) {
-        const std::string where = "keyslot " + std::to_string(id);
-        if (k.area_offset < areas_begin) return bad(where + ": area starts inside the metadata");
-        if (k.area_size == 0) return bad(where + ": empty area");
-        if (k.area_size > areas_end || k.area_offset > areas_end - k.area_size)
-            return bad(where + ": area runs past the keyslots area (ends at " + std::to_string(areas_end) + ")");
-        for (const auto& [id2, k2] : md.keyslots)
-            if (id2 != id && k.area_offset >= k2.area_offset && k.area_offset < k2.area_offset + k2.area_size)
-                return bad("keyslots " + std::to_string(id) + " and " + std::to_string(id2) + " overlap");
-    }
-    // The data must start past the keyslots area unless the header is
-    // detached (first crypt segment at offset 0), as hdr_validate_config.
-    uint64_t first = std::numeric_limits<uint64_t>::max();
-    for (const auto& [id, s] : md.segments)
-        if (s.type == "crypt") first = std::min(first, s.offset);
-    if (first != 0 && first != std::numeric_limits<uint64_t>::max() &&
-        (first < md.config.keyslots_size || first - md.config.keyslots_size < areas_begin))
-        return bad("the data segment (offset " + std::to_string(first) + ") overlaps the header and keyslots area");
+    if (auto r = parse_section(*jseg, "segment", kMaxSegments, md.segments, parse_segment); !r) return r.error();
+    auto digest = [&](const std::string& where, const json& o) { return parse_digest(where, o, md); };
+    if (auto r = parse_section(*jdig, "digest", kMaxDigests, md.digests, digest); !r) return r.error();
+    if (auto r = check_digest_references(md); !r) return r.error();
+    auto token = [&](const std::string& where, const json& o) { return parse_token(where, o, md); };
+    if (auto r = parse_section(*jtok, "token", kMaxTokens, md.tokens, token); !r) return r.error();
+    Result<Config> cfg = parse_config(*jcfg, hdr, md.json.size());
+    if (!cfg) return cfg.error();
+    md.config = std::move(cfg).value();
+    if (auto r = check_areas(md); !r) return r.error();
     return md;
 }
 
@@ -640,4 +659,4 @@ Result<void> check_requirements(const Metadata& md) {
     return {};
 }
 
-}  // namespace blkcrypt::luks2
+}  // namespace blkcrypt::luks::luks2

@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <optional>
 
-namespace blkcrypt::luks2 {
+namespace blkcrypt::luks::luks2 {
 
 namespace {
 
@@ -209,4 +209,4 @@ Result<luks::Volume> open(Registry& reg, BackingStore& header, ConstBytes passph
     return make_error(Status::NoKey, kNoKey);
 }
 
-}  // namespace blkcrypt::luks2
+}  // namespace blkcrypt::luks::luks2

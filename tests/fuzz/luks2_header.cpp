@@ -18,6 +18,7 @@
 #include <vector>
 
 using namespace blkcrypt;
+namespace luks2 = blkcrypt::luks::luks2;
 
 namespace {
 

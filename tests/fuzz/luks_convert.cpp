@@ -20,6 +20,7 @@
 #include <vector>
 
 using namespace blkcrypt;
+namespace luks2 = blkcrypt::luks::luks2;
 namespace luks1 = blkcrypt::luks::luks1;
 
 namespace {

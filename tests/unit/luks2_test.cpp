@@ -20,6 +20,7 @@
 #include <vector>
 
 using namespace blkcrypt;
+namespace luks2 = blkcrypt::luks::luks2;
 using testutil::registry;
 using testutil::text;
 
@@ -623,7 +624,7 @@ TEST_CASE("luks2: keyslots we add and kill are seen by cryptsetup - tokens kept"
     write_text(dir / "pw1", passphrase(3));  // slot 1's passphrase from here on
 
     // Kill slot 0: cryptsetup no longer opens it, the token loses it, slot 1 works.
-    REQUIRE(luks2::kill_keyslot(registry(), **wstore, 0).ok());
+    REQUIRE(luks2::remove_keyslot(registry(), **wstore, 0).ok());
     CHECK(sh("cryptsetup open --test-passphrase --key-file '" + (dir / "pw0") + "' '" + img + "' 2>/dev/null") != 0);
     CHECK(sh("cryptsetup open --test-passphrase --key-file '" + (dir / "pw1") + "' '" + img + "'") == 0);
     Result<luks2::Header> h = luks2::read_header(registry(), **wstore);
@@ -634,7 +635,7 @@ TEST_CASE("luks2: keyslots we add and kill are seen by cryptsetup - tokens kept"
     std::vector<uint8_t> area(4096);
     REQUIRE((*wstore)->read(32768, area) == Status::Ok);
     CHECK(std::all_of(area.begin(), area.end(), [](uint8_t b) { return b == 0; }));
-    CHECK(luks2::kill_keyslot(registry(), **wstore, 0).status() == Status::Invalid);
+    CHECK(luks2::remove_keyslot(registry(), **wstore, 0).status() == Status::Invalid);
 }
 
 // The crashing write lands its first half, as a torn write.
@@ -673,12 +674,12 @@ TEST_CASE("luks2: a crash at any write of add-, change- or kill-keyslot leaves t
     // Kill the old slot of a two-slot container, crashing at each write.
     std::vector<uint8_t> two = clean.image();
     CrashingStore clean_kill(two, -1);
-    REQUIRE(luks2::kill_keyslot(registry(), clean_kill, 0).ok());
+    REQUIRE(luks2::remove_keyslot(registry(), clean_kill, 0).ok());
     const int m = clean_kill.writes();
     for (int at = 1; at <= m; ++at) {
         INFO("kill-keyslot crashing at write " << at);
         CrashingStore s(two, at);
-        CHECK_FALSE(luks2::kill_keyslot(registry(), s, 0).ok());
+        CHECK_FALSE(luks2::remove_keyslot(registry(), s, 0).ok());
         MemoryStore after(0);
         after.data() = s.image();
         CHECK(opens(after, "new"));  // the kept slot opens at every point
@@ -780,7 +781,7 @@ TEST_CASE("luks2: header backup equals cryptsetup's - restore brings old keyslot
     CHECK(*ours == theirs);
 
     // Kill slot 0, then restore our backup: slot 0 opens again, for cryptsetup too.
-    REQUIRE(luks2::kill_keyslot(registry(), **w, 0).ok());
+    REQUIRE(luks2::remove_keyslot(registry(), **w, 0).ok());
     CHECK(sh("cryptsetup open --test-passphrase --key-file '" + (dir / "pw0") + "' '" + img + "' 2>/dev/null") != 0);
     MemoryStore backup(ours->size());
     backup.data() = *ours;

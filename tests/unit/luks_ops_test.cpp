@@ -27,6 +27,7 @@
 #include <stdlib.h>
 
 using namespace blkcrypt;
+namespace luks2 = blkcrypt::luks::luks2;
 using testutil::registry;
 namespace luks1 = blkcrypt::luks::luks1;
 
@@ -364,7 +365,7 @@ TEST_CASE("luks2 tokens: import, assign, remove keep every other token as it was
     CHECK(luks2::assign_token(registry(), s, 0, 5).error().message == "Keyslot 5 is not active.");
 
     // Killing the keyslot drops it from the token, and nothing else changes.
-    REQUIRE(luks2::kill_keyslot(registry(), s, 0).ok());
+    REQUIRE(luks2::remove_keyslot(registry(), s, 0).ok());
     REQUIRE(luks2::remove_token(registry(), s, 7).ok());
     CHECK(luks2::remove_token(registry(), s, 7).error().message == "Token 7 is not in use.");
     h = luks2::read_header(registry(), s);

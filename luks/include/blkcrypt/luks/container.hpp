@@ -1,22 +1,32 @@
 // The LUKS front API: what kind of container a header is, unlocking it with a
-// passphrase into a Volume (its dm-crypt table with the volume key), and the
-// CryptTarget over its data segment that any engine (copy, serve) runs on.
+// passphrase into a Volume (its dm-crypt table with the volume key), the
+// CryptTarget over its data segment that any engine (copy, serve) runs on,
+// and the keyslot and header actions of either version (Container). The
+// version split lives here, as cryptsetup's lib/setup.c keeps it: callers
+// never branch on LUKS1 against LUKS2 to change a header.
 #pragma once
 
 #include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/bytes.hpp>
 #include <blkcrypt/dm/crypt_target.hpp>
 #include <blkcrypt/dm/table.hpp>
+#include <blkcrypt/luks/luks1.hpp>
 #include <blkcrypt/registry.hpp>
+#include <blkcrypt/secure_buffer.hpp>
 #include <blkcrypt/status.hpp>
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace blkcrypt::luks {
+
+namespace luks2 {
+struct Metadata;
+}
 
 enum class Version { Luks1 = 1, Luks2 = 2 };
 
@@ -64,6 +74,136 @@ Result<Volume> open_with_volume_key(Registry& reg, BackingStore& header, ConstBy
 Result<std::unique_ptr<dm::CryptTarget>> make_target(Registry& reg, const Volume& vol,
                                                      std::shared_ptr<BackingStore> data,
                                                      dm::TargetOptions opts = {});
+
+// The KDF of a new keyslot, either version (cryptsetup's --pbkdf, --hash,
+// --pbkdf-force-iterations, --iter-time, --pbkdf-memory, --pbkdf-parallel).
+// LUKS1 keyslots are PBKDF2 over the header's hash: pbkdf, hash, memory_kib
+// and parallel are not used there.
+struct KeyslotOptions {
+    std::string pbkdf = "argon2id", hash = "sha256";
+    uint32_t iterations = 0;               // forced iterations (argon2: passes); 0: benchmarked
+    uint32_t memory_kib = 0, parallel = 0; // argon2; 0: cryptsetup's defaults
+    uint32_t iter_time_ms = 2000;          // the benchmark's target
+    int keyslot = -1;                      // -1: the lowest free one
+    int priority = 1;                      // LUKS2: 1 (normal) is not written, as cryptsetup
+};
+
+// A passphrase's keyslot and the volume key it opened.
+struct Unlocked {
+    int keyslot = -1;
+    SecureBuffer volume_key;
+};
+
+// A LUKS1 or LUKS2 header device and its parsed header: what cryptsetup's
+// crypt_device is after crypt_load. Every action here dispatches on the
+// version; each write is the version's crash-safe one, and the header read
+// here follows it. Errors carry cryptsetup's messages ("All key slots
+// full.", "Keyslot 3 is not active.").
+class Container {
+public:
+    // Reads the header in `store` (the data device or a detached header):
+    // Invalid "not a LUKS device" for anything else, or the version's
+    // parse error. LUKS2 warnings (one damaged copy) are kept in warnings().
+    static Result<Container> load(Registry& reg, std::shared_ptr<BackingStore> store);
+
+    Version version() const noexcept { return version_; }
+    const std::vector<std::string>& warnings() const noexcept { return warnings_; }
+    // The same device reopened for writing (the header read stays).
+    void use_store(std::shared_ptr<BackingStore> store) { store_ = std::move(store); }
+    BackingStore& store() const noexcept { return *store_; }
+
+    // The version's header: luks1() for LUKS1, luks2() for LUKS2 only.
+    const luks1::Header& luks1() const { return *luks1_; }
+    const luks2::Metadata& luks2() const { return *luks2_; }
+
+    std::string uuid() const;
+    // The volume key bytes (LUKS2: of a keyslot bound to segment 0, as
+    // cryptsetup's LUKS2_get_volume_key_size); Invalid without one.
+    Result<std::size_t> volume_key_size() const;
+    // Keyslot numbers: 0..7 (LUKS1) or 0..31 (LUKS2).
+    int keyslot_limit() const noexcept;
+    bool keyslot_active(int k) const;
+    std::vector<int> active_keyslots() const;
+
+    // Refuses a LUKS2 header with mandatory requirements (reencryption, or
+    // unknown ones) before any change; LUKS1 has none.
+    Result<void> check_requirements() const;
+
+    // The keyslot `passphrase` opens (only `keyslot` when >= 0): NoKey
+    // "No key available with this passphrase." when none does.
+    Result<Unlocked> unlock(ConstBytes passphrase, int keyslot = -1) const;
+    // NoKey "Volume key does not match the volume." for a wrong key.
+    Result<void> check_volume_key(ConstBytes volume_key) const;
+
+    // The keyslot add_keyslot will fill for `requested` (-1: the lowest
+    // free one): "Key slot N is invalid.", "Key slot N is full, please
+    // select another one.", "All key slots full.".
+    Result<int> free_keyslot(int requested) const;
+    // cryptsetup luksAddKey: volume_key under `passphrase` in
+    // free_keyslot(opts.keyslot). Returns the keyslot.
+    Result<int> add_keyslot(ConstBytes volume_key, ConstBytes passphrase, const KeyslotOptions& opts);
+
+    // cryptsetup luksChangeKey in two steps, so that a caller checks the
+    // old passphrase before asking for the new one. LUKS1's `requested`
+    // names the keyslot the new passphrase goes to (a free one: the change
+    // writes it first and removes the old one after, crash-safe); LUKS2's
+    // names the keyslot to change, which keeps its number.
+    Result<Unlocked> unlock_to_change(ConstBytes old_passphrase, int requested) const;
+    // The keyslot the new passphrase will be in: "Key slot N is invalid.",
+    // or "All key slots full: a crash-safe change needs a free keyslot.".
+    Result<int> change_target(const Unlocked& old, int requested) const;
+    Result<void> change_keyslot(const Unlocked& old, int target, ConstBytes old_passphrase,
+                                ConstBytes new_passphrase, const KeyslotOptions& opts);
+
+    // cryptsetup luksKillSlot / luksRemoveKey: keyslot k's area wiped, then
+    // the header written without it. "Key slot N is invalid." for a number
+    // past the limit, "Keyslot N is not active." for a free one.
+    Result<void> check_removable(int k) const;
+    Result<void> remove_keyslot(int k);
+    // cryptsetup luksErase: every active keyslot removed.
+    Result<void> erase();
+
+    // cryptsetup luksUUID --uuid (the caller checks its form: valid_uuid).
+    Result<void> set_uuid(std::string_view uuid);
+
+    // cryptsetup luksHeaderBackup: the bytes of the backup file.
+    Result<std::vector<uint8_t>> header_backup() const;
+
+    // cryptsetup luksDump, byte for byte (device names the header device in
+    // LUKS1's first line).
+    std::string dump(std::string_view device) const;
+    // The lines luksDump --dump-volume-key prints (the same for both
+    // versions), in wiping memory.
+    SecureBuffer dump_volume_key(std::string_view device, ConstBytes volume_key) const;
+    // luksDump --dump-json-metadata (LUKS2): Unsupported for LUKS1.
+    Result<std::string> dump_json_metadata() const;
+
+    // cryptsetup config and token: LUKS2 only (Unsupported "Device ... is
+    // not a valid LUKS2 device." for LUKS1). See luks2.hpp for each.
+    Result<void> set_labels(std::string_view label, std::string_view subsystem);
+    Result<void> set_priority(int k, int priority);
+    Result<int> import_token(std::string_view token, int id, bool replace);
+    Result<void> assign_token(int id, int k);
+    Result<void> remove_token(int id);
+    // The token's JSON as stored: "Failed to get token N for export." when free.
+    Result<std::string> export_token(int id) const;
+
+private:
+    Container() = default;
+    Result<void> reread();  // after a LUKS2 write
+    Result<void> only_luks2() const;
+
+    Registry* reg_ = nullptr;
+    std::shared_ptr<BackingStore> store_;
+    Version version_ = Version::Luks1;
+    std::optional<luks1::Header> luks1_;
+    std::shared_ptr<const luks2::Metadata> luks2_;  // shared: Metadata is only declared here
+    std::vector<std::string> warnings_;
+};
+
+// cryptsetup luksHeaderRestore: the backup's own version picks the format;
+// each version's checks against a header already on `device`.
+Result<void> header_restore(Registry& reg, BackingStore& device, BackingStore& backup);
 
 // A UUID as libuuid's uuid_parse (and so cryptsetup --uuid) takes it:
 // 8-4-4-4-12 hex digits.

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <blkcrypt/backing_store.hpp>
+#include <blkcrypt/luks/container.hpp>
 #include <blkcrypt/status.hpp>
 
 namespace blkcrypt {
@@ -33,5 +34,9 @@ Result<void> convert_to_luks2(Registry& reg, BackingStore& header);
 // hash and the segment's cipher). Inactive LUKS1 keyslots get areas in free
 // gaps of the keyslots area, as cryptsetup's placeholders.
 Result<void> convert_to_luks1(Registry& reg, BackingStore& header);
+
+// cryptsetup convert --type: the one of the two above that gives `to`
+// ("Device is already LUKS2 type." when the header is one).
+Result<void> convert(Registry& reg, BackingStore& header, Version to);
 
 }  // namespace blkcrypt::luks

@@ -26,7 +26,7 @@ namespace blkcrypt {
 class Registry;
 }
 
-namespace blkcrypt::luks2 {
+namespace blkcrypt::luks::luks2 {
 
 inline constexpr std::size_t kBinHeaderSize = 4096;
 inline constexpr uint64_t kMinHdrSize = 16 * 1024, kMaxHdrSize = 4 * 1024 * 1024;
@@ -199,18 +199,8 @@ struct FormatOptions {
 // the new container's Volume (keyslot = the one written).
 Result<luks::Volume> format(Registry& reg, BackingStore& header, ConstBytes passphrase, const FormatOptions& opts);
 
-// A new passphrase keyslot for a known volume key (checked against the
-// segment's digest first), in the first free area that fits, as
-// cryptsetup luksAddKey: the area is written first, then the header (seqid
-// + 1, primary then secondary), so a crash leaves the old or the new header.
-// Everything else in the JSON (tokens of any type, unknown fields) is kept.
-struct KeyslotOptions {
-    std::string pbkdf = "argon2id", hash = "sha256";
-    uint32_t iterations = 0, memory_kib = 0, parallel = 0;  // as in FormatOptions
-    uint32_t iter_time_ms = 2000;
-    int keyslot = -1;      // -1: the lowest free one
-    int priority = 1;      // 1 (normal) is not written, as cryptsetup
-};
+// {pbkdf, hash, costs, keyslot, priority}: the front's options.
+using KeyslotOptions = luks::KeyslotOptions;
 
 // The keyslot costs FormatOptions (its first keyslot) and KeyslotOptions
 // both hold, copied from one to the other (either way).
@@ -223,6 +213,12 @@ void copy_keyslot_costs(To& to, const From& from) {
     to.parallel = from.parallel;
     to.iter_time_ms = from.iter_time_ms;
 }
+
+// A new passphrase keyslot for a known volume key (checked against the
+// segment's digest first), in the first free area that fits, as
+// cryptsetup luksAddKey: the area is written first, then the header (seqid
+// + 1, primary then secondary), so a crash leaves the old or the new header.
+// Everything else in the JSON (tokens of any type, unknown fields) is kept.
 Result<int> add_keyslot(Registry& reg, BackingStore& header, ConstBytes volume_key, ConstBytes passphrase,
                         const KeyslotOptions& opts);
 
@@ -237,7 +233,7 @@ Result<int> change_keyslot(Registry& reg, BackingStore& header, ConstBytes old_p
 // Removes keyslot k as cryptsetup luksKillSlot: its area is wiped (zeros),
 // then the header without it (also dropped from digests' and tokens'
 // keyslot lists) is written in the same crash-safe order.
-Result<void> kill_keyslot(Registry& reg, BackingStore& header, int k);
+Result<void> remove_keyslot(Registry& reg, BackingStore& header, int k);
 
 // Writes new JSON text for the header in store (seqid + 1, each copy its own
 // salt, primary first). The JSON must pass parse_metadata.
@@ -282,4 +278,4 @@ std::string dump(const Metadata& md);
 // `cryptsetup luksDump --dump-json-metadata`: json-c's pretty form.
 std::string dump_json(const Metadata& md);
 
-}  // namespace blkcrypt::luks2
+}  // namespace blkcrypt::luks::luks2
