@@ -3,6 +3,7 @@
 // is `luks dump`, `open --test-passphrase` is `luks test-passphrase`, ...);
 // data moves through the dm-crypt engine and the copy loop `crypt` uses.
 #include "commands.hpp"
+#include "container_common.hpp"
 #include "image_copy.hpp"
 #include "json.hpp"
 #include "number_option.hpp"
@@ -41,18 +42,13 @@ namespace luks = blkcrypt::luks;
 namespace luks1 = blkcrypt::luks::luks1;
 namespace luks2 = blkcrypt::luks2;
 
-// cryptsetup's exit status for a passphrase that opens no keyslot (EPERM).
-constexpr int kExitNoKey = 2;
-
 struct Devices {
     std::string image;        // IMAGE as given
     std::string header_path;  // --header, or IMAGE
     std::shared_ptr<blkcrypt::BackingStore> header;
 };
 
-// cryptsetup's status 4 (-ENODEV) and words for a device it cannot open.
-constexpr int kExitNoDevice = 4;
-
+// cryptsetup's status 4 (-ENODEV, kExitNoDevice) and words for a device it cannot open.
 void check_device_exists(const std::string& path) {
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0 && (errno == ENOENT || errno == EACCES || errno == ENOTDIR))
@@ -65,10 +61,7 @@ Devices open_devices(const po::variables_map& vm, const std::string& image) {
     d.header_path = vm.count("header") ? vm["header"].as<std::string>() : image;
     if (d.header_path == "-")
         throw UsageError(std::string(vm.count("header") ? "--header" : "IMAGE") + " cannot be stdin: the header is read first");
-    check_device_exists(d.header_path);
-    auto s = blkcrypt::open_file_store(d.header_path, false);
-    if (!s) throw Failure(s.error().message);
-    d.header = *s;
+    d.header = open_container_image(d.header_path, false, vm.count("header") ? "--header" : "IMAGE");
     return d;
 }
 
@@ -92,7 +85,7 @@ void refuse_inputs_as_header(const po::variables_map& vm, const std::string& ima
         return;
     }
     for (const auto& k : keys)
-        if (k.path != "-" && !k.path.empty() && resolve_links(k.path) == resolve_links(header))
+        if (k.path != "-" && !k.path.empty() && same_file(k.path, header))
             throw UsageError(role + " '" + header + "' is " + k.role + "; refusing to write an output over an input");
 }
 
@@ -170,8 +163,7 @@ blkcrypt::SecureBuffer new_passphrase(const std::optional<std::string>& file, co
 // terminal prompt is asked for after a wrong one (default 3, 0: no limit);
 // a key file (positional or --key-file) and piped input are tried once.
 unsigned prompt_tries(const po::variables_map& vm, const std::optional<std::string>& file) {
-    const bool prompted = !file && !vm.count("key-file") && ::isatty(STDIN_FILENO);
-    return !prompted ? 1 : vm.count("tries") ? vm["tries"].as<unsigned>() : 3;
+    return file ? 1 : passphrase_tries(vm);
 }
 
 luks::OpenOptions open_options(const po::variables_map& vm) {
@@ -199,20 +191,11 @@ luks::Volume unlock(const po::variables_map& vm, const Devices& d, bool test_onl
         const blkcrypt::SecureBuffer vk = volume_key_file(vm, size);
         vol = luks::open_with_volume_key(registry(), *d.header, vk, o);
     } else {
-        const unsigned tries = prompt_tries(vm, std::nullopt);
-        for (unsigned t = 1;; ++t) {
-            const blkcrypt::SecureBuffer pass = read_passphrase(vm, d.image);
-            vol = luks::open(registry(), *d.header, pass, o);
-            if (vol || vol.status() != blkcrypt::Status::NoKey || (tries && t >= tries)) break;
-            std::cerr << vol.error().message << "\n";
-        }
+        vol = retry_passphrase<luks::Volume>(
+            vm, d.image, [&](const blkcrypt::SecureBuffer& pass) { return luks::open(registry(), *d.header, pass, o); });
     }
     print_warnings(warnings);
-    if (!vol) {
-        if (vol.status() == blkcrypt::Status::NoKey) throw StatusFailure(vol.error().message, kExitNoKey);
-        throw Failure(vol.error().message);
-    }
-    return std::move(vol).value();
+    return expect(std::move(vol));
 }
 
 void write_stdout(blkcrypt::ConstBytes b) {
@@ -221,22 +204,12 @@ void write_stdout(blkcrypt::ConstBytes b) {
 }
 
 // cryptsetup's yesDialog: asked only on a terminal and without --batch-mode.
-void confirm(const po::variables_map& vm, const std::string& question) {
-    if (vm["batch-mode"].as<bool>() || !::isatty(STDIN_FILENO)) return;
-    std::cerr << question << "\nAre you sure? (Type 'yes' in capital letters): " << std::flush;
-    std::string answer;
-    if (!std::getline(std::cin, answer) || answer != "YES") throw Failure("Operation aborted.");
-}
+void confirm(const po::variables_map& vm, const std::string& question) { yes_dialog(vm, question); }
 
 std::string one_file(const std::vector<std::string>& files, const std::string& action) {
     if (files.size() != 1) throw UsageError("luks " + action + " needs exactly one IMAGE");
     return files[0];
 }
-
-const char* const kVolumeKeyWarning =
-    "Header dump with volume key is sensitive information\n"
-    "which allows access to encrypted partition without a passphrase.\n"
-    "This dump should be stored encrypted in a safe place.";
 
 int run_dump2(const po::variables_map& vm, const Devices& d) {
     const luks2::Header h = luks2_header(d);
@@ -247,7 +220,7 @@ int run_dump2(const po::variables_map& vm, const Devices& d) {
         std::cout << (json ? luks2::dump_json(h.md) : luks2::dump(h.md));
         return 0;
     }
-    confirm(vm, kVolumeKeyWarning);
+    confirm_volume_key_dump(vm);
     const luks::Volume vol = unlock(vm, d);
     // cryptsetup prints the same lines for both versions: the data
     // segment's cipher split at its first '-' and its offset in sectors.
@@ -367,7 +340,7 @@ int run_dump(const po::variables_map& vm, const std::vector<std::string>& files)
         std::cout << luks1::dump(h, d.header_path);
         return 0;
     }
-    confirm(vm, kVolumeKeyWarning);
+    confirm_volume_key_dump(vm);
     const luks::Volume vol = unlock(vm, d);
     const blkcrypt::SecureBuffer text = luks1::dump_volume_key(h, d.header_path, vol.table.key);
     write_stdout(text);
@@ -455,13 +428,12 @@ int run_serve(const po::variables_map& vm, const std::vector<std::string>& files
     const Devices d = open_devices(vm, image);
     const luks::Volume vol = unlock(vm, d);
     block_stop_signals();  // after the KDF's threads, before the target's
-    auto data = blkcrypt::open_file_store(image, !read_only);
-    if (!data) throw Failure(data.error().message);
+    auto data = open_container_image(image, !read_only);
     blkcrypt::dm::TargetOptions opts;
     if (vm.count("threads")) opts.threads = vm["threads"].as<unsigned>();
-    auto target = luks::make_target(registry(), vol, *data, opts);
+    auto target = luks::make_target(registry(), vol, data, opts);
     if (!target) throw Failure(target.error().message);
-    return serve_device(vm, blkcrypt::nbd::make_crypt_device(std::move(target).value(), *data, read_only));
+    return serve_device(vm, blkcrypt::nbd::make_crypt_device(std::move(target).value(), data, read_only));
 }
 
 // A regular file shorter than `bytes` grows to it (cryptsetup fallocates a
@@ -859,12 +831,7 @@ Writable open_writable(const po::variables_map& vm, const std::string& image) {
 // A passphrase of one of the keyslots (the existing one, for add-key and
 // kill-slot): exit 2 when none opens.
 luks1::Unlocked unlock_any(const Writable& w, const blkcrypt::SecureBuffer& pass, int slot = -1) {
-    auto u = luks1::open_any(registry(), *w.store, w.header, pass, slot);
-    if (!u) {
-        if (u.status() == blkcrypt::Status::NoKey) throw StatusFailure(u.error().message, kExitNoKey);
-        throw Failure(u.error().message);
-    }
-    return std::move(u).value();
+    return expect(luks1::open_any(registry(), *w.store, w.header, pass, slot));
 }
 
 // A passphrase from a positional key file (cryptsetup's [<key file>]), else
@@ -912,12 +879,16 @@ uint32_t keyslot_iterations(const po::variables_map& vm, const luks1::Header& h)
     return *it;
 }
 
-void check(blkcrypt::Result<void> r) {
-    if (!r) {
-        if (r.status() == blkcrypt::Status::IoError) throw Failure(r.error().message);
+// A keyslot change the library refused for its arguments is a usage error
+// (cryptsetup's EINVAL); the rest maps as everywhere (expect).
+template <typename T>
+T value_or_exit(blkcrypt::Result<T> r) {
+    if (!r && r.status() != blkcrypt::Status::NoKey && r.status() != blkcrypt::Status::IoError)
         throw UsageError(r.error().message);
-    }
+    return expect(std::move(r));
 }
+
+void check(blkcrypt::Result<void> r) { value_or_exit(std::move(r)); }
 
 // ---- LUKS2 keyslot actions: the luks2 library does the crash-safe writes.
 
@@ -936,15 +907,6 @@ Writable2 open_writable2(Devices d) {
     return {std::move(d), *w, std::move(md)};
 }
 
-template <typename T>
-T value_or_exit(blkcrypt::Result<T> r) {
-    if (!r) {
-        if (r.status() == blkcrypt::Status::NoKey) throw StatusFailure(r.error().message, kExitNoKey);
-        if (r.status() == blkcrypt::Status::IoError) throw Failure(r.error().message);
-        throw UsageError(r.error().message);
-    }
-    if constexpr (!std::is_void_v<T>) return std::move(r).value();
-}
 
 int run_add_key2(const po::variables_map& vm, const std::vector<std::string>& files, Devices d) {
     Writable2 w = open_writable2(std::move(d));
@@ -1375,8 +1337,6 @@ int run_luks(Args args) {
         ("dump-volume-key", po::bool_switch(), "dump: also print the volume key (asks for the passphrase)")
         ("dump-json-metadata", po::bool_switch(), "dump: print the LUKS2 JSON metadata, as cryptsetup")
         ("json", po::bool_switch(), "dump: one JSON object for scripts; serve: events as JSON lines (docs/json.md)")
-        ("batch-mode,q", po::bool_switch(), "do not ask for confirmation")
-        ("tries,T", number_value<unsigned>(0, 1000)->value_name("N"), "ask at most N times for a passphrase at the terminal (default: 3, 0: no limit)")
         ("verbose,v", po::bool_switch(), "name the keyslot opened, created or removed")
         ("threads,t", threads_value()->value_name("N"), "crypt worker threads, at most 256 (default: one per core)")
         ("in-place", po::bool_switch(), "write into the existing regular file OUT directly")
@@ -1418,6 +1378,8 @@ int run_luks(Args args) {
         ("header-backup-file", po::value<std::string>()->value_name("FILE"), "header-backup/-restore: the backup file")
         ("uuid", po::value<std::string>()->value_name("UUID"), "format: this UUID (default: random); uuid: set it")
         ("verify-passphrase,y", po::bool_switch(), "format: ask for the passphrase twice (always on a terminal)");
+    add_batch_mode_option(cl.options);
+    add_tries_option(cl.options);
     add_serve_options(cl.options);
     add_progress_options(cl.options);
     add_action_arguments(cl, {{"format", "create a container, as cryptsetup luksFormat (--type luks1|luks2, default luks2)"},
