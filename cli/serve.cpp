@@ -14,7 +14,6 @@
 #include <csignal>
 #include <cstdio>
 #include <ctime>
-#include <filesystem>
 #include <iostream>
 #include <mutex>
 #include <optional>
