@@ -47,8 +47,9 @@ else
 fi
 if [[ -f $SHARED/tcrypt-images.tar.xz ]]; then
     tar xSJf "$SHARED/tcrypt-images.tar.xz" -C "$TMP"
-    add_format tcrypt aaaaaaaaaaaa "$TMP/tcrypt/tc_3-ripemd160-xts-serpent" "tcrypt dump -h ripemd160" \
-        "tcrypt dump -h ripemd160 --dump-volume-key" "tcrypt decrypt -h ripemd160" "tcrypt serve -h ripemd160"
+    add_format tcrypt aaaaaaaaaaaa "$TMP/tcrypt/tc_3-ripemd160-xts-serpent" "tcrypt dump --disable-veracrypt -h ripemd160" \
+        "tcrypt dump --disable-veracrypt -h ripemd160 --dump-volume-key" "tcrypt decrypt --disable-veracrypt -h ripemd160" \
+        "tcrypt serve --disable-veracrypt -h ripemd160"
     NAMES+=(tcrypt)
 else
     echo "$SHARED/tcrypt-images.tar.xz absent: tcrypt cases skipped"
