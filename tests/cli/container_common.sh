@@ -227,7 +227,7 @@ PY
             off=$(cryptsetup fvault2Dump "$TMP/rw.img" | sed -n 's/^Logical volume offset:[[:space:]]*\([0-9]*\) .*/\1/p')
             xts_check "$TMP/rw.img" "$off" "$key" $AT $LEN 0x5a 512 512 || fail "$n: not the ciphertext cryptsetup's key decrypts" ;;
         bitlk)
-            cryptsetup bitlkDump "$TMP/rw.img" | cmp - <(cryptsetup bitlkDump "$TMP/rw.orig") || fail "$n: the metadata changed"
+            cryptsetup bitlkDump "$TMP/rw.img" | cmp - <(cryptsetup bitlkDump "$TMP/rw.orig" | sed "s|rw.orig|rw.img|") || fail "$n: the metadata changed"
             key=$(echo anaconda | cryptsetup bitlkDump --dump-volume-key "$TMP/rw.img" | key_hex)
             xts_check "$TMP/rw.img" 0 "$key" $AT $LEN 0x5a 512 512 || fail "$n: not the ciphertext cryptsetup's key decrypts" ;;
     esac
