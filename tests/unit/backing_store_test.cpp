@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
