@@ -237,10 +237,11 @@ int run_bitlk(Args args) {
                    "or device-mapper: dump is bitlkDump, decrypt writes the plaintext bitlkOpen\n"
                    "maps, serve exports it over NBD (docs/nbd.md), read-write unless --read-only.\n"
                    "The secret is a passphrase or a 48-digit recovery password (prompted for on a\n"
-                   "terminal, --tries times, else one line of stdin), or --key-file: a .BEK startup key or a file holding the\n"
-                   "passphrase. A volume with a clear key (suspended protection) opens without\n"
-                   "one. A secret that opens nothing exits 2 (\"No key available with this\n"
-                   "passphrase.\"). OUT follows the output policy (docs/outputs.md)."};
+                   "terminal, --tries times, else one line of stdin), or --key-file: a .BEK\n"
+                   "startup key or a file holding the passphrase. A volume with a clear key\n"
+                   "(suspended protection) opens without one. A secret that opens nothing exits 2\n"
+                   "(\"No key available with this passphrase.\"). OUT follows the output policy\n"
+                   "(docs/outputs.md). IMAGE must be a regular file or a block device."};
     cl.options.add_options()
         ("key-file,d", po::value<std::string>()->value_name("FILE"), "read the secret from FILE ('-': all of stdin), e.g. a .BEK")
         ("keyfile-offset", number_value<uint64_t>(0, UINT64_MAX)->value_name("BYTES"), "skip BYTES of the key file")

@@ -123,9 +123,11 @@ int run_fvault2(Args args) {
                    "root or device-mapper: dump is fvault2Dump (also blkcrypt fvault2Dump), decrypt\n"
                    "writes the plaintext `cryptsetup open --type fvault2` maps, serve exports it\n"
                    "over NBD (docs/nbd.md), read-write unless --read-only. The passphrase is prompted\n"
-                   "for on a terminal (--tries times), else one line of stdin; --key-file reads it as cryptsetup does, --passphrase-file\n"
-                   "takes the first line of a file. A passphrase that opens nothing exits 2 (\"No key\n"
-                   "available with this passphrase.\"). OUT follows the output policy (docs/outputs.md)."};
+                   "for on a terminal (--tries times), else one line of stdin; --key-file reads it\n"
+                   "as cryptsetup does, --passphrase-file takes the first line of a file. A\n"
+                   "passphrase that opens nothing exits 2 (\"No key available with this\n"
+                   "passphrase.\"). OUT follows the output policy (docs/outputs.md). IMAGE must be\n"
+                   "a regular file or a block device."};
     cl.options.add_options()
         ("key-file,d", po::value<std::string>()->value_name("FILE"), "read the passphrase from FILE ('-': all of stdin)")
         ("keyfile-offset", number_value<uint64_t>(0, UINT64_MAX)->value_name("BYTES"), "skip BYTES of the key file")
