@@ -2,6 +2,7 @@
 // root or device-mapper: `bitlk dump` is bitlkDump, `bitlk decrypt` writes
 // what bitlkOpen maps (the same segments, read in userspace).
 #include "commands.hpp"
+#include "container_common.hpp"
 #include "cryptsetup_options.hpp"
 #include "image_copy.hpp"
 #include "number_option.hpp"
@@ -12,6 +13,7 @@
 #include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/bitlk/bitlk.hpp>
 #include <blkcrypt/dm/bio_ring.hpp>
+#include <blkcrypt/nbd/dm_table.hpp>
 
 #include <algorithm>
 #include <future>
@@ -28,8 +30,6 @@ namespace {
 
 namespace bitlk = blkcrypt::bitlk;
 
-constexpr int kExitNoKey = 2;  // cryptsetup's status for a secret that opens nothing (EPERM)
-
 struct Image {
     std::string path;
     std::shared_ptr<blkcrypt::BackingStore> store;
@@ -41,10 +41,9 @@ void warn(const std::string& msg) {
     std::cerr << "blkcrypt: warning: " << msg << "\n";
 }
 
-Image open_image(const std::string& path) {
-    auto s = blkcrypt::open_file_store(path, false);
-    if (!s) throw Failure(s.error().message);
-    auto md = bitlk::read_metadata(registry(), **s);
+Image open_image(const std::string& path, bool writable = false) {
+    auto s = open_container_image(path, writable);
+    auto md = bitlk::read_metadata(registry(), *s);
     if (!md) throw Failure(md.error().message);
     // Where blkcrypt reads more than cryptsetup would, it says so.
     if (md->damaged_first)
@@ -54,7 +53,7 @@ Image open_image(const std::string& path) {
         warn(std::string(md->next_state == 1 ? "decryption" : "encryption") + " of this volume is paused: the " +
              std::to_string(md->volume_size) +
              " bytes from the start are decrypted, the rest is read as stored (cryptsetup refuses it)");
-    return Image{path, *s, std::move(md).value()};
+    return Image{path, s, std::move(md).value()};
 }
 
 bool has_clear_key(const bitlk::Metadata& md) {
@@ -67,18 +66,15 @@ bool has_clear_key(const bitlk::Metadata& md) {
 // needed; cryptsetup 2.6 cannot), else from the passphrase, recovery
 // password or .BEK file read as cryptsetup reads a passphrase.
 blkcrypt::SecureBuffer unlock(const po::variables_map& vm, const Image& im) {
-    blkcrypt::Result<bitlk::Unlocked> u = blkcrypt::make_error(blkcrypt::Status::NoKey, "");
-    if (has_clear_key(im.md) && !vm.count("key-file")) {
-        u = bitlk::unlock_clear_key(registry(), im.md);
-    } else {
-        const blkcrypt::SecureBuffer secret = read_passphrase(vm, im.path);
-        u = bitlk::unlock(registry(), im.md, secret);
-    }
-    if (!u) {
-        if (u.status() == blkcrypt::Status::NoKey) throw StatusFailure("No key available with this passphrase.", kExitNoKey);
-        throw Failure(u.error().message);
-    }
-    return std::move(u->key);
+    if (has_clear_key(im.md) && !vm.count("key-file")) return expect(bitlk::unlock_clear_key(registry(), im.md)).key;
+    return unlock_with_tries<bitlk::Unlocked>(vm, im.path, [&](const blkcrypt::SecureBuffer& secret) {
+               auto u = bitlk::unlock(registry(), im.md, secret);
+               // cryptsetup's words whichever protector said no (a .BEK of another VMK, ...)
+               if (!u && u.status() == blkcrypt::Status::NoKey)
+                   return blkcrypt::Result<bitlk::Unlocked>(
+                       blkcrypt::make_error(blkcrypt::Status::NoKey, "No key available with this passphrase."));
+               return u;
+           }).key;
 }
 
 std::string one_file(const std::vector<std::string>& files, const std::string& action) {
@@ -93,6 +89,7 @@ int run_dump(const po::variables_map& vm, const std::vector<std::string>& files)
         std::cout << bitlk::dump(im.md, im.path);
         return 0;
     }
+    confirm_volume_key_dump(vm);
     const blkcrypt::SecureBuffer key = unlock(vm, im);
     const blkcrypt::SecureBuffer text = bitlk::dump_volume_key(im.md, im.path, key);
     std::cout.flush();
@@ -173,7 +170,6 @@ int run_decrypt(const po::variables_map& vm, const std::vector<std::string>& fil
     if (files.size() != 2) throw UsageError("bitlk decrypt needs IMAGE and OUT");
     const std::string& image = files[0];
     const std::string key_path = vm.count("key-file") ? vm["key-file"].as<std::string>() : "";
-    if (image == "-") throw UsageError("IMAGE cannot be stdin: its metadata is read first");
     Output out(files[1], OutputOptions{.role = "OUT", .secret = true, .can_stream = true,
                                        .in_place = vm["in-place"].as<bool>(),
                                        .inputs = {{"IMAGE", image}, {"the key file", key_path}}});
@@ -196,24 +192,40 @@ int run_decrypt(const po::variables_map& vm, const std::vector<std::string>& fil
     return 0;
 }
 
-// The plaintext view over NBD, read-only (the view does not write).
+// The plaintext over NBD, read-write unless --read-only, as bitlkOpen maps
+// it: each segment a device of its own, back to back (dm-zero over the
+// metadata areas drops writes, the boot region and the rest are dm-crypt, a
+// paused conversion's tail is linear), so a write lands encrypted in place.
 int run_serve(const po::variables_map& vm, const std::vector<std::string>& files) {
-    const Image im = open_image(one_file(files, "serve"));
-    if (auto segs = bitlk::segments(im.md, im.store->size() / 512); !segs) throw Failure(segs.error().message);
+    const bool read_only = vm["read-only"].as<bool>();
+    const Image im = open_image(one_file(files, "serve"), !read_only);
+    auto segs = bitlk::segments(im.md, im.store->size() / 512);
+    if (!segs) throw Failure(segs.error().message);
     const blkcrypt::SecureBuffer key = unlock(vm, im);
     block_stop_signals();  // before the targets' and the device's threads exist
     blkcrypt::dm::TargetOptions topts;
     topts.threads = vm.count("threads") ? vm["threads"].as<unsigned>() : 0;
-    auto view = bitlk::open_view(registry(), im.md, key, im.store, topts);
-    if (!view) throw Failure(view.error().message);
-    blkcrypt::nbd::StoreDeviceOptions o;
-    o.read_only = true;
-    o.block_size = im.md.sector_size;
-    o.threads = topts.threads;
-    o.description = "bitlk " + im.path;
-    auto dev = blkcrypt::nbd::make_store_device(*view, o);
-    if (!dev) throw Failure(im.path + ": " + dev.error().message);
-    return serve_device(vm, *dev);
+    std::shared_ptr<blkcrypt::nbd::BlockDevice> stored;  // the image itself, for plain segments
+    std::vector<blkcrypt::nbd::Segment> parts;
+    for (const bitlk::Segment& g : *segs) {
+        std::shared_ptr<blkcrypt::nbd::BlockDevice> dev;
+        if (g.zero) {
+            dev = blkcrypt::nbd::make_zero_device(g.length * 512, read_only);
+        } else if (g.plain) {
+            if (!stored) {
+                blkcrypt::nbd::StoreDeviceOptions o;
+                o.read_only = read_only;
+                o.threads = topts.threads;
+                stored = expect(blkcrypt::nbd::make_store_device(im.store, o));
+            }
+            dev = expect(blkcrypt::nbd::make_linear_device(stored, g.source * 512, g.length * 512));
+        } else {
+            auto target = make_crypt_target(registry(), bitlk::crypt_table(im.md, key, g), im.store, g.length, topts);
+            dev = blkcrypt::nbd::make_crypt_device(std::move(target), im.store, read_only);
+        }
+        parts.push_back({g.start * 512, std::move(dev)});
+    }
+    return serve_device(vm, expect(blkcrypt::nbd::make_concat_device(std::move(parts), read_only, "bitlk " + im.path)));
 }
 
 }  // namespace
@@ -224,25 +236,28 @@ int run_bitlk(Args args) {
                    "       blkcrypt bitlk serve (--socket PATH | --port N) [OPTIONS] IMAGE",
                    "BitLocker volumes (also To Go) as cryptsetup's BITLK reads them, without root\n"
                    "or device-mapper: dump is bitlkDump, decrypt writes the plaintext bitlkOpen\n"
-                   "maps, serve exports it read-only over NBD (docs/nbd.md). The secret is a\n"
-                   "passphrase or a 48-digit recovery password (prompted for on a terminal, else\n"
-                   "one line of stdin), or --key-file: a .BEK startup key or a file holding the\n"
-                   "passphrase. A volume with a clear key (suspended protection) opens without\n"
-                   "one. A secret that opens nothing exits 2 (\"No key available with this\n"
-                   "passphrase.\"). OUT follows the output policy (docs/outputs.md)."};
+                   "maps, serve exports it over NBD (docs/nbd.md), read-write unless --read-only.\n"
+                   "The secret is a passphrase or a 48-digit recovery password (prompted for on a\n"
+                   "terminal, --tries times, else one line of stdin), or --key-file: a .BEK\n"
+                   "startup key or a file holding the passphrase. A volume with a clear key\n"
+                   "(suspended protection) opens without one. A secret that opens nothing exits 2\n"
+                   "(\"No key available with this passphrase.\"). OUT follows the output policy\n"
+                   "(docs/outputs.md). IMAGE must be a regular file or a block device."};
     cl.options.add_options()
         ("key-file,d", po::value<std::string>()->value_name("FILE"), "read the secret from FILE ('-': all of stdin), e.g. a .BEK")
         ("keyfile-offset", number_value<uint64_t>(0, UINT64_MAX)->value_name("BYTES"), "skip BYTES of the key file")
         ("keyfile-size,l", number_value<uint64_t>(1, kMaxKeyFileSize)->value_name("BYTES"), "read exactly BYTES of the key file")
-        ("dump-volume-key", po::bool_switch(), "dump: also print the volume key (asks for the secret)")
+        ("dump-volume-key", po::bool_switch(), "dump: also print the volume key (asks for the secret, and to confirm)")
         ("threads,t", threads_value()->value_name("N"), "crypt worker threads, at most 256 (default: one per core)")
         ("in-place", po::bool_switch(), "write into the existing regular file OUT directly");
+    add_batch_mode_option(cl.options);
+    add_tries_option(cl.options);
     add_serve_options(cl.options);
     add_action_arguments(cl, {{"dump", "print the metadata as cryptsetup bitlkDump does"},
                               {"test-passphrase", "check a secret (cryptsetup bitlkOpen --test-passphrase)"},
                               {"decrypt", "write the plaintext cryptsetup bitlkOpen maps to OUT"},
-                              {"serve", "serve that plaintext read-only over NBD"}});
-    only_for(cl, {"dump"}, {"dump-volume-key"});
+                              {"serve", "serve that plaintext over NBD, read-write unless --read-only"}});
+    only_for(cl, {"dump"}, {"dump-volume-key", "batch-mode"});
     only_for(cl, {"decrypt", "serve"}, {"threads"});
     only_for(cl, {"decrypt"}, {"in-place"});
     only_for(cl, {"serve"}, serve_option_names());

@@ -6,6 +6,7 @@
 // writes OUT. Data moves in 1 MiB bios, several in flight, so memory stays
 // bounded whatever the image size.
 #include "commands.hpp"
+#include "container_common.hpp"
 #include "cryptsetup_options.hpp"
 #include "image_copy.hpp"
 #include "json.hpp"
@@ -253,9 +254,7 @@ int run_serve(const po::variables_map& vm, const std::vector<std::string>& files
     if (table.offset % step)
         throw UsageError("--offset must be a multiple of the sector size (" + std::to_string(step) + " sectors)");
     block_stop_signals();  // before any thread exists
-    auto s = dm::open_file_store(image, !read_only);
-    if (!s) throw Failure(s.error().message);
-    std::shared_ptr<dm::BackingStore> store = *s;
+    std::shared_ptr<dm::BackingStore> store = open_container_image(image, !read_only);
     if (store->size() / kSector <= table.offset) throw UsageError("--offset is past the end of " + image);
     const uint64_t avail = (store->size() / kSector - table.offset) / step * step;
     uint64_t length = avail;

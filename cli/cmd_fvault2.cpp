@@ -4,6 +4,7 @@
 // maps (one aes-xts-plain64 segment, through the copy loop `crypt` uses),
 // `fvault2 serve` exports it read-only over NBD.
 #include "commands.hpp"
+#include "container_common.hpp"
 #include "cryptsetup_options.hpp"
 #include "image_copy.hpp"
 #include "number_option.hpp"
@@ -27,37 +28,25 @@ namespace {
 
 namespace fvault2 = blkcrypt::fvault2;
 
-constexpr int kExitNoKey = 2;  // cryptsetup's status for a passphrase that opens nothing (EPERM)
-
 struct Image {
     std::string path;
     std::shared_ptr<blkcrypt::BackingStore> store;
     fvault2::Metadata md;
 };
 
-Image open_image(const std::string& path) {
-    if (path == "-") throw UsageError("IMAGE cannot be stdin: its metadata is read first");
-    auto s = blkcrypt::open_file_store(path, false);
-    if (!s) throw Failure(s.error().message);
-    auto md = fvault2::read_metadata(registry(), **s);
+Image open_image(const std::string& path, bool writable = false) {
+    auto s = open_container_image(path, writable);
+    auto md = fvault2::read_metadata(registry(), *s);
     // cryptsetup's line, then why.
     if (!md) throw Failure("Device " + path + " is not a valid FVAULT2 device: " + md.error().message);
-    return Image{path, *s, std::move(md).value()};
+    return Image{path, s, std::move(md).value()};
 }
 
 // The passphrase: --passphrase-file (a blkcrypt extension: its first line),
 // else as cryptsetup reads it (--key-file, a prompt, one line of stdin).
 blkcrypt::SecureBuffer unlock(const po::variables_map& vm, const Image& im) {
-    const blkcrypt::SecureBuffer pass = vm.count("passphrase-file")
-                                            ? read_key_input(vm["passphrase-file"].as<std::string>(), 0, 0, true)
-                                            : read_passphrase(vm, im.path);
-    auto key = fvault2::unlock(registry(), im.md, pass);
-    if (!key) {
-        if (key.status() == blkcrypt::Status::NoKey)
-            throw StatusFailure(key.error().message, kExitNoKey);
-        throw Failure(key.error().message);
-    }
-    return std::move(key).value();
+    return unlock_with_tries<blkcrypt::SecureBuffer>(
+        vm, im.path, [&](const blkcrypt::SecureBuffer& pass) { return fvault2::unlock(registry(), im.md, pass); });
 }
 
 std::string one_file(const std::vector<std::string>& files, const std::string& action) {
@@ -96,7 +85,6 @@ std::vector<NamedPath> secret_inputs(const po::variables_map& vm, const std::str
 int run_decrypt(const po::variables_map& vm, const std::vector<std::string>& files) {
     if (files.size() != 2) throw UsageError("fvault2 decrypt needs IMAGE and OUT");
     const std::string& image = files[0];
-    if (image == "-") throw UsageError("IMAGE cannot be stdin: its metadata is read first");
     Output out(files[1], OutputOptions{.role = "OUT", .secret = true, .can_stream = true,
                                        .in_place = vm["in-place"].as<bool>(), .inputs = secret_inputs(vm, image)});
     const Image im = open_image(image);
@@ -111,10 +99,11 @@ int run_decrypt(const po::variables_map& vm, const std::vector<std::string>& fil
     return 0;
 }
 
-// The plaintext over NBD, read-only (cryptsetup maps it writable; serving a
-// copy of someone's FileVault volume writable is not what this is for).
+// The plaintext over NBD, read-write unless --read-only, as cryptsetup maps
+// it (one crypt segment: writes land encrypted in the data area).
 int run_serve(const po::variables_map& vm, const std::vector<std::string>& files) {
-    const Image im = open_image(one_file(files, "serve"));
+    const bool read_only = vm["read-only"].as<bool>();
+    const Image im = open_image(one_file(files, "serve"), !read_only);
     if (auto r = fvault2::check_extent(im.md, im.store->size()); !r) throw Failure(r.error().message);
     const blkcrypt::SecureBuffer key = unlock(vm, im);
     block_stop_signals();  // before the target's threads exist
@@ -122,7 +111,7 @@ int run_serve(const po::variables_map& vm, const std::vector<std::string>& files
     topts.threads = vm.count("threads") ? vm["threads"].as<unsigned>() : 0;
     auto target = fvault2::make_target(registry(), im.md, key, im.store, topts);
     if (!target) throw Failure(im.path + ": " + target.error().message);
-    return serve_device(vm, blkcrypt::nbd::make_crypt_device(std::move(target).value(), im.store, true));
+    return serve_device(vm, blkcrypt::nbd::make_crypt_device(std::move(target).value(), im.store, read_only));
 }
 
 }  // namespace
@@ -134,25 +123,28 @@ int run_fvault2(Args args) {
                    "FileVault 2 (Core Storage) volumes as cryptsetup's FVAULT2 reads them, without\n"
                    "root or device-mapper: dump is fvault2Dump (also blkcrypt fvault2Dump), decrypt\n"
                    "writes the plaintext `cryptsetup open --type fvault2` maps, serve exports it\n"
-                   "read-only over NBD (docs/nbd.md). The passphrase is prompted for on a terminal,\n"
-                   "else one line of stdin; --key-file reads it as cryptsetup does, --passphrase-file\n"
-                   "takes the first line of a file. A passphrase that opens nothing exits 2 (\"No key\n"
-                   "available with this passphrase.\"). OUT follows the output policy (docs/outputs.md)."};
+                   "over NBD (docs/nbd.md), read-write unless --read-only. The passphrase is prompted\n"
+                   "for on a terminal (--tries times), else one line of stdin; --key-file reads it\n"
+                   "as cryptsetup does, --passphrase-file takes the first line of a file. A\n"
+                   "passphrase that opens nothing exits 2 (\"No key available with this\n"
+                   "passphrase.\"). OUT follows the output policy (docs/outputs.md). IMAGE must be\n"
+                   "a regular file or a block device."};
     cl.options.add_options()
         ("key-file,d", po::value<std::string>()->value_name("FILE"), "read the passphrase from FILE ('-': all of stdin)")
         ("keyfile-offset", number_value<uint64_t>(0, UINT64_MAX)->value_name("BYTES"), "skip BYTES of the key file")
         ("keyfile-size,l", number_value<uint64_t>(1, kMaxKeyFileSize)->value_name("BYTES"), "read exactly BYTES of the key file")
         ("passphrase-file", po::value<std::string>()->value_name("FILE"), "the passphrase: the first line of FILE")
         ("dump-volume-key", po::bool_switch(), "dump: also print the volume key (asks for the passphrase)")
-        ("batch-mode,q", po::bool_switch(), "do not ask for confirmation")
         ("threads,t", threads_value()->value_name("N"), "crypt worker threads, at most 256 (default: one per core)")
         ("in-place", po::bool_switch(), "write into the existing regular file OUT directly");
+    add_batch_mode_option(cl.options);
+    add_tries_option(cl.options);
     add_progress_options(cl.options);
     add_serve_options(cl.options);
     add_action_arguments(cl, {{"dump", "print the metadata as cryptsetup fvault2Dump does"},
                               {"test-passphrase", "check a passphrase (cryptsetup open --type fvault2 --test-passphrase)"},
                               {"decrypt", "write the plaintext cryptsetup open --type fvault2 maps to OUT"},
-                              {"serve", "serve that plaintext read-only over NBD"}});
+                              {"serve", "serve that plaintext over NBD, read-write unless --read-only"}});
     only_for(cl, {"dump"}, {"dump-volume-key", "batch-mode"});
     only_for(cl, {"decrypt", "serve"}, {"threads"});
     only_for(cl, {"decrypt"}, {"in-place"});

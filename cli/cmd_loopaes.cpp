@@ -3,6 +3,7 @@
 // options alone give the dm-crypt table (`loopaes table` prints it), which
 // decrypt, encrypt and serve run in userspace.
 #include "commands.hpp"
+#include "container_common.hpp"
 #include "cryptsetup_options.hpp"
 #include "image_copy.hpp"
 #include "number_option.hpp"
@@ -53,9 +54,7 @@ loopaes::Volume open_volume(const po::variables_map& vm) {
 
 // The device's sectors after --offset: what loopaesOpen maps.
 uint64_t mapped_sectors(const std::string& image, uint64_t offset) {
-    auto s = blkcrypt::open_file_store(image, false);
-    if (!s) throw Failure(s.error().message);
-    const uint64_t sectors = (*s)->size() / kSector;
+    const uint64_t sectors = open_container_image(image, false)->size() / kSector;
     if (offset >= sectors) throw Failure("Device " + image + " is too small.");
     return sectors - offset;
 }
@@ -95,12 +94,11 @@ int run_serve(const po::variables_map& vm, const std::vector<std::string>& files
     const loopaes::Volume v = open_volume(vm);
     const uint64_t sectors = mapped_sectors(image, v.table.offset);
     block_stop_signals();  // before the target's threads exist
-    auto data = blkcrypt::open_file_store(image, !read_only);
-    if (!data) throw Failure(data.error().message);
+    auto data = open_container_image(image, !read_only);
     blkcrypt::dm::TargetOptions opts;
     if (vm.count("threads")) opts.threads = vm["threads"].as<unsigned>();
-    auto target = make_crypt_target(registry(), v.table, *data, sectors, opts);
-    return serve_device(vm, blkcrypt::nbd::make_crypt_device(std::move(target), *data, read_only));
+    auto target = make_crypt_target(registry(), v.table, data, sectors, opts);
+    return serve_device(vm, blkcrypt::nbd::make_crypt_device(std::move(target), data, read_only));
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // is `luks dump`, `open --test-passphrase` is `luks test-passphrase`, ...);
 // data moves through the dm-crypt engine and the copy loop `crypt` uses.
 #include "commands.hpp"
+#include "container_common.hpp"
 #include "cryptsetup_options.hpp"
 #include "image_copy.hpp"
 #include "json.hpp"
@@ -43,18 +44,13 @@ namespace luks = blkcrypt::luks;
 namespace luks1 = blkcrypt::luks::luks1;
 namespace luks2 = blkcrypt::luks::luks2;
 
-// cryptsetup's exit status for a passphrase that opens no keyslot (EPERM).
-constexpr int kExitNoKey = 2;
-
 struct Devices {
     std::string image;        // IMAGE as given
     std::string header_path;  // --header, or IMAGE
     std::shared_ptr<blkcrypt::BackingStore> header;
 };
 
-// cryptsetup's status 4 (-ENODEV) and words for a device it cannot open.
-constexpr int kExitNoDevice = 4;
-
+// cryptsetup's status 4 (-ENODEV, kExitNoDevice) and words for a device it cannot open.
 void check_device_exists(const std::string& path) {
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0 && (errno == ENOENT || errno == EACCES || errno == ENOTDIR))
@@ -67,10 +63,7 @@ Devices open_devices(const po::variables_map& vm, const std::string& image) {
     d.header_path = vm.count("header") ? vm["header"].as<std::string>() : image;
     if (d.header_path == "-")
         throw UsageError(std::string(vm.count("header") ? "--header" : "IMAGE") + " cannot be stdin: the header is read first");
-    check_device_exists(d.header_path);
-    auto s = blkcrypt::open_file_store(d.header_path, false);
-    if (!s) throw Failure(s.error().message);
-    d.header = *s;
+    d.header = open_container_image(d.header_path, false, vm.count("header") ? "--header" : "IMAGE");
     return d;
 }
 
@@ -94,7 +87,7 @@ void refuse_inputs_as_header(const po::variables_map& vm, const std::string& ima
         return;
     }
     for (const auto& k : keys)
-        if (k.path != "-" && !k.path.empty() && resolve_links(k.path) == resolve_links(header))
+        if (k.path != "-" && !k.path.empty() && same_file(k.path, header))
             throw UsageError(role + " '" + header + "' is " + k.role + "; refusing to write an output over an input");
 }
 
@@ -180,8 +173,7 @@ blkcrypt::SecureBuffer new_passphrase(const std::optional<std::string>& file, co
 // terminal prompt is asked for after a wrong one (default 3, 0: no limit);
 // a key file (positional or --key-file) and piped input are tried once.
 unsigned prompt_tries(const po::variables_map& vm, const std::optional<std::string>& file) {
-    const bool prompted = !file && !vm.count("key-file") && ::isatty(STDIN_FILENO);
-    return !prompted ? 1 : vm.count("tries") ? vm["tries"].as<unsigned>() : 3;
+    return file ? 1 : passphrase_tries(vm);
 }
 
 luks::OpenOptions open_options(const po::variables_map& vm) {
@@ -209,20 +201,11 @@ luks::Volume unlock(const po::variables_map& vm, const Devices& d, bool test_onl
         const blkcrypt::SecureBuffer vk = volume_key_file(vm, size);
         vol = luks::open_with_volume_key(registry(), *d.header, vk, o);
     } else {
-        const unsigned tries = prompt_tries(vm, std::nullopt);
-        for (unsigned t = 1;; ++t) {
-            const blkcrypt::SecureBuffer pass = read_passphrase(vm, d.image);
-            vol = luks::open(registry(), *d.header, pass, o);
-            if (vol || vol.status() != blkcrypt::Status::NoKey || (tries && t >= tries)) break;
-            std::cerr << vol.error().message << "\n";
-        }
+        vol = retry_passphrase<luks::Volume>(
+            vm, d.image, [&](const blkcrypt::SecureBuffer& pass) { return luks::open(registry(), *d.header, pass, o); });
     }
     print_warnings(warnings);
-    if (!vol) {
-        if (vol.status() == blkcrypt::Status::NoKey) throw StatusFailure(vol.error().message, kExitNoKey);
-        throw Failure(vol.error().message);
-    }
-    return std::move(vol).value();
+    return expect(std::move(vol));
 }
 
 void write_stdout(blkcrypt::ConstBytes b) {
@@ -231,22 +214,13 @@ void write_stdout(blkcrypt::ConstBytes b) {
 }
 
 // cryptsetup's yesDialog: asked only on a terminal and without --batch-mode.
-void confirm(const po::variables_map& vm, const std::string& question) {
-    if (vm["batch-mode"].as<bool>() || !::isatty(STDIN_FILENO)) return;
-    std::cerr << question << "\nAre you sure? (Type 'yes' in capital letters): " << std::flush;
-    std::string answer;
-    if (!std::getline(std::cin, answer) || answer != "YES") throw Failure("Operation aborted.");
-}
+void confirm(const po::variables_map& vm, const std::string& question) { yes_dialog(vm, question); }
 
 std::string one_file(const std::vector<std::string>& files, const std::string& action) {
     if (files.size() != 1) throw UsageError("luks " + action + " needs exactly one IMAGE");
     return files[0];
 }
 
-const char* const kVolumeKeyWarning =
-    "Header dump with volume key is sensitive information\n"
-    "which allows access to encrypted partition without a passphrase.\n"
-    "This dump should be stored encrypted in a safe place.";
 
 // dump --json: one object for scripts (docs/json.md), the same for both
 // versions where the formats agree; never the key.
@@ -356,7 +330,7 @@ int run_dump(const po::variables_map& vm, const std::vector<std::string>& files)
         std::cout << (json ? or_fail(c.dump_json_metadata()) : c.dump(d.header_path));
         return 0;
     }
-    confirm(vm, kVolumeKeyWarning);
+    confirm_volume_key_dump(vm);
     const luks::Volume vol = unlock(vm, d);
     write_stdout(c.dump_volume_key(d.header_path, vol.table.key));
     return 0;
@@ -443,13 +417,12 @@ int run_serve(const po::variables_map& vm, const std::vector<std::string>& files
     const Devices d = open_devices(vm, image);
     const luks::Volume vol = unlock(vm, d);
     block_stop_signals();  // after the KDF's threads, before the target's
-    auto data = blkcrypt::open_file_store(image, !read_only);
-    if (!data) throw Failure(data.error().message);
+    auto data = open_container_image(image, !read_only);
     blkcrypt::dm::TargetOptions opts;
     if (vm.count("threads")) opts.threads = vm["threads"].as<unsigned>();
-    auto target = luks::make_target(registry(), vol, *data, opts);
+    auto target = luks::make_target(registry(), vol, data, opts);
     if (!target) throw Failure(target.error().message);
-    return serve_device(vm, blkcrypt::nbd::make_crypt_device(std::move(target).value(), *data, read_only));
+    return serve_device(vm, blkcrypt::nbd::make_crypt_device(std::move(target).value(), data, read_only));
 }
 
 // A regular file shorter than `bytes` grows to it (cryptsetup fallocates a
@@ -882,17 +855,15 @@ std::optional<std::string> positional_file(const std::vector<std::string>& files
     return std::nullopt;
 }
 
-// A keyslot change's library result: a passphrase that opens nothing exits
-// 2, an I/O error 1, a refused change 2.
+// A keyslot change the library refused for its arguments is a usage error
+// (cryptsetup's EINVAL); the rest maps as everywhere (expect).
 template <typename T>
 T value_or_exit(blkcrypt::Result<T> r) {
-    if (!r) {
-        if (r.status() == blkcrypt::Status::NoKey) throw StatusFailure(r.error().message, kExitNoKey);
-        if (r.status() == blkcrypt::Status::IoError) throw Failure(r.error().message);
+    if (!r && r.status() != blkcrypt::Status::NoKey && r.status() != blkcrypt::Status::IoError)
         throw UsageError(r.error().message);
-    }
-    if constexpr (!std::is_void_v<T>) return std::move(r).value();
+    return expect(std::move(r));
 }
+
 
 // The KDF options of a new keyslot, checked before any passphrase is asked
 // for, as each version's cryptsetup checks them: LUKS1 keyslots are PBKDF2
@@ -1190,8 +1161,6 @@ int run_luks(Args args) {
         ("dump-volume-key", po::bool_switch(), "dump: also print the volume key (asks for the passphrase)")
         ("dump-json-metadata", po::bool_switch(), "dump: print the LUKS2 JSON metadata, as cryptsetup")
         ("json", po::bool_switch(), "dump: one JSON object for scripts; serve: events as JSON lines (docs/json.md)")
-        ("batch-mode,q", po::bool_switch(), "do not ask for confirmation")
-        ("tries,T", number_value<unsigned>(0, 1000)->value_name("N"), "ask at most N times for a passphrase at the terminal (default: 3, 0: no limit)")
         ("verbose,v", po::bool_switch(), "name the keyslot opened, created or removed")
         ("threads,t", threads_value()->value_name("N"), "crypt worker threads, at most 256 (default: one per core)")
         ("in-place", po::bool_switch(), "write into the existing regular file OUT directly")
@@ -1234,6 +1203,8 @@ int run_luks(Args args) {
         ("uuid", po::value<std::string>()->value_name("UUID"), "format: this UUID (default: random); uuid: set it")
         ("verify-passphrase,y", po::bool_switch(), "format: ask for the passphrase twice (always on a terminal)")
         ("force", po::bool_switch(), "encrypt: write IN even if its filesystem's block size is below the sector size");
+    add_batch_mode_option(cl.options);
+    add_tries_option(cl.options);
     add_serve_options(cl.options);
     add_progress_options(cl.options);
     add_action_arguments(cl, {{"format", "create a container, as cryptsetup luksFormat (--type luks1|luks2, default luks2)"},

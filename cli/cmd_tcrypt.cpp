@@ -2,6 +2,7 @@
 // reads them (tcryptDump, tcryptOpen), without root or device-mapper: the
 // plaintext goes through the dm-crypt engine and the copy loop `crypt` uses.
 #include "commands.hpp"
+#include "container_common.hpp"
 #include "cryptsetup_options.hpp"
 #include "image_copy.hpp"
 #include "number_option.hpp"
@@ -9,7 +10,6 @@
 #include "passphrase.hpp"
 #include "progress.hpp"
 #include "serve.hpp"
-#include "verity_actions.hpp"  // same_file
 
 #include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/tcrypt/tcrypt.hpp>
@@ -27,27 +27,8 @@ namespace {
 
 namespace tcrypt = blkcrypt::tcrypt;
 
-// cryptsetup's exit status for a secret that opens nothing (EPERM).
-constexpr int kExitNoKey = 2;
-
-const char* const kVolumeKeyWarning =
-    "Header dump with volume key is sensitive information\n"
-    "which allows access to encrypted partition without a passphrase.\n"
-    "This dump should be stored encrypted in a safe place.";
-
-// The passphrase as cryptsetup's tcrypt actions read it: --passphrase-file
-// (a blkcrypt extension: its first line), a prompt on a terminal, else one
-// line of piped stdin. With keyfiles an empty passphrase is allowed.
-blkcrypt::SecureBuffer read_passphrase(const po::variables_map& vm, const std::string& device) {
-    if (vm.count("passphrase-file")) return read_key_input(vm["passphrase-file"].as<std::string>(), 0, 0, true);
-    if (::isatty(STDIN_FILENO)) return prompt_passphrase("Enter passphrase for " + device + ": ", false);
-    return read_key_input("-", 0, 0, true);
-}
-
-std::shared_ptr<blkcrypt::BackingStore> open_image(const std::string& path) {
-    auto s = blkcrypt::open_file_store(path, false);
-    if (!s) throw Failure(s.error().message);
-    return *s;
+std::shared_ptr<blkcrypt::BackingStore> open_image(const std::string& path, const std::string& role = "IMAGE") {
+    return open_container_image(path, false, role);
 }
 
 // A keyfile: its first 1 MiB (the rest does not count, as in TrueCrypt).
@@ -107,17 +88,14 @@ uint32_t query_pim() {
 }
 
 // Opens the volume from `hdr` (IMAGE, or the --header file): exit 2 with
-// cryptsetup's words when no header decrypts.
+// cryptsetup's words when no header decrypts. The passphrase is read as
+// every format reads it (passphrase.hpp); with keyfiles it may be empty.
 tcrypt::Volume unlock(const po::variables_map& vm, const std::string& image, blkcrypt::BackingStore& hdr) {
     tcrypt::OpenOptions o = open_options(vm);
-    const blkcrypt::SecureBuffer pass = read_passphrase(vm, image);
-    if (vm["veracrypt-query-pim"].as<bool>()) o.pim = query_pim();
-    auto vol = tcrypt::open(registry(), hdr, pass, o);
-    if (!vol) {
-        if (vol.status() == blkcrypt::Status::NoKey) throw StatusFailure(vol.error().message, kExitNoKey);
-        throw Failure(vol.error().message);
-    }
-    return std::move(vol).value();
+    return unlock_with_tries<tcrypt::Volume>(vm, image, [&](const blkcrypt::SecureBuffer& pass) {
+        if (vm["veracrypt-query-pim"].as<bool>()) o.pim = query_pim();
+        return tcrypt::open(registry(), hdr, pass, o);
+    });
 }
 
 // Where the header is and what the data device holds: IMAGE alone, or with
@@ -143,7 +121,7 @@ Devices open_devices(const po::variables_map& vm, const std::string& image) {
     if (vm.count("header") && !same_file(vm["header"].as<std::string>(), image)) {
         d.detached = true;
         d.header_path = vm["header"].as<std::string>();
-        d.header = open_image(d.header_path);
+        d.header = open_image(d.header_path, "--header");
     }
     if (vm.count("partition")) {
         if (!system) throw UsageError("--partition needs --tcrypt-system (the partition of a system-encrypted disk)");
@@ -186,11 +164,7 @@ int run_dump(const po::variables_map& vm, const std::vector<std::string>& files)
     const std::string image = one_file(files, "dump");
     const Devices dev = open_devices(vm, image);
     const bool show_key = vm["dump-volume-key"].as<bool>();
-    if (show_key && !vm["batch-mode"].as<bool>() && ::isatty(STDIN_FILENO)) {
-        std::cerr << kVolumeKeyWarning << "\nAre you sure? (Type 'yes' in capital letters): " << std::flush;
-        std::string answer;
-        if (!std::getline(std::cin, answer) || answer != "YES") throw Failure("Operation aborted.");
-    }
+    if (show_key) confirm_volume_key_dump(vm);
     const tcrypt::Volume vol = unlock_devices(vm, image, dev);
     if (!show_key) {
         std::cout << tcrypt::dump(vol, image) << std::flush;
@@ -205,7 +179,6 @@ int run_dump(const po::variables_map& vm, const std::vector<std::string>& files)
 int run_decrypt(const po::variables_map& vm, const std::vector<std::string>& files) {
     if (files.size() != 2) throw UsageError("tcrypt decrypt needs IMAGE and OUT");
     const std::string& image = files[0];
-    if (image == "-") throw UsageError("IMAGE cannot be stdin: the header is read first");
     std::vector<NamedPath> inputs = {{"IMAGE", image}};
     if (vm.count("header")) inputs.push_back({"the header file", vm["header"].as<std::string>()});
     if (vm.count("key-file"))
@@ -233,13 +206,12 @@ int run_serve(const po::variables_map& vm, const std::vector<std::string>& files
     const Devices dev = open_devices(vm, image);
     const tcrypt::Volume vol = unlock_devices(vm, image, dev);
     block_stop_signals();  // after the KDF search, before the target's threads exist
-    auto data = blkcrypt::open_file_store(image, !read_only);
-    if (!data) throw Failure(data.error().message);
+    auto data = open_container_image(image, !read_only);
     blkcrypt::dm::TargetOptions opts;
     if (vm.count("threads")) opts.threads = vm["threads"].as<unsigned>();
-    auto target = tcrypt::make_target(registry(), vol, *data, opts);
+    auto target = tcrypt::make_target(registry(), vol, data, opts);
     if (!target) throw Failure(target.error().message);
-    return serve_device(vm, blkcrypt::nbd::make_crypt_device(std::move(target).value(), *data, read_only));
+    return serve_device(vm, blkcrypt::nbd::make_crypt_device(std::move(target).value(), data, read_only));
 }
 
 }  // namespace
@@ -250,8 +222,9 @@ int run_tcrypt(Args args) {
                    "       blkcrypt tcrypt serve [OPTIONS] (--socket PATH | --port N) [--read-only] IMAGE",
                    "TrueCrypt and VeraCrypt volumes as cryptsetup (TCRYPT) opens them, without root or\n"
                    "device-mapper. cryptsetup's names work at the top level too: blkcrypt tcryptDump.\n"
-                   "The passphrase is prompted for on a terminal, else one line of stdin; --key-file\n"
-                   "names TrueCrypt keyfiles (repeatable, in order). Every KDF and cipher chain is\n"
+                   "The passphrase is prompted for on a terminal (--tries times), else one line of\n"
+                   "stdin, or the first line of --passphrase-file; --key-file names TrueCrypt\n"
+                   "keyfiles (repeatable, in order). Every KDF and cipher chain is\n"
                    "tried (-h, -c limit the search); VeraCrypt mode is on unless --disable-veracrypt.\n"
                    "A secret that opens no header exits 2 (\"No device header detected with this\n"
                    "passphrase.\"). OUT follows the output policy (docs/outputs.md). serve exports\n"
@@ -276,9 +249,10 @@ int run_tcrypt(Args args) {
         ("hash,h", po::value<std::string>()->value_name("HASH"), "try only KDFs whose hash contains HASH")
         ("cipher,c", po::value<std::string>()->value_name("CIPHER"), "try only cipher chains whose name contains CIPHER")
         ("dump-volume-key", po::bool_switch(), "dump: also print the volume key")
-        ("batch-mode,q", po::bool_switch(), "do not ask for confirmation")
         ("threads,t", threads_value()->value_name("N"), "crypt worker threads, at most 256 (default: one per core)")
         ("in-place", po::bool_switch(), "write into the existing regular file OUT directly");
+    add_batch_mode_option(cl.options);
+    add_tries_option(cl.options);
     add_progress_options(cl.options);
     add_serve_options(cl.options);
     add_action_arguments(cl, {{"dump", "print the header as cryptsetup tcryptDump does"},

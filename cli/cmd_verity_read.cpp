@@ -38,12 +38,6 @@ Store open_store(const std::string& path, bool writable) {
     return *s;
 }
 
-bool same_file(const std::string& a, const std::string& b) {
-    struct stat sa {}, sb {};
-    return a == b || (::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 &&
-                      sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino);
-}
-
 vy::VerityParams load_params(const po::variables_map& vm, dm::BackingStore& hash, uint64_t data_size) {
     if (vm["no-superblock"].as<bool>()) return params_from_options(vm, data_size, false);
     refuse_given(vm, {"hash", "data-block-size", "hash-block-size", "data-blocks", "salt", "uuid", "format"},

@@ -251,6 +251,11 @@ std::string checked_driver(blkcrypt::Registry& reg, const std::string& alg, cons
     return driver;
 }
 
+void throw_error(const blkcrypt::Error& e) {
+    if (e.status == blkcrypt::Status::NoKey) throw StatusFailure(e.message, kExitNoKey);
+    throw Failure(e.message);
+}
+
 void throw_alloc_error(const blkcrypt::Error& err) {
     if (err.status == blkcrypt::Status::SelftestFailed) throw Failure(err.message);
     throw UsageError(err.message);

@@ -46,6 +46,24 @@ private:
     int status_;
 };
 
+// cryptsetup's exit statuses that the library's Status maps to (its
+// translate_errno): a secret that opens nothing (EPERM), a device that does
+// not exist or is not a file or block device (ENODEV, ENOTBLK).
+constexpr int kExitNoKey = 2;
+constexpr int kExitNoDevice = 4;
+
+// The one Status -> exit mapping for library results: NoKey exits 2 with
+// the library's message, anything else is a Failure (exit 1).
+[[noreturn]] void throw_error(const blkcrypt::Error& e);
+template <class T>
+T expect(blkcrypt::Result<T> r) {
+    if (!r) throw_error(r.error());
+    return std::move(r).value();
+}
+inline void expect(blkcrypt::Result<void> r) {
+    if (!r) throw_error(r.error());
+}
+
 // One action of a "blkcrypt CMD ACTION ..." command.
 struct Action {
     std::string name;     // "encrypt"

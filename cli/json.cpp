@@ -5,30 +5,6 @@
 
 namespace cli {
 
-std::string json_quote(std::string_view s) {
-    std::string q = "\"";
-    for (const char c : s) {
-        switch (c) {
-        case '"': q += "\\\""; break;
-        case '\\': q += "\\\\"; break;
-        case '\b': q += "\\b"; break;
-        case '\f': q += "\\f"; break;
-        case '\n': q += "\\n"; break;
-        case '\r': q += "\\r"; break;
-        case '\t': q += "\\t"; break;
-        default:
-            if (static_cast<unsigned char>(c) < 0x20) {
-                char buf[8];
-                std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
-                q += buf;
-            } else {
-                q += c;  // UTF-8 passes through unchanged
-            }
-        }
-    }
-    return q + "\"";
-}
-
 void JsonWriter::newline() {
     if (indented_) out_ << '\n' << std::string(2 * first_.size(), ' ');
 }

@@ -4,6 +4,8 @@
 // docs/json.md), or indented (`list --json`).
 #pragma once
 
+#include <blkcrypt/json_string.hpp>
+
 #include <cstdint>
 #include <ostream>
 #include <string>
@@ -41,7 +43,7 @@ private:
     bool after_key_ = false;
 };
 
-// s as a quoted JSON string literal.
-std::string json_quote(std::string_view s);
+// s as a quoted JSON string literal (the library's quoter).
+inline std::string json_quote(std::string_view s) { return blkcrypt::json_string(s); }
 
 }  // namespace cli

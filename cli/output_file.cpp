@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <random>
 #include <vector>
@@ -193,6 +194,15 @@ std::string resolve_links(const std::string& path) {
         p = !link.empty() && link[0] == '/' ? link : join(dir_of(p), link);
     }
     return p;  // a loop: the open reports ELOOP
+}
+
+bool same_file(const std::string& a, const std::string& b) {
+    if (a == b) return true;
+    struct stat sa {}, sb {};
+    if (::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0) return same_file(sa, sb);
+    std::error_code ea, eb;
+    const auto ca = std::filesystem::weakly_canonical(a, ea), cb = std::filesystem::weakly_canonical(b, eb);
+    return ea || eb ? resolve_links(a) == resolve_links(b) : ca == cb;
 }
 
 Output::Output(const std::string& path, OutputOptions opts) : opts_(std::move(opts)), name_(path) {

@@ -119,4 +119,9 @@ void install_signal_cleanup();
 // The path with every symlink resolved (the final target may not exist).
 std::string resolve_links(const std::string& path);
 
+// Whether a and b name one file: when both exist, the same inode (or one
+// block device under two nodes); otherwise the same path once ".", ".." and
+// symlinks are resolved ("s", "./s", "dir/../s").
+bool same_file(const std::string& a, const std::string& b);
+
 }  // namespace cli

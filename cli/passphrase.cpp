@@ -1,12 +1,14 @@
 #include "passphrase.hpp"
 
 #include "common.hpp"
+#include "number_option.hpp"
 
 #include <algorithm>
 #include <cerrno>
 #include <iostream>
 #include <iterator>
 #include <limits>
+#include <typeinfo>
 #include <csignal>
 #include <cstring>
 
@@ -118,6 +120,12 @@ blkcrypt::SecureBuffer read_tty_line(int in, int out, const std::string& prompt)
     return buf;
 }
 
+// --key-file names the passphrase's file where the command takes one FILE;
+// tcrypt's repeatable --key-file names keyfiles mixed into the passphrase.
+bool key_file_is_passphrase(const po::variables_map& vm) {
+    return vm.count("key-file") && vm["key-file"].value().type() == typeid(std::string);
+}
+
 }  // namespace
 
 blkcrypt::SecureBuffer read_key_input(const std::string& path, uint64_t offset, std::size_t size,
@@ -204,7 +212,8 @@ blkcrypt::SecureBuffer read_passphrase(const po::variables_map& vm, const std::s
     if (vm.count("verify-passphrase") && vm["verify-passphrase"].as<bool>()) verify = true;
     const uint64_t offset = vm.count("keyfile-offset") ? vm["keyfile-offset"].as<uint64_t>() : 0;
     const std::size_t size = vm.count("keyfile-size") ? static_cast<std::size_t>(vm["keyfile-size"].as<uint64_t>()) : 0;
-    if (vm.count("key-file")) return read_key_input(vm["key-file"].as<std::string>(), offset, size, false);
+    if (vm.count("passphrase-file")) return read_key_input(vm["passphrase-file"].as<std::string>(), 0, 0, true);
+    if (key_file_is_passphrase(vm)) return read_key_input(vm["key-file"].as<std::string>(), offset, size, false);
     if (::isatty(STDIN_FILENO)) {
         if (offset || size) throw UsageError("--keyfile-offset and --keyfile-size need --key-file or piped input");
         return prompt_passphrase("Enter passphrase for " + device + ": ", verify);
@@ -212,15 +221,33 @@ blkcrypt::SecureBuffer read_passphrase(const po::variables_map& vm, const std::s
     return read_key_input("-", offset, size, true);
 }
 
-void confirm_volume_key_dump(const po::variables_map& vm) {
+void add_tries_option(po::options_description& opts) {
+    opts.add_options()("tries,T", number_value<unsigned>(0, 1000)->value_name("N"),
+                       "ask at most N times for a passphrase at the terminal (default: 3, 0: no limit)");
+}
+
+unsigned passphrase_tries(const po::variables_map& vm) {
+    const bool prompted = !vm.count("passphrase-file") && !key_file_is_passphrase(vm) && ::isatty(STDIN_FILENO);
+    return !prompted ? 1 : vm.count("tries") ? vm["tries"].as<unsigned>() : 3;
+}
+
+void report_retry(const std::string& message) { std::cerr << message << "\n"; }
+
+void add_batch_mode_option(po::options_description& opts) {
+    opts.add_options()("batch-mode,q", po::bool_switch(), "do not ask for confirmation");
+}
+
+void yes_dialog(const po::variables_map& vm, const std::string& question) {
     if (vm["batch-mode"].as<bool>() || !::isatty(STDIN_FILENO)) return;
-    std::cerr << "Header dump with volume key is sensitive information\n"
-                 "which allows access to encrypted partition without a passphrase.\n"
-                 "This dump should be stored encrypted in a safe place.\n"
-                 "Are you sure? (Type 'yes' in capital letters): "
-              << std::flush;
+    std::cerr << question << "\nAre you sure? (Type 'yes' in capital letters): " << std::flush;
     std::string answer;
     if (!std::getline(std::cin, answer) || answer != "YES") throw Failure("Operation aborted.");
+}
+
+void confirm_volume_key_dump(const po::variables_map& vm) {
+    yes_dialog(vm, "Header dump with volume key is sensitive information\n"
+                   "which allows access to encrypted partition without a passphrase.\n"
+                   "This dump should be stored encrypted in a safe place.");
 }
 
 }  // namespace cli

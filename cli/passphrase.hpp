@@ -42,12 +42,47 @@ blkcrypt::SecureBuffer prompt_passphrase(const std::string& prompt, bool verify)
 // The passphrase as cryptsetup's tools_get_key reads it from the options
 // key-file, keyfile-offset and keyfile-size (those the command declares):
 // --key-file whole (or --keyfile-size bytes) after --keyfile-offset, '-' all
-// of stdin; else a prompt on a terminal, or one line of piped stdin.
+// of stdin; --passphrase-file (a blkcrypt extension) its first line; else a
+// prompt on a terminal, or one line of piped stdin. A repeatable --key-file
+// (tcrypt's keyfiles) is not the passphrase and is left to the command.
 blkcrypt::SecureBuffer read_passphrase(const po::variables_map& vm, const std::string& device, bool verify = false);
 
-// Before a --dump-volume-key dump: cryptsetup's warning and yesDialog, asked
-// only on a terminal and without --batch-mode (which the command declares);
-// anything but "YES" throws Failure("Operation aborted.").
+// cryptsetup's --tries (set_tries_tty): how often a passphrase is asked for
+// when the last one opened nothing. A passphrase typed at the terminal prompt
+// is asked up to --tries times (default 3, 0: no limit); one from a file or a
+// pipe is tried once.
+void add_tries_option(po::options_description& opts);
+unsigned passphrase_tries(const po::variables_map& vm);
+// The line said before asking again (the library's message).
+void report_retry(const std::string& message);
+
+// Reads a passphrase (read_passphrase) and hands it to attempt, which
+// returns the library's Result; a NoKey result is said on stderr and the
+// passphrase asked again, passphrase_tries times. Returns the last result.
+template <class T, class Attempt>
+blkcrypt::Result<T> retry_passphrase(const po::variables_map& vm, const std::string& device, Attempt&& attempt) {
+    const unsigned tries = passphrase_tries(vm);
+    for (unsigned t = 1;; ++t) {
+        blkcrypt::Result<T> r = attempt(read_passphrase(vm, device));
+        if (r || r.status() != blkcrypt::Status::NoKey || (tries && t >= tries)) return r;
+        report_retry(r.error().message);
+    }
+}
+// The same, through expect(): a secret that opens nothing exits 2, other errors 1.
+template <class T, class Attempt>
+T unlock_with_tries(const po::variables_map& vm, const std::string& device, Attempt&& attempt) {
+    return expect(retry_passphrase<T>(vm, device, std::forward<Attempt>(attempt)));
+}
+// -q/--batch-mode: no confirmation questions.
+void add_batch_mode_option(po::options_description& opts);
+
+// cryptsetup's yesDialog: `question`, then "Are you sure? (Type 'yes' in
+// capital letters): ", asked only on a terminal and without --batch-mode
+// (which the command declares); anything but "YES" throws
+// Failure("Operation aborted.").
+void yes_dialog(const po::variables_map& vm, const std::string& question);
+
+// Before a --dump-volume-key dump: cryptsetup's warning in a yes_dialog.
 void confirm_volume_key_dump(const po::variables_map& vm);
 
 }  // namespace cli

@@ -14,7 +14,6 @@
 #include <csignal>
 #include <cstdio>
 #include <ctime>
-#include <filesystem>
 #include <iostream>
 #include <mutex>
 #include <optional>
@@ -130,13 +129,6 @@ std::vector<NamedPath> named_inputs(const po::variables_map& vm) {
     return out;
 }
 
-// Two spellings of one path ("s", "./s", "dir/../s"), whether it exists or not.
-bool same_name(const std::string& a, const std::string& b) {
-    std::error_code ea, eb;
-    const auto ca = std::filesystem::weakly_canonical(a, ea), cb = std::filesystem::weakly_canonical(b, eb);
-    return ea || eb ? resolve_links(a) == resolve_links(b) : ca == cb;
-}
-
 // The pid file: an output of its own (a regular file under its own name,
 // never an input), removed at exit only while it is still the file written.
 class PidFile {
@@ -145,7 +137,7 @@ public:
         if (!vm.count("pid-file")) return;
         path_ = vm["pid-file"].as<std::string>();
         if (path_.empty()) throw UsageError("--pid-file: empty file name");
-        if (!socket.empty() && same_name(socket, path_))
+        if (!socket.empty() && same_file(socket, path_))
             throw UsageError("--pid-file and --socket both name '" + path_ + "'; give them different files");
         std::vector<NamedPath> inputs = named_inputs(vm);
         if (!socket.empty()) inputs.push_back({"--socket", socket});

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "common.hpp"
+#include "output_file.hpp"  // same_file
 #include "registry.hpp"
 
 #include <blkcrypt/dm/backing_store.hpp>
@@ -18,7 +19,6 @@ namespace cli {
 using Store = std::shared_ptr<blkcrypt::dm::BackingStore>;
 
 Store open_store(const std::string& path, bool writable);
-bool same_file(const std::string& a, const std::string& b);
 
 // Parameters from the superblock at --hash-offset, or (--no-superblock)
 // from the command line, with data_size giving the default block count.

@@ -162,7 +162,9 @@ Error sys_error(const std::string& what, const std::string& path, int err) {
 }  // namespace
 
 Result<std::shared_ptr<BackingStore>> open_file_store(const std::string& path, bool writable) {
-    int fd = ::open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+    // O_NONBLOCK so that a FIFO without a writer is refused below instead of
+    // blocking the open; it is cleared before any I/O.
+    int fd = ::open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return sys_error("cannot open", path, errno);
     struct stat st {};
     if (::fstat(fd, &st) != 0) {
@@ -183,6 +185,11 @@ Result<std::shared_ptr<BackingStore>> open_file_store(const std::string& path, b
     } else {
         ::close(fd);
         return make_error(Status::Invalid, "'" + path + "' is neither a regular file nor a block device");
+    }
+    if (const int fl = ::fcntl(fd, F_GETFL); fl < 0 || ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+        int err = errno;
+        ::close(fd);
+        return sys_error("cannot set blocking I/O on", path, err);
     }
     return std::shared_ptr<BackingStore>(std::make_shared<FileStore>(fd, size, writable, S_ISREG(st.st_mode), path));
 }

@@ -2,6 +2,7 @@
 // keyslot/digest/token dump handlers), and --dump-json-metadata, which is
 // json-c's pretty printer over the stored JSON.
 #include <blkcrypt/luks/luks2.hpp>
+#include <blkcrypt/json_string.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -41,28 +42,6 @@ const char* priority_name(int p) {
     }
 }
 
-// json-c's string escaping (JSON_C_TO_STRING_NOSLASHESCAPE): quotes,
-// backslash, the named control escapes, other controls as \u00XX; bytes
-// >= 0x80 pass through.
-void json_c_string(std::string& out, const std::string& s) {
-    out += '"';
-    for (unsigned char c : s) {
-        switch (c) {
-            case '"': out += "\\\""; break;
-            case '\\': out += "\\\\"; break;
-            case '\b': out += "\\b"; break;
-            case '\f': out += "\\f"; break;
-            case '\n': out += "\\n"; break;
-            case '\r': out += "\\r"; break;
-            case '\t': out += "\\t"; break;
-            default:
-                if (c < 0x20) appendf(out, "\\u%04x", c);
-                else out += static_cast<char>(c);
-        }
-    }
-    out += '"';
-}
-
 void json_c_pretty(std::string& out, const json& v, int depth) {
     const auto indent = [&](int d) { out.append(static_cast<std::size_t>(2 * d), ' '); };
     if (v.is_object()) {
@@ -73,7 +52,7 @@ void json_c_pretty(std::string& out, const json& v, int depth) {
             first = false;
             out += '\n';
             indent(depth + 1);
-            json_c_string(out, it.key());
+            append_json_string(out, it.key());
             out += ':';
             json_c_pretty(out, *it, depth + 1);
         }
@@ -94,7 +73,7 @@ void json_c_pretty(std::string& out, const json& v, int depth) {
         indent(depth);
         out += ']';
     } else if (v.is_string()) {
-        json_c_string(out, v.get_ref<const std::string&>());
+        append_json_string(out, v.get_ref<const std::string&>());
     } else {
         out += v.dump();  // numbers, booleans, null print alike
     }
