@@ -5,7 +5,7 @@
 #include "common.hpp"
 #include "registry.hpp"
 
-#include <blkcrypt/dm/backing_store.hpp>
+#include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/verity/params.hpp>
 #include <blkcrypt/verity/tree.hpp>
 

@@ -1,11 +1,12 @@
 // The LUKS front API: what kind of container a header is, unlocking it with a
 // passphrase into a Volume (its dm-crypt table with the volume key), and the
-// CryptTarget over its data segment that any engine (copy, serve) runs on.
+// dm table `cryptsetup open` loads for it, which any engine (copy, serve)
+// builds its device from.
 #pragma once
 
 #include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/bytes.hpp>
-#include <blkcrypt/dm/crypt_target.hpp>
+#include <blkcrypt/dm/dm_table.hpp>
 #include <blkcrypt/dm/table.hpp>
 #include <blkcrypt/registry.hpp>
 #include <blkcrypt/status.hpp>
@@ -57,10 +58,10 @@ Result<Volume> open(Registry& reg, BackingStore& header, ConstBytes passphrase, 
 Result<Volume> open_with_volume_key(Registry& reg, BackingStore& header, ConstBytes volume_key,
                                     OpenOptions opts = {});
 
-// The dm-crypt target over the volume's data segment in `data`.
-Result<std::unique_ptr<dm::CryptTarget>> make_target(Registry& reg, const Volume& vol,
-                                                     std::shared_ptr<BackingStore> data,
-                                                     dm::TargetOptions opts = {});
+// The table `cryptsetup open` loads: one crypt line over the data segment
+// of `data`, which the line names `device`. Invalid when `data` ends before
+// the payload or before a fixed-size segment's end.
+Result<dm::DmTable> dm_table(const Volume& vol, BackingStore& data, const std::string& device);
 
 // A UUID as libuuid's uuid_parse (and so cryptsetup --uuid) takes it:
 // 8-4-4-4-12 hex digits.
