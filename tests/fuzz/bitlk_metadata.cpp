@@ -3,8 +3,9 @@
 // refuse or accept without reading past their input; an accepted block is
 // dumped, its dm table computed over a device of a size taken from the
 // input, the clear key (if any) tried, its keyed table written, read back
-// and built over a small device, and the bytes after the boot sector read as a .BEK file for every VMK. Passphrase
-// unlocking is left out: 2^20 SHA-256 rounds per try.
+// and built over a small device, and the bytes after the boot sector read
+// as a .BEK file for every VMK. Passphrase unlocking is left out: 2^20
+// SHA-256 rounds per try.
 #include "fuzz_util.hpp"
 
 #include <blkcrypt/backing_store.hpp>
