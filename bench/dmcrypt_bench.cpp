@@ -87,7 +87,7 @@ void register_engine(const Spec& spec, dm::BioDir dir, std::size_t bio_bytes) {
                        spec.cipher + "/" + std::to_string(bio_bytes);
     auto* b = benchmark::RegisterBenchmark(name.c_str(), [table, dir, bio_bytes](benchmark::State& st) {
         auto store = std::make_shared<dm::MemoryStore>(kTotal);
-        dm::TargetOptions o;
+        dm::CryptTargetOptions o;
         o.threads = static_cast<unsigned>(st.range(0));
         auto tg = dm::CryptTarget::create(bench::registry(), *table, store, 0, o);
         if (!tg) {

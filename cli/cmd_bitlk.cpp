@@ -13,7 +13,6 @@
 #include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/bitlk/bitlk.hpp>
 #include <blkcrypt/dm/bio_ring.hpp>
-#include <blkcrypt/nbd/dm_table.hpp>
 
 #include <algorithm>
 #include <future>
@@ -103,20 +102,20 @@ int run_test_passphrase(const po::variables_map& vm, const std::vector<std::stri
     return 0;
 }
 
-// The plaintext view into OUT segment by segment: zeros, stored bytes, and
-// each crypt segment through a ring of 1 MiB bios converting while the oldest
-// is written (as crypt decrypt's copy runs), not one bio at a time.
+// The table's plaintext into OUT line by line: zeros, stored bytes (linear),
+// and each crypt line through a ring of 1 MiB bios converting while the
+// oldest is written (as crypt decrypt's copy runs), not one bio at a time.
 void write_view(const Image& im, blkcrypt::ConstBytes key, Output& out, unsigned threads) {
     constexpr std::size_t kChunk = 1 << 20;
-    auto segs = bitlk::segments(im.md, im.store->size() / 512);
+    auto segs = bitlk::dm_table(im.md, key, im.store->size() / 512, im.path);
     if (!segs) throw Failure(segs.error().message);
-    blkcrypt::dm::TargetOptions opts;
+    blkcrypt::dm::CryptTargetOptions opts;
     opts.threads = threads;
     const std::size_t depth = std::max<std::size_t>(8, 2 * std::size_t{threads});
     opts.queue_depth = depth;
     opts.max_request = kChunk;
     uint64_t total = 0;
-    for (const bitlk::Segment& g : *segs) total += g.length * 512;
+    for (const blkcrypt::dm::DmLine& g : *segs) total += g.length * 512;
     out.reserve(total);
     std::vector<uint8_t> buf(kChunk);
     uint64_t written = 0;
@@ -133,22 +132,23 @@ void write_view(const Image& im, blkcrypt::ConstBytes key, Output& out, unsigned
     auto failed = [&](uint64_t at, blkcrypt::Status s) {
         throw Failure(im.path + ": reading the plaintext at byte " + std::to_string(at) + ": " + blkcrypt::to_string(s));
     };
-    for (const bitlk::Segment& g : *segs) {
+    for (const blkcrypt::dm::DmLine& g : *segs) {
         const uint64_t bytes = g.length * 512;
-        if (g.zero || g.plain) {
+        const bool plain = g.target == "linear";
+        if (!g.crypt) {  // zero or linear
             std::fill(buf.begin(), buf.end(), uint8_t{0});
             for (uint64_t at = 0; at < bytes;) {
                 const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(kChunk, bytes - at));
                 const blkcrypt::Bytes chunk(buf.data(), n);
-                if (g.plain)
-                    if (blkcrypt::Status s = im.store->read(g.source * 512 + at, chunk); s != blkcrypt::Status::Ok)
+                if (plain)
+                    if (blkcrypt::Status s = im.store->read(g.offset * 512 + at, chunk); s != blkcrypt::Status::Ok)
                         failed(g.start * 512 + at, s);
                 emit(chunk);
                 at += n;
             }
             continue;
         }
-        auto target = make_crypt_target(registry(), bitlk::crypt_table(im.md, key, g), im.store, g.length, opts);
+        auto target = make_crypt_target(registry(), *g.crypt, im.store, g.length, opts);
         blkcrypt::dm::BioRing ring(*target, depth, kChunk, [&](const blkcrypt::dm::RetiredBio& r) {
             if (r.status != blkcrypt::Status::Ok) failed((g.start + r.sector) * 512, r.status);
             emit(r.data);
@@ -175,10 +175,10 @@ int run_decrypt(const po::variables_map& vm, const std::vector<std::string>& fil
                                        .inputs = {{"IMAGE", image}, {"the key file", key_path}}});
     const Image im = open_image(image);
     // Refuse what bitlkOpen refuses before asking for a secret.
-    auto segs = bitlk::segments(im.md, im.store->size() / 512);
+    auto segs = bitlk::dm_table(im.md, {}, im.store->size() / 512, im.path);
     if (!segs) throw Failure(segs.error().message);
     uint64_t total = 0;
-    for (const bitlk::Segment& g : *segs) total += g.length * 512;
+    for (const blkcrypt::dm::DmLine& g : *segs) total += g.length * 512;
     // A new file's allocation (for 1 GiB on tmpfs, 0.2 s of kernel time) runs
     // on another core while the passphrase is stretched. Only for the
     // temporary file, which a failed unlock removes: --in-place must be left
@@ -199,33 +199,29 @@ int run_decrypt(const po::variables_map& vm, const std::vector<std::string>& fil
 int run_serve(const po::variables_map& vm, const std::vector<std::string>& files) {
     const bool read_only = vm["read-only"].as<bool>();
     const Image im = open_image(one_file(files, "serve"), !read_only);
-    auto segs = bitlk::segments(im.md, im.store->size() / 512);
-    if (!segs) throw Failure(segs.error().message);
+    if (auto segs = bitlk::dm_table(im.md, {}, im.store->size() / 512, im.path); !segs)
+        throw Failure(segs.error().message);
     const blkcrypt::SecureBuffer key = unlock(vm, im);
     block_stop_signals();  // before the targets' and the device's threads exist
-    blkcrypt::dm::TargetOptions topts;
-    topts.threads = vm.count("threads") ? vm["threads"].as<unsigned>() : 0;
-    std::shared_ptr<blkcrypt::nbd::BlockDevice> stored;  // the image itself, for plain segments
-    std::vector<blkcrypt::nbd::Segment> parts;
-    for (const bitlk::Segment& g : *segs) {
-        std::shared_ptr<blkcrypt::nbd::BlockDevice> dev;
-        if (g.zero) {
-            dev = blkcrypt::nbd::make_zero_device(g.length * 512, read_only);
-        } else if (g.plain) {
-            if (!stored) {
-                blkcrypt::nbd::StoreDeviceOptions o;
-                o.read_only = read_only;
-                o.threads = topts.threads;
-                stored = expect(blkcrypt::nbd::make_store_device(im.store, o));
-            }
-            dev = expect(blkcrypt::nbd::make_linear_device(stored, g.source * 512, g.length * 512));
-        } else {
-            auto target = make_crypt_target(registry(), bitlk::crypt_table(im.md, key, g), im.store, g.length, topts);
-            dev = blkcrypt::nbd::make_crypt_device(std::move(target), im.store, read_only);
-        }
-        parts.push_back({g.start * 512, std::move(dev)});
-    }
-    return serve_device(vm, expect(blkcrypt::nbd::make_concat_device(std::move(parts), read_only, "bitlk " + im.path)));
+    auto table = bitlk::dm_table(im.md, key, im.store->size() / 512, im.path);
+    if (!table) throw Failure(table.error().message);
+    return serve_device(vm, table_device(*table, im.store,
+                                         {.read_only = read_only,
+                                          .threads = vm.count("threads") ? vm["threads"].as<unsigned>() : 0,
+                                          .description = "bitlk " + im.path,
+                                          .what_failed = im.path + ": "}));
+}
+
+// bitlk table: the dm table bitlkOpen loads, keys hidden unless --show-key.
+int run_table(const po::variables_map& vm, const std::vector<std::string>& files) {
+    const Image im = open_image(one_file(files, "table"));
+    if (auto segs = bitlk::dm_table(im.md, {}, im.store->size() / 512, im.path); !segs)
+        throw Failure(segs.error().message);
+    const blkcrypt::SecureBuffer key = unlock(vm, im);
+    auto table = bitlk::dm_table(im.md, key, im.store->size() / 512, im.path);
+    if (!table) throw Failure(table.error().message);
+    std::cout << blkcrypt::dm::format_dm_table(*table, vm["show-key"].as<bool>());
+    return 0;
 }
 
 }  // namespace
@@ -233,7 +229,8 @@ int run_serve(const po::variables_map& vm, const std::vector<std::string>& files
 int run_bitlk(Args args) {
     CommandLine cl{"blkcrypt bitlk dump|test-passphrase [OPTIONS] IMAGE\n"
                    "       blkcrypt bitlk decrypt [OPTIONS] IMAGE OUT\n"
-                   "       blkcrypt bitlk serve (--socket PATH | --port N) [OPTIONS] IMAGE",
+                   "       blkcrypt bitlk serve (--socket PATH | --port N) [OPTIONS] IMAGE\n"
+                   "       blkcrypt bitlk table [OPTIONS] [--show-key] IMAGE",
                    "BitLocker volumes (also To Go) as cryptsetup's BITLK reads them, without root\n"
                    "or device-mapper: dump is bitlkDump, decrypt writes the plaintext bitlkOpen\n"
                    "maps, serve exports it over NBD (docs/nbd.md), read-write unless --read-only.\n"
@@ -248,6 +245,7 @@ int run_bitlk(Args args) {
         ("keyfile-offset", number_value<uint64_t>(0, UINT64_MAX)->value_name("BYTES"), "skip BYTES of the key file")
         ("keyfile-size,l", number_value<uint64_t>(1, kMaxKeyFileSize)->value_name("BYTES"), "read exactly BYTES of the key file")
         ("dump-volume-key", po::bool_switch(), "dump: also print the volume key (asks for the secret, and to confirm)")
+        ("show-key", po::bool_switch(), "table: print the key (dmsetup table --showkeys) instead of zeros")
         ("threads,t", threads_value()->value_name("N"), "crypt worker threads, at most 256 (default: one per core)")
         ("in-place", po::bool_switch(), "write into the existing regular file OUT directly");
     add_batch_mode_option(cl.options);
@@ -256,8 +254,10 @@ int run_bitlk(Args args) {
     add_action_arguments(cl, {{"dump", "print the metadata as cryptsetup bitlkDump does"},
                               {"test-passphrase", "check a secret (cryptsetup bitlkOpen --test-passphrase)"},
                               {"decrypt", "write the plaintext cryptsetup bitlkOpen maps to OUT"},
-                              {"serve", "serve that plaintext over NBD, read-write unless --read-only"}});
+                              {"serve", "serve that plaintext over NBD, read-write unless --read-only"},
+                              {"table", "print the dm table cryptsetup bitlkOpen loads"}});
     only_for(cl, {"dump"}, {"dump-volume-key", "batch-mode"});
+    only_for(cl, {"table"}, {"show-key"});
     only_for(cl, {"decrypt", "serve"}, {"threads"});
     only_for(cl, {"decrypt"}, {"in-place"});
     only_for(cl, {"serve"}, serve_option_names());
@@ -269,7 +269,8 @@ int run_bitlk(Args args) {
     if (action == "test-passphrase") return run_test_passphrase(*vm, files);
     if (action == "decrypt") return run_decrypt(*vm, files);
     if (action == "serve") return run_serve(*vm, files);
-    throw UsageError("unknown action '" + action + "': use dump, test-passphrase, decrypt or serve");
+    if (action == "table") return run_table(*vm, files);
+    throw UsageError("unknown action '" + action + "': use dump, test-passphrase, decrypt, serve or table");
 }
 
 }  // namespace cli

@@ -16,13 +16,13 @@
 #include "progress.hpp"
 #include "serve.hpp"
 
-#include <blkcrypt/dm/backing_store.hpp>
+#include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/dm/bio.hpp>
 #include <blkcrypt/dm/bio_ring.hpp>
 #include <blkcrypt/dm/crypt_target.hpp>
 #include <blkcrypt/dm/plain_key.hpp>
 #include <blkcrypt/dm/table.hpp>
-#include <blkcrypt/nbd/block_device.hpp>
+#include <blkcrypt/dm/block_device.hpp>
 #include <blkcrypt/registry.hpp>
 
 #include <algorithm>
@@ -168,7 +168,7 @@ int run_table(const po::variables_map& vm, const std::vector<std::string>& files
                          std::to_string(step) + " sectors)");
     // Check the cipher and key length on one sector of memory, as the kernel's crypt_ctr would.
     blkcrypt::Registry& reg = registry();
-    dm::TargetOptions opts;
+    dm::CryptTargetOptions opts;
     opts.threads = 1;
     dm::CryptTable probe = t;  // one sector at the start of the memory store
     probe.offset = probe.length = 0;
@@ -267,10 +267,10 @@ int run_serve(const po::variables_map& vm, const std::vector<std::string>& files
                              " sectors of " + image);
     }
     if (length == 0) throw UsageError(image + ": smaller than one sector after --offset");
-    dm::TargetOptions opts;
+    dm::CryptTargetOptions opts;
     if (vm.count("threads")) opts.threads = vm["threads"].as<unsigned>();
     std::shared_ptr<dm::CryptTarget> target = make_crypt_target(registry(), table, store, length, opts);
-    return serve_device(vm, blkcrypt::nbd::make_crypt_device(std::move(target), std::move(store), read_only));
+    return serve_device(vm, blkcrypt::dm::make_crypt_device(std::move(target), std::move(store), read_only));
 }
 
 }  // namespace

@@ -89,11 +89,12 @@ int run_decrypt(const po::variables_map& vm, const std::vector<std::string>& fil
                                        .in_place = vm["in-place"].as<bool>(), .inputs = secret_inputs(vm, image)});
     const Image im = open_image(image);
     // Refuse what the activation refuses before asking for the passphrase.
-    if (auto r = fvault2::check_extent(im.md, im.store->size()); !r) throw Failure(r.error().message);
+    if (auto r = fvault2::dm_table(im.md, {}, im.store->size(), image); !r) throw Failure(r.error().message);
     const blkcrypt::SecureBuffer key = unlock(vm, im);
-    const blkcrypt::dm::CryptTable table = fvault2::crypt_table(im.md, key);
-    ImageCopy job{.encrypt = false, .in_path = image, .out = out, .table = table, .offset_from_header = true};
-    job.size_sectors = table.length;
+    auto table = fvault2::dm_table(im.md, key, im.store->size(), image);
+    if (!table) throw Failure(table.error().message);
+    ImageCopy job{.encrypt = false, .in_path = image, .out = out, .table = *table->front().crypt, .offset_from_header = true};
+    job.size_sectors = table->front().length;
     set_copy_options(vm, job, image);
     copy_image(job);
     return 0;
@@ -104,14 +105,28 @@ int run_decrypt(const po::variables_map& vm, const std::vector<std::string>& fil
 int run_serve(const po::variables_map& vm, const std::vector<std::string>& files) {
     const bool read_only = vm["read-only"].as<bool>();
     const Image im = open_image(one_file(files, "serve"), !read_only);
-    if (auto r = fvault2::check_extent(im.md, im.store->size()); !r) throw Failure(r.error().message);
+    if (auto r = fvault2::dm_table(im.md, {}, im.store->size(), im.path); !r) throw Failure(r.error().message);
     const blkcrypt::SecureBuffer key = unlock(vm, im);
     block_stop_signals();  // before the target's threads exist
-    blkcrypt::dm::TargetOptions topts;
-    topts.threads = vm.count("threads") ? vm["threads"].as<unsigned>() : 0;
-    auto target = fvault2::make_target(registry(), im.md, key, im.store, topts);
-    if (!target) throw Failure(im.path + ": " + target.error().message);
-    return serve_device(vm, blkcrypt::nbd::make_crypt_device(std::move(target).value(), im.store, read_only));
+    auto table = fvault2::dm_table(im.md, key, im.store->size(), im.path);
+    if (!table) throw Failure(im.path + ": " + table.error().message);
+    return serve_device(vm, table_device(*table, im.store,
+                                         {.read_only = read_only,
+                                          .threads = vm.count("threads") ? vm["threads"].as<unsigned>() : 0,
+                                          .description = "crypt " + table->front().crypt->cipher + " over " +
+                                                         im.store->name(),
+                                          .what_failed = im.path + ": "}));
+}
+
+// fvault2 table: the dm table the activation loads, key hidden unless --show-key.
+int run_table(const po::variables_map& vm, const std::vector<std::string>& files) {
+    const Image im = open_image(one_file(files, "table"));
+    if (auto r = fvault2::dm_table(im.md, {}, im.store->size(), im.path); !r) throw Failure(r.error().message);
+    const blkcrypt::SecureBuffer key = unlock(vm, im);
+    auto table = fvault2::dm_table(im.md, key, im.store->size(), im.path);
+    if (!table) throw Failure(table.error().message);
+    std::cout << blkcrypt::dm::format_dm_table(*table, vm["show-key"].as<bool>());
+    return 0;
 }
 
 }  // namespace
@@ -119,7 +134,8 @@ int run_serve(const po::variables_map& vm, const std::vector<std::string>& files
 int run_fvault2(Args args) {
     CommandLine cl{"blkcrypt fvault2 dump|test-passphrase [OPTIONS] IMAGE\n"
                    "       blkcrypt fvault2 decrypt [OPTIONS] IMAGE OUT\n"
-                   "       blkcrypt fvault2 serve (--socket PATH | --port N) [OPTIONS] IMAGE",
+                   "       blkcrypt fvault2 serve (--socket PATH | --port N) [OPTIONS] IMAGE\n"
+                   "       blkcrypt fvault2 table [OPTIONS] [--show-key] IMAGE",
                    "FileVault 2 (Core Storage) volumes as cryptsetup's FVAULT2 reads them, without\n"
                    "root or device-mapper: dump is fvault2Dump (also blkcrypt fvault2Dump), decrypt\n"
                    "writes the plaintext `cryptsetup open --type fvault2` maps, serve exports it\n"
@@ -135,6 +151,7 @@ int run_fvault2(Args args) {
         ("keyfile-size,l", number_value<uint64_t>(1, kMaxKeyFileSize)->value_name("BYTES"), "read exactly BYTES of the key file")
         ("passphrase-file", po::value<std::string>()->value_name("FILE"), "the passphrase: the first line of FILE")
         ("dump-volume-key", po::bool_switch(), "dump: also print the volume key (asks for the passphrase)")
+        ("show-key", po::bool_switch(), "table: print the key (dmsetup table --showkeys) instead of zeros")
         ("threads,t", threads_value()->value_name("N"), "crypt worker threads, at most 256 (default: one per core)")
         ("in-place", po::bool_switch(), "write into the existing regular file OUT directly");
     add_batch_mode_option(cl.options);
@@ -144,8 +161,10 @@ int run_fvault2(Args args) {
     add_action_arguments(cl, {{"dump", "print the metadata as cryptsetup fvault2Dump does"},
                               {"test-passphrase", "check a passphrase (cryptsetup open --type fvault2 --test-passphrase)"},
                               {"decrypt", "write the plaintext cryptsetup open --type fvault2 maps to OUT"},
-                              {"serve", "serve that plaintext over NBD, read-write unless --read-only"}});
+                              {"serve", "serve that plaintext over NBD, read-write unless --read-only"},
+                              {"table", "print the dm table cryptsetup open --type fvault2 loads"}});
     only_for(cl, {"dump"}, {"dump-volume-key", "batch-mode"});
+    only_for(cl, {"table"}, {"show-key"});
     only_for(cl, {"decrypt", "serve"}, {"threads"});
     only_for(cl, {"decrypt"}, {"in-place"});
     only_for(cl, {"decrypt"}, progress_option_names());
@@ -160,7 +179,8 @@ int run_fvault2(Args args) {
     if (action == "test-passphrase") return run_test_passphrase(*vm, files);
     if (action == "decrypt") return run_decrypt(*vm, files);
     if (action == "serve") return run_serve(*vm, files);
-    throw UsageError("unknown action '" + action + "': use dump, test-passphrase, decrypt or serve");
+    if (action == "table") return run_table(*vm, files);
+    throw UsageError("unknown action '" + action + "': use dump, test-passphrase, decrypt, serve or table");
 }
 
 }  // namespace cli

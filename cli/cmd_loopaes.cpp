@@ -14,7 +14,7 @@
 
 #include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/loopaes/loopaes.hpp>
-#include <blkcrypt/nbd/block_device.hpp>
+#include <blkcrypt/dm/block_device.hpp>
 
 #include <iostream>
 #include <memory>
@@ -66,10 +66,12 @@ std::string one_file(const std::vector<std::string>& files, const std::string& a
 
 int run_table(const po::variables_map& vm, const std::vector<std::string>& files) {
     const std::string image = one_file(files, "table");
-    loopaes::Volume v = open_volume(vm);
-    v.table.device = image;
-    v.table.length = mapped_sectors(image, v.table.offset);
-    std::cout << v.table.table_line(vm["show-key"].as<bool>()) << "\n";
+    const loopaes::Volume v = open_volume(vm);
+    auto store = blkcrypt::open_file_store(image, false);
+    if (!store) throw Failure(store.error().message);
+    auto table = loopaes::dm_table(v, **store, image);
+    if (!table) throw Failure(table.error().message);
+    std::cout << blkcrypt::dm::format_dm_table(*table, vm["show-key"].as<bool>());
     return 0;
 }
 
@@ -92,13 +94,16 @@ int run_serve(const po::variables_map& vm, const std::vector<std::string>& files
     const std::string image = one_file(files, "serve");
     const bool read_only = vm["read-only"].as<bool>();
     const loopaes::Volume v = open_volume(vm);
-    const uint64_t sectors = mapped_sectors(image, v.table.offset);
+    (void)mapped_sectors(image, v.table.offset);  // "too small" before anything is opened for writing
     block_stop_signals();  // before the target's threads exist
     auto data = open_container_image(image, !read_only);
-    blkcrypt::dm::TargetOptions opts;
-    if (vm.count("threads")) opts.threads = vm["threads"].as<unsigned>();
-    auto target = make_crypt_target(registry(), v.table, data, sectors, opts);
-    return serve_device(vm, blkcrypt::nbd::make_crypt_device(std::move(target), data, read_only));
+    auto table = loopaes::dm_table(v, *data, image);
+    if (!table) throw Failure(table.error().message);
+    return serve_device(vm, table_device(*table, data,
+                                         {.read_only = read_only,
+                                          .threads = vm.count("threads") ? vm["threads"].as<unsigned>() : 0,
+                                          .description = "crypt " + v.table.cipher + " over " + data->name(),
+                                          .usage_faults = true}));
 }
 
 }  // namespace

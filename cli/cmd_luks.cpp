@@ -20,7 +20,7 @@
 #include <blkcrypt/luks/luks1.hpp>
 #include <blkcrypt/luks/luks2.hpp>
 #include <blkcrypt/luks/pbkdf_bench.hpp>
-#include <blkcrypt/nbd/block_device.hpp>
+#include <blkcrypt/dm/block_device.hpp>
 #include <blkcrypt/random.hpp>
 
 #include <algorithm>
@@ -418,11 +418,24 @@ int run_serve(const po::variables_map& vm, const std::vector<std::string>& files
     const luks::Volume vol = unlock(vm, d);
     block_stop_signals();  // after the KDF's threads, before the target's
     auto data = open_container_image(image, !read_only);
-    blkcrypt::dm::TargetOptions opts;
-    if (vm.count("threads")) opts.threads = vm["threads"].as<unsigned>();
-    auto target = luks::make_target(registry(), vol, data, opts);
-    if (!target) throw Failure(target.error().message);
-    return serve_device(vm, blkcrypt::nbd::make_crypt_device(std::move(target).value(), data, read_only));
+    auto table = luks::dm_table(vol, *data, image);
+    if (!table) throw Failure(table.error().message);
+    return serve_device(vm, table_device(*table, data,
+                                         {.read_only = read_only,
+                                          .threads = vm.count("threads") ? vm["threads"].as<unsigned>() : 0,
+                                          .description = "crypt " + vol.table.cipher + " over " + data->name()}));
+}
+
+// luks table: the dm table `cryptsetup open` loads, key hidden unless --show-key.
+int run_table(const po::variables_map& vm, const std::vector<std::string>& files) {
+    const std::string image = one_file(files, "table");
+    const Devices d = open_devices(vm, image);
+    const luks::Volume vol = unlock(vm, d);
+    auto data = open_container_image(image, false);
+    auto table = luks::dm_table(vol, *data, image);
+    if (!table) throw Failure(table.error().message);
+    std::cout << blkcrypt::dm::format_dm_table(*table, vm["show-key"].as<bool>());
+    return 0;
 }
 
 // A regular file shorter than `bytes` grows to it (cryptsetup fallocates a
@@ -1126,7 +1139,8 @@ int run_luks_action(const std::string& action, const po::variables_map& vm, cons
     if (action == "config") return run_config(vm, files);
     if (action == "token") return run_token(vm, files);
     if (action == "serve") return run_serve(vm, files);
-    throw UsageError("unknown action '" + action + "': use format, dump, uuid, is-luks, test-passphrase, decrypt, serve, encrypt, add-key, change-key, remove-key, kill-slot, erase, header-backup, header-restore, convert, config or token");
+    if (action == "table") return run_table(vm, files);
+    throw UsageError("unknown action '" + action + "': use format, dump, uuid, is-luks, test-passphrase, decrypt, serve, table, encrypt, add-key, change-key, remove-key, kill-slot, erase, header-backup, header-restore, convert, config or token");
 }
 
 }  // namespace
@@ -1135,6 +1149,7 @@ int run_luks(Args args) {
     CommandLine cl{"blkcrypt luks format|dump|uuid|is-luks|test-passphrase [OPTIONS] IMAGE\n"
                    "       blkcrypt luks decrypt [OPTIONS] IMAGE OUT\n"
                    "       blkcrypt luks serve [OPTIONS] (--socket PATH | --port N) [--read-only] IMAGE\n"
+                   "       blkcrypt luks table [OPTIONS] [--show-key] IMAGE\n"
                    "       blkcrypt luks encrypt [OPTIONS] IN IMAGE\n"
                    "       blkcrypt luks add-key|change-key|remove-key [OPTIONS] IMAGE [KEY_FILE]\n"
                    "       blkcrypt luks kill-slot [OPTIONS] IMAGE SLOT [KEY_FILE] | erase [-q] IMAGE\n"
@@ -1159,6 +1174,7 @@ int run_luks(Args args) {
         ("keyfile-size,l", number_value<uint64_t>(1, kMaxKeyFileSize)->value_name("BYTES"), "read exactly BYTES of the key file")
         ("key-slot,S", number_value<unsigned>(0, 31)->value_name("N"), "try only keyslot N")
         ("dump-volume-key", po::bool_switch(), "dump: also print the volume key (asks for the passphrase)")
+        ("show-key", po::bool_switch(), "table: print the key (dmsetup table --showkeys) instead of zeros")
         ("dump-json-metadata", po::bool_switch(), "dump: print the LUKS2 JSON metadata, as cryptsetup")
         ("json", po::bool_switch(), "dump: one JSON object for scripts; serve: events as JSON lines (docs/json.md)")
         ("verbose,v", po::bool_switch(), "name the keyslot opened, created or removed")
@@ -1214,6 +1230,7 @@ int run_luks(Args args) {
                               {"test-passphrase", "check a passphrase (cryptsetup open --test-passphrase)"},
                               {"decrypt", "write the plaintext of the data segment of IMAGE to OUT"},
                               {"serve", "serve the plaintext of IMAGE over NBD, read-write unless --read-only"},
+                              {"table", "print the dm table cryptsetup open loads (--show-key: with the key)"},
                               {"encrypt", "write the plain image IN into the data segment of IMAGE"},
                               {"add-key", "add a passphrase in a new keyslot (cryptsetup luksAddKey)"},
                               {"change-key", "move a passphrase's volume key under a new one (cryptsetup luksChangeKey)"},
@@ -1225,12 +1242,13 @@ int run_luks(Args args) {
                               {"convert", "rewrite the header as --type luks1|luks2 (cryptsetup convert)"},
                               {"config", "set a LUKS2 --label, --subsystem or keyslot --priority (cryptsetup config)"},
                               {"token", "add|remove|import|export a LUKS2 token (cryptsetup token)"}});
-    only_for(cl, {"format", "dump", "test-passphrase", "decrypt", "serve", "encrypt", "add-key", "change-key",
+    only_for(cl, {"format", "dump", "test-passphrase", "decrypt", "serve", "table", "encrypt", "add-key", "change-key",
                   "remove-key", "kill-slot"},
              {"key-file", "keyfile-offset", "keyfile-size"});
-    only_for(cl, {"format", "dump", "test-passphrase", "decrypt", "serve", "encrypt", "add-key", "change-key",
+    only_for(cl, {"format", "dump", "test-passphrase", "decrypt", "serve", "table", "encrypt", "add-key", "change-key",
                   "remove-key", "config", "token"},
              {"key-slot"});
+    only_for(cl, {"table"}, {"show-key"});
     only_for(cl, {"config"}, {"priority"});
     only_for(cl, {"token"}, {"token-id", "json-file", "token-replace", "key-description"});
     only_for(cl, {"dump"}, {"dump-volume-key", "dump-json-metadata"});
@@ -1247,13 +1265,13 @@ int run_luks(Args args) {
     only_for(cl, {"decrypt", "encrypt"}, progress_option_names());
     only_for(cl, {"format", "convert", "encrypt"}, {"type"});
     only_for(cl, {"encrypt"}, {"format", "force"});
-    only_for(cl, {"dump", "test-passphrase", "decrypt", "serve", "encrypt", "add-key", "change-key", "remove-key",
+    only_for(cl, {"dump", "test-passphrase", "decrypt", "serve", "table", "encrypt", "add-key", "change-key", "remove-key",
                   "kill-slot"},
              {"tries"});
     only_for(cl, {"format", "encrypt"}, {"cipher", "key-size", "offset", "align-payload", "verify-passphrase", "sector-size",
                               "luks2-metadata-size", "luks2-keyslots-size"});
     only_for(cl, {"format", "config", "encrypt"}, {"label", "subsystem"});
-    only_for(cl, {"format", "test-passphrase", "decrypt", "serve", "encrypt", "add-key"}, {"volume-key-file"});
+    only_for(cl, {"format", "test-passphrase", "decrypt", "serve", "table", "encrypt", "add-key"}, {"volume-key-file"});
     only_for(cl, {"format", "uuid", "encrypt"}, {"uuid"});
     add_cryptsetup_options(cl, "luks");
     auto vm = parse_command_line(cl, args);

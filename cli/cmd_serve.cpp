@@ -8,8 +8,8 @@
 #include "verity_actions.hpp"
 
 #include <blkcrypt/backing_store.hpp>
-#include <blkcrypt/nbd/block_device.hpp>
-#include <blkcrypt/nbd/dm_table.hpp>
+#include <blkcrypt/dm/block_device.hpp>
+#include <blkcrypt/dm/dm_table.hpp>
 
 #include <iostream>
 #include <map>
@@ -30,10 +30,10 @@ std::pair<std::string, std::string> split_table_spec(const std::string& spec) {
 
 // The tables in the order given, each over files, block devices and the
 // tables before it; the last one is served.
-std::shared_ptr<blkcrypt::nbd::BlockDevice> build_tables(const std::vector<std::string>& specs, bool read_only,
+std::shared_ptr<blkcrypt::dm::BlockDevice> build_tables(const std::vector<std::string>& specs, bool read_only,
                                                          unsigned threads) {
-    std::map<std::string, std::shared_ptr<blkcrypt::nbd::BlockDevice>> names;
-    std::shared_ptr<blkcrypt::nbd::BlockDevice> last;
+    std::map<std::string, std::shared_ptr<blkcrypt::dm::BlockDevice>> names;
+    std::shared_ptr<blkcrypt::dm::BlockDevice> last;
     for (std::size_t i = 0; i < specs.size(); ++i) {
         const auto [name, file] = split_table_spec(specs[i]);
         if (name.empty() && i + 1 != specs.size())
@@ -41,14 +41,14 @@ std::shared_ptr<blkcrypt::nbd::BlockDevice> build_tables(const std::vector<std::
         if (names.count(name)) throw UsageError("--dm-table: the name '" + name + "' is given twice");
         // The table holds crypt keys: read as a key file is, into secure memory.
         const blkcrypt::SecureBuffer text = read_key_input(file, 0, 0, false);
-        auto lines = blkcrypt::nbd::parse_dm_table(
+        auto lines = blkcrypt::dm::parse_dm_table(
             std::string_view(reinterpret_cast<const char*>(text.data()), text.size()));
         if (!lines) throw UsageError(file + ": " + lines.error().message);
-        blkcrypt::nbd::DmBuildOptions o;
+        blkcrypt::dm::DmBuildOptions o;
         o.read_only = read_only;
         o.threads = threads;
         o.description = "dm table " + (name.empty() ? file : name);
-        o.named = [&](const std::string& dev) -> std::shared_ptr<blkcrypt::nbd::BlockDevice> {
+        o.named = [&](const std::string& dev) -> std::shared_ptr<blkcrypt::dm::BlockDevice> {
             if (dev.compare(0, kMapper.size(), kMapper) != 0) return nullptr;
             auto it = names.find(dev.substr(kMapper.size()));
             return it == names.end() ? nullptr : it->second;
@@ -59,7 +59,7 @@ std::shared_ptr<blkcrypt::nbd::BlockDevice> build_tables(const std::vector<std::
             std::lock_guard lk(mu);
             std::cerr << "blkcrypt: " << describe(c) << "\n";
         };
-        auto dev = blkcrypt::nbd::build_dm_table(registry(), *lines, o);
+        auto dev = blkcrypt::dm::build_dm_table(registry(), *lines, o);
         if (!dev) {
             if (dev.status() == blkcrypt::Status::Invalid) throw UsageError(file + ": " + dev.error().message);
             throw Failure(file + ": " + dev.error().message);
@@ -102,7 +102,7 @@ int run_serve(Args args) {
         return serve_device(*vm, build_tables((*vm)["dm-table"].as<std::vector<std::string>>(), read_only, threads));
     }
     if (images.size() != 1) throw UsageError("serve needs one IMAGE");
-    blkcrypt::nbd::StoreDeviceOptions o;
+    blkcrypt::dm::StoreDeviceOptions o;
     o.read_only = read_only;
     o.discard = !read_only;  // TRIM punches a hole in the file (reads zeros)
     if (vm->count("sector-size")) o.block_size = (*vm)["sector-size"].as<unsigned>();
@@ -110,7 +110,7 @@ int run_serve(Args args) {
     block_stop_signals();  // before the device's threads exist
     auto store = blkcrypt::open_file_store(images[0], !o.read_only);
     if (!store) throw Failure(store.error().message);
-    auto dev = blkcrypt::nbd::make_store_device(*store, o);
+    auto dev = blkcrypt::dm::make_store_device(*store, o);
     if (!dev) throw UsageError(dev.error().message);  // it names the image
     return serve_device(*vm, *dev);
 }

@@ -187,9 +187,9 @@ int run_decrypt(const po::variables_map& vm, const std::vector<std::string>& fil
                                        .in_place = vm["in-place"].as<bool>(), .inputs = inputs});
     const Devices dev = open_devices(vm, image);
     const tcrypt::Volume vol = unlock_devices(vm, image, dev);
-    if (auto r = tcrypt::check_decryptable(vol); !r) throw Failure(r.error().message);
-    if (auto fits = tcrypt::check_fits(vol, *dev.image); !fits.ok()) throw Failure(fits.error().message);
-    ImageCopy job{.encrypt = false, .in_path = image, .out = out, .table = vol.table, .offset_from_header = true};
+    auto table = tcrypt::dm_table(vol, *dev.image, image);  // refuses what cannot be decrypted or does not fit
+    if (!table) throw Failure(table.error().message);
+    ImageCopy job{.encrypt = false, .in_path = image, .out = out, .table = *table->front().crypt, .offset_from_header = true};
     if (vol.length_sectors) job.size_sectors = vol.length_sectors;
     set_copy_options(vm, job, image);
     copy_image(job);
@@ -207,11 +207,23 @@ int run_serve(const po::variables_map& vm, const std::vector<std::string>& files
     const tcrypt::Volume vol = unlock_devices(vm, image, dev);
     block_stop_signals();  // after the KDF search, before the target's threads exist
     auto data = open_container_image(image, !read_only);
-    blkcrypt::dm::TargetOptions opts;
-    if (vm.count("threads")) opts.threads = vm["threads"].as<unsigned>();
-    auto target = tcrypt::make_target(registry(), vol, data, opts);
-    if (!target) throw Failure(target.error().message);
-    return serve_device(vm, blkcrypt::nbd::make_crypt_device(std::move(target).value(), data, read_only));
+    auto table = tcrypt::dm_table(vol, *data, image);
+    if (!table) throw Failure(table.error().message);
+    return serve_device(vm, table_device(*table, data,
+                                         {.read_only = read_only,
+                                          .threads = vm.count("threads") ? vm["threads"].as<unsigned>() : 0,
+                                          .description = "crypt " + vol.table.cipher + " over " + data->name()}));
+}
+
+// tcrypt table: the dm table tcryptOpen loads, key hidden unless --show-key.
+int run_table(const po::variables_map& vm, const std::vector<std::string>& files) {
+    const std::string image = one_file(files, "table");
+    const Devices dev = open_devices(vm, image);
+    const tcrypt::Volume vol = unlock_devices(vm, image, dev);
+    auto table = tcrypt::dm_table(vol, *dev.image, image);
+    if (!table) throw Failure(table.error().message);
+    std::cout << blkcrypt::dm::format_dm_table(*table, vm["show-key"].as<bool>());
+    return 0;
 }
 
 }  // namespace
@@ -219,7 +231,8 @@ int run_serve(const po::variables_map& vm, const std::vector<std::string>& files
 int run_tcrypt(Args args) {
     CommandLine cl{"blkcrypt tcrypt dump [OPTIONS] IMAGE\n"
                    "       blkcrypt tcrypt decrypt [OPTIONS] IMAGE OUT\n"
-                   "       blkcrypt tcrypt serve [OPTIONS] (--socket PATH | --port N) [--read-only] IMAGE",
+                   "       blkcrypt tcrypt serve [OPTIONS] (--socket PATH | --port N) [--read-only] IMAGE\n"
+                   "       blkcrypt tcrypt table [OPTIONS] [--show-key] IMAGE",
                    "TrueCrypt and VeraCrypt volumes as cryptsetup (TCRYPT) opens them, without root or\n"
                    "device-mapper. cryptsetup's names work at the top level too: blkcrypt tcryptDump.\n"
                    "The passphrase is prompted for on a terminal (--tries times), else one line of\n"
@@ -249,6 +262,7 @@ int run_tcrypt(Args args) {
         ("hash,h", po::value<std::string>()->value_name("HASH"), "try only KDFs whose hash contains HASH")
         ("cipher,c", po::value<std::string>()->value_name("CIPHER"), "try only cipher chains whose name contains CIPHER")
         ("dump-volume-key", po::bool_switch(), "dump: also print the volume key")
+        ("show-key", po::bool_switch(), "table: print the key (dmsetup table --showkeys) instead of zeros")
         ("threads,t", threads_value()->value_name("N"), "crypt worker threads, at most 256 (default: one per core)")
         ("in-place", po::bool_switch(), "write into the existing regular file OUT directly");
     add_batch_mode_option(cl.options);
@@ -257,7 +271,9 @@ int run_tcrypt(Args args) {
     add_serve_options(cl.options);
     add_action_arguments(cl, {{"dump", "print the header as cryptsetup tcryptDump does"},
                               {"decrypt", "write the volume's plaintext (what cryptsetup tcryptOpen maps) to OUT"},
-                              {"serve", "serve that plaintext over NBD, read-write unless --read-only"}});
+                              {"serve", "serve that plaintext over NBD, read-write unless --read-only"},
+                              {"table", "print the dm table cryptsetup tcryptOpen loads"}});
+    only_for(cl, {"table"}, {"show-key"});
     only_for(cl, {"dump"}, {"dump-volume-key", "batch-mode"});
     only_for(cl, {"decrypt"}, {"in-place"});
     only_for(cl, {"decrypt", "serve"}, {"threads"});
@@ -270,7 +286,8 @@ int run_tcrypt(Args args) {
     if (action == "dump") return run_dump(*vm, files);
     if (action == "decrypt") return run_decrypt(*vm, files);
     if (action == "serve") return run_serve(*vm, files);
-    throw UsageError("unknown action '" + action + "': use dump, decrypt or serve");
+    if (action == "table") return run_table(*vm, files);
+    throw UsageError("unknown action '" + action + "': use dump, decrypt, serve or table");
 }
 
 }  // namespace cli

@@ -16,7 +16,7 @@
 #include "verity_params.hpp"
 #include "verity_sig.hpp"
 
-#include <blkcrypt/dm/backing_store.hpp>
+#include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/registry.hpp>
 #include <blkcrypt/verity/fec.hpp>
 #include <blkcrypt/verity/superblock.hpp>

@@ -10,7 +10,8 @@
 #include "verity_params.hpp"
 #include "verity_sig.hpp"
 
-#include <blkcrypt/nbd/dm_table.hpp>
+#include <blkcrypt/dm/dm_table.hpp>
+#include <blkcrypt/dm/targets.hpp>
 #include <blkcrypt/registry.hpp>
 #include <blkcrypt/verity/superblock.hpp>
 #include <blkcrypt/verity/table.hpp>
@@ -194,7 +195,7 @@ int run_verity_serve(const po::variables_map& vm, const std::vector<std::string>
     topts.fec_device = fec_store_for(table, data, hash);
     auto target = vy::VerityTarget::create(reg, table, data, hash, topts);
     if (!target) throw Failure(target.error().message);
-    auto dev = blkcrypt::nbd::make_verity_device(std::move(target).value(),
+    auto dev = blkcrypt::dm::make_verity_device(std::move(target).value(),
                                                  vm.count("threads") ? vm["threads"].as<unsigned>() : 0,
                                                  "verity " + table.data_dev);
     if (!dev) throw UsageError(dev.error().message);

@@ -116,7 +116,7 @@ private:
 // the store failed underneath.
 std::unique_ptr<dm::CryptTarget> make_crypt_target(blkcrypt::Registry& reg, const dm::CryptTable& t,
                                                    std::shared_ptr<dm::BackingStore> store,
-                                                   uint64_t length_sectors, const dm::TargetOptions& opts) {
+                                                   uint64_t length_sectors, const dm::CryptTargetOptions& opts) {
     auto target = dm::CryptTarget::create(reg, t, std::move(store), length_sectors, opts);
     if (!target) {
         const auto s = target.error().status;
@@ -221,7 +221,7 @@ CopyResult copy_image(const ImageCopy& job) {
     // on it; any other case goes through the ring of chunk buffers.
     std::shared_ptr<dm::BackingStore> store;
     std::shared_ptr<RingStore> ring;
-    dm::TargetOptions opts;
+    dm::CryptTargetOptions opts;
     opts.threads = job.threads;
     const std::size_t depth = std::max<std::size_t>(8, 2 * std::size_t{opts.threads});
     opts.queue_depth = depth;

@@ -9,7 +9,7 @@
 #include "output_file.hpp"
 #include "progress.hpp"
 
-#include <blkcrypt/dm/backing_store.hpp>
+#include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/dm/crypt_target.hpp>
 #include <blkcrypt/dm/table.hpp>
 
@@ -67,6 +67,6 @@ std::unique_ptr<blkcrypt::dm::CryptTarget> make_crypt_target(blkcrypt::Registry&
                                                              const blkcrypt::dm::CryptTable& t,
                                                              std::shared_ptr<blkcrypt::dm::BackingStore> store,
                                                              uint64_t length_sectors,
-                                                             const blkcrypt::dm::TargetOptions& opts);
+                                                             const blkcrypt::dm::CryptTargetOptions& opts);
 
 }  // namespace cli

@@ -2,6 +2,7 @@
 #include "serve.hpp"
 
 #include "json.hpp"
+#include "registry.hpp"
 #include "number_option.hpp"
 #include "output_file.hpp"
 
@@ -211,7 +212,27 @@ void block_stop_signals() {
     ::pthread_sigmask(SIG_BLOCK, &s, nullptr);
 }
 
-int serve_device(const po::variables_map& vm, std::shared_ptr<blkcrypt::nbd::BlockDevice> dev) {
+std::shared_ptr<blkcrypt::dm::BlockDevice> table_device(const blkcrypt::dm::DmTable& table,
+                                                        std::shared_ptr<blkcrypt::BackingStore> store,
+                                                        const TableDevice& how) {
+    blkcrypt::dm::DmBuildOptions o;
+    o.read_only = how.read_only;
+    o.threads = how.threads;
+    o.description = how.description;
+    o.open = [&store](const std::string&, bool) -> blkcrypt::Result<std::shared_ptr<blkcrypt::BackingStore>> {
+        return store;
+    };
+    auto dev = blkcrypt::dm::build_dm_table(registry(), table, o);
+    if (!dev) {
+        const auto s = dev.error().status;
+        if (how.usage_faults && s != blkcrypt::Status::IoError && s != blkcrypt::Status::NoMem)
+            throw UsageError(dev.error().message);
+        throw Failure(how.what_failed + dev.error().message);
+    }
+    return std::move(dev).value();
+}
+
+int serve_device(const po::variables_map& vm, std::shared_ptr<blkcrypt::dm::BlockDevice> dev) {
     blkcrypt::nbd::ServerOptions so;
     if (vm.count("socket")) {
         so.socket_path = vm["socket"].as<std::string>();

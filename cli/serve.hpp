@@ -4,7 +4,9 @@
 
 #include "common.hpp"
 
-#include <blkcrypt/nbd/block_device.hpp>
+#include <blkcrypt/backing_store.hpp>
+#include <blkcrypt/dm/dm_table.hpp>
+#include <blkcrypt/dm/targets.hpp>
 
 #include <memory>
 #include <string>
@@ -21,8 +23,23 @@ std::vector<std::string> serve_option_names();
 // making the device (its worker threads inherit the mask).
 void block_stop_signals();
 
+// The device a format's table describes (dm::build_dm_table), over the one
+// store its lines name: the image the command opened. Errors throw Failure
+// prefixed with `what_failed` (UsageError instead for a table the user's
+// options made, when usage_faults and the store did not fail underneath).
+struct TableDevice {
+    bool read_only = false;
+    unsigned threads = 0;      // 0: one per core
+    std::string description;   // what the serve log line names
+    std::string what_failed;   // "" or "IMAGE: "
+    bool usage_faults = false;
+};
+std::shared_ptr<blkcrypt::dm::BlockDevice> table_device(const blkcrypt::dm::DmTable& table,
+                                                        std::shared_ptr<blkcrypt::BackingStore> store,
+                                                        const TableDevice& how);
+
 // Serves dev until a stop signal; the in-flight requests finish, the device
 // is flushed, and the command exits 0.
-int serve_device(const po::variables_map& vm, std::shared_ptr<blkcrypt::nbd::BlockDevice> dev);
+int serve_device(const po::variables_map& vm, std::shared_ptr<blkcrypt::dm::BlockDevice> dev);
 
 }  // namespace cli

@@ -6,7 +6,7 @@
 #include "output_file.hpp"  // same_file
 #include "registry.hpp"
 
-#include <blkcrypt/dm/backing_store.hpp>
+#include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/verity/params.hpp>
 #include <blkcrypt/verity/tree.hpp>
 

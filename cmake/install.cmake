@@ -19,7 +19,8 @@ mark_as_advanced(BLKCRYPT_INSTALL_CMAKEDIR)
 
 # ---- headers: whole trees, so headers added later are installed too -------
 foreach(dir crypto/include/blkcrypt dmcrypt/include/blkcrypt verity/include/blkcrypt luks/include/blkcrypt tcrypt/include/blkcrypt
-        bitlk/include/blkcrypt fvault2/include/blkcrypt loopaes/include/blkcrypt nbd/include/blkcrypt)
+        bitlk/include/blkcrypt fvault2/include/blkcrypt loopaes/include/blkcrypt nbd/include/blkcrypt
+        containers/include/blkcrypt)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}/
           DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/blkcrypt
           COMPONENT blkcrypt_dev

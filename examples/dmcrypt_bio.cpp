@@ -36,7 +36,7 @@ int main() {
 
     // A 1 MiB "disk". The target owns a reference; we keep one to peek at it.
     auto disk = std::make_shared<dm::MemoryStore>(1 << 20);
-    dm::TargetOptions opts;
+    dm::CryptTargetOptions opts;
     opts.threads = 2;
     auto target = dm::CryptTarget::create(reg, *table, disk, 0, opts);
     if (!target) {

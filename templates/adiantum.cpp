@@ -25,7 +25,7 @@
 // fits in the message (the second hash step overwrites the last 16 bytes).
 #include "generic/poly1305_core.hpp"
 
-#include <blkcrypt/internal/endian.hpp>
+#include <blkcrypt/internal/bytes_util.hpp>
 #include <blkcrypt/internal/template.hpp>
 #include <blkcrypt/request.hpp>
 #include <blkcrypt/secure_buffer.hpp>

@@ -224,7 +224,7 @@ private:
 
 Result<std::unique_ptr<CryptTarget>> CryptTarget::create(Registry& reg, const CryptTable& table,
                                                          std::shared_ptr<BackingStore> store,
-                                                         uint64_t length_sectors, TargetOptions opts) {
+                                                         uint64_t length_sectors, CryptTargetOptions opts) {
     if (!store) return make_error(Status::Invalid, "no backing store");
     const std::size_t ss = table.sector_size;
     if (ss < 512 || ss > 4096 || !std::has_single_bit(ss))

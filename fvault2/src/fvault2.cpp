@@ -313,6 +313,8 @@ Result<SecureBuffer> unlock(Registry& reg, const Metadata& md, ConstBytes passph
     return vk;
 }
 
+namespace {
+
 dm::CryptTable crypt_table(const Metadata& md, ConstBytes key) {
     auto t = dm::parse_cipher_spec(md.cipher_spec());
     dm::CryptTable table = t ? std::move(t).value() : dm::CryptTable{};
@@ -333,12 +335,12 @@ Result<void> check_extent(const Metadata& md, uint64_t dev_size) {
     return {};
 }
 
-Result<std::unique_ptr<dm::CryptTarget>> make_target(Registry& reg, const Metadata& md, ConstBytes key,
-                                                     std::shared_ptr<BackingStore> dev, dm::TargetOptions opts) {
-    if (!dev) return invalid("no device");
-    if (key.size() != kVolumeKeySize) return invalid("the key does not fit the volume's cipher");
-    if (auto r = check_extent(md, dev->size()); !r) return r.error();
-    return dm::CryptTarget::create(reg, crypt_table(md, key), std::move(dev), md.lv_size / 512, opts);
+}  // namespace
+
+Result<dm::DmTable> dm_table(const Metadata& md, ConstBytes key, uint64_t dev_size, const std::string& device) {
+    if (!key.empty() && key.size() != kVolumeKeySize) return invalid("the key does not fit the volume's cipher");
+    if (auto r = check_extent(md, dev_size); !r) return r.error();
+    return dm::DmTable{dm::crypt_line(crypt_table(md, key), md.lv_size / 512, device)};
 }
 
 }  // namespace blkcrypt::fvault2

@@ -90,4 +90,10 @@ Result<Volume> open(Registry& reg, const Params& p, ConstBytes keyfile) {
     return Volume{count, std::move(t).value()};
 }
 
+Result<dm::DmTable> dm_table(const Volume& vol, BackingStore& data, const std::string& device) {
+    const uint64_t sectors = data.size() / 512;
+    if (vol.table.offset >= sectors) return make_error(Status::Invalid, "Device " + device + " is too small.");
+    return dm::DmTable{dm::crypt_line(vol.table, sectors - vol.table.offset, device)};
+}
+
 }  // namespace blkcrypt::loopaes

@@ -90,14 +90,17 @@ Result<Volume> open_with_volume_key(Registry& reg, BackingStore& header, ConstBy
     return luks1_volume(*h, SecureBuffer(volume_key), -1);  // no keyslot was used
 }
 
-Result<std::unique_ptr<dm::CryptTarget>> make_target(Registry& reg, const Volume& vol,
-                                                     std::shared_ptr<BackingStore> data, dm::TargetOptions opts) {
-    if (!data) return make_error(Status::Invalid, "no data device");
-    if (data->size() / 512 <= vol.table.offset)
-        return make_error(Status::Invalid, (data->name().empty() ? std::string("the data device") : data->name()) +
+Result<dm::DmTable> dm_table(const Volume& vol, BackingStore& data, const std::string& device) {
+    const uint64_t sectors = data.size() / 512;
+    if (sectors <= vol.table.offset)
+        return make_error(Status::Invalid, (data.name().empty() ? std::string("the data device") : data.name()) +
                                                " ends before the LUKS payload at sector " +
                                                std::to_string(vol.table.offset));
-    return dm::CryptTarget::create(reg, vol.table, std::move(data), vol.length_sectors, opts);
+    uint64_t length = vol.length_sectors ? vol.length_sectors : vol.table.length;
+    if (!length) length = sectors - vol.table.offset;  // a dynamic segment: to the end
+    if (length > sectors - vol.table.offset)
+        return make_error(Status::Invalid, "Device too small for the target length");
+    return dm::DmTable{dm::crypt_line(vol.table, length, device)};
 }
 
 bool valid_uuid(std::string_view u) noexcept {

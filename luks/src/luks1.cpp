@@ -202,7 +202,7 @@ Result<SecureBuffer> open_keyslot(Registry& reg, BackingStore& store, const Head
     if (Result<void> r = pbkdf2(reg, *hash, passphrase, k.salt, k.iterations, table->key.span()); !r) return r.error();
     const uint64_t secs = af_sectors(h.key_bytes, k.stripes);
     table->offset = k.key_material_offset;
-    dm::TargetOptions opts;
+    dm::CryptTargetOptions opts;
     opts.threads = 1;
     opts.queue_depth = 1;
     Result<std::unique_ptr<dm::CryptTarget>> target =

@@ -35,7 +35,7 @@ Result<void> write_area(Registry& reg, BackingStore& store, const std::string& c
     if (!t) return make_error(t.status(), "LUKS cipher " + cipher + ": " + t.error().message);
     t->key.assign(key);
     t->offset = sector;
-    dm::TargetOptions opts;
+    dm::CryptTargetOptions opts;
     opts.threads = 1;
     opts.queue_depth = 1;
     auto target = dm::CryptTarget::create(reg, *t, borrow(store), data.size() / kSector, opts);

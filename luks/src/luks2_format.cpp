@@ -47,7 +47,7 @@ Result<void> encrypt_area(Registry& reg, const std::string& cipher, ConstBytes k
     if (!table) return table.error();
     table->key.assign(key);
     auto store = std::make_shared<MemoryStore>(data.size());
-    dm::TargetOptions topts;
+    dm::CryptTargetOptions topts;
     topts.threads = 1;
     Result<std::unique_ptr<dm::CryptTarget>> target =
         dm::CryptTarget::create(reg, *table, store, data.size() / 512, topts);

@@ -40,7 +40,7 @@ Result<void> decrypt_area(Registry& reg, const std::string& cipher, ConstBytes k
     table->key.assign(key);
     auto store = std::make_shared<MemoryStore>(data.size());
     std::copy(data.begin(), data.end(), store->data().begin());
-    dm::TargetOptions opts;
+    dm::CryptTargetOptions opts;
     opts.threads = 1;  // a few hundred KiB: not worth waking every core
     Result<std::unique_ptr<dm::CryptTarget>> target =
         dm::CryptTarget::create(reg, *table, store, data.size() / 512, opts);

@@ -49,7 +49,7 @@ private:
     std::vector<std::pair<uint64_t, uint64_t>> held_;
 };
 
-Export::Export(std::string name, std::shared_ptr<BlockDevice> dev, Limits limits)
+Export::Export(std::string name, std::shared_ptr<dm::BlockDevice> dev, Limits limits)
     : name_(std::move(name)), dev_(std::move(dev)), limits_(limits), locks_(std::make_unique<RangeLocks>()) {
     // A request must fit the budget once aligned to blocks, or it would wait forever.
     limits_.max_request = std::max<uint32_t>(limits_.max_request / dev_->block_size() * dev_->block_size(),
@@ -568,7 +568,7 @@ private:
         acquire(bytes);
         auto* p = new_pending(cookie, proto::kCmdBlockStatus, offset, len);
         p->budget = bytes;
-        std::vector<BlockDevice::Extent> ext = dev_.extents(offset, len, max);
+        std::vector<dm::BlockDevice::Extent> ext = dev_.extents(offset, len, max);
         if (ext.empty() || ext.size() > max) ext = {{len, false, false}};
         put32(p->extents, proto::kAllocationContextId);
         for (const auto& e : ext) {
@@ -592,14 +592,14 @@ private:
         const std::size_t end = skip + len;
         uint64_t have = UINT64_MAX;  // the block in rmw_
         if (skip % bs) {
-            if (Status s = read_sync(dev_, a, Bytes(rmw_.data(), bs)); s != Status::Ok) return s;
+            if (Status s = dm::read_sync(dev_, a, Bytes(rmw_.data(), bs)); s != Status::Ok) return s;
             have = a;
             std::memcpy(buf.data(), rmw_.data(), skip);
         }
         if (end % bs) {
             const uint64_t last = a + buf.size() - bs;
             if (have != last)
-                if (Status s = read_sync(dev_, last, Bytes(rmw_.data(), bs)); s != Status::Ok) return s;
+                if (Status s = dm::read_sync(dev_, last, Bytes(rmw_.data(), bs)); s != Status::Ok) return s;
             const std::size_t in_block = end % bs;
             std::memcpy(buf.data() + end, rmw_.data() + in_block, bs - in_block);
         }
@@ -668,7 +668,7 @@ private:
             std::memset(zero_.data(), 0, alen);
             exp_.locks().lock(a / bs, (a + alen) / bs);
             Status s = merge_edges(a, Bytes(zero_.data(), alen), skip, n);
-            if (s == Status::Ok) s = write_sync(dev_, a, ConstBytes(zero_.data(), alen));
+            if (s == Status::Ok) s = dm::write_sync(dev_, a, ConstBytes(zero_.data(), alen));
             exp_.locks().unlock(a / bs, (a + alen) / bs);
             if (s != Status::Ok) return s;
             offset += n;
@@ -678,7 +678,7 @@ private:
     }
 
     Export& exp_;
-    BlockDevice& dev_;
+    dm::BlockDevice& dev_;
     Transport& t_;
     const Limits& lim_;
     const ConnectionOptions& opts_;

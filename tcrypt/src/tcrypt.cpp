@@ -375,7 +375,7 @@ Result<Volume> from_decrypted(ConstBytes dec, std::string_view cipher, std::stri
                        : c.count == 1       ? std::string(c.part[0].name) + "-" + mode_name(c.mode)
                                             : "capi:" + chain_api(c) + "-" + (c.mode == Mode::Xts ? "plain64" : "benbi");
     // An inner-CBC chain (each cipher its own CBC and whitening) has no
-    // table yet: its header opens and dumps, make_target refuses it.
+    // table yet: its header opens and dumps, dm_table refuses it.
     if (c.mode != Mode::CbcTcrypt || c.count == 1) {
         auto t = dm::parse_cipher_spec(spec);
         if (!t) return t.error();
@@ -502,6 +502,8 @@ SecureBuffer dump_volume_key(const Volume& vol, std::string_view device_path) {
     return key_dump_lines(head, volume_key(vol));
 }
 
+namespace {
+
 Result<void> check_decryptable(const Volume& vol) {
     if (vol.table.alg_name.empty())
         return make_error(Status::Unsupported, "The TCRYPT legacy inner-CBC chain " + vol.hdr.cipher + "-" +
@@ -517,12 +519,14 @@ Result<void> check_fits(const Volume& vol, BackingStore& data) {
     return {};
 }
 
-Result<std::unique_ptr<dm::CryptTarget>> make_target(Registry& reg, const Volume& vol,
-                                                     std::shared_ptr<BackingStore> data, dm::TargetOptions opts) {
-    if (!data) return make_error(Status::Invalid, "no data device");
+}  // namespace
+
+Result<dm::DmTable> dm_table(const Volume& vol, BackingStore& data, const std::string& device) {
     if (auto r = check_decryptable(vol); !r) return r.error();
-    if (auto s = check_fits(vol, *data); !s.ok()) return s.error();
-    return dm::CryptTarget::create(reg, vol.table, std::move(data), vol.length_sectors, opts);
+    if (auto s = check_fits(vol, data); !s.ok()) return s.error();
+    uint64_t length = vol.length_sectors ? vol.length_sectors : vol.table.length;
+    if (!length) length = data.size() / 512 - vol.table.offset;
+    return dm::DmTable{dm::crypt_line(vol.table, length, device)};
 }
 
 namespace {

@@ -111,7 +111,7 @@ for enc in 1048576 2097152; do
         cmp -n $enc p.d p.plain || fail "paused volume ($enc encrypted): dislocker's plaintext differs"
     fi
 done
-# The same view served (bitlk::open_view's plain pieces), read back by nbdcopy.
+# The same view served (bitlk::dm_table's linear lines), read back by nbdcopy.
 if command -v nbdcopy >/dev/null; then
     SOCK=$TMP/s.sock
     echo anaconda | "$BLKCRYPT" bitlk serve --socket "$SOCK" --pid-file "$TMP/pid" p.img 2>"$TMP/log" &

@@ -3,7 +3,7 @@
 // a few bios (write, read back, a request split across segments).
 #include "fuzz_util.hpp"
 
-#include <blkcrypt/dm/backing_store.hpp>
+#include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/dm/bio.hpp>
 #include <blkcrypt/dm/crypt_target.hpp>
 #include <blkcrypt/dm/table.hpp>
@@ -20,7 +20,7 @@ constexpr std::size_t kDevice = 16 * 1024;
 void run(const dm::CryptTable& t) {
     auto reg = fuzz::make_registry();
     auto store = std::make_shared<dm::MemoryStore>(kDevice);
-    dm::TargetOptions opts;
+    dm::CryptTargetOptions opts;
     opts.threads = 1;  // the worker pool is not what is being fuzzed here
     auto tg = dm::CryptTarget::create(*reg, t, store, 0, opts);
     if (!tg) return;

@@ -38,7 +38,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     if (v->key_count != n || v->table.key.size() != p.key_size * n) std::abort();
 
     auto store = std::make_shared<MemoryStore>(128 * 512);  // every one of the 64 keys, twice
-    dm::TargetOptions opts;
+    dm::CryptTargetOptions opts;
     opts.threads = 1;
     auto tg = dm::CryptTarget::create(*reg, v->table, store, 0, opts);
     if (!tg) {

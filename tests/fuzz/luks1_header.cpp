@@ -7,6 +7,7 @@
 #include "fuzz_util.hpp"
 
 #include <blkcrypt/backing_store.hpp>
+#include <blkcrypt/dm/crypt_target.hpp>
 #include <blkcrypt/luks/container.hpp>
 #include <blkcrypt/luks/luks1.hpp>
 
@@ -47,8 +48,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     static const uint8_t pass[] = {'f', 'u', 'z', 'z'};
     auto vol = luks::open(*reg, store, ConstBytes(pass, sizeof pass));
     if (vol) {
-        auto data_store = std::make_shared<MemoryStore>(store.size());
-        (void)luks::make_target(*reg, *vol, data_store);
+        auto t = luks::dm_table(*vol, store, "dev");
+        if (t) {
+            if (t->size() != 1 || !t->front().crypt) std::abort();
+            (void)dm::CryptTarget::create(*reg, *t->front().crypt, std::make_shared<MemoryStore>(store.size()),
+                                          t->front().length);
+        }
     }
     return 0;
 }

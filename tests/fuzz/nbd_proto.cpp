@@ -6,7 +6,7 @@
 // the client sends. The server must reply or
 // hang up, never crash, and leave nothing in flight.
 #include <blkcrypt/backing_store.hpp>
-#include <blkcrypt/nbd/block_device.hpp>
+#include <blkcrypt/dm/block_device.hpp>
 #include <blkcrypt/nbd/server.hpp>
 
 #include <cstdlib>
@@ -45,11 +45,11 @@ private:
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     if (size == 0) return 0;
     auto store = std::make_shared<MemoryStore>(64 * 1024);
-    nbd::StoreDeviceOptions o;
+    dm::StoreDeviceOptions o;
     o.block_size = data[0] & 1 ? 4096 : 512;
     o.read_only = data[0] & 2;
     o.threads = 1;
-    auto dev = nbd::make_store_device(store, o);
+    auto dev = dm::make_store_device(store, o);
     if (!dev) std::abort();
     nbd::Limits lim;
     lim.max_request = 16 * 1024;  // small limits, so inputs reach them

@@ -10,8 +10,10 @@
 #include "fuzz_util.hpp"
 
 #include <blkcrypt/backing_store.hpp>
+#include <blkcrypt/dm/crypt_target.hpp>
 #include <blkcrypt/tcrypt/tcrypt.hpp>
 
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -68,8 +70,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     if (v) {
         (void)tcrypt::dump(*v, "fuzz");
         (void)tcrypt::dump_volume_key(*v, "fuzz");
-        auto store = std::make_shared<MemoryStore>(dev_size);
-        (void)tcrypt::make_target(*reg, *v, store);
+        MemoryStore store(dev_size);
+        auto t = tcrypt::dm_table(*v, store, "dev");
+        if (t) {
+            if (t->size() != 1 || !t->front().crypt) std::abort();
+            (void)dm::CryptTarget::create(*reg, *t->front().crypt, std::make_shared<MemoryStore>(dev_size),
+                                          t->front().length);
+        }
     }
     if (flags & 64) {
         MemoryStore disk(size);
@@ -80,7 +87,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
             tcrypt::Volume sys = *v;
             if (tcrypt::map_system_partition(sys, *p, true) == Status::Ok) {
                 (void)tcrypt::dump_volume_key(sys, "fuzz");
-                (void)tcrypt::make_target(*reg, sys, std::make_shared<MemoryStore>(dev_size));
+                MemoryStore whole(dev_size);
+                (void)tcrypt::dm_table(sys, whole, "dev");
             }
         }
     }

@@ -3,7 +3,7 @@
 // it, with the root hash taken from the input's tail.
 #include "fuzz_util.hpp"
 
-#include <blkcrypt/dm/backing_store.hpp>
+#include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/verity/superblock.hpp>
 #include <blkcrypt/verity/tree.hpp>
 

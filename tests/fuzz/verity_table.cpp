@@ -4,7 +4,7 @@
 // against the real one.
 #include "fuzz_util.hpp"
 
-#include <blkcrypt/dm/backing_store.hpp>
+#include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/verity/table.hpp>
 #include <blkcrypt/verity/target.hpp>
 #include <blkcrypt/verity/tree.hpp>

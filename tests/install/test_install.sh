@@ -5,6 +5,7 @@
 #   3. every installed header compiles on its own with only -I PREFIX/include
 #   4. examples/ configures against the prefix (find_package), builds, and
 #      all five programs run
+#      (and open_container reads a LUKS2 container back, if cryptsetup is here)
 #   5. one example builds with $(pkg-config --cflags --libs blkcrypt) and runs
 #   6. the project's plugins are in LIBDIR/blkcrypt/plugins and the installed
 #      CLI loads them without --plugin (not with BLKCRYPT_NO_DEFAULT_PLUGINS=1)
@@ -101,6 +102,28 @@ for e in "${examples[@]}"; do
     echo "-- $e"
     "$tmp/examples/$e" || fail "example $e exited $?"
 done
+
+step "examples/open_container over a LUKS2 container the installed CLI fills"
+if command -v cryptsetup >/dev/null; then
+    truncate -s 20M "$tmp/c.img"
+    printf 'open sesame' > "$tmp/key"
+    cryptsetup luksFormat --batch-mode --type luks2 --pbkdf pbkdf2 --pbkdf-force-iterations 1000 \
+        --key-file "$tmp/key" "$tmp/c.img" || fail "cryptsetup luksFormat"
+    head -c 4M /dev/urandom > "$tmp/c.plain"
+    env -u LD_LIBRARY_PATH "$prefix/bin/blkcrypt" luks encrypt --key-file "$tmp/key" "$tmp/c.plain" "$tmp/c.img" ||
+        fail "blkcrypt luks encrypt"
+    "$tmp/examples/open_container" "$tmp/c.img" "$tmp/key" 12345 100000 > "$tmp/c.out" 2> "$tmp/c.err" ||
+        { cat "$tmp/c.err"; fail "open_container"; }
+    grep -qx "$tmp/c.img: LUKS2" "$tmp/c.err" || fail "open_container did not name the format: $(cat "$tmp/c.err")"
+    [[ $(stat -c %s "$tmp/c.out") == 100000 ]] || fail "open_container wrote $(stat -c %s "$tmp/c.out") bytes"
+    cmp -i 12345:0 -n 100000 "$tmp/c.plain" "$tmp/c.out" || fail "open_container's plaintext differs"
+    printf 'wrong' > "$tmp/badkey"
+    if "$tmp/examples/open_container" "$tmp/c.img" "$tmp/badkey" 0 512 > "$tmp/c.out" 2>/dev/null; then
+        fail "open_container opened with a wrong passphrase"
+    fi
+else
+    echo "   cryptsetup not installed: open_container not run"
+fi
 
 step "the docs/plugins.md plugin (sector32be.so) through the installed CLI"
 # aes-xts-sector32be: each 512-byte sector is AES-XTS with tweak = BE32(sector) || 0.

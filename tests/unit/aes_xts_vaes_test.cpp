@@ -256,7 +256,7 @@ TEST_CASE("xts-aes-vaes: the dm-crypt engine, many sectors", "[xtsvaes][dmcrypt]
             REQUIRE(table);
             constexpr std::size_t kSize = 256 << 10;
             auto store = std::make_shared<dm::MemoryStore>(kSize);
-            dm::TargetOptions opts;
+            dm::CryptTargetOptions opts;
             opts.threads = 2;
             auto tg = dm::CryptTarget::create(registry(), *table, store, 0, opts);
             REQUIRE(tg);

@@ -25,7 +25,7 @@ CryptTable xts_table() {
 }
 
 std::unique_ptr<CryptTarget> make(std::shared_ptr<BackingStore> store, bool async) {
-    TargetOptions o;
+    CryptTargetOptions o;
     o.threads = 2;
     o.queue_depth = 8;
     o.force_async = async;

@@ -116,11 +116,12 @@ TEST_CASE("bitlkOpen's segments: the To Go fixture's kernel table", "[bitlk]") {
     md.metadata_offset = {34603008, 46254080, 57905152};
     md.volume_header_offset = 92342272;
     md.volume_header_size = 5258240;
-    auto s = bitlk::segments(md, 204800);
+    auto s = bitlk::dm_table(md, {}, 204800, "d");
     REQUIRE(s);
     std::string got;
-    for (const auto& g : *s)
-        got += std::to_string(g.start) + " " + std::to_string(g.length) + (g.zero ? " zero" : " crypt " + std::to_string(g.source)) + "\n";
+    for (const auto& l : *s)
+        got += std::to_string(l.start) + " " + std::to_string(l.length) +
+               (l.crypt ? " crypt " + std::to_string(l.crypt->offset) : " " + l.target) + "\n";
     CHECK(got ==
           "0 10270 crypt 180356\n"
           "10270 57314 crypt 10270\n"
@@ -133,11 +134,11 @@ TEST_CASE("bitlkOpen's segments: the To Go fixture's kernel table", "[bitlk]") {
           "180356 10270 zero\n"
           "190626 14174 crypt 190626\n");
     md.curr_state = 1;
-    CHECK(bitlk::segments(md, 204800).status() == Status::Unsupported);
+    CHECK(bitlk::dm_table(md, {}, 204800, "d").status() == Status::Unsupported);
     md.curr_state = 4;
-    CHECK_FALSE(bitlk::segments(md, 190000));  // the header area past the end
+    CHECK_FALSE(bitlk::dm_table(md, {}, 190000, "d"));  // the header area past the end
     md.metadata_offset[1] = md.metadata_offset[0] + 512;
-    CHECK_FALSE(bitlk::segments(md, 204800));  // overlapping areas
+    CHECK_FALSE(bitlk::dm_table(md, {}, 204800, "d"));  // overlapping areas
 }
 
 TEST_CASE("BitLocker metadata refused with cryptsetup's words", "[bitlk]") {
@@ -278,15 +279,18 @@ TEST_CASE("paused encryption: stored sectors past the encrypted size are plain",
     md.metadata_offset = {1048576, 2097152, 3145728};
     md.volume_header_offset = 1114112;
     md.volume_header_size = 8192;
-    auto show = [](const std::vector<bitlk::Segment>& segs) {
+    auto show = [](const dm::DmTable& t) {
         std::string o;
-        for (const auto& g : segs)
-            o += std::to_string(g.start) + " " + std::to_string(g.length) +
-                 (g.zero ? " zero" : (g.plain ? " plain " : " crypt ") + std::to_string(g.source)) + "\n";
+        for (const auto& l : t)
+            o += std::to_string(l.start) + " " + std::to_string(l.length) +
+                 (l.target == "zero" ? std::string(" zero")
+                  : l.crypt          ? " crypt " + std::to_string(l.crypt->offset)
+                                     : " plain " + std::to_string(l.offset)) +
+                 "\n";
         return o;
     };
     md.volume_size = 1048576;  // the relocated boot sectors are past it: plain
-    auto s = bitlk::segments(md, 8192);
+    auto s = bitlk::dm_table(md, {}, 8192, "d");
     REQUIRE(s);
     CHECK(show(*s) ==
           "0 16 plain 2176\n"
@@ -299,7 +303,7 @@ TEST_CASE("paused encryption: stored sectors past the encrypted size are plain",
           "6144 128 zero\n"
           "6272 1920 plain 6272\n");
     md.volume_size = 1572864;
-    s = bitlk::segments(md, 8192);
+    s = bitlk::dm_table(md, {}, 8192, "d");
     REQUIRE(s);
     CHECK(show(*s) ==
           "0 16 crypt 2176\n"
@@ -313,8 +317,8 @@ TEST_CASE("paused encryption: stored sectors past the encrypted size are plain",
           "6144 128 zero\n"
           "6272 1920 plain 6272\n");
     md.volume_size = 1000;  // not whole sectors
-    CHECK_FALSE(bitlk::segments(md, 8192));
+    CHECK_FALSE(bitlk::dm_table(md, {}, 8192, "d"));
     md.volume_size = 1048576;
     md.curr_state = 2;  // converting right now: refused as cryptsetup refuses it
-    CHECK(bitlk::segments(md, 8192).status() == Status::Unsupported);
+    CHECK(bitlk::dm_table(md, {}, 8192, "d").status() == Status::Unsupported);
 }

@@ -5,7 +5,7 @@
 
 #include "../../verity/src/read_buffer.hpp"
 
-#include <blkcrypt/dm/backing_store.hpp>
+#include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/verity/fsverity.hpp>
 #include <blkcrypt/verity/tree.hpp>
 

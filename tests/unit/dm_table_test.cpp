@@ -4,7 +4,8 @@
 // built over memory stores and over each other.
 #include "test_util.hpp"
 #include <blkcrypt/dm/crypt_target.hpp>
-#include <blkcrypt/nbd/dm_table.hpp>
+#include <blkcrypt/dm/dm_table.hpp>
+#include <blkcrypt/dm/targets.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -17,10 +18,10 @@ namespace {
 
 const std::string kKey(64, 'a');  // AES-128-XTS, hex
 
-std::shared_ptr<nbd::BlockDevice> plain(std::shared_ptr<BackingStore> s) {
-    nbd::StoreDeviceOptions o;
+std::shared_ptr<dm::BlockDevice> plain(std::shared_ptr<BackingStore> s) {
+    dm::StoreDeviceOptions o;
     o.threads = 2;
-    auto d = nbd::make_store_device(std::move(s), o);
+    auto d = dm::make_store_device(std::move(s), o);
     REQUIRE(d);
     return *d;
 }
@@ -41,15 +42,15 @@ std::shared_ptr<MemoryStore> filled(std::size_t n, uint8_t seed) {
 // Tables over memory stores named by path; "/dev/mapper/X" is `named`'s.
 struct Stores {
     std::map<std::string, std::shared_ptr<MemoryStore>> files;
-    std::map<std::string, std::shared_ptr<nbd::BlockDevice>> mapper;
+    std::map<std::string, std::shared_ptr<dm::BlockDevice>> mapper;
     std::map<std::string, bool> opened_writable;
-    Result<std::shared_ptr<nbd::BlockDevice>> build(const std::string& text, bool read_only = false) {
-        auto lines = nbd::parse_dm_table(text);
+    Result<std::shared_ptr<dm::BlockDevice>> build(const std::string& text, bool read_only = false) {
+        auto lines = dm::parse_dm_table(text);
         if (!lines) return lines.error();
-        nbd::DmBuildOptions o;
+        dm::DmBuildOptions o;
         o.read_only = read_only;
         o.threads = 2;
-        o.named = [this](const std::string& n) -> std::shared_ptr<nbd::BlockDevice> {
+        o.named = [this](const std::string& n) -> std::shared_ptr<dm::BlockDevice> {
             auto it = mapper.find(n);
             return it == mapper.end() ? nullptr : it->second;
         };
@@ -59,12 +60,12 @@ struct Stores {
             opened_writable[p] = w;
             return std::shared_ptr<BackingStore>(it->second);
         };
-        return nbd::build_dm_table(testutil::registry(), *lines, o);
+        return dm::build_dm_table(testutil::registry(), *lines, o);
     }
 };
 
 std::string error_of(std::string_view text) {
-    auto r = nbd::parse_dm_table(text);
+    auto r = dm::parse_dm_table(text);
     REQUIRE_FALSE(r);
     return r.error().message;
 }
@@ -72,7 +73,7 @@ std::string error_of(std::string_view text) {
 }  // namespace
 
 TEST_CASE("dm table: lines, comments and every target's arguments", "[dm_table]") {
-    auto r = nbd::parse_dm_table("# top\n\n0 8 zero\n8 8 error\r\n 16\t8 linear /a 4\n24 8 crypt aes-xts-plain64 " +
+    auto r = dm::parse_dm_table("# top\n\n0 8 zero\n8 8 error\r\n 16\t8 linear /a 4\n24 8 crypt aes-xts-plain64 " +
                                  kKey + " 0 /b 16\n");
     REQUIRE(r);
     REQUIRE(r->size() == 4);
@@ -86,6 +87,32 @@ TEST_CASE("dm table: lines, comments and every target's arguments", "[dm_table]"
     CHECK((*r)[3].crypt->offset == 16);
     CHECK((*r)[3].crypt->key.size() == 32);
     CHECK((*r)[3].line_no == 6);
+}
+
+TEST_CASE("dm table: format_dm_table writes what parse_dm_table reads", "[dm_table]") {
+    const std::string root(64, 'a');
+    const std::string text = "0 8 zero\n8 8 linear /a 4\n16 8 crypt aes-xts-plain64 " + kKey +
+                             " 0 /b 16 1 sector_size:4096\n24 64 verity 1 /d /h 4096 4096 8 1 sha256 " + root +
+                             " -\n";
+    auto r = dm::parse_dm_table(text);
+    REQUIRE(r);
+    CHECK(dm::format_dm_table(*r, true) == text);
+    // Without show_key the key is zeros, nothing else changes.
+    std::string hidden = text;
+    hidden.replace(hidden.find(kKey), kKey.size(), std::string(kKey.size(), '0'));
+    CHECK(dm::format_dm_table(*r, false) == hidden);
+    // A format's one-line table: crypt_line places it at 0 over the device.
+    auto c = dm::parse_cipher_spec("aes-cbc-essiv:sha256");
+    REQUIRE(c);
+    c->offset = 4096;
+    c->key.assign(ConstBytes(reinterpret_cast<const uint8_t*>("0123456789abcdef"), 16));
+    const dm::DmTable one{dm::crypt_line(*c, 100, "/dev/x")};
+    CHECK(dm::format_dm_table(one, false) == "0 100 crypt aes-cbc-essiv:sha256 " + std::string(32, '0') +
+                                                " 0 /dev/x 4096\n");
+    auto back = dm::parse_dm_table(dm::format_dm_table(one, true));
+    REQUIRE(back);
+    CHECK(back->front().crypt->key.size() == 16);
+    CHECK(back->front().length == 100);
 }
 
 TEST_CASE("dm table: refusals name the line and never the key", "[dm_table]") {
@@ -113,32 +140,32 @@ TEST_CASE("dm table: refusals name the line and never the key", "[dm_table]") {
 
 TEST_CASE("dm table: a concatenation splits I/O and reports the first failure", "[dm_table]") {
     auto a = filled(8192, 1);
-    std::vector<nbd::Segment> segs{{0, plain(a)}, {8192, nbd::make_zero_device(4096, false)},
-                                   {12288, nbd::make_error_device(1024)}, {13312, plain(filled(4096, 9))}};
-    auto d = nbd::make_concat_device(std::move(segs), false, "test");
+    std::vector<dm::Segment> segs{{0, plain(a)}, {8192, dm::make_zero_device(4096, false)},
+                                   {12288, dm::make_error_device(1024)}, {13312, plain(filled(4096, 9))}};
+    auto d = dm::make_concat_device(std::move(segs), false, "test");
     REQUIRE(d);
     CHECK((*d)->size() == 17408);
     CHECK((*d)->block_size() == 512);
     std::vector<uint8_t> buf(6144);
-    REQUIRE(nbd::read_sync(**d, 4096, Bytes(buf.data(), buf.size())) == Status::Ok);
+    REQUIRE(dm::read_sync(**d, 4096, Bytes(buf.data(), buf.size())) == Status::Ok);
     const auto pa = pattern(8192, 1);
     CHECK(std::equal(buf.begin(), buf.begin() + 4096, pa.begin() + 4096));
     CHECK(std::all_of(buf.begin() + 4096, buf.end(), [](uint8_t b) { return b == 0; }));
-    CHECK(nbd::read_sync(**d, 11776, Bytes(buf.data(), 1024)) == Status::IoError);  // zero, then error
-    CHECK(nbd::read_sync(**d, 12800, Bytes(buf.data(), 1024)) == Status::IoError);  // error, then plain
-    REQUIRE(nbd::read_sync(**d, 13312, Bytes(buf.data(), 4096)) == Status::Ok);
+    CHECK(dm::read_sync(**d, 11776, Bytes(buf.data(), 1024)) == Status::IoError);  // zero, then error
+    CHECK(dm::read_sync(**d, 12800, Bytes(buf.data(), 1024)) == Status::IoError);  // error, then plain
+    REQUIRE(dm::read_sync(**d, 13312, Bytes(buf.data(), 4096)) == Status::Ok);
     const auto pb = pattern(4096, 9);
     CHECK(std::equal(pb.begin(), pb.end(), buf.begin()));
     // A write across linear and zero keeps the first part, drops the rest.
     std::vector<uint8_t> w(2048, 0xee);
-    REQUIRE(nbd::write_sync(**d, 7168, ConstBytes(w.data(), w.size())) == Status::Ok);
+    REQUIRE(dm::write_sync(**d, 7168, ConstBytes(w.data(), w.size())) == Status::Ok);
     std::vector<uint8_t> back(1024);
     REQUIRE(a->read(7168, Bytes(back.data(), back.size())) == Status::Ok);
     CHECK(std::all_of(back.begin(), back.end(), [](uint8_t b) { return b == 0xee; }));
-    REQUIRE(nbd::read_sync(**d, 8192, Bytes(back.data(), 1024)) == Status::Ok);
+    REQUIRE(dm::read_sync(**d, 8192, Bytes(back.data(), 1024)) == Status::Ok);
     CHECK(std::all_of(back.begin(), back.end(), [](uint8_t b) { return b == 0; }));
-    CHECK(nbd::read_sync(**d, 17408 - 512, Bytes(buf.data(), 1024)) == Status::Invalid);  // past the end
-    CHECK(nbd::read_sync(**d, 100, Bytes(buf.data(), 512)) == Status::Invalid);           // unaligned
+    CHECK(dm::read_sync(**d, 17408 - 512, Bytes(buf.data(), 1024)) == Status::Invalid);  // past the end
+    CHECK(dm::read_sync(**d, 100, Bytes(buf.data(), 512)) == Status::Invalid);           // unaligned
 }
 
 TEST_CASE("dm table: boundaries on the largest block size, back to back", "[dm_table]") {
@@ -147,18 +174,18 @@ TEST_CASE("dm table: boundaries on the largest block size, back to back", "[dm_t
         REQUIRE(t);
         auto tg = dm::CryptTarget::create(testutil::registry(), *t, std::make_shared<MemoryStore>(8192), 0);
         REQUIRE(tg);
-        return nbd::make_crypt_device(std::move(tg).value(), std::make_shared<MemoryStore>(1), false);
+        return dm::make_crypt_device(std::move(tg).value(), std::make_shared<MemoryStore>(1), false);
     };
-    auto bad = nbd::make_concat_device({{0, nbd::make_zero_device(512, false)}, {512, crypt4k()}}, false, "x");
+    auto bad = dm::make_concat_device({{0, dm::make_zero_device(512, false)}, {512, crypt4k()}}, false, "x");
     REQUIRE_FALSE(bad);
     CHECK(bad.error().message.find("4096-byte logical block size") != std::string::npos);
-    auto good = nbd::make_concat_device({{0, nbd::make_zero_device(4096, false)}, {4096, crypt4k()}}, false, "x");
+    auto good = dm::make_concat_device({{0, dm::make_zero_device(4096, false)}, {4096, crypt4k()}}, false, "x");
     REQUIRE(good);
     CHECK((*good)->block_size() == 4096);
-    CHECK_FALSE(nbd::make_concat_device({{0, nbd::make_zero_device(512, false)},
-                                         {1024, nbd::make_zero_device(512, false)}},
+    CHECK_FALSE(dm::make_concat_device({{0, dm::make_zero_device(512, false)},
+                                         {1024, dm::make_zero_device(512, false)}},
                                         false, "x"));
-    CHECK_FALSE(nbd::make_linear_device(plain(filled(4096, 0)), 512, 4096));  // past the end
+    CHECK_FALSE(dm::make_linear_device(plain(filled(4096, 0)), 512, 4096));  // past the end
 }
 
 TEST_CASE("dm table: crypt over a linear table, as dmsetup stacks them", "[dm_table]") {
@@ -173,7 +200,7 @@ TEST_CASE("dm table: crypt over a linear table, as dmsetup stacks them", "[dm_ta
     REQUIRE(top);
     CHECK((*top)->size() == 96 * 512);
     const auto data = pattern(32 * 1024, 5);
-    REQUIRE(nbd::write_sync(**top, 0, ConstBytes(data.data(), data.size())) == Status::Ok);
+    REQUIRE(dm::write_sync(**top, 0, ConstBytes(data.data(), data.size())) == Status::Ok);
     REQUIRE((*top)->flush() == Status::Ok);
     // The ciphertext is at /disk sector 16 + 8; decrypted by a target of its own.
     auto t = dm::parse_crypt_args("aes-xts-plain64 " + kKey + " 0");
@@ -203,7 +230,7 @@ TEST_CASE("dm table: read-only tables open their files read-only", "[dm_table]")
     CHECK((*ro)->read_only());
     CHECK_FALSE(s.opened_writable["/disk"]);
     std::vector<uint8_t> b(512);
-    CHECK(nbd::write_sync(**ro, 0, ConstBytes(b.data(), b.size())) != Status::Ok);
+    CHECK(dm::write_sync(**ro, 0, ConstBytes(b.data(), b.size())) != Status::Ok);
 }
 
 namespace {
@@ -227,19 +254,19 @@ private:
 TEST_CASE("dm table: TRIM only when every target discards, split across them", "[dm_table]") {
     auto disk = filled(64 * 1024, 7);
     auto dev = [&] {
-        nbd::StoreDeviceOptions o;
+        dm::StoreDeviceOptions o;
         o.discard = true;
         o.threads = 1;
-        auto d = nbd::make_store_device(std::make_shared<HoleStore>(disk), o);
+        auto d = dm::make_store_device(std::make_shared<HoleStore>(disk), o);
         REQUIRE(d);
         return *d;
     }();
     auto lin = [&](uint64_t off, uint64_t len) {
-        auto l = nbd::make_linear_device(dev, off, len);
+        auto l = dm::make_linear_device(dev, off, len);
         REQUIRE(l);
         return *l;
     };
-    auto both = nbd::make_concat_device({{0, lin(8192, 4096)}, {4096, lin(32768, 4096)}}, false, "x");
+    auto both = dm::make_concat_device({{0, lin(8192, 4096)}, {4096, lin(32768, 4096)}}, false, "x");
     REQUIRE(both);
     REQUIRE((*both)->can_discard());
     REQUIRE((*both)->discard(2048, 4096) == Status::Ok);  // the end of one line, the start of the next
@@ -250,11 +277,11 @@ TEST_CASE("dm table: TRIM only when every target discards, split across them", "
     CHECK(std::all_of(d.begin() + 32768, d.begin() + 34816, [](uint8_t b) { return b == 0; }));
     CHECK(std::equal(d.begin() + 34816, d.begin() + 36864, orig.begin() + 34816));
     CHECK((*both)->discard(0, 100) == Status::Invalid);
-    auto with_zero = nbd::make_concat_device({{0, lin(0, 4096)}, {4096, nbd::make_zero_device(4096, false)}}, false, "x");
+    auto with_zero = dm::make_concat_device({{0, lin(0, 4096)}, {4096, dm::make_zero_device(4096, false)}}, false, "x");
     REQUIRE(with_zero);
     CHECK_FALSE((*with_zero)->can_discard());
     CHECK((*with_zero)->discard(0, 4096) == Status::Unsupported);
-    auto ro = nbd::make_concat_device({{0, lin(0, 4096)}}, true, "x");
+    auto ro = dm::make_concat_device({{0, lin(0, 4096)}}, true, "x");
     REQUIRE(ro);
     CHECK_FALSE((*ro)->can_discard());
 }

@@ -55,7 +55,7 @@ CryptTable table(const std::string& cipher, const std::string& key_hex, uint64_t
 }
 
 std::unique_ptr<CryptTarget> target(const CryptTable& t, std::shared_ptr<BackingStore> store,
-                                    TargetOptions opts = {}) {
+                                    CryptTargetOptions opts = {}) {
     if (!opts.threads) opts.threads = 2;
     if (!opts.queue_depth) opts.queue_depth = 8;
     auto tg = CryptTarget::create(registry(), t, std::move(store), 0, opts);
@@ -117,7 +117,7 @@ struct BioSet {
 };
 
 // Writes pt through the target into a fresh store; returns the store.
-Buf write_image(const CryptTable& t, const Buf& pt, std::mt19937* rng, TargetOptions opts = {}) {
+Buf write_image(const CryptTable& t, const Buf& pt, std::mt19937* rng, CryptTargetOptions opts = {}) {
     auto store = std::make_shared<MemoryStore>(pt.size());
     auto tg = target(t, store, opts);
     Buf mem = pt;
@@ -127,7 +127,7 @@ Buf write_image(const CryptTable& t, const Buf& pt, std::mt19937* rng, TargetOpt
 }
 
 // Reads the whole of image back through the target.
-Buf read_image(const CryptTable& t, const Buf& image, std::mt19937* rng, TargetOptions opts = {}) {
+Buf read_image(const CryptTable& t, const Buf& image, std::mt19937* rng, CryptTargetOptions opts = {}) {
     auto store = std::make_shared<MemoryStore>(image.size());
     store->data() = image;
     auto tg = target(t, store, opts);
@@ -196,7 +196,7 @@ TEST_CASE("dm engine: the kernel's golden images through bios", "[dmcrypt]") {
         CHECK(read_image(t, ct, nullptr) == pt);
         // Random bios, requests of a few sectors, sync and through cryptd.
         for (bool async : {false, true}) {
-            TargetOptions o;
+            CryptTargetOptions o;
             o.max_request = c.sector_size * (1 + rng() % 3);
             o.force_async = async;
             INFO("max_request " << o.max_request << (async ? ", cryptd" : ""));
@@ -216,7 +216,7 @@ TEST_CASE("dm engine: random bios and segmentations equal one bio", "[dmcrypt]")
         CHECK(want != pt);
         CHECK(read_image(t, want, nullptr) == pt);
         for (int round = 0; round < 3; ++round) {
-            TargetOptions o;
+            CryptTargetOptions o;
             o.max_request = t.sector_size * (1 + rng() % 4);
             o.threads = 1 + rng() % 3;
             o.queue_depth = 1 + rng() % 6;
@@ -234,7 +234,7 @@ TEST_CASE("dm engine: cryptd gives the same store, concurrent submitters", "[dmc
         const Buf pt = random_bytes(rng, 128 * 1024);
         const Buf want = write_image(t, pt, nullptr);
 
-        TargetOptions async;
+        CryptTargetOptions async;
         async.force_async = true;
         async.max_request = 8192;
         async.queue_depth = 3;  // fewer slots than submitters: submit must block
@@ -292,7 +292,7 @@ TEST_CASE("dm engine: completions may submit more bios", "[dmcrypt]") {
     const Buf pt = random_bytes(rng, 63 * 512);
     auto store = std::make_shared<MemoryStore>(pt.size());
     for (bool async : {false, true}) {
-        TargetOptions o;
+        CryptTargetOptions o;
         o.threads = 1;
         o.queue_depth = 1;
         o.force_async = async;
@@ -325,7 +325,7 @@ TEST_CASE("dm engine: run_inline equals submit, in the caller's thread", "[dmcry
     const Buf pt = random_bytes(rng, 16 * 4096);
     for (bool async : {false, true}) {
         auto store = std::make_shared<MemoryStore>(pt.size());
-        TargetOptions o;
+        CryptTargetOptions o;
         o.force_async = async;
         auto tg = target(t, store, o);
         std::atomic<int> calls{0};
@@ -408,7 +408,7 @@ TEST_CASE("dm engine: refusals and errors", "[dmcrypt]") {
     }
 
     SECTION("set-up errors name the cipher") {
-        auto err = [&](const CryptTable& t, TargetOptions o = {}) {
+        auto err = [&](const CryptTable& t, CryptTargetOptions o = {}) {
             auto r = CryptTarget::create(registry(), t, store, 0, o);
             REQUIRE(!r);
             return r.error().message;
@@ -447,7 +447,7 @@ TEST_CASE("dm engine: refusals and errors", "[dmcrypt]") {
         auto r = CryptTarget::create(registry(), table("aes-xts-plain64", key64, 0, 4096), small);
         REQUIRE(!r);
         CHECK(r.error().message.find("sector_size") != std::string::npos);
-        TargetOptions tiny;
+        CryptTargetOptions tiny;
         tiny.max_request = 511;
         CHECK(!CryptTarget::create(registry(), table("aes-xts-plain64", key64, 0, 512), store, 0, tiny));
     }
@@ -455,7 +455,7 @@ TEST_CASE("dm engine: refusals and errors", "[dmcrypt]") {
     SECTION("store errors complete the bio with IoError") {
         auto t = table("aes-xts-plain64", key64, 0, 512);
         for (bool async : {false, true}) {
-            TargetOptions o;
+            CryptTargetOptions o;
             o.force_async = async;
             for (bool fail_reads : {true, false}) {
                 auto tg = target(t, std::make_shared<FailingStore>(8192, fail_reads), o);

@@ -1,6 +1,6 @@
 // Bugs the fuzz harnesses (tests/fuzz) found in the library, one test each;
 // the crashing inputs themselves are replayed from tests/fuzz/crashes/.
-#include <blkcrypt/dm/backing_store.hpp>
+#include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/registry.hpp>
 #include <blkcrypt/verity/params.hpp>
 #include <blkcrypt/verity/table.hpp>

@@ -232,13 +232,19 @@ TEST_CASE("fvault2 reads, unlocks and dumps a synthetic Core Storage volume", "[
     CHECK(wrong.status() == Status::NoKey);
     CHECK(wrong.error().message == "No key available with this passphrase.");
 
-    const dm::CryptTable t = fvault2::crypt_table(*md, *vk);
+    auto table = fvault2::dm_table(*md, *vk, s.image.size(), "img");
+    REQUIRE(table);
+    REQUIRE(table->size() == 1);
+    const dm::CryptTable& t = *table->front().crypt;
     CHECK(t.alg_name == "plain64(xts(aes))");
     CHECK(t.offset == kLvOffset / 512);
     CHECK(t.iv_offset == 0);
     CHECK(t.length == kLvSize / 512);
-    CHECK(fvault2::check_extent(*md, s.image.size()));
-    CHECK_FALSE(fvault2::check_extent(*md, s.image.size() - 512));
+    CHECK(table->front().length == kLvSize / 512);
+    CHECK(dm::format_dm_table(*table, false) == "0 " + std::to_string(kLvSize / 512) + " crypt aes-xts-plain64 " +
+                                                    std::string(64, '0') + " 0 img " + std::to_string(kLvOffset / 512) +
+                                                    "\n");
+    CHECK_FALSE(fvault2::dm_table(*md, *vk, s.image.size() - 512, "img"));
 }
 
 TEST_CASE("fvault2 refuses truncated, foreign and tampered metadata", "[fvault2]") {

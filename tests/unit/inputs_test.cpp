@@ -16,7 +16,7 @@
 #include "../../verity/src/task_pool.hpp"
 
 #include <blkcrypt/ahash.hpp>
-#include <blkcrypt/dm/backing_store.hpp>
+#include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/dm/bio.hpp>
 #include <blkcrypt/dm/crypt_target.hpp>
 #include <blkcrypt/dm/table.hpp>
@@ -190,7 +190,7 @@ TEST_CASE("a crypt target without threads fails with a Result, with one it works
     Registry& reg = testutil::registry();
     auto table = dm::parse_crypt_args("aes-xts-plain64 " + std::string(64, '1') + " 0");
     REQUIRE(table.ok());
-    dm::TargetOptions opts;
+    dm::CryptTargetOptions opts;
     opts.threads = 4;
     {
         ThreadLimit none(0);

@@ -5,7 +5,7 @@
 #include "dmcrypt_golden.hpp"
 #include "test_util.hpp"
 
-#include <blkcrypt/internal/endian.hpp>
+#include <blkcrypt/internal/bytes_util.hpp>
 #include <blkcrypt/dm/table.hpp>
 #include <blkcrypt/registry.hpp>
 #include <blkcrypt/request.hpp>

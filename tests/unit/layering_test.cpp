@@ -1,18 +1,17 @@
 // Layering the build relies on: BackingStore has a home of its own, and the
 // verity engines do not include the dm-crypt headers for it.
 #include <blkcrypt/backing_store.hpp>
-#include <blkcrypt/dm/backing_store.hpp>
+#include <blkcrypt/backing_store.hpp>
 
 #include <catch2/catch.hpp>
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <regex>
+#include <set>
 #include <sstream>
 #include <string>
-#include <type_traits>
-
-static_assert(std::is_same_v<blkcrypt::BackingStore, blkcrypt::dm::BackingStore>,
-              "dm::BackingStore stays the same type for old callers");
 
 TEST_CASE("verity sources include no dm-crypt header", "[layering]") {
     namespace fs = std::filesystem;
@@ -31,6 +30,65 @@ TEST_CASE("verity sources include no dm-crypt header", "[layering]") {
         CHECK(ss.str().find("#include <blkcrypt/dm/") == std::string::npos);
     }
     CHECK(files > 5);
+}
+
+// Folder -> the header folders (<blkcrypt/NAME/...>) its sources may
+// include; "" is the core's top level, "internal" the core's internals. The
+// dm layer sits on verity (a table may hold verity lines), the formats on dm
+// (they unlock to a dm table), the NBD server on dm's BlockDevice alone.
+TEST_CASE("each layer includes only the layers below it", "[layering]") {
+    namespace fs = std::filesystem;
+    const std::set<std::string> core{"", "internal"};
+    auto with = [&](std::initializer_list<const char*> more) {
+        std::set<std::string> s = core;
+        for (const char* m : more) s.insert(m);
+        return s;
+    };
+    const std::map<std::string, std::set<std::string>> allowed{
+        {"crypto", core},
+        {"templates", core},
+        {"verity", with({"verity"})},
+        {"dmcrypt", with({"dm", "verity"})},
+        {"luks", with({"luks", "dm", "verity"})},
+        {"tcrypt", with({"tcrypt", "dm", "verity"})},
+        {"bitlk", with({"bitlk", "dm", "verity", "luks"})},      // luks: key dump lines
+        {"fvault2", with({"fvault2", "dm", "verity", "luks"})},  // luks: base64
+        {"loopaes", with({"loopaes", "dm", "verity"})},
+        {"nbd", with({"nbd", "dm"})},
+        {"containers", with({"containers", "dm", "verity", "luks", "bitlk", "fvault2"})},
+    };
+    const std::regex inc(R"(#include <blkcrypt/(([a-z0-9_]+)/)?[^>]*>)");
+    for (const auto& [folder, ok] : allowed) {
+        const fs::path root = fs::path(BLKCRYPT_SOURCE_DIR) / folder;
+        REQUIRE(fs::is_directory(root));
+        for (const auto& e : fs::recursive_directory_iterator(root)) {
+            if (!e.is_regular_file()) continue;
+            const auto ext = e.path().extension();
+            if (ext != ".cpp" && ext != ".hpp") continue;
+            std::ifstream in(e.path());
+            std::string line;
+            while (std::getline(in, line)) {
+                std::smatch m;
+                if (!std::regex_search(line, m, inc)) continue;
+                INFO(e.path().string() << ": " << line);
+                CHECK(ok.count(m[2].str()) == 1);
+            }
+        }
+    }
+}
+
+TEST_CASE("the NBD server names no target and no format", "[layering]") {
+    namespace fs = std::filesystem;
+    const fs::path root = fs::path(BLKCRYPT_SOURCE_DIR) / "nbd";
+    for (const auto& e : fs::recursive_directory_iterator(root)) {
+        if (!e.is_regular_file()) continue;
+        std::ifstream in(e.path());
+        std::stringstream ss;
+        ss << in.rdbuf();
+        INFO(e.path().string());
+        for (const char* word : {"CryptTarget", "VerityTarget", "dm_table", "make_crypt_device", "luks", "tcrypt"})
+            CHECK(ss.str().find(word) == std::string::npos);
+    }
 }
 
 TEST_CASE("MemoryStore through the neutral header", "[layering]") {

@@ -5,6 +5,7 @@
 #include "test_util.hpp"
 
 #include <blkcrypt/backing_store.hpp>
+#include <blkcrypt/dm/crypt_target.hpp>
 #include <blkcrypt/luks/container.hpp>
 #include <blkcrypt/luks/luks1.hpp>
 
@@ -262,9 +263,14 @@ TEST_CASE("luks1: cryptsetup's containers parse, dump and unlock", "[luks1][cryp
             CHECK(vol->table.cipher == c.cipher);
             CHECK(vol->table.offset == h->payload_offset);
             CHECK(testutil::hex(vol->table.key) == vk_hex);
-            auto t = make_target(registry(), *vol, *store);
+            auto t = dm_table(*vol, **store, img);
             REQUIRE(t.ok());
-            CHECK((*t)->length_sectors() == 4 * 2048 - h->payload_offset);
+            REQUIRE(t->size() == 1);
+            CHECK(t->front().length == 4 * 2048 - h->payload_offset);
+            CHECK(t->front().crypt->device == img);
+            auto target = dm::CryptTarget::create(registry(), *t->front().crypt, *store, t->front().length);
+            REQUIRE(target.ok());
+            CHECK((*target)->length_sectors() == 4 * 2048 - h->payload_offset);
             CHECK(open(registry(), **store, text("x")).status() == Status::NoKey);
         }
     }

@@ -7,7 +7,7 @@
 #include "../../verity/src/parallel_hasher.hpp"
 #include "../../verity/src/task_pool.hpp"
 
-#include <blkcrypt/dm/backing_store.hpp>
+#include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/registry.hpp>
 #include <blkcrypt/verity/fsverity.hpp>
 

@@ -4,7 +4,7 @@
 // errors, and the dm-crypt device under it.
 #include "test_util.hpp"
 #include <blkcrypt/dm/crypt_target.hpp>
-#include <blkcrypt/nbd/block_device.hpp>
+#include <blkcrypt/dm/targets.hpp>
 #include <blkcrypt/nbd/protocol.hpp>
 #include <blkcrypt/nbd/server.hpp>
 
@@ -161,12 +161,12 @@ private:
     std::shared_ptr<MemoryStore> m_;
 };
 
-std::shared_ptr<nbd::BlockDevice> store_device(std::shared_ptr<MemoryStore> m, uint32_t bs, bool ro = false) {
-    nbd::StoreDeviceOptions o;
+std::shared_ptr<dm::BlockDevice> store_device(std::shared_ptr<MemoryStore> m, uint32_t bs, bool ro = false) {
+    dm::StoreDeviceOptions o;
     o.block_size = bs;
     o.read_only = ro;
     o.threads = 3;
-    auto d = nbd::make_store_device(std::move(m), o);
+    auto d = dm::make_store_device(std::move(m), o);
     REQUIRE(d);
     return *d;
 }
@@ -180,10 +180,10 @@ TEST_CASE("nbd: GO tells size, flags and block sizes, and unaligned writes shari
     std::vector<uint8_t> model = mem->data();
     nbd::Limits lim;
     lim.max_request = 64 * 1024;
-    nbd::StoreDeviceOptions so;
+    dm::StoreDeviceOptions so;
     so.block_size = 4096;
     so.threads = 4;
-    auto dev = nbd::make_store_device(std::make_shared<SlowStore>(mem), so);
+    auto dev = dm::make_store_device(std::make_shared<SlowStore>(mem), so);
     REQUIRE(dev);
     nbd::Export exp("disk", *dev, lim);
 
@@ -350,12 +350,12 @@ TEST_CASE("nbd: a dm-crypt device stores what the target reads back", "[nbd]") {
     auto t = dm::parse_crypt_args("aes-xts-plain64 " + std::string(128, '5') + " 0 1 sector_size:4096");
     REQUIRE(t);
     auto mem = std::make_shared<MemoryStore>(128 * 1024);
-    dm::TargetOptions o;
+    dm::CryptTargetOptions o;
     o.threads = 2;
     auto tg = dm::CryptTarget::create(testutil::registry(), *t, mem, 0, o);
     REQUIRE(tg);
     std::shared_ptr<dm::CryptTarget> target = std::move(tg).value();
-    nbd::Export exp("", nbd::make_crypt_device(target, mem, false));
+    nbd::Export exp("", dm::make_crypt_device(target, mem, false));
     CHECK(exp.device().block_size() == 4096);
     Script s;
     s.u32(proto::kClientFixedNewstyle);
@@ -416,10 +416,10 @@ TEST_CASE("nbd: a stop ends a connection whose client no longer reads its replie
 TEST_CASE("nbd: two connections writing neighbouring bytes of the same blocks lose nothing", "[nbd]") {
     auto mem = std::make_shared<MemoryStore>(128 * 1024);
     std::vector<uint8_t> model = mem->data();
-    nbd::StoreDeviceOptions so;
+    dm::StoreDeviceOptions so;
     so.block_size = 4096;
     so.threads = 4;
-    auto dev = nbd::make_store_device(std::make_shared<SlowStore>(mem), so);
+    auto dev = dm::make_store_device(std::make_shared<SlowStore>(mem), so);
     REQUIRE(dev);
     nbd::Export exp("", *dev);
     Script a, b;
@@ -458,9 +458,9 @@ TEST_CASE("nbd: base:allocation: LIST and SET_META_CONTEXT, BLOCK_STATUS maps a 
     auto store = open_file_store(path, false);
     ::unlink(path);
     REQUIRE(store);
-    nbd::StoreDeviceOptions so;
+    dm::StoreDeviceOptions so;
     so.read_only = true;
-    auto dev = nbd::make_store_device(*store, so);
+    auto dev = dm::make_store_device(*store, so);
     REQUIRE(dev);
     nbd::Export exp("disk", *dev);
 

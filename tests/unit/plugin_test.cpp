@@ -3,7 +3,7 @@
 // transform is in use, and every refusal of a broken plugin.
 #include "reference.hpp"
 #include "test_util.hpp"
-#include <blkcrypt/dm/backing_store.hpp>
+#include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/dm/bio.hpp>
 #include <blkcrypt/dm/crypt_target.hpp>
 #include <blkcrypt/dm/table.hpp>

@@ -144,7 +144,8 @@ TEST_CASE("tcrypt legacy chains: tables and volume keys as cryptsetup's", "[tcry
         CHECK(v->table.offset == 1);
         CHECK(v->table.iv_offset == 1);
         if (!*c.alg) {
-            auto t = tcrypt::make_target(registry(), *v, std::make_shared<MemoryStore>(1u << 20));
+            MemoryStore data(1u << 20);
+            auto t = tcrypt::dm_table(*v, data, "d");
             REQUIRE_FALSE(t.ok());
             CHECK(t.status() == Status::Unsupported);
         }

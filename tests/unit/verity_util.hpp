@@ -7,7 +7,7 @@
 #include "reference.hpp"
 #include "test_util.hpp"
 
-#include <blkcrypt/dm/backing_store.hpp>
+#include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/registry.hpp>
 #include <blkcrypt/skcipher.hpp>
 #include <blkcrypt/verity/params.hpp>

@@ -1,6 +1,6 @@
 #include <blkcrypt/verity/superblock.hpp>
 
-#include <blkcrypt/internal/endian.hpp>
+#include <blkcrypt/internal/bytes_util.hpp>
 
 #include <algorithm>
 #include <cctype>

@@ -12,7 +12,7 @@
 #include "generic/poly1305_core.hpp"
 
 #include <blkcrypt/internal/alg.hpp>
-#include <blkcrypt/internal/endian.hpp>
+#include <blkcrypt/internal/bytes_util.hpp>
 #include <blkcrypt/secure_buffer.hpp>
 
 #include <algorithm>

@@ -6,7 +6,7 @@
 #pragma once
 
 #include <blkcrypt/bytes.hpp>
-#include <blkcrypt/internal/endian.hpp>
+#include <blkcrypt/internal/bytes_util.hpp>
 
 #include <cstdint>
 #include <cstring>

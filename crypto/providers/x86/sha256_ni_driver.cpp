@@ -13,7 +13,7 @@
 
 #include <blkcrypt/internal/bytes_util.hpp>
 #include <blkcrypt/internal/alg.hpp>
-#include <blkcrypt/internal/endian.hpp>
+#include <blkcrypt/internal/bytes_util.hpp>
 
 #include <algorithm>
 #include <array>

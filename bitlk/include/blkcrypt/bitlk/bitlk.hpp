@@ -5,7 +5,7 @@
 
 #include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/bytes.hpp>
-#include <blkcrypt/dm/crypt_target.hpp>
+#include <blkcrypt/dm/dm_table.hpp>
 #include <blkcrypt/dm/table.hpp>
 #include <blkcrypt/registry.hpp>
 #include <blkcrypt/secure_buffer.hpp>
@@ -139,30 +139,14 @@ Result<Unlocked> unlock(Registry& reg, const Metadata& md, ConstBytes secret);
 // on disk. NoKey when the volume has none. cryptsetup 2.6 refuses these.
 Result<Unlocked> unlock_clear_key(Registry& reg, const Metadata& md);
 
-// One piece of the plaintext view: zeros, or dm-crypt over the device from
-// device sector `source` with IV sector `source` (cryptsetup passes the same
-// value as both), or (plain, a partially encrypted volume past its encrypted
-// size) the device's bytes from `source` as stored. Sectors are 512 bytes.
-struct Segment {
-    uint64_t start = 0, length = 0;
-    bool zero = false;
-    uint64_t source = 0;
-    bool plain = false;
-};
-
-// The segments `cryptsetup bitlkOpen` maps over a device of `device_sectors`:
-// the three FVE areas and the volume header area read as zeros, the boot
-// region [0, header size) decrypted from the relocated header, the rest in
-// place. Refuses what bitlkOpen refuses (a state other than fully encrypted),
-// except paused encryption: the stored sectors from the encrypted size on
-// are plain segments.
-Result<std::vector<Segment>> segments(const Metadata& md, uint64_t device_sectors);
-
-// The dm-crypt table of one crypt segment (cipher, key, IV offset, sector size).
-dm::CryptTable crypt_table(const Metadata& md, ConstBytes key, const Segment& seg);
-
-// The plaintext view as a read-only store: zeros and CryptTargets over `dev`.
-Result<std::shared_ptr<BackingStore>> open_view(Registry& reg, const Metadata& md, ConstBytes key,
-                                                std::shared_ptr<BackingStore> dev, dm::TargetOptions opts = {});
+// The table `cryptsetup bitlkOpen` loads over a device of `device_sectors`
+// (512 bytes), which its lines name `device`: the three FVE areas and the
+// volume header area as zero lines, the boot region [0, header size) a crypt
+// line over the relocated header, crypt lines in place elsewhere (IV sector
+// = device sector, iv_large_sectors for 4K sectors). Refuses what bitlkOpen
+// refuses (a state other than fully encrypted), except paused encryption:
+// the stored sectors from the encrypted size on are linear lines. An empty
+// key gives the same lines without one (the checks before a secret is asked).
+Result<dm::DmTable> dm_table(const Metadata& md, ConstBytes key, uint64_t device_sectors, const std::string& device);
 
 }  // namespace blkcrypt::bitlk

@@ -11,7 +11,7 @@
 // when the inner transform is asynchronous.
 #pragma once
 
-#include <blkcrypt/internal/endian.hpp>
+#include <blkcrypt/internal/bytes_util.hpp>
 #include <blkcrypt/internal/template.hpp>
 
 #include <functional>

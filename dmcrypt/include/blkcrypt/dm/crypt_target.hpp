@@ -1,6 +1,6 @@
 // CryptTarget: a userspace dm-crypt target. Built from a table (see
 // table.hpp) over a BackingStore; bios are encrypted/decrypted by handing
-// each whole bio (split at TargetOptions::max_request) to the IV-generation
+// each whole bio (split at CryptTargetOptions::max_request) to the IV-generation
 // template as one request, on worker threads. Output is byte-identical to
 // the kernel's dm-crypt for the same table.
 //
@@ -16,7 +16,7 @@
 // (with a synchronous cipher; docs/architecture.md says what that covers).
 #pragma once
 
-#include <blkcrypt/dm/backing_store.hpp>
+#include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/dm/bio.hpp>
 #include <blkcrypt/dm/table.hpp>
 #include <blkcrypt/registry.hpp>
@@ -25,7 +25,7 @@
 
 namespace blkcrypt::dm {
 
-struct TargetOptions {
+struct CryptTargetOptions {
     unsigned threads = 0;               // crypt workers; 0 = one per core
     std::size_t queue_depth = 0;        // bios in flight before submit blocks; 0 = 4 per worker
     std::size_t max_request = 1 << 20;  // bytes per IV-template request (rounded down to sectors)
@@ -42,7 +42,7 @@ public:
     static Result<std::unique_ptr<CryptTarget>> create(Registry& reg, const CryptTable& table,
                                                        std::shared_ptr<BackingStore> store,
                                                        uint64_t length_sectors = 0,
-                                                       TargetOptions opts = {});
+                                                       CryptTargetOptions opts = {});
     virtual ~CryptTarget() = default;  // waits for the bios in flight
 
     // Queue a bio: returns InProgress and its on_complete later reports the

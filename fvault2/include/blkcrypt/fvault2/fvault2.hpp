@@ -7,7 +7,7 @@
 
 #include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/bytes.hpp>
-#include <blkcrypt/dm/crypt_target.hpp>
+#include <blkcrypt/dm/dm_table.hpp>
 #include <blkcrypt/dm/table.hpp>
 #include <blkcrypt/registry.hpp>
 #include <blkcrypt/secure_buffer.hpp>
@@ -88,16 +88,12 @@ SecureBuffer dump_volume_key(const Metadata& md, std::string_view device, ConstB
 // second. NoKey "No key available with this passphrase." when it does not fit.
 Result<SecureBuffer> unlock(Registry& reg, const Metadata& md, ConstBytes passphrase);
 
-// The dm-crypt table cryptsetup activates: aes-xts-plain64, IV offset 0,
-// data from the logical volume offset, lv_size / 512 sectors.
-dm::CryptTable crypt_table(const Metadata& md, ConstBytes key);
-
-// Refuses, as cryptsetup's activation does, a logical volume that is not
-// whole sectors or does not fit in a device of dev_size bytes.
-Result<void> check_extent(const Metadata& md, uint64_t dev_size);
-
-// The CryptTarget over `dev` that exposes the plaintext (lv_size bytes).
-Result<std::unique_ptr<dm::CryptTarget>> make_target(Registry& reg, const Metadata& md, ConstBytes key,
-                                                     std::shared_ptr<BackingStore> dev, dm::TargetOptions opts = {});
+// The table cryptsetup's activation loads over a device of dev_size bytes,
+// which the line names `device`: one crypt line, aes-xts-plain64 with `key`,
+// IV offset 0, data from the logical volume offset, lv_size / 512 sectors.
+// Refuses, as the activation does, a logical volume that is not whole sectors
+// or does not fit in the device. An empty key gives the same table without
+// one (what is checked before the passphrase is asked).
+Result<dm::DmTable> dm_table(const Metadata& md, ConstBytes key, uint64_t dev_size, const std::string& device);
 
 }  // namespace blkcrypt::fvault2

@@ -7,6 +7,8 @@
 #pragma once
 
 #include <blkcrypt/bytes.hpp>
+#include <blkcrypt/backing_store.hpp>
+#include <blkcrypt/dm/dm_table.hpp>
 #include <blkcrypt/dm/table.hpp>
 #include <blkcrypt/registry.hpp>
 #include <blkcrypt/secure_buffer.hpp>
@@ -52,5 +54,10 @@ struct Volume {
 
 // The mapping cryptsetup loopaesOpen loads for this key file.
 Result<Volume> open(Registry& reg, const Params& p, ConstBytes keyfile);
+
+// Its table over `data`, which the line names `device`: one crypt line from
+// the offset to the end. Invalid "Device DEVICE is too small." when nothing
+// is left after the offset.
+Result<dm::DmTable> dm_table(const Volume& vol, BackingStore& data, const std::string& device);
 
 }  // namespace blkcrypt::loopaes

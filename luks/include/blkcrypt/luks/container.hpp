@@ -1,14 +1,14 @@
 // The LUKS front API: what kind of container a header is, unlocking it with a
-// passphrase into a Volume (its dm-crypt table with the volume key), the
-// CryptTarget over its data segment that any engine (copy, serve) runs on,
-// and the keyslot and header actions of either version (Container). The
-// version split lives here, as cryptsetup's lib/setup.c keeps it: callers
-// never branch on LUKS1 against LUKS2 to change a header.
+// passphrase into a Volume (its dm-crypt table with the volume key), the dm
+// table `cryptsetup open` loads for it, which any engine (copy, serve) builds
+// its device from, and the keyslot and header actions of either version
+// (Container). The version split lives here, as cryptsetup's lib/setup.c
+// keeps it: callers never branch on LUKS1 against LUKS2 to change a header.
 #pragma once
 
 #include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/bytes.hpp>
-#include <blkcrypt/dm/crypt_target.hpp>
+#include <blkcrypt/dm/dm_table.hpp>
 #include <blkcrypt/dm/table.hpp>
 #include <blkcrypt/luks/luks1.hpp>
 #include <blkcrypt/registry.hpp>
@@ -70,10 +70,10 @@ Result<Volume> open(Registry& reg, BackingStore& header, ConstBytes passphrase, 
 Result<Volume> open_with_volume_key(Registry& reg, BackingStore& header, ConstBytes volume_key,
                                     OpenOptions opts = {});
 
-// The dm-crypt target over the volume's data segment in `data`.
-Result<std::unique_ptr<dm::CryptTarget>> make_target(Registry& reg, const Volume& vol,
-                                                     std::shared_ptr<BackingStore> data,
-                                                     dm::TargetOptions opts = {});
+// The table `cryptsetup open` loads: one crypt line over the data segment
+// of `data`, which the line names `device`. Invalid when `data` ends before
+// the payload or before a fixed-size segment's end.
+Result<dm::DmTable> dm_table(const Volume& vol, BackingStore& data, const std::string& device);
 
 // The KDF of a new keyslot, either version (cryptsetup's --pbkdf, --hash,
 // --pbkdf-force-iterations, --iter-time, --pbkdf-memory, --pbkdf-parallel).

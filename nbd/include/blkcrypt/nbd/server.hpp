@@ -16,7 +16,7 @@
 #pragma once
 
 #include <blkcrypt/bytes.hpp>
-#include <blkcrypt/nbd/block_device.hpp>
+#include <blkcrypt/dm/block_device.hpp>
 #include <blkcrypt/status.hpp>
 
 #include <atomic>
@@ -60,10 +60,10 @@ class RangeLocks;
 // What is served, shared by every connection.
 class Export {
 public:
-    Export(std::string name, std::shared_ptr<BlockDevice> dev, Limits limits = {});
+    Export(std::string name, std::shared_ptr<dm::BlockDevice> dev, Limits limits = {});
     ~Export();
     const std::string& name() const noexcept { return name_; }
-    BlockDevice& device() noexcept { return *dev_; }
+    dm::BlockDevice& device() noexcept { return *dev_; }
     const Limits& limits() const noexcept { return limits_; }
     RangeLocks& locks() noexcept { return *locks_; }
     // The transmission flags: only those that are true.
@@ -73,7 +73,7 @@ public:
 
 private:
     std::string name_;
-    std::shared_ptr<BlockDevice> dev_;
+    std::shared_ptr<dm::BlockDevice> dev_;
     Limits limits_;
     std::unique_ptr<RangeLocks> locks_;
 };

@@ -7,7 +7,7 @@
 
 #include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/bytes.hpp>
-#include <blkcrypt/dm/crypt_target.hpp>
+#include <blkcrypt/dm/dm_table.hpp>
 #include <blkcrypt/dm/table.hpp>
 #include <blkcrypt/registry.hpp>
 #include <blkcrypt/secure_buffer.hpp>
@@ -130,18 +130,11 @@ std::string dump(const Volume& vol, std::string_view device_path);
 // memory.
 SecureBuffer dump_volume_key(const Volume& vol, std::string_view device_path);
 
-// Unsupported when blkcrypt cannot decrypt the volume's data although its
-// header opened (the legacy inner-CBC chains blowfish_le-aes and
-// serpent-blowfish_le-aes); make_target checks it, copy-out should first.
-Result<void> check_decryptable(const Volume& vol);
-
-// Whether `data` holds the volume's data area (Invalid "... is too small for
-// the TCRYPT volume" when not).
-Result<void> check_fits(const Volume& vol, BackingStore& data);
-
-// The dm-crypt target over the volume's data area in `data` (check_decryptable and check_fits first).
-Result<std::unique_ptr<dm::CryptTarget>> make_target(Registry& reg, const Volume& vol,
-                                                     std::shared_ptr<BackingStore> data,
-                                                     dm::TargetOptions opts = {});
+// The table `cryptsetup tcryptOpen` loads: one crypt line over the volume's
+// data area in `data`, which the line names `device`. Unsupported when
+// blkcrypt cannot decrypt the data although the header opened (the legacy
+// inner-CBC chains blowfish_le-aes and serpent-blowfish_le-aes); Invalid
+// "... is too small for the TCRYPT volume" when `data` does not hold the area.
+Result<dm::DmTable> dm_table(const Volume& vol, BackingStore& data, const std::string& device);
 
 }  // namespace blkcrypt::tcrypt

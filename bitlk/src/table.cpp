@@ -1,7 +1,7 @@
-// See <blkcrypt/bitlk/bitlk.hpp>. The segment list is the dm table cryptsetup
-// 2.6's BITLK _activate builds: dm-zero over the three FVE areas and the
-// volume header area, the boot region decrypted from where BitLocker moved
-// it, and dm-crypt with the IV equal to the sector everywhere else.
+// See <blkcrypt/bitlk/bitlk.hpp>. The table cryptsetup 2.6's BITLK
+// _activate builds: dm-zero over the three FVE areas and the volume header
+// area, the boot region decrypted from where BitLocker moved it, and
+// dm-crypt with the IV equal to the sector everywhere else.
 #include <blkcrypt/bitlk/bitlk.hpp>
 
 #include <algorithm>
@@ -14,60 +14,15 @@ namespace {
 constexpr uint64_t kSector = 512;
 constexpr uint16_t kStateNormal = 4, kStatePaused = 5;
 
-// Zeros and CryptTargets behind one read-only store.
-class View final : public BackingStore {
-public:
-    View(std::vector<Segment> segs, std::vector<std::unique_ptr<dm::CryptTarget>> targets, uint64_t align,
-         std::shared_ptr<BackingStore> dev)
-        : segs_(std::move(segs)), targets_(std::move(targets)), align_(align), dev_(std::move(dev)) {}
-
-    Status read(uint64_t offset, Bytes out) override {
-        if (offset > size() || out.size() > size() - offset) return Status::Invalid;
-        while (!out.empty()) {
-            // The segment holding offset (sorted, contiguous from 0).
-            auto it = std::upper_bound(segs_.begin(), segs_.end(), offset / kSector,
-                                       [](uint64_t s, const Segment& g) { return s < g.start; });
-            const std::size_t i = static_cast<std::size_t>(it - segs_.begin()) - 1;
-            const Segment& g = segs_[i];
-            const uint64_t seg_off = offset - g.start * kSector;
-            const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(out.size(), g.length * kSector - seg_off));
-            if (g.zero) {
-                std::memset(out.data(), 0, n);
-            } else if (g.plain) {
-                if (Status s = dev_->read(g.source * kSector + seg_off, out.first(n)); s != Status::Ok) return s;
-            } else if (Status s = read_crypt(*targets_[i], seg_off, out.first(n)); s != Status::Ok) {
-                return s;
-            }
-            offset += n;
-            out = out.subspan(n);
-        }
-        return Status::Ok;
-    }
-    Status write(uint64_t, ConstBytes) override { return Status::Unsupported; }
-    uint64_t size() const override { return segs_.empty() ? 0 : (segs_.back().start + segs_.back().length) * kSector; }
-
-private:
-    // Through a bounce buffer where the range is not whole encryption sectors.
-    Status read_crypt(dm::CryptTarget& t, uint64_t off, Bytes out) {
-        const uint64_t a = off / align_ * align_;
-        const uint64_t e = (off + out.size() + align_ - 1) / align_ * align_;
-        dm::Bio bio;
-        bio.sector = a / kSector;
-        if (a == off && e == off + out.size()) {
-            bio.vecs.push_back({out.data(), out.size()});
-            return t.submit_sync(bio);
-        }
-        std::vector<uint8_t> tmp(static_cast<std::size_t>(e - a));
-        bio.vecs.push_back({tmp.data(), tmp.size()});
-        if (Status s = t.submit_sync(bio); s != Status::Ok) return s;
-        std::memcpy(out.data(), tmp.data() + (off - a), out.size());
-        return Status::Ok;
-    }
-
-    std::vector<Segment> segs_;
-    std::vector<std::unique_ptr<dm::CryptTarget>> targets_;  // null for zero and plain segments
-    uint64_t align_;
-    std::shared_ptr<BackingStore> dev_;
+// One piece of the mapping: zeros, or dm-crypt over the device from device
+// sector `source` with IV sector `source` (cryptsetup passes the same value
+// as both), or (plain, a partially encrypted volume past its encrypted size)
+// the device's sectors from `source` as stored. Sectors are 512 bytes.
+struct Segment {
+    uint64_t start = 0, length = 0;
+    bool zero = false;
+    uint64_t source = 0;
+    bool plain = false;
 };
 
 // A crypt segment's stored sectors from `end` on are plain: a paused
@@ -84,8 +39,6 @@ void split_at(std::vector<Segment>& out, const Segment& g, uint64_t end) {
         out.push_back({g.start, g.length, false, g.source, true});
     }
 }
-
-}  // namespace
 
 Result<std::vector<Segment>> segments(const Metadata& md, uint64_t device_sectors) {
     const bool paused = md.curr_state == kStatePaused;
@@ -133,6 +86,7 @@ Result<std::vector<Segment>> segments(const Metadata& md, uint64_t device_sector
     return split;
 }
 
+// The dm-crypt table of one crypt segment (cipher, key, IV offset, sector size).
 dm::CryptTable crypt_table(const Metadata& md, ConstBytes key, const Segment& seg) {
     auto t = dm::parse_cipher_spec(md.cipher_spec());
     dm::CryptTable table = t ? std::move(t).value() : dm::CryptTable{};
@@ -147,24 +101,34 @@ dm::CryptTable crypt_table(const Metadata& md, ConstBytes key, const Segment& se
     return table;
 }
 
-Result<std::shared_ptr<BackingStore>> open_view(Registry& reg, const Metadata& md, ConstBytes key,
-                                                std::shared_ptr<BackingStore> dev, dm::TargetOptions opts) {
-    if (!dev) return make_error(Status::Invalid, "no device");
-    if (key.size() * 8 != md.key_bits) return make_error(Status::Invalid, "the key does not fit the volume's cipher");
-    auto segs = segments(md, dev->size() / kSector);
+}  // namespace
+
+Result<dm::DmTable> dm_table(const Metadata& md, ConstBytes key, uint64_t device_sectors, const std::string& device) {
+    if (!key.empty() && key.size() * 8 != md.key_bits)
+        return make_error(Status::Invalid, "the key does not fit the volume's cipher");
+    auto segs = segments(md, device_sectors);
     if (!segs) return segs.error();
     if (auto spec = dm::parse_cipher_spec(md.cipher_spec()); !spec) return spec.error();
-    std::vector<std::unique_ptr<dm::CryptTarget>> targets;
+    dm::DmTable table;
     for (const Segment& g : *segs) {
-        if (g.zero || g.plain) {
-            targets.emplace_back();
-            continue;
+        dm::DmLine l;
+        l.start = g.start;
+        l.length = g.length;
+        if (g.zero) {
+            l.target = "zero";
+        } else if (g.plain) {
+            l.target = "linear";
+            l.device = device;
+            l.offset = g.source;
+        } else {
+            l.target = "crypt";
+            dm::CryptTable t = crypt_table(md, key, g);
+            t.device = device;
+            l.crypt = std::move(t);
         }
-        auto t = dm::CryptTarget::create(reg, crypt_table(md, key, g), dev, g.length, opts);
-        if (!t) return t.error();
-        targets.push_back(std::move(t).value());
+        table.push_back(std::move(l));
     }
-    return std::shared_ptr<BackingStore>(std::make_shared<View>(std::move(*segs), std::move(targets), md.sector_size, dev));
+    return table;
 }
 
 }  // namespace blkcrypt::bitlk

@@ -1,6 +1,7 @@
-// BlockDevice: what a server exports. One abstraction for every target
-// (a plain BackingStore, a dm-crypt CryptTarget, later verity views and
-// containers), in the shape of a kernel block device: a size, a logical
+// BlockDevice: what a device-mapper table is built of and what a server
+// exports. One abstraction for every target (a plain BackingStore, dm-crypt,
+// dm-verity, linear, zero, error, a stack of them; targets.hpp), in the
+// shape of a kernel block device: a size, a logical
 // block size, read-only or not, and asynchronous whole-block I/O.
 //
 // I/O is in whole blocks: offset and length multiples of block_size(),
@@ -23,10 +24,6 @@
 #include <vector>
 
 namespace blkcrypt::dm {
-class CryptTarget;
-}
-
-namespace blkcrypt::nbd {
 
 class BlockDevice {
 public:
@@ -79,11 +76,8 @@ struct StoreDeviceOptions {
 Result<std::shared_ptr<BlockDevice>> make_store_device(std::shared_ptr<BackingStore> store,
                                                        StoreDeviceOptions opts = {});
 
-// A dm-crypt target as a block device: each I/O is one bio on the target's
-// async path; the block size is the table's sector size, flush flushes the
-// target's store. read_only refuses writes. Discards reach the store (a hole
-// in the ciphertext) when the table has allow_discards, as dm-crypt passes them.
-std::shared_ptr<BlockDevice> make_crypt_device(std::shared_ptr<dm::CryptTarget> target,
-                                               std::shared_ptr<BackingStore> store, bool read_only);
+// A block device as a synchronous BackingStore (for a target stacked on it).
+// I/O must be in whole blocks of the device.
+std::shared_ptr<BackingStore> device_store(std::shared_ptr<BlockDevice> dev, std::string name);
 
-}  // namespace blkcrypt::nbd
+}  // namespace blkcrypt::dm

@@ -1,6 +1,6 @@
-// Device-mapper tables in userspace: the block device kinds a dmsetup table
-// is built from (linear, zero, error, a concatenation of segments, the
-// verified view of a dm-verity target) and the table file itself.
+// Device-mapper tables in userspace: the table file, the currency between
+// the container formats (each unlocks to a table) and the engines, built
+// into a block device from the target kinds of targets.hpp.
 //
 // A table file is what `dmsetup create NAME FILE` reads: one target per line,
 //   <start> <length> <target> <args...>      (512-byte sectors)
@@ -20,7 +20,7 @@
 
 #include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/dm/table.hpp>
-#include <blkcrypt/nbd/block_device.hpp>
+#include <blkcrypt/dm/block_device.hpp>
 #include <blkcrypt/registry.hpp>
 #include <blkcrypt/status.hpp>
 #include <blkcrypt/verity/table.hpp>
@@ -34,41 +34,10 @@
 #include <vector>
 
 namespace blkcrypt::verity {
-class VerityTarget;
 struct Corruption;
-}  // namespace blkcrypt::verity
+}
 
-namespace blkcrypt::nbd {
-
-// --- the block device kinds --------------------------------------------
-
-// [offset, offset + length) of `lower`, bytes; both multiples of its block size.
-Result<std::shared_ptr<BlockDevice>> make_linear_device(std::shared_ptr<BlockDevice> lower, uint64_t offset,
-                                                        uint64_t length);
-// Reads zeros, drops writes (dm-zero).
-std::shared_ptr<BlockDevice> make_zero_device(uint64_t size, bool read_only);
-// Every read and write fails with IoError (dm-error).
-std::shared_ptr<BlockDevice> make_error_device(uint64_t size);
-
-struct Segment {
-    uint64_t start = 0;  // bytes into the whole device
-    std::shared_ptr<BlockDevice> dev;  // its size is the segment's length
-};
-// Segments back to back from 0. An I/O across a boundary is split; its
-// result is the first failure of its parts. The block size is the largest
-// of the segments'; every boundary must be a multiple of it. Read-only when
-// read_only is set or any segment is.
-Result<std::shared_ptr<BlockDevice>> make_concat_device(std::vector<Segment> segments, bool read_only,
-                                                        std::string description);
-
-// The verified data of a dm-verity target, read-only, on a pool of `threads`
-// I/O threads (0: one per core); a block that fails verification fails its read.
-Result<std::shared_ptr<BlockDevice>> make_verity_device(std::unique_ptr<verity::VerityTarget> target,
-                                                        unsigned threads, std::string description);
-
-// A block device as a synchronous BackingStore (for a target stacked on it).
-// I/O must be in whole blocks of the device.
-std::shared_ptr<BackingStore> device_store(std::shared_ptr<BlockDevice> dev, std::string name);
+namespace blkcrypt::dm {
 
 // --- table files -------------------------------------------------------
 
@@ -82,9 +51,12 @@ struct DmLine {
     std::optional<verity::VerityTable> verity;  // data_dev, hash_dev inside
 };
 
+// A whole table: its lines in order, covering the device from sector 0.
+using DmTable = std::vector<DmLine>;
+
 // Parses a whole table file (no I/O). Errors name the line: "line 3: ...";
 // they never contain key material.
-Result<std::vector<DmLine>> parse_dm_table(std::string_view text);
+Result<DmTable> parse_dm_table(std::string_view text);
 
 struct DmBuildOptions {
     bool read_only = false;
@@ -98,8 +70,18 @@ struct DmBuildOptions {
     std::string description;  // for describe()
 };
 
+// The one line of a table a format maps with a single crypt target:
+// sectors [0, length) of the table, `device` from t.offset. t's start,
+// length and device are set to match.
+DmLine crypt_line(CryptTable t, uint64_t length, std::string device);
+
+// The table as dmsetup prints it (one line each, "\n"-terminated), which
+// parse_dm_table reads back; crypt keys only with show_key, as
+// `dmsetup table --showkeys`.
+std::string format_dm_table(const DmTable& table, bool show_key);
+
 // The device a parsed table describes.
-Result<std::shared_ptr<BlockDevice>> build_dm_table(Registry& reg, const std::vector<DmLine>& lines,
+Result<std::shared_ptr<BlockDevice>> build_dm_table(Registry& reg, const DmTable& lines,
                                                     const DmBuildOptions& opts);
 
-}  // namespace blkcrypt::nbd
+}  // namespace blkcrypt::dm

@@ -1,14 +1,15 @@
 // dmsetup table files: parsed line by line (crypt and verity arguments by
 // their own parsers) and built into a concatenation of block devices.
 #include <blkcrypt/dm/crypt_target.hpp>
-#include <blkcrypt/nbd/dm_table.hpp>
+#include <blkcrypt/dm/dm_table.hpp>
+#include <blkcrypt/dm/targets.hpp>
 #include <blkcrypt/verity/target.hpp>
 
 #include <charconv>
 #include <map>
 #include <set>
 
-namespace blkcrypt::nbd {
+namespace blkcrypt::dm {
 namespace {
 
 Error at_line(unsigned n, const std::string& msg, Status s = Status::Invalid) {
@@ -40,8 +41,8 @@ constexpr uint64_t kMaxSectors = UINT64_MAX / 512;
 
 }  // namespace
 
-Result<std::vector<DmLine>> parse_dm_table(std::string_view text) {
-    std::vector<DmLine> lines;
+Result<DmTable> parse_dm_table(std::string_view text) {
+    DmTable lines;
     uint64_t next = 0;
     unsigned n = 0;
     while (!text.empty()) {
@@ -71,7 +72,7 @@ Result<std::vector<DmLine>> parse_dm_table(std::string_view text) {
         } else if (l.target == "zero" || l.target == "error") {
             if (nargs != 0) return at_line(n, l.target + ": no arguments expected");
         } else if (l.target == "crypt") {
-            auto t = dm::parse_table_line(raw);
+            auto t = parse_table_line(raw);
             if (!t) return at_line(n, "crypt: " + t.error().message);
             if (t->offset > kMaxSectors) return at_line(n, "crypt: invalid device sector");
             l.crypt = std::move(t).value();
@@ -96,7 +97,33 @@ Result<std::vector<DmLine>> parse_dm_table(std::string_view text) {
     return lines;
 }
 
-Result<std::shared_ptr<BlockDevice>> build_dm_table(Registry& reg, const std::vector<DmLine>& lines,
+DmLine crypt_line(CryptTable t, uint64_t length, std::string device) {
+    DmLine l;
+    l.length = length;
+    l.target = "crypt";
+    t.start = 0;
+    t.length = length;
+    t.device = std::move(device);
+    l.crypt = std::move(t);
+    return l;
+}
+
+std::string format_dm_table(const DmTable& table, bool show_key) {
+    std::string out;
+    for (const DmLine& l : table) {
+        out += std::to_string(l.start) + " " + std::to_string(l.length) + " " + l.target;
+        if (l.target == "linear")
+            out += " " + l.device + " " + std::to_string(l.offset);
+        else if (l.crypt)
+            out += " " + l.crypt->crypt_args(show_key);
+        else if (l.verity)
+            out += " " + l.verity->args();
+        out += "\n";
+    }
+    return out;
+}
+
+Result<std::shared_ptr<BlockDevice>> build_dm_table(Registry& reg, const DmTable& lines,
                                                     const DmBuildOptions& opts) {
     if (lines.empty()) return make_error(Status::Invalid, "the table has no lines");
     if (!opts.open) return make_error(Status::Invalid, "no way to open devices");
@@ -140,7 +167,11 @@ Result<std::shared_ptr<BlockDevice>> build_dm_table(Registry& reg, const std::ve
     std::vector<Segment> segs;
     for (const DmLine& l : lines) {
         const uint64_t bytes = l.length * 512;
-        auto fail = [&](const Error& e) { return at_line(l.line_no, l.target + ": " + e.message, e.status); };
+        // A table a format built (line 0) has no file to point into: its
+        // errors are the target's own, as when the format made the target.
+        auto fail = [&](const Error& e) {
+            return l.line_no ? at_line(l.line_no, l.target + ": " + e.message, e.status) : e;
+        };
         std::shared_ptr<BlockDevice> dev;
         if (l.target == "zero") {
             dev = make_zero_device(bytes, read_only);
@@ -157,11 +188,12 @@ Result<std::shared_ptr<BlockDevice>> build_dm_table(Registry& reg, const std::ve
             if (!store) return fail(store.error());
             const uint64_t have = (*store)->size() / 512;
             if (l.crypt->offset > have || l.length > have - l.crypt->offset)
-                return at_line(l.line_no, "crypt: " + l.crypt->device + " is too small: " + std::to_string(have) +
-                                              " sectors, the line needs " + std::to_string(l.crypt->offset + l.length));
-            dm::TargetOptions to;
+                return fail(make_error(Status::Invalid, l.crypt->device + " is too small: " + std::to_string(have) +
+                                                            " sectors, the line needs " +
+                                                            std::to_string(l.crypt->offset + l.length)));
+            CryptTargetOptions to;
             to.threads = opts.threads;
-            auto t = dm::CryptTarget::create(reg, *l.crypt, *store, l.length, to);
+            auto t = CryptTarget::create(reg, *l.crypt, *store, l.length, to);
             if (!t) return fail(t.error());
             dev = make_crypt_device(std::move(t).value(), *store, read_only);
         } else if (l.verity) {
@@ -195,4 +227,4 @@ Result<std::shared_ptr<BlockDevice>> build_dm_table(Registry& reg, const std::ve
     return make_concat_device(std::move(segs), read_only, what);
 }
 
-}  // namespace blkcrypt::nbd
+}  // namespace blkcrypt::dm

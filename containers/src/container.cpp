@@ -1,0 +1,141 @@
+// The opened containers behind containers::open: one small class per format,
+// each reading its metadata once and ending, as cryptsetup's formats all do,
+// in the dm table of its mapping.
+#include <blkcrypt/bitlk/bitlk.hpp>
+#include <blkcrypt/containers/container.hpp>
+#include <blkcrypt/fvault2/fvault2.hpp>
+#include <blkcrypt/luks/container.hpp>
+#include <blkcrypt/luks/luks1.hpp>
+#include <blkcrypt/luks/luks2.hpp>
+
+namespace blkcrypt::containers {
+namespace {
+
+class LuksContainer final : public Container {
+public:
+    LuksContainer(Registry& reg, std::shared_ptr<BackingStore> image, std::shared_ptr<BackingStore> header,
+                  std::string path, std::string header_path, luks::Version v)
+        : reg_(reg), image_(std::move(image)), header_(std::move(header)), path_(std::move(path)),
+          header_path_(std::move(header_path)), version_(v) {}
+    Format format() const override { return version_ == luks::Version::Luks1 ? Format::Luks1 : Format::Luks2; }
+    Result<std::string> dump(bool json) const override {
+        if (version_ == luks::Version::Luks1) {
+            if (json) return make_error(Status::Unsupported, "LUKS1 has no JSON metadata");
+            auto h = luks::luks1::read_header(reg_, *header_);
+            if (!h) return h.error();
+            return luks::luks1::dump(*h, header_path_);
+        }
+        auto h = luks2::read_header(reg_, *header_);
+        if (!h) return h.error();
+        return json ? luks2::dump_json(h->md) : luks2::dump(h->md);
+    }
+    Result<dm::DmTable> unlock(ConstBytes secret) override {
+        auto vol = luks::open(reg_, *header_, secret);
+        if (!vol) return vol.error();
+        auto table = luks::dm_table(*vol, *image_, path_);
+        if (!table) return table.error();
+        key_ = vol->table.key;
+        return table;
+    }
+    const SecureBuffer& volume_key() const override { return key_; }
+
+private:
+    Registry& reg_;
+    std::shared_ptr<BackingStore> image_, header_;
+    std::string path_, header_path_;
+    luks::Version version_;
+    SecureBuffer key_;
+};
+
+class BitlkContainer final : public Container {
+public:
+    BitlkContainer(Registry& reg, std::shared_ptr<BackingStore> image, std::string path, bitlk::Metadata md)
+        : reg_(reg), image_(std::move(image)), path_(std::move(path)), md_(std::move(md)) {}
+    Format format() const override { return Format::Bitlk; }
+    Result<std::string> dump(bool json) const override {
+        if (json) return make_error(Status::Unsupported, "BitLocker metadata has no JSON form");
+        return bitlk::dump(md_, path_);
+    }
+    Result<dm::DmTable> unlock(ConstBytes secret) override {
+        auto u = secret.empty() ? bitlk::unlock_clear_key(reg_, md_) : bitlk::unlock(reg_, md_, secret);
+        if (!u) return u.error();
+        auto table = bitlk::dm_table(md_, u->key, image_->size() / 512, path_);
+        if (!table) return table.error();
+        key_ = std::move(u->key);
+        return table;
+    }
+    const SecureBuffer& volume_key() const override { return key_; }
+
+private:
+    Registry& reg_;
+    std::shared_ptr<BackingStore> image_;
+    std::string path_;
+    bitlk::Metadata md_;
+    SecureBuffer key_;
+};
+
+class Fvault2Container final : public Container {
+public:
+    Fvault2Container(Registry& reg, std::shared_ptr<BackingStore> image, std::string path, fvault2::Metadata md)
+        : reg_(reg), image_(std::move(image)), path_(std::move(path)), md_(std::move(md)) {}
+    Format format() const override { return Format::Fvault2; }
+    Result<std::string> dump(bool json) const override {
+        if (json) return make_error(Status::Unsupported, "FileVault 2 metadata has no JSON form");
+        return fvault2::dump(md_, path_);
+    }
+    Result<dm::DmTable> unlock(ConstBytes secret) override {
+        auto key = fvault2::unlock(reg_, md_, secret);
+        if (!key) return key.error();
+        auto table = fvault2::dm_table(md_, *key, image_->size(), path_);
+        if (!table) return table.error();
+        key_ = std::move(key).value();
+        return table;
+    }
+    const SecureBuffer& volume_key() const override { return key_; }
+
+private:
+    Registry& reg_;
+    std::shared_ptr<BackingStore> image_;
+    std::string path_;
+    fvault2::Metadata md_;
+    SecureBuffer key_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Container>> open(Registry& reg, const std::string& image, const std::string& header) {
+    auto store = open_file_store(image, false);
+    if (!store) return store.error();
+    std::shared_ptr<BackingStore> head = *store;
+    if (!header.empty()) {
+        auto h = open_file_store(header, false);
+        if (!h) return h.error();
+        head = *h;
+    }
+    auto format = detect(*head);
+    if (!format) return format.error();
+    switch (*format) {
+    case Format::Luks1:
+    case Format::Luks2:
+        return std::unique_ptr<Container>(std::make_unique<LuksContainer>(
+            reg, *store, head, image, header.empty() ? image : header,
+            *format == Format::Luks1 ? luks::Version::Luks1 : luks::Version::Luks2));
+    case Format::Bitlk: {
+        auto md = bitlk::read_metadata(reg, **store);
+        if (!md) return md.error();
+        return std::unique_ptr<Container>(std::make_unique<BitlkContainer>(reg, *store, image, std::move(md).value()));
+    }
+    case Format::Fvault2: {
+        auto md = fvault2::read_metadata(reg, **store);
+        if (!md) return md.error();
+        return std::unique_ptr<Container>(
+            std::make_unique<Fvault2Container>(reg, *store, image, std::move(md).value()));
+    }
+    case Format::Verity:
+        break;
+    }
+    return make_error(Status::Unsupported, image + ": a dm-verity superblock has no secret to unlock "
+                                                   "(blkcrypt verity opens it with its root hash)");
+}
+
+}  // namespace blkcrypt::containers
