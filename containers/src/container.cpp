@@ -19,15 +19,11 @@ public:
           header_path_(std::move(header_path)), version_(v) {}
     Format format() const override { return version_ == luks::Version::Luks1 ? Format::Luks1 : Format::Luks2; }
     Result<std::string> dump(bool json) const override {
-        if (version_ == luks::Version::Luks1) {
-            if (json) return make_error(Status::Unsupported, "LUKS1 has no JSON metadata");
-            auto h = luks::luks1::read_header(reg_, *header_);
-            if (!h) return h.error();
-            return luks::luks1::dump(*h, header_path_);
-        }
-        auto h = luks2::read_header(reg_, *header_);
-        if (!h) return h.error();
-        return json ? luks2::dump_json(h->md) : luks2::dump(h->md);
+        // luks::Container keeps the LUKS1/LUKS2 split.
+        auto c = luks::Container::load(reg_, header_);
+        if (!c) return c.error();
+        if (json) return c->dump_json_metadata();
+        return c->dump(header_path_);
     }
     Result<dm::DmTable> unlock(ConstBytes secret) override {
         auto vol = luks::open(reg_, *header_, secret);
