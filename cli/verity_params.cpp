@@ -133,14 +133,14 @@ namespace {
 
 }  // namespace
 
-void check_superblock_options(const po::variables_map& vm, vy::VerityParams& sb, blkcrypt::Registry& reg) {
+void check_superblock_options(const po::variables_map& vm, const vy::VerityParams& sb, blkcrypt::Registry& reg) {
     if (given(vm, "hash")) {
-        // A driver of the recorded algorithm agrees (sha256-openssl for sha256) and then hashes.
+        // A driver of the recorded algorithm agrees (sha256-openssl for sha256). The
+        // recorded name stays: `table` prints it for the kernel, which knows no such driver.
         const std::string name = lowercase_hash_name(vm["hash"].as<std::string>());
         auto h = vy::BlockHasher::create(reg, name, {}, vy::SaltPlacement::After);
         if (!h) throw UsageError("--hash: " + h.error().message);
         if ((*h)->algorithm() != sb.hash_name) contradicts("hash", name, sb.hash_name);
-        sb.hash_name = name;
     }
     const auto same_number = [&](const char* option, uint64_t recorded) {
         if (!given(vm, option)) return;

@@ -27,9 +27,9 @@ blkcrypt::verity::VerityParams params_from_options(const po::variables_map& vm, 
 
 // veritysetup takes the parameters from the superblock and ignores the
 // options; a script may pass them. Those that agree are accepted (a --hash
-// driver of the recorded algorithm then hashes), a contradicting one is
-// refused with both values.
-void check_superblock_options(const po::variables_map& vm, blkcrypt::verity::VerityParams& sb,
+// driver of the recorded algorithm too), a contradicting one is refused
+// with both values.
+void check_superblock_options(const po::variables_map& vm, const blkcrypt::verity::VerityParams& sb,
                               blkcrypt::Registry& reg);
 
 std::string format_uuid(const std::array<uint8_t, 16>& uuid);

@@ -162,7 +162,7 @@ grep -q "hash block 1 (tree level 1) is corrupted" "$TMP/stderr" || fail "top fl
 cp "$TMP/hash" "$TMP/badtail"
 flip_byte "$TMP/badtail" $((2 * 4096 - 1))  # past the three digests: zero padding
 expect_exit 2 "$BLKCRYPT" verity verify "$TMP/data" "$TMP/badtail" "$root"
-wrong_root=$( ( [[ ${root:0:1} == 0 ]] && echo 1 || echo 0 )${root:1})
+if [[ ${root:0:1} == 0 ]]; then wrong_root=1${root:1}; else wrong_root=0${root:1}; fi
 expect_exit 1 "$BLKCRYPT" verity verify "$TMP/data" "$TMP/hash" "$wrong_root"
 grep -q "root hash does not match" "$TMP/stderr" || fail "wrong root: $(cat "$TMP/stderr")"
 if ((have_veritysetup)); then
