@@ -139,8 +139,11 @@ int run_format(const po::variables_map& vm, const std::vector<std::string>& file
     try {
         if (root_out)
             root_out->write(blkcrypt::ConstBytes(reinterpret_cast<const uint8_t*>(root_hex.data()), root_hex.size()));
-        Output::commit_all({hash_out ? &*hash_out : nullptr, root_out ? &*root_out : nullptr,
-                            fec_out ? &*fec_out : nullptr});
+        // HASH last: it is the commit point. Only a crash (SIGKILL, power) can
+        // fall between the renames, and then the new root hash is on disk and the
+        // complete new tree is HASH's temporary file, which the next run names.
+        Output::commit_all({root_out ? &*root_out : nullptr, fec_out ? &*fec_out : nullptr,
+                            hash_out ? &*hash_out : nullptr});
     } catch (const Failure&) {
         // HASH is not replaced, but the computed root is not lost either.
         std::cerr << "blkcrypt: root hash: " << root_hex << "\n";

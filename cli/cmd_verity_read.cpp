@@ -4,6 +4,7 @@
 #include "json.hpp"
 #include "output_file.hpp"
 #include "progress.hpp"
+#include "registry.hpp"
 #include "serve.hpp"
 #include "verity_actions.hpp"
 #include "verity_fec.hpp"
@@ -41,8 +42,6 @@ Store open_store(const std::string& path, bool writable) {
 
 vy::VerityParams load_params(const po::variables_map& vm, dm::BackingStore& hash, uint64_t data_size) {
     if (vm["no-superblock"].as<bool>()) return params_from_options(vm, data_size, false);
-    refuse_given(vm, {"hash", "data-block-size", "hash-block-size", "data-blocks", "salt", "uuid", "format"},
-                 "the superblock gives the parameters (set them with --no-superblock)");
     const uint64_t off = vm["hash-offset"].as<uint64_t>();
     std::array<uint8_t, vy::kSuperblockSize> sb{};
     if (hash.size() < off + sb.size() || hash.read(off, sb) != blkcrypt::Status::Ok)
@@ -50,6 +49,7 @@ vy::VerityParams load_params(const po::variables_map& vm, dm::BackingStore& hash
     auto p = vy::decode_superblock(sb);
     if (!p) throw Failure(p.error().message);
     p->hash_offset = off;
+    check_superblock_options(vm, *p, registry());
     return *p;
 }
 

@@ -50,8 +50,19 @@ const char* signal_name(int sig) noexcept {
     }
 }
 
+// A terminating signal is held while a thread is in a critical section
+// (creating a temporary file and arming its slot, or renaming outputs into
+// place): the handler records it and returns, and the thread leaving the
+// section acts on it. Blocking the signal would not do: another thread, which
+// does not block it, would take it. g_pending is stored before g_critical is
+// read, and g_critical raised before g_pending is read (sequentially
+// consistent), so either the handler sees the section or the section sees
+// the signal.
+std::atomic<int> g_critical{0};
+std::atomic<int> g_pending{0};
+
 // Async-signal-safe only: unlink, write, _exit.
-extern "C" void on_terminating_signal(int sig) {
+[[noreturn]] void exit_on_signal(int sig) noexcept {
     for (auto& s : g_slots)
         if (s.armed.load()) ::unlink(s.path);
     char msg[64] = "blkcrypt: interrupted by ";
@@ -63,6 +74,39 @@ extern "C" void on_terminating_signal(int sig) {
     (void)!::write(STDERR_FILENO, msg, n);
     ::_exit(128 + sig);
 }
+
+extern "C" void on_terminating_signal(int sig) {
+    int none = 0;
+    g_pending.compare_exchange_strong(none, sig);
+    if (g_critical.load() > 0) return;  // the section's thread exits for us
+    exit_on_signal(g_pending.load());
+}
+
+// Holds the terminating signals for a scope. leave() returns the signal
+// that arrived meanwhile (0: none); the caller acts on it.
+class CriticalSection {
+public:
+    CriticalSection() { g_critical.fetch_add(1); }
+    ~CriticalSection() {  // left by an exception: a held signal still ends the run
+        if (in_ && leave()) exit_if_pending();
+    }
+    CriticalSection(const CriticalSection&) = delete;
+    CriticalSection& operator=(const CriticalSection&) = delete;
+    int leave() noexcept {
+        if (in_) {
+            in_ = false;
+            g_critical.fetch_sub(1);
+        }
+        return g_pending.load();
+    }
+    // A signal that arrived before or during the section: exit as the handler would.
+    static void exit_if_pending() noexcept {
+        if (const int sig = g_pending.load()) exit_on_signal(sig);
+    }
+
+private:
+    bool in_ = true;
+};
 
 int acquire_slot(const std::string& path) {
     if (path.size() >= PATH_MAX) return -1;
@@ -172,6 +216,9 @@ void install_signal_cleanup() {
         struct sigaction sa {};
         sa.sa_handler = on_terminating_signal;
         sigfillset(&sa.sa_mask);  // one handler at a time: it exits
+        // It returns only while a critical section holds the signal; the
+        // interrupted system calls of other threads then carry on.
+        sa.sa_flags = SA_RESTART;
         for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGQUIT}) {
             struct sigaction old {};
             ::sigaction(sig, nullptr, &old);
@@ -208,84 +255,109 @@ bool same_file(const std::string& a, const std::string& b) {
 Output::Output(const std::string& path, OutputOptions opts) : opts_(std::move(opts)), name_(path) {
     install_signal_cleanup();
     if (path.empty()) throw UsageError(opts_.role + ": empty file name");
-    const auto check_inputs = [&](const struct stat& st) {
-        for (const auto& in : opts_.inputs) {
-            struct stat is {};
-            if (stat_input(in.path, is) && same_file(is, st))
-                throw UsageError(opts_.role + " '" + path + "' is " + in.role +
-                                 "; refusing to write an output over an input");
-        }
-    };
     if (path == "-") {
-        if (opts_.regular_only) throw UsageError(opts_.role + " cannot be stdout: it must be a regular file");
-        if (!opts_.can_stream) throw UsageError(opts_.role + " cannot be stdout: it is not written in order");
-        if (!g_stdout_report.empty())
-            throw UsageError(opts_.role + " '-' and " + g_stdout_report +
-                             " both write to stdout; give " + opts_.role + " a file");
-        // Stdout may be redirected onto an input (1<>IMAGE, >>KEY): the same check as a name.
-        struct stat st {};
-        if (::fstat(STDOUT_FILENO, &st) != 0) throw Failure("stdout: " + std::string(std::strerror(errno)));
-        check_inputs(st);
-        name_ = "stdout";
-        kind_ = Kind::Stream;
-        fd_ = STDOUT_FILENO;
-        owns_fd_ = false;
+        open_stdout();
         return;
     }
+    resolve_target();
     struct stat st {};
+    const bool exists = ::stat(target_.c_str(), &st) == 0;
+    if (!exists && errno != ENOENT) throw Failure(error_text(errno));
+    if (exists && open_existing(st)) return;
+    if (!exists && opts_.in_place) throw Failure(error_text(ENOENT));
+    create_temp();
+    try {
+        take_over(exists ? &st : nullptr);
+    } catch (...) {
+        discard();
+        throw;
+    }
+}
+
+void Output::refuse_inputs(const struct stat& st) const {
+    for (const auto& in : opts_.inputs) {
+        struct stat is {};
+        if (stat_input(in.path, is) && same_file(is, st))
+            throw UsageError(opts_.role + " '" + name_ + "' is " + in.role +
+                             "; refusing to write an output over an input");
+    }
+}
+
+void Output::open_stdout() {
+    if (opts_.regular_only) throw UsageError(opts_.role + " cannot be stdout: it must be a regular file");
+    if (!opts_.can_stream) throw UsageError(opts_.role + " cannot be stdout: it is not written in order");
+    if (!g_stdout_report.empty())
+        throw UsageError(opts_.role + " '-' and " + g_stdout_report + " both write to stdout; give " + opts_.role +
+                         " a file");
+    // Stdout may be redirected onto an input (1<>IMAGE, >>KEY): the same check as a name.
+    struct stat st {};
+    if (::fstat(STDOUT_FILENO, &st) != 0) throw Failure("stdout: " + std::string(std::strerror(errno)));
+    refuse_inputs(st);
+    name_ = "stdout";
+    kind_ = Kind::Stream;
+    fd_ = STDOUT_FILENO;
+    owns_fd_ = false;
+}
+
+void Output::resolve_target() {
     if (opts_.regular_only) {
         // Never follow: a link's target (an image, /dev/...) is not ours to replace or delete.
-        if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode))
-            throw UsageError(opts_.role + " '" + path + "' is a symlink; give the file itself");
-        target_ = path;
+        struct stat st {};
+        if (::lstat(name_.c_str(), &st) == 0 && S_ISLNK(st.st_mode))
+            throw UsageError(opts_.role + " '" + name_ + "' is a symlink; give the file itself");
+        target_ = name_;
     } else {
-        target_ = resolve_links(path);
+        target_ = resolve_links(name_);
     }
     // Same resolved name: caught even when neither exists yet.
     for (const auto& in : opts_.inputs)
         if (in.path != "-" && !in.path.empty() && resolve_links(in.path) == target_)
-            throw UsageError(opts_.role + " '" + path + "' is " + in.role +
+            throw UsageError(opts_.role + " '" + name_ + "' is " + in.role +
                              "; refusing to write an output over an input");
-    const bool exists = ::stat(target_.c_str(), &st) == 0;
-    if (!exists && errno != ENOENT) throw Failure(error_text(errno));
-    if (exists) {
-        check_inputs(st);
-        if (S_ISDIR(st.st_mode)) throw UsageError(opts_.role + " '" + path + "' is a directory");
-        if (opts_.regular_only && !S_ISREG(st.st_mode))
-            throw UsageError(opts_.role + " '" + path + "' is " + kind_of(st.st_mode) +
-                             "; it must be a regular file");
-        if (S_ISBLK(st.st_mode)) {
-            // O_EXCL on a block device: refused while mounted or held by dm.
-            fd_ = ::open(target_.c_str(), O_WRONLY | O_EXCL | O_CLOEXEC);
-            if (fd_ < 0) throw Failure(error_text(errno));
-            kind_ = Kind::Device;
-            write_path_ = target_;
-            return;
-        }
-        if (!S_ISREG(st.st_mode)) {
-            if (!opts_.can_stream || S_ISSOCK(st.st_mode))
-                throw UsageError(opts_.role + " '" + path + "' is " + kind_of(st.st_mode) +
-                                 "; this output needs a regular file or a block device");
-            fd_ = ::open(target_.c_str(), O_WRONLY | O_CLOEXEC);
-            if (fd_ < 0) throw Failure(error_text(errno));
-            kind_ = Kind::Stream;
-            return;
-        }
-        if (opts_.in_place) {
-            fd_ = ::open(target_.c_str(), O_WRONLY | O_CLOEXEC);
-            if (fd_ < 0) throw Failure(error_text(errno));
-            kind_ = Kind::InPlace;
-            write_path_ = target_;
-            return;
-        }
-    } else if (opts_.in_place) {
-        throw Failure(error_text(ENOENT));
-    }
+}
 
+bool Output::open_existing(const struct stat& st) {
+    refuse_inputs(st);
+    const std::string& path = name_;
+    if (S_ISDIR(st.st_mode)) throw UsageError(opts_.role + " '" + path + "' is a directory");
+    if (opts_.regular_only && !S_ISREG(st.st_mode))
+        throw UsageError(opts_.role + " '" + path + "' is " + kind_of(st.st_mode) + "; it must be a regular file");
+    if (S_ISBLK(st.st_mode)) {
+        // O_EXCL on a block device: refused while mounted or held by dm.
+        fd_ = ::open(target_.c_str(), O_WRONLY | O_EXCL | O_CLOEXEC);
+        if (fd_ < 0) throw Failure(error_text(errno));
+        kind_ = Kind::Device;
+        write_path_ = target_;
+        return true;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        if (!opts_.can_stream || S_ISSOCK(st.st_mode))
+            throw UsageError(opts_.role + " '" + path + "' is " + kind_of(st.st_mode) +
+                             "; this output needs a regular file or a block device");
+        fd_ = ::open(target_.c_str(), O_WRONLY | O_CLOEXEC);
+        if (fd_ < 0) throw Failure(error_text(errno));
+        kind_ = Kind::Stream;
+        return true;
+    }
+    if (opts_.in_place) {
+        fd_ = ::open(target_.c_str(), O_WRONLY | O_CLOEXEC);
+        if (fd_ < 0) throw Failure(error_text(errno));
+        kind_ = Kind::InPlace;
+        write_path_ = target_;
+        return true;
+    }
+    return false;  // a regular file to replace
+}
+
+void Output::create_temp() {
     kind_ = Kind::Temp;
     const std::string dir = dir_of(target_);
     const std::string prefix = temp_prefix(base_of(target_));
     warn_stale(dir, prefix);
+    // From the open to the armed slot, a signal must not end the process
+    // (the file would be left behind): it is acted on once the slot is armed.
+    CriticalSection held;
+    CriticalSection::exit_if_pending();
     for (int attempt = 0; fd_ < 0; ++attempt) {
         write_path_ = join(dir, prefix + random_suffix());
         slot_ = acquire_slot(write_path_);
@@ -295,47 +367,47 @@ Output::Output(const std::string& path, OutputOptions opts) : opts_(std::move(op
         if (fd_ >= 0) break;
         const int err = errno;
         release_slot(slot_);
+        if (err == EINTR) continue;
         if (err != EEXIST || attempt > 100)
             throw Failure(name_ + ": cannot create a file in " + dir + ": " + std::strerror(err));
     }
     g_slots[slot_].armed.store(true);
-    try {
-        if (exists) {
-            // Keep what the replaced file had; chown first, as it clears set-id bits.
-            // Not being allowed to chown (not root) keeps our own owner, as cp does.
-            (void)::fchown(fd_, st.st_uid, st.st_gid);
-            if (::fchmod(fd_, st.st_mode & 07777) != 0) throw Failure(error_text(errno));
-            if (opts_.keep_content) {
-                const int in = ::open(target_.c_str(), O_RDONLY | O_CLOEXEC);
-                if (in < 0) throw Failure(errno_message(path));
-                std::vector<uint8_t> buf(1 << 20);
-                for (;;) {
-                    const ssize_t n = ::read(in, buf.data(), buf.size());
-                    if (n < 0 && errno == EINTR) continue;
-                    if (n < 0) {
-                        const int err = errno;
-                        ::close(in);
-                        throw Failure(error_text(err));
-                    }
-                    if (n == 0) break;
-                    try {
-                        write(blkcrypt::ConstBytes(buf).first(static_cast<std::size_t>(n)));
-                    } catch (...) {
-                        ::close(in);
-                        throw;
-                    }
-                }
-                ::close(in);
-            }
-        } else if (!opts_.secret) {
-            const mode_t m = ::umask(0);
-            ::umask(m);
-            if (::fchmod(fd_, opts_.create_mode & 0777 & ~m) != 0) throw Failure(error_text(errno));
-        }
-    } catch (...) {
-        discard();
-        throw;
+    if (held.leave()) CriticalSection::exit_if_pending();
+}
+
+void Output::take_over(const struct stat* replaced) {
+    if (!replaced) {
+        if (opts_.secret) return;  // stays 0600
+        const mode_t m = ::umask(0);
+        ::umask(m);
+        if (::fchmod(fd_, opts_.create_mode & 0777 & ~m) != 0) throw Failure(error_text(errno));
+        return;
     }
+    // Keep what the replaced file had; chown first, as it clears set-id bits.
+    // Not being allowed to chown (not root) keeps our own owner, as cp does.
+    (void)::fchown(fd_, replaced->st_uid, replaced->st_gid);
+    if (::fchmod(fd_, replaced->st_mode & 07777) != 0) throw Failure(error_text(errno));
+    if (!opts_.keep_content) return;
+    const int in = ::open(target_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (in < 0) throw Failure(errno_message(name_));
+    std::vector<uint8_t> buf(1 << 20);
+    for (;;) {
+        const ssize_t n = ::read(in, buf.data(), buf.size());
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            const int err = errno;
+            ::close(in);
+            throw Failure(error_text(err));
+        }
+        if (n == 0) break;
+        try {
+            write(blkcrypt::ConstBytes(buf).first(static_cast<std::size_t>(n)));
+        } catch (...) {
+            ::close(in);
+            throw;
+        }
+    }
+    ::close(in);
 }
 
 Output::~Output() { discard(); }
@@ -401,23 +473,50 @@ void Output::finish() {
     if (err) throw Failure(error_text(err));
 }
 
-void Output::rename_into_place() {
-    if (kind_ != Kind::Temp || slot_ < 0) return;
+// The rename, then the directory sync that makes it durable. A failed sync
+// is an error: the output is in place, but may not survive a crash.
+std::string Output::rename_into_place() {
+    if (kind_ != Kind::Temp || slot_ < 0) return {};
     if (::rename(write_path_.c_str(), target_.c_str()) != 0) throw Failure(error_text(errno));
     release_slot(slot_);
-    // The rename itself is durable only once the directory is synced.
-    const int dfd = ::open(dir_of(target_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    const std::string dir = dir_of(target_);
+    const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int err = dfd < 0 ? errno : 0;
     if (dfd >= 0) {
-        (void)::fsync(dfd);
+        while (::fsync(dfd) != 0) {
+            if (errno == EINTR) continue;
+            // Some file systems cannot sync a directory; the rename is then as durable as they make it.
+            if (errno != EINVAL) err = errno;
+            break;
+        }
         ::close(dfd);
     }
+    if (!err) return {};
+    return name_ + " is in place, but syncing its directory " + dir + " failed (" + std::strerror(err) +
+           "): it may not survive a crash";
 }
 
 void Output::commit_all(std::initializer_list<Output*> outputs) {
     for (Output* o : outputs)
         if (o) o->finish();
-    for (Output* o : outputs)
-        if (o) o->rename_into_place();
+    // A signal before the first rename cancels the commit (nothing replaced);
+    // one during the renames and directory syncs is held until all are done,
+    // and the run then completes: its outputs are in place. Only SIGKILL or a
+    // crash can split the renames; callers order them (docs/outputs.md).
+    CriticalSection held;
+    CriticalSection::exit_if_pending();
+    std::string sync_error;
+    for (Output* o : outputs) {
+        if (!o) continue;
+        std::string e = o->rename_into_place();
+        if (sync_error.empty()) sync_error = std::move(e);
+    }
+    if (const int sig = held.leave()) {
+        g_pending.store(0);
+        std::fprintf(stderr, "blkcrypt: %s arrived after the outputs were renamed into place; completing\n",
+                     signal_name(sig));
+    }
+    if (!sync_error.empty()) throw Failure(sync_error);
 }
 
 void Output::discard() noexcept {

@@ -8,7 +8,9 @@
 //    write sequentially, and refused otherwise; a directory is refused;
 //  - symlinks are resolved first, and no output may be an input.
 // Temporary files are removed by a signal handler on INT, TERM, HUP, PIPE and
-// QUIT, which then exits 128+signal.
+// QUIT, which then exits 128+signal; while a temporary file is being created
+// and armed, or outputs renamed into place, the signal is held (see
+// commit_all).
 #pragma once
 
 #include <blkcrypt/bytes.hpp>
@@ -18,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
 #include <sys/types.h>
 
 namespace cli {
@@ -82,13 +85,25 @@ public:
     void commit() { commit_all({this}); }
     // Commits several outputs together: every one is finished (fsynced)
     // before any is renamed, so a failure before the renames replaces none.
+    // The renames run in the order given, each followed by a directory sync;
+    // a terminating signal never falls between them (it cancels the commit
+    // before the first rename, or is held until the last is done). A failed
+    // directory sync throws after all renames.
     static void commit_all(std::initializer_list<Output*> outputs);
 
     // "NAME: <strerror(err)>" with the final name.
     std::string error_text(int err) const;
 
 private:
-    void rename_into_place();
+    // The constructor's steps.
+    void refuse_inputs(const struct stat& st) const;  // UsageError when st is an input
+    void open_stdout();
+    void resolve_target();                     // target_, and the same-name check
+    bool open_existing(const struct stat& st);  // a device, stream or in-place file; false: replace it
+    void create_temp();                        // the temporary file, registered for the signal handler
+    void take_over(const struct stat* replaced);  // owner, mode and (keep_content) content
+
+    std::string rename_into_place();  // a directory sync failure, or empty
     void discard() noexcept;
 
     OutputOptions opts_;

@@ -199,12 +199,16 @@ void add_serve_options(po::options_description& opts) {
         ("export-name", po::value<std::string>()->value_name("NAME"),
          "the export's name; the default export \"\" is always this one (default: empty)")
         ("pid-file", po::value<std::string>()->value_name("FILE"),
-         "write the process id to FILE (a regular file, never an input) once the server listens; removed at exit");
+         "write the process id to FILE (a regular file, never an input) once the server listens; removed at exit")
+        ("handshake-timeout", number_value<unsigned>(1, 3600)->default_value(10)->value_name("SECONDS"),
+         "close a connection that has not finished its handshake (TLS included) after SECONDS")
+        ("send-timeout", number_value<unsigned>(1, 3600)->default_value(30)->value_name("SECONDS"),
+         "close a connection whose client reads none of its replies for SECONDS");
 }
 
 std::vector<std::string> serve_option_names() {
     return {"socket", "port", "bind", "read-only", "export-name", "pid-file",
-            "tls", "tls-certs", "tls-psk", "tls-verify-peer"};
+            "tls", "tls-certs", "tls-psk", "tls-verify-peer", "handshake-timeout", "send-timeout"};
 }
 
 void block_stop_signals() {
@@ -232,7 +236,10 @@ std::shared_ptr<blkcrypt::dm::BlockDevice> table_device(const blkcrypt::dm::DmTa
     return std::move(dev).value();
 }
 
-int serve_device(const po::variables_map& vm, std::shared_ptr<blkcrypt::dm::BlockDevice> dev) {
+namespace {
+
+// The server's options from the command line: where it listens, TLS, timeouts.
+blkcrypt::nbd::ServerOptions server_options(const po::variables_map& vm) {
     blkcrypt::nbd::ServerOptions so;
     if (vm.count("socket")) {
         so.socket_path = vm["socket"].as<std::string>();
@@ -245,78 +252,78 @@ int serve_device(const po::variables_map& vm, std::shared_ptr<blkcrypt::dm::Bloc
     }
     if (so.socket_path.empty() && !so.port) throw UsageError("serve needs --socket PATH or --port N");
     set_tls(vm, so);
+    so.handshake_timeout_ms = vm["handshake-timeout"].as<unsigned>() * 1000;
+    so.send_timeout_ms = vm["send-timeout"].as<unsigned>() * 1000;
     so.log = log_line;
-    // Declared before the server: it outlives every connection thread.
-    Events events(vm.count("json") && vm["json"].as<bool>());
-    if (events.on()) {
-        so.on_open = [&events](uint64_t id, const std::string& peer) {
-            events.emit("connection_open", [&](JsonWriter& w) { connection_fields(w, id, peer); });
-        };
-        so.on_close = [&events](uint64_t id, const std::string& peer, const blkcrypt::nbd::ConnectionStats& st) {
-            events.emit("connection_close", [&](JsonWriter& w) {
-                connection_fields(w, id, peer);
-                w.key("export");
-                w.string(st.export_name);
-                w.key("transmission");
-                w.boolean(st.transmission);
-                w.key("tls");
-                w.boolean(st.tls);
-                w.key("structured");
-                w.boolean(st.structured);
-                const std::pair<const char*, uint64_t> counts[] = {
-                    {"reads", st.reads},     {"bytes_read", st.bytes_read}, {"writes", st.writes},
-                    {"bytes_written", st.bytes_written}, {"flushes", st.flushes}, {"other", st.other},
-                    {"errors", st.errors}};
-                for (const auto& [k, v] : counts) {
-                    w.key(k);
-                    w.unsigned_number(v);
-                }
-                w.key("end");
-                w.string(st.end);
-            });
-        };
-        so.on_request_error = [&events](uint64_t id, const blkcrypt::nbd::RequestError& e) {
-            events.emit("request_error", [&](JsonWriter& w) {
-                w.key("connection");
-                w.unsigned_number(id);
-                w.key("command");
-                w.string(blkcrypt::nbd::command_name(e.command));
-                w.key("offset");
-                w.unsigned_number(e.offset);
-                w.key("length");
-                w.unsigned_number(e.length);
-                w.key("error");
-                w.string(blkcrypt::nbd::error_name(e.error));
-            });
-        };
-    }
-    const std::string name = vm.count("export-name") ? vm["export-name"].as<std::string>() : "";
-    if (name.size() > 4096) throw UsageError("--export-name is longer than 4096 bytes");
-    const std::string what = dev->describe();
-    auto exp = std::make_shared<blkcrypt::nbd::Export>(name, std::move(dev));
-    PidFile pid_file(vm, so.socket_path);  // checked before the socket exists
-    auto srv = blkcrypt::nbd::Server::listen(exp, so);
-    if (!srv) {
-        if (srv.error().status == blkcrypt::Status::Invalid) throw UsageError(srv.error().message);
-        throw Failure(srv.error().message);
-    }
+    return so;
+}
+
+// --json: the connection events. `events` outlives every connection thread.
+void add_connection_events(Events& events, blkcrypt::nbd::ServerOptions& so) {
+    if (!events.on()) return;
+    so.on_open = [&events](uint64_t id, const std::string& peer) {
+        events.emit("connection_open", [&](JsonWriter& w) { connection_fields(w, id, peer); });
+    };
+    so.on_close = [&events](uint64_t id, const std::string& peer, const blkcrypt::nbd::ConnectionStats& st) {
+        events.emit("connection_close", [&](JsonWriter& w) {
+            connection_fields(w, id, peer);
+            w.key("export");
+            w.string(st.export_name);
+            w.key("transmission");
+            w.boolean(st.transmission);
+            w.key("tls");
+            w.boolean(st.tls);
+            w.key("structured");
+            w.boolean(st.structured);
+            const std::pair<const char*, uint64_t> counts[] = {
+                {"reads", st.reads},     {"bytes_read", st.bytes_read}, {"writes", st.writes},
+                {"bytes_written", st.bytes_written}, {"flushes", st.flushes}, {"other", st.other},
+                {"errors", st.errors}};
+            for (const auto& [k, v] : counts) {
+                w.key(k);
+                w.unsigned_number(v);
+            }
+            w.key("end");
+            w.string(st.end);
+        });
+    };
+    so.on_request_error = [&events](uint64_t id, const blkcrypt::nbd::RequestError& e) {
+        events.emit("request_error", [&](JsonWriter& w) {
+            w.key("connection");
+            w.unsigned_number(id);
+            w.key("command");
+            w.string(blkcrypt::nbd::command_name(e.command));
+            w.key("offset");
+            w.unsigned_number(e.offset);
+            w.key("length");
+            w.unsigned_number(e.length);
+            w.key("error");
+            w.string(blkcrypt::nbd::error_name(e.error));
+        });
+    };
+}
+
+// The "serving ..." log line and the "listening" event.
+void announce(const blkcrypt::nbd::ServerOptions& so, const blkcrypt::nbd::Server& srv,
+              blkcrypt::nbd::Export& exp, const std::string& what, Events& events) {
     std::string where = so.socket_path;
     // An IPv6 address in brackets, as in a URI: [::1]:10809.
     const std::string host = so.bind.find(':') != std::string::npos ? "[" + so.bind + "]" : so.bind;
-    if (so.port) where += (where.empty() ? "" : " and ") + host + ":" + std::to_string((*srv)->port());
+    if (so.port) where += (where.empty() ? "" : " and ") + host + ":" + std::to_string(srv.port());
     if (so.tls) where += std::string(so.tls_mode == blkcrypt::nbd::TlsMode::Require ? ", TLS required (" : ", TLS on (") +
                          so.tls->kind() + ")";
-    log_line("serving " + what + " (" + std::to_string(exp->device().size()) + " bytes" +
-             (exp->device().read_only() ? ", read-only" : "") + ") on " + where);
+    const auto& dev = exp.device();
+    log_line("serving " + what + " (" + std::to_string(dev.size()) + " bytes" +
+             (dev.read_only() ? ", read-only" : "") + ") on " + where);
     events.emit("listening", [&](JsonWriter& w) {
         w.key("what");
         w.string(what);
         w.key("size");
-        w.unsigned_number(exp->device().size());
+        w.unsigned_number(dev.size());
         w.key("read_only");
-        w.boolean(exp->device().read_only());
+        w.boolean(dev.read_only());
         w.key("export");
-        w.string(name);
+        w.string(exp.name());
         if (!so.socket_path.empty()) {
             w.key("socket");
             w.string(so.socket_path);
@@ -325,7 +332,7 @@ int serve_device(const po::variables_map& vm, std::shared_ptr<blkcrypt::dm::Bloc
             w.key("address");
             w.string(so.bind);
             w.key("port");
-            w.number((*srv)->port());
+            w.number(srv.port());
         }
         w.key("tls");
         w.string(so.tls_mode == blkcrypt::nbd::TlsMode::Off ? "off"
@@ -333,13 +340,12 @@ int serve_device(const po::variables_map& vm, std::shared_ptr<blkcrypt::dm::Bloc
         w.key("pid");
         w.number(::getpid());
     });
-    // Last: a script that waits for the pid file then finds the listening
-    // line (and its port) in the log already.
-    pid_file.write();
+}
 
+// Runs the server until a stop signal; returns the final flush's status.
+blkcrypt::Status run_until_signal(blkcrypt::nbd::Server& server, Events& events) {
     // The only thread that takes the stop signals (they are blocked elsewhere).
     std::atomic<bool> done{false};
-    blkcrypt::nbd::Server& server = **srv;
     std::thread waiter([&] {
         const sigset_t s = stop_signals();
         const timespec tick{0, 200'000'000};
@@ -360,6 +366,31 @@ int serve_device(const po::variables_map& vm, std::shared_ptr<blkcrypt::dm::Bloc
     const blkcrypt::Status st = server.run();
     done = true;
     waiter.join();
+    return st;
+}
+
+}  // namespace
+
+int serve_device(const po::variables_map& vm, std::shared_ptr<blkcrypt::dm::BlockDevice> dev) {
+    blkcrypt::nbd::ServerOptions so = server_options(vm);
+    // Declared before the server: it outlives every connection thread.
+    Events events(vm.count("json") && vm["json"].as<bool>());
+    add_connection_events(events, so);
+    const std::string name = vm.count("export-name") ? vm["export-name"].as<std::string>() : "";
+    if (name.size() > 4096) throw UsageError("--export-name is longer than 4096 bytes");
+    const std::string what = dev->describe();
+    auto exp = std::make_shared<blkcrypt::nbd::Export>(name, std::move(dev));
+    PidFile pid_file(vm, so.socket_path);  // checked before the socket exists
+    auto srv = blkcrypt::nbd::Server::listen(exp, so);
+    if (!srv) {
+        if (srv.error().status == blkcrypt::Status::Invalid) throw UsageError(srv.error().message);
+        throw Failure(srv.error().message);
+    }
+    announce(so, **srv, *exp, what, events);
+    // Last: a script that waits for the pid file then finds the listening
+    // line (and its port) in the log already.
+    pid_file.write();
+    const blkcrypt::Status st = run_until_signal(**srv, events);
     srv->reset();
     pid_file.remove();
     events.emit("stopped", [&](JsonWriter& w) {

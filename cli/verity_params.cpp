@@ -4,6 +4,8 @@
 #include "verity_fec.hpp"
 #include "number_option.hpp"
 
+#include <blkcrypt/verity/block_hasher.hpp>
+
 #include <cstdio>
 #include <iostream>
 
@@ -120,6 +122,43 @@ vy::VerityParams params_from_options(const po::variables_map& vm, uint64_t data_
         p.uuid[8] = static_cast<uint8_t>((p.uuid[8] & 0x3f) | 0x80);  // RFC 4122 variant
     }
     return p;
+}
+
+namespace {
+
+[[noreturn]] void contradicts(const char* option, const std::string& given, const std::string& recorded) {
+    throw UsageError(std::string("--") + option + " " + given + " contradicts the superblock, which records " +
+                     recorded);
+}
+
+}  // namespace
+
+void check_superblock_options(const po::variables_map& vm, const vy::VerityParams& sb, blkcrypt::Registry& reg) {
+    if (given(vm, "hash")) {
+        // A driver of the recorded algorithm agrees (sha256-openssl for sha256). The
+        // recorded name stays: `table` prints it for the kernel, which knows no such driver.
+        const std::string name = lowercase_hash_name(vm["hash"].as<std::string>());
+        auto h = vy::BlockHasher::create(reg, name, {}, vy::SaltPlacement::After);
+        if (!h) throw UsageError("--hash: " + h.error().message);
+        if ((*h)->algorithm() != sb.hash_name) contradicts("hash", name, sb.hash_name);
+    }
+    const auto same_number = [&](const char* option, uint64_t recorded) {
+        if (!given(vm, option)) return;
+        const auto& v = vm[option].value();
+        const uint64_t n = v.type() == typeid(uint32_t) ? boost::any_cast<uint32_t>(v) : boost::any_cast<uint64_t>(v);
+        if (n != recorded) contradicts(option, std::to_string(n), std::to_string(recorded));
+    };
+    same_number("data-block-size", sb.data_block_size);
+    same_number("hash-block-size", sb.hash_block_size);
+    same_number("data-blocks", sb.data_blocks);
+    same_number("format", sb.hash_type);
+    if (given(vm, "salt")) {
+        const auto& s = vm["salt"].as<std::string>();
+        const auto salt = s == "-" ? std::vector<uint8_t>{} : decode_hex(s, "--salt");
+        if (salt != sb.salt) contradicts("salt", s, sb.salt.empty() ? "-" : encode_hex(sb.salt));
+    }
+    if (given(vm, "uuid") && parse_uuid(vm["uuid"].as<std::string>()) != sb.uuid)
+        contradicts("uuid", vm["uuid"].as<std::string>(), format_uuid(sb.uuid));
 }
 
 std::string format_uuid(const std::array<uint8_t, 16>& u) {

@@ -8,6 +8,8 @@
 
 #include <string>
 
+namespace blkcrypt { class Registry; }
+
 namespace cli {
 
 struct FecSummary;
@@ -22,6 +24,13 @@ void add_verity_options(po::options_description& opts);
 // when `generate` is set and --salt is absent.
 blkcrypt::verity::VerityParams params_from_options(const po::variables_map& vm, uint64_t data_size,
                                                    bool generate);
+
+// veritysetup takes the parameters from the superblock and ignores the
+// options; a script may pass them. Those that agree are accepted (a --hash
+// driver of the recorded algorithm too), a contradicting one is refused
+// with both values.
+void check_superblock_options(const po::variables_map& vm, const blkcrypt::verity::VerityParams& sb,
+                              blkcrypt::Registry& reg);
 
 std::string format_uuid(const std::array<uint8_t, 16>& uuid);
 

@@ -4,8 +4,11 @@
 #include <blkcrypt/nbd/server.hpp>
 #include <blkcrypt/nbd/tls.hpp>
 
+#include "send_wait.hpp"
+
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <list>
 #include <mutex>
@@ -41,6 +44,7 @@ public:
         return true;
     }
     const std::string& tls_error() const noexcept { return tls_error_; }
+    void abort() override { ::shutdown(fd_, SHUT_RDWR); }
     bool read(Bytes out) override {
         if (tls_) return tls_->read(out);
         std::size_t done = 0;
@@ -65,8 +69,7 @@ public:
             msghdr m{};
             m.msg_iov = iov + first;
             m.msg_iovlen = static_cast<std::size_t>(2 - first);
-            ssize_t n = ::sendmsg(fd_, &m, MSG_NOSIGNAL);
-            if (n < 0 && errno == EINTR) continue;
+            const ssize_t n = detail::send_waiting(fd_, m);
             if (n <= 0) return false;
             for (auto left = static_cast<std::size_t>(n); left && first < 2;) {
                 const std::size_t k = std::min(left, iov[first].iov_len);
@@ -113,13 +116,32 @@ std::string peer_name(const sockaddr_storage& ss) {
     return "unix";
 }
 
+// After a kill, the socket file of the old server stays behind and bind()
+// fails. It is removed only when it is a socket and nothing listens on it
+// (connect() is refused); anything else at the path is left alone.
+bool remove_stale_socket(const sockaddr_un& sa) {
+    struct stat st {};
+    if (::lstat(sa.sun_path, &st) != 0 || !S_ISSOCK(st.st_mode)) return false;
+    const int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (probe < 0) return false;
+    const bool refused = ::connect(probe, reinterpret_cast<const sockaddr*>(&sa), sizeof sa) != 0 &&
+                         errno == ECONNREFUSED;
+    ::close(probe);
+    return refused && ::unlink(sa.sun_path) == 0;
+}
+
 }  // namespace
 
 struct Server::Impl {
+    using Clock = std::chrono::steady_clock;
     struct Conn {
         int fd = -1;
         std::thread thread;
         bool done = false;
+        // Until the transmission phase: closed at the deadline (guarded by mu).
+        bool handshaking = true;
+        bool timed_out = false;
+        Clock::time_point handshake_deadline;
     };
     std::shared_ptr<Export> exp;
     ServerOptions opts;
@@ -134,6 +156,26 @@ struct Server::Impl {
         for (int fd : wake)
             if (fd >= 0) ::close(fd);
         if (!opts.socket_path.empty() && !listeners.empty()) ::unlink(opts.socket_path.c_str());
+    }
+
+    // Shuts down the connections whose handshake outlived its deadline; their
+    // threads then see the end of the stream (plain or TLS alike). Returns
+    // the milliseconds until the next deadline, -1 when none is pending.
+    int expire_handshakes() {
+        const auto now = Clock::now();
+        std::lock_guard lk(mu);
+        Clock::duration next = Clock::duration::max();
+        for (auto& c : conns) {
+            if (!c.handshaking || c.timed_out || c.done) continue;
+            if (now >= c.handshake_deadline) {
+                c.timed_out = true;
+                ::shutdown(c.fd, SHUT_RDWR);
+            } else {
+                next = std::min(next, c.handshake_deadline - now);
+            }
+        }
+        if (next == Clock::duration::max()) return -1;
+        return static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(next).count());
     }
 
     // Joins the finished connections (all of them when `all`).
@@ -176,6 +218,8 @@ struct Server::Impl {
         }
         Conn& c = conns.emplace_back();
         c.fd = fd;
+        c.handshaking = opts.handshake_timeout_ms > 0;
+        c.handshake_deadline = Clock::now() + std::chrono::milliseconds(opts.handshake_timeout_ms);
         const uint64_t id = next_id++;
         const std::string peer = peer_name(ss);
         c.thread = std::thread([this, &c, fd, id, peer] {
@@ -186,10 +230,21 @@ struct Server::Impl {
                 ConnectionOptions co{.tls = opts.tls_mode, .on_error = {}};
                 if (opts.on_request_error)
                     co.on_error = [this, id](const RequestError& e) { opts.on_request_error(id, e); };
+                co.on_transmission = [this, &c] {
+                    std::lock_guard lk2(mu);
+                    c.handshaking = false;
+                };
                 if (opts.on_open) opts.on_open(id, peer);
                 st = serve_connection(*exp, t, co);
                 tls_error = t.tls_error();
             }  // a TLS session says goodbye before the shutdown
+            {
+                std::lock_guard lk2(mu);
+                if (c.timed_out && !st.transmission) {
+                    st.end = "no handshake within " + std::to_string(opts.handshake_timeout_ms) + " ms";
+                    tls_error.clear();
+                }
+            }
             // The client waits for the close after NBD_CMD_DISC; the fd itself
             // is closed when the thread is joined, so stop() never sees a reused fd.
             ::shutdown(fd, SHUT_RDWR);
@@ -236,13 +291,21 @@ Result<std::unique_ptr<Server>> Server::listen(std::shared_ptr<Export> exp, Serv
         if (fd < 0) return make_error(Status::IoError, errno_text("socket"));
         // Created 0600 from the start: no window in which others may connect.
         const mode_t old = ::umask(0177);
-        const int rc = ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
-        const int err = errno;
+        int rc = ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
+        int err = errno;
+        if (rc != 0 && err == EADDRINUSE && remove_stale_socket(sa)) {
+            rc = ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
+            err = errno;
+        }
         ::umask(old);
         if (rc != 0) {
             ::close(fd);
             errno = err;
-            return make_error(Status::IoError, errno_text(path));
+            struct stat st {};
+            const char* hint = err != EADDRINUSE                                     ? ""
+                               : ::lstat(path.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode) ? " (the path is not a socket)"
+                                                                                     : " (a server listens on it)";
+            return make_error(Status::IoError, errno_text(path) + hint);
         }
         if (::listen(fd, 64) != 0) {
             ::close(fd);
@@ -311,10 +374,13 @@ Status Server::run() {
     fds.push_back({im.wake[0], POLLIN, 0});
     for (;;) {
         for (auto& p : fds) p.revents = 0;
-        if (::poll(fds.data(), fds.size(), -1) < 0) {
+        const int wait_ms = im.expire_handshakes();
+        const int ready = ::poll(fds.data(), fds.size(), wait_ms);
+        if (ready < 0) {
             if (errno == EINTR) continue;
             break;
         }
+        if (ready == 0) continue;  // a handshake deadline
         if (fds.back().revents) break;
         for (std::size_t i = 0; i + 1 < fds.size(); ++i)
             if (fds[i].revents & POLLIN) im.accept_one(fds[i].fd);

@@ -138,6 +138,7 @@ public:
     ConnectionStats run() {
         if (!handshake()) return stats_;
         stats_.transmission = true;
+        if (opts_.on_transmission) opts_.on_transmission();
         writer_ = std::thread([this] { write_loop(); });
         transmission();
         {  // every request in flight is replied to before the writer stops
@@ -379,7 +380,10 @@ private:
                 ++errors_;
                 if (opts_.on_error) opts_.on_error({p->type, p->offset, static_cast<uint32_t>(p->len), p->error});
             }
-            if (!broken_ && !send_reply(*p)) broken_ = true;  // later replies are dropped
+            if (!broken_ && !send_reply(*p)) {  // later replies are dropped
+                broken_ = true;
+                t_.abort();
+            }
             const std::size_t b = p->budget;
             p.reset();
             lk.lock();
@@ -450,7 +454,7 @@ private:
                 return;
             }
             if (!t_.read(h)) {
-                stats_.end = "end of stream";
+                stats_.end = broken_ ? "a reply could not be sent" : "end of stream";
                 return;
             }
             if (get32(h) != proto::kRequestMagic) {

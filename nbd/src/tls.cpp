@@ -5,6 +5,8 @@
 #include <blkcrypt/hex.hpp>
 #include <blkcrypt/secure_buffer.hpp>
 
+#include "send_wait.hpp"
+
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -16,6 +18,7 @@
 #include <gnutls/gnutls.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #endif
 
 namespace blkcrypt::nbd {
@@ -182,10 +185,17 @@ public:
         }
         if (rc < 0) return fail("TLS set-up", rc);
         // Our own push: GnuTLS's send() would raise SIGPIPE when the client
-        // has gone (MSG_NOSIGNAL makes that EPIPE, as on the plain path).
+        // has gone (MSG_NOSIGNAL makes that EPIPE), and would wait out the
+        // send timeout once per part of a record; as on the plain path.
         gnutls_transport_set_int(s, fd);
         gnutls_transport_set_push_function(s, [](gnutls_transport_ptr_t p, const void* d, size_t n) -> ssize_t {
-            return ::send(static_cast<int>(reinterpret_cast<intptr_t>(p)), d, n, MSG_NOSIGNAL);
+            iovec iov{const_cast<void*>(d), n};
+            msghdr m{};
+            m.msg_iov = &iov;
+            m.msg_iovlen = 1;
+            const ssize_t sent = detail::send_waiting(static_cast<int>(reinterpret_cast<intptr_t>(p)), m);
+            if (sent < 0 && errno == ETIMEDOUT) errno = EAGAIN;  // GnuTLS: E_AGAIN, handled as a broken stream
+            return sent;
         });
         gnutls_handshake_set_timeout(s, GNUTLS_DEFAULT_HANDSHAKE_TIMEOUT);
         do {

@@ -42,12 +42,12 @@ refused "$BLKCRYPT" crypt table --cipher aes-xts-plain64 --key-file key -s 512 -
 refused "$BLKCRYPT" crypt encrypt --cipher aes-xts-plain64 --key-file key -s 512 --show-key data ct
 refused "$BLKCRYPT" crypt decrypt --cipher aes-xts-plain64 --key-file key -s 512 --device x data pt
 [[ ! -e ct && ! -e pt && ! -e x ]] || fail "a refused command wrote an output"
-# Parameters that the superblock (or the --table line) gives are refused, not ignored.
+# Parameters that contradict the superblock (or that the --table line gives) are refused, not ignored.
 for o in "--hash sha1" "--data-block-size 512" "--salt 02" "--format 0"; do
     # shellcheck disable=SC2086  # option and value
     expect_exit 2 "$BLKCRYPT" verity verify data hash "$root" $o
     expect_one_error_line
-    grep -q 'the superblock gives the parameters' "$TMP/stderr" || fail "verify $o: $(cat "$TMP/stderr")"
+    grep -q -- "$o contradicts the superblock, which records" "$TMP/stderr" || fail "verify $o: $(cat "$TMP/stderr")"
 done
 expect_exit 2 "$BLKCRYPT" verity read --table "$(cat table.txt 2>/dev/null || echo x)" --hash sha1
 grep -q 'the --table line gives the parameters' "$TMP/stderr" || fail "read --table --hash: $(cat "$TMP/stderr")"

@@ -6,12 +6,20 @@
                                               (updated to match)
   nbd_client.py SOCKET garbage                a broken handshake
   nbd_client.py SOCKET oversize               requests past the limits: EINVAL/ENOSPC
+  nbd_client.py SOCKET idle N LIMIT           N connections silent after the greeting; prints
+                                              "held" once all are greeted, and fails unless
+                                              the server closes every one within LIMIT s
+  nbd_client.py SOCKET stall N LIMIT          N reads of 4 MiB whose replies are never read;
+                                              prints "sent", and fails unless the server drops
+                                              the connection within LIMIT s
 """
 import os
 import random
+import select
 import socket
 import struct
 import sys
+import time
 
 OPT_MAGIC = 0x49484156454F5054
 REQ_MAGIC = 0x25609513
@@ -134,6 +142,44 @@ def oversize(path):
     assert s.recv(1) == b""
 
 
+def wait_closed(conns, limit):
+    """Waits, reading nothing, until the server has closed every socket (POLLRDHUP)."""
+    start = time.monotonic()
+    p = select.poll()
+    for c in conns:
+        p.register(c, select.POLLRDHUP)
+    left = {c.fileno() for c in conns}
+    while left:
+        remaining = limit - (time.monotonic() - start)
+        if remaining <= 0:
+            sys.exit("%d of %d connections still open after %d s" % (len(left), len(conns), limit))
+        for fd, ev in p.poll(remaining * 1000):
+            if ev & (select.POLLRDHUP | select.POLLHUP | select.POLLERR):
+                left.discard(fd)
+                p.unregister(fd)
+    print("closed after %.1f s" % (time.monotonic() - start), flush=True)
+
+
+def idle(path, n, limit):
+    conns = []
+    for _ in range(n):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(path)
+        conns.append(s)
+    for s in conns:
+        assert recv_exact(s, 18)[:16] == b"NBDMAGICIHAVEOPT"
+    print("held", flush=True)
+    wait_closed(conns, limit)
+
+
+def stall(path, n, limit):
+    s, size = connect(path)
+    for i in range(n):
+        request(s, 0, i, (i * (4 << 20)) % (size - (4 << 20) + 1), 4 << 20)
+    print("sent", flush=True)
+    wait_closed([s], limit)
+
+
 if __name__ == "__main__":
     sock, mode = sys.argv[1], sys.argv[2]
     if mode == "rmw":
@@ -142,5 +188,9 @@ if __name__ == "__main__":
         garbage(sock)
     elif mode == "oversize":
         oversize(sock)
+    elif mode == "idle":
+        idle(sock, int(sys.argv[3]), float(sys.argv[4]))
+    elif mode == "stall":
+        stall(sock, int(sys.argv[3]), float(sys.argv[4]))
     else:
         sys.exit("unknown mode " + mode)

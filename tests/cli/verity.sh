@@ -68,6 +68,46 @@ fi
 grep -q "^0 2400 verity 1 $TMP/data $TMP/hash 4096 4096 300 1 sha256 $root [0-9a-f]\{64\} 1 ignore_zero_blocks\$" \
     "$TMP/table" || fail "table line: $(cat "$TMP/table")"
 
+# --- with a superblock, parameter options that agree are accepted, as veritysetup
+# accepts them; a contradicting one is refused with both values (veritysetup
+# ignores it: docs/verity.md)
+salt=$(awk '/^Salt:/{print $2}' "$TMP/f.txt")
+uuid=$(awk '/^UUID:/{print $2}' "$TMP/f.txt")
+agree=(--hash SHA256 --data-block-size 4096 --hash-block-size 4096 --data-blocks 300 --format 1
+       --salt "$salt" --uuid "$uuid")
+"$BLKCRYPT" verity verify "${agree[@]}" "$TMP/data" "$TMP/hash" "$root" || fail "verify with agreeing options"
+"$BLKCRYPT" verity table "${agree[@]}" "$TMP/data" "$TMP/hash" "$root" >"$TMP/t2" || fail "table with agreeing options"
+"$BLKCRYPT" verity table "$TMP/data" "$TMP/hash" "$root" | cmp -s - "$TMP/t2" || fail "agreeing options changed the table"
+"$BLKCRYPT" verity read "${agree[@]}" "$TMP/data" "$TMP/hash" "$root" --out "$TMP/read0" || fail "read with agreeing options"
+cmp -s "$TMP/read0" "$TMP/data" || fail "read with agreeing options returned other data"
+if have_driver sha256-openssl; then
+    "$BLKCRYPT" verity verify --hash sha256-openssl "$TMP/data" "$TMP/hash" "$root" ||
+        fail "a driver of the recorded hash is refused"
+fi
+if ((have_veritysetup)); then
+    veritysetup verify "${agree[@]}" "$TMP/data" "$TMP/hash" "$root" || fail "veritysetup refuses the agreeing options"
+fi
+while IFS='|' read -r opt val recorded; do
+    expect_exit 2 "$BLKCRYPT" verity verify "$opt" "$val" "$TMP/data" "$TMP/hash" "$root"
+    grep -qF -e "$opt $val contradicts the superblock, which records $recorded" "$TMP/stderr" ||
+        fail "$opt $val: $(cat "$TMP/stderr")"
+    expect_exit 2 "$BLKCRYPT" verity read "$opt" "$val" "$TMP/data" "$TMP/hash" "$root" --out "$TMP/never"
+    [[ ! -e $TMP/never ]] || fail "a refused read left its output"
+    if ((have_veritysetup)); then
+        veritysetup verify "$opt" "$val" "$TMP/data" "$TMP/hash" "$root" 2>/dev/null ||
+            fail "veritysetup no longer ignores $opt $val: revisit docs/verity.md"
+    fi
+done <<EOF
+--hash|sha1|sha256
+--data-block-size|512|4096
+--hash-block-size|1024|4096
+--data-blocks|299|300
+--format|0|1
+--salt|00|$salt
+--salt|-|$salt
+--uuid|00000000-0000-4000-8000-000000000000|$uuid
+EOF
+
 # --- the read path serves the data, sync and async
 "$BLKCRYPT" verity read --table "$(cat "$TMP/table")" --out "$TMP/read" || fail "read --table: exit $?"
 cmp -s "$TMP/read" "$TMP/data" || fail "read --table returned other data"
@@ -113,6 +153,28 @@ cp "$TMP/hash" "$TMP/badhash"
 flip_byte "$TMP/badhash" $((4 * 4096 + 9))
 expect_exit 2 "$BLKCRYPT" verity verify "$TMP/data" "$TMP/badhash" "$root"
 grep -q "hash block 4 (tree level 0) is corrupted" "$TMP/stderr" || fail "hash flip: $(cat "$TMP/stderr")"
+# The top-level block (block 1, under the superblock) is a hash block too: 2,
+# as veritysetup; only an intact tree under another root hash exits 1.
+cp "$TMP/hash" "$TMP/badtop"
+flip_byte "$TMP/badtop" $((1 * 4096 + 9))
+expect_exit 2 "$BLKCRYPT" verity verify "$TMP/data" "$TMP/badtop" "$root"
+grep -q "hash block 1 (tree level 1) is corrupted" "$TMP/stderr" || fail "top flip: $(cat "$TMP/stderr")"
+cp "$TMP/hash" "$TMP/badtail"
+flip_byte "$TMP/badtail" $((2 * 4096 - 1))  # past the three digests: zero padding
+expect_exit 2 "$BLKCRYPT" verity verify "$TMP/data" "$TMP/badtail" "$root"
+if [[ ${root:0:1} == 0 ]]; then wrong_root=1${root:1}; else wrong_root=0${root:1}; fi
+expect_exit 1 "$BLKCRYPT" verity verify "$TMP/data" "$TMP/hash" "$wrong_root"
+grep -q "root hash does not match" "$TMP/stderr" || fail "wrong root: $(cat "$TMP/stderr")"
+if ((have_veritysetup)); then
+    for h in badtop badtail; do
+        vrc=0
+        veritysetup verify "$TMP/data" "$TMP/$h" "$root" 2>/dev/null || vrc=$?
+        [[ $vrc == 2 ]] || fail "veritysetup exits $vrc on $h, we exit 2"
+    done
+    vrc=0
+    veritysetup verify "$TMP/data" "$TMP/hash" "$wrong_root" 2>/dev/null || vrc=$?
+    [[ $vrc == 1 ]] || fail "veritysetup exits $vrc on a wrong root hash, we exit 1"
+fi
 
 # --- bad input: clear one-line errors, non-zero exits
 expect_exit 2 "$BLKCRYPT" verity verify "$TMP/data" "$TMP/hash" "${root:0:62}"

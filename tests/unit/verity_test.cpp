@@ -195,6 +195,7 @@ TEST_CASE("verity verify and the read path name every flipped byte's block", "[v
         const auto& g = img.r.geometry;
         const uint64_t tree_begin = g.hash_start_block * s.hbs;
         const uint64_t tree_end = g.hash_device_size(p);
+        const auto hb_is_top = [&](uint64_t off) { return off / s.hbs == g.level_start.back(); };
         for (int i = 0; i < 120; ++i) {
             const bool in_data = i % 2 == 0;
             auto& bytes = in_data ? img.data->data() : img.hash->data();
@@ -212,14 +213,15 @@ TEST_CASE("verity verify and the read path name every flipped byte's block", "[v
             } else {
                 const uint64_t hb = off / s.hbs;
                 CHECK(c.block == hb);
-                CHECK(c.kind == (hb == g.level_start.back() ? Corruption::RootHash : Corruption::HashBlock));
+                // The top block too: it no longer matches its children (veritysetup: exit 2).
+                CHECK(c.kind == Corruption::HashBlock);
             }
             // The read path refuses every block whose check involves the flip.
             auto t = VerityTarget::create(registry(), table_for(img), img.data, img.hash);
             REQUIRE(t.ok());
             std::vector<uint8_t> buf(s.dbs);
             const uint64_t victim = in_data ? off / s.dbs : 0;
-            if (in_data || c.kind == Corruption::RootHash) {
+            if (in_data || hb_is_top(off)) {
                 CHECK((*t)->read(victim * s.dbs, buf) == Status::Corrupt);
                 CHECK((*t)->status_char() == 'C');
             }
@@ -227,6 +229,22 @@ TEST_CASE("verity verify and the read path name every flipped byte's block", "[v
         }
         auto rep = verify_tree(registry(), p, img.r.root_hash, *img.data, *img.hash);
         CHECK(rep->ok());
+        // An intact tree under a wrong root hash: only the root is named.
+        auto wrong = img.r.root_hash;
+        wrong[0] ^= 1;
+        rep = verify_tree(registry(), p, wrong, *img.data, *img.hash);
+        REQUIRE(rep.ok());
+        REQUIRE(rep->corruptions.size() == 1);
+        CHECK(rep->corruptions[0].kind == Corruption::RootHash);
+        // A nonzero byte in the top block's unused tail is a corrupt hash block.
+        const uint64_t top = g.level_start.back() * s.hbs;
+        img.hash->data()[top + s.hbs - 1] ^= 0x80;
+        rep = verify_tree(registry(), p, img.r.root_hash, *img.data, *img.hash);
+        REQUIRE(rep.ok());
+        REQUIRE(rep->corruptions.size() == 1);
+        CHECK(rep->corruptions[0].kind == Corruption::HashBlock);
+        CHECK(rep->corruptions[0].block == g.level_start.back());
+        img.hash->data()[top + s.hbs - 1] ^= 0x80;
     }
 }
 

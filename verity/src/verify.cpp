@@ -1,12 +1,16 @@
 // verify_tree: recomputes every digest from what is stored and compares it
 // with the slot the stored parent block holds (the top block against the root
 // hash). A node is reported only if its parent chain up to the root agrees;
-// the nodes under a corrupt hash block cannot be judged.
+// the nodes under a corrupt hash block cannot be judged. A top block that
+// disagrees with the root hash is a corrupt hash block unless it is exactly
+// what format writes over its children's digests: then only the root hash is
+// wrong (veritysetup, which checks bottom-up, tells the two apart the same way).
 #include <blkcrypt/verity/tree.hpp>
 
 #include "block_stream.hpp"
 #include "tree_common.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <set>
 
@@ -43,6 +47,7 @@ public:
             if (std::memcmp(digests.data() + i * ds, parents_.data() + slot, ds) != 0)
                 bad_.insert({l, j});
         }
+        if (l + 1 == g_.levels() && !top_padding_zero(l)) top_noncanonical_ = true;
         return {};
     }
 
@@ -54,19 +59,40 @@ public:
                 ancestor_bad = bad_.count({up, j >> ((up - l) * g_.bits)}) > 0;
             if (ancestor_bad) continue;
             if (l == 0 || g_.levels() == 0) out.push_back({Corruption::DataBlock, j, 0});
-            else if (l == g_.levels()) out.push_back({Corruption::RootHash, g_.level_start[l - 1], l - 1});
+            else if (l == g_.levels() && top_block_canonical())
+                out.push_back({Corruption::RootHash, g_.level_start[l - 1], l - 1});
             else out.push_back({Corruption::HashBlock, g_.level_start[l - 1] + j, l - 1});
         }
         return out;
     }
 
 private:
+    // parents_ holds the top block: every byte outside the children's
+    // digests must be zero, as format leaves it.
+    bool top_padding_zero(unsigned l) const {
+        const uint64_t children = l == 0 ? p_.data_blocks : g_.level_blocks[l - 1];
+        const std::size_t ds = g_.digest_size;
+        for (std::size_t b = 0; b < p_.hash_block_size; ++b) {
+            const uint64_t j = b / g_.slot_size;
+            if (j < children && b % g_.slot_size < ds) continue;
+            if (parents_[b] != 0) return false;
+        }
+        return true;
+    }
+
+    bool top_block_canonical() const {
+        if (top_noncanonical_) return false;
+        const unsigned l = static_cast<unsigned>(g_.levels()) - 1;
+        return std::none_of(bad_.begin(), bad_.end(), [l](const Node& n) { return n.first == l; });
+    }
+
     const VerityParams& p_;
     const TreeGeometry& g_;
     BackingStore& hash_;
     ConstBytes root_;
     std::vector<uint8_t> parents_;
     std::set<Node> bad_;
+    bool top_noncanonical_ = false;
 };
 
 }  // namespace

@@ -42,6 +42,10 @@ public:
     // then every read and write goes through TLS. False: no TLS here, or the
     // handshake failed (the connection ends).
     virtual bool start_tls() { return false; }
+    // A reply could not be sent: the stream is lost. Makes a read blocked on
+    // the client (which may send nothing more) return false, so the
+    // connection ends now rather than when the client next writes.
+    virtual void abort() {}
 };
 
 // off: STARTTLS is refused; on: clients may upgrade; require: nothing but
@@ -107,6 +111,8 @@ struct ConnectionOptions {
     TlsMode tls = TlsMode::Off;
     // Called on the connection's reply thread for each error reply.
     std::function<void(const RequestError&)> on_error;
+    // Called once the handshake is done and the transmission phase begins.
+    std::function<void()> on_transmission;
 };
 
 ConnectionStats serve_connection(Export& exp, Transport& t, const ConnectionOptions& opts = {});
@@ -118,8 +124,12 @@ struct ServerOptions {
     TlsMode tls_mode = TlsMode::Off;
     std::shared_ptr<TlsCredentials> tls;  // set unless tls_mode is Off
     unsigned max_connections = 64;    // more are closed at once
-    // A reply that cannot be sent for this long ends its connection.
+    // A reply that makes no progress for this long (the client stopped
+    // reading) ends its connection; a stop waits at most this long for it.
     unsigned send_timeout_ms = 30000;
+    // A connection still in the handshake (TLS included) after this long is
+    // closed: idle clients cannot hold the max_connections slots.
+    unsigned handshake_timeout_ms = 10000;
     // One line per connection when it ends (no trailing newline).
     std::function<void(const std::string&)> log;
     // Events, called on the connections' threads (callees serialize their
@@ -132,7 +142,8 @@ struct ServerOptions {
 
 class Server {
 public:
-    // Binds and listens; a socket path that exists is refused, an address
+    // Binds and listens; a socket path that exists is refused (a stale
+    // socket, which refuses connections, is removed first), an address
     // that is not loopback is refused unless TLS is required.
     static Result<std::unique_ptr<Server>> listen(std::shared_ptr<Export> exp, ServerOptions opts);
     ~Server();
