@@ -35,7 +35,15 @@ same generated data (page cache warm), printing the ratio for each target:
                                             without the 2^20-round passphrase stretch)
   peak RSS of every blkcrypt command                                                    < 64 MiB
 
---only SECTIONS (comma-separated: verity, fsverity, crypt, nbd, engine, luks, tcrypt, bitlk)
+  small inputs (the fixed cost of a command; image builders call once per file):
+  fsverity digest of one 4 KiB file         vs fsverity digest      <= 2x the time
+  hash --alg sha256 of one 4 KiB file       vs openssl dgst -sha256 <= 1.5x the time
+  verity verify of a one-block image        vs veritysetup verify   <= 2x the time
+  the same for 1,000 files of 4 KiB in one invocation (fsverity, hash; veritysetup
+  checks one image per invocation, so verity has no such row)   (reported)
+  Each is the median of SMALL_RUNS runs (default 41), the tools run in turn.
+
+--only SECTIONS (comma-separated: verity, fsverity, crypt, nbd, engine, luks, tcrypt, bitlk, small)
 runs only those rows (nbd includes what crypt makes for it); default: all.
 
 With --cold, only the cold-cache comparison runs: before each run the page
@@ -62,6 +70,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SIZE_MIB = int(os.environ.get("SIZE_MIB", "1024"))
 REPEAT = int(os.environ.get("REPEAT", "3"))
+SMALL_RUNS = int(os.environ.get("SMALL_RUNS", "41"))
 BUILD = os.environ.get("BUILD", os.path.join(ROOT, "build"))
 BLKCRYPT = os.path.join(BUILD, "cli/blkcrypt")
 BENCH = os.path.join(BUILD, "bench/blkcrypt_bench")
@@ -353,6 +362,68 @@ def bitlk_comparison(work, rows, rss):
         os.remove(f)
 
 
+def median_in_turn(cmds, runs):
+    """Median wall time of each command over `runs` runs, the commands run in
+    turn; each run's stdout is checked to be the first one's (a tool that
+    prints something else once is wrong, not slow)."""
+    times = [[] for _ in cmds]
+    first = [None] * len(cmds)
+    for _ in range(runs):
+        for i, cmd in enumerate(cmds):
+            start = time.perf_counter()
+            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+            times[i].append(time.perf_counter() - start)
+            if proc.returncode != 0:
+                sys.exit(f"failed ({proc.returncode}): {' '.join(cmd[:4])} ...\n{proc.stderr.decode()}")
+            if first[i] is None:
+                first[i] = proc.stdout.decode()
+            elif proc.stdout.decode() != first[i]:
+                sys.exit(f"{' '.join(cmd[:4])} ...: the output changed between runs")
+    return [sorted(t)[len(t) // 2] for t in times], first
+
+
+def small_comparison(work, small):
+    """The fixed cost of a command: one 4 KiB file, and 1,000 of them in one
+    invocation, for fsverity digest, hash and verity verify beside their
+    peers. Rows: (name, peer seconds, ours seconds, target ratio or None)."""
+    d = os.path.join(work, "small")
+    os.makedirs(d, exist_ok=True)
+    files = []
+    for i in range(1000):
+        files.append(os.path.join(d, f"f{i:04}"))
+        with open(files[-1], "wb") as f:
+            f.write(os.urandom(4096))
+    one = files[:1]
+
+    def digests(text, openssl=False):
+        # blkcrypt hash: "HEX  FILE"; openssl dgst: "SHA2-256(FILE)= HEX";
+        # fsverity digest (both tools): "sha256:HEX FILE".
+        return [line.split("= ")[-1] if openssl else line.split()[0] for line in text.splitlines()]
+
+    for name, ours, peer, target in (
+            ("fsverity digest", [BLKCRYPT, "fsverity", "digest"], ["fsverity", "digest"], 2.0),
+            ("hash sha256", [BLKCRYPT, "hash", "--alg", "sha256"], ["openssl", "dgst", "-sha256"], 1.5)):
+        for label, args, runs, tgt in (("1 file of 4 KiB", one, SMALL_RUNS, target),
+                                       ("1,000 files of 4 KiB, one call", files, max(3, SMALL_RUNS // 8), None)):
+            (t_peer, t_ours), (o_peer, o_ours) = median_in_turn([peer + args, ours + args], runs)
+            got = digests(o_ours)
+            if got != digests(o_peer, openssl=peer[0] == "openssl") or len(got) != len(args):
+                sys.exit(f"{name}: the digests differ from the peer's")
+            small.append((f"{name}, {label}", t_peer, t_ours, tgt))
+
+    # A one-block image: 4 KiB of data and its tree (one hash block).
+    data, tree = os.path.join(d, "v.img"), os.path.join(d, "v.hash")
+    with open(data, "wb") as f:
+        f.write(os.urandom(4096))
+    out = subprocess.run(["veritysetup", "format", data, tree, "--salt", SALT, "--uuid", UUID],
+                         stdout=subprocess.PIPE, check=True).stdout.decode()
+    root = field(out, "Root hash")
+    (t_peer, t_ours), _ = median_in_turn([["veritysetup", "verify", data, tree, root],
+                                          [BLKCRYPT, "verity", "verify", data, tree, root]], SMALL_RUNS)
+    small.append(("verity verify, one-block image", t_peer, t_ours, 2.0))
+    shutil.rmtree(d, ignore_errors=True)
+
+
 # Random 4 KiB reads: qemu-img bench steps by a large odd multiple of 4 KiB,
 # modulo the image size, so consecutive reads land far apart.
 RANDOM_READS = 100000
@@ -368,7 +439,7 @@ def main():
         print(__doc__)
         return
     cold = "--cold" in sys.argv[1:]
-    sections = {"verity", "fsverity", "crypt", "nbd", "engine", "luks", "tcrypt", "bitlk"}
+    sections = {"verity", "fsverity", "crypt", "nbd", "engine", "luks", "tcrypt", "bitlk", "small"}
     if "--only" in sys.argv[1:]:
         i = sys.argv.index("--only")
         wanted = set(sys.argv[i + 1].split(",")) if i + 1 < len(sys.argv) else set()
@@ -381,14 +452,16 @@ def main():
             sys.exit(f"no {f}: build first (scripts/build.sh) or set BUILD")
     work = os.environ.get("WORKDIR") or tempfile.mkdtemp(prefix="blkcrypt-cmp-")
     data = os.path.join(work, "data.img")
-    rows, times, rss, iops = [], [], {}, []
+    rows, times, rss, iops, small = [], [], {}, [], []
+    big = cold or bool(sections - {"small"})  # the small rows need no SIZE_MIB image
     try:
-        with open(data, "wb") as f:
-            for _ in range(SIZE_MIB):
-                f.write(os.urandom(1 << 20))
-        read_through(data)
+        if big:
+            with open(data, "wb") as f:
+                for _ in range(SIZE_MIB):
+                    f.write(os.urandom(1 << 20))
+            read_through(data)
         cpu = open("/proc/cpuinfo").read().split("model name")[1].split(":")[1].splitlines()[0].strip()
-        print(f"# {SIZE_MIB} MiB random data, best of {REPEAT}; {os.cpu_count()} CPUs ({cpu}); "
+        print(f"# {SIZE_MIB if big else 0} MiB random data, best of {REPEAT}; {os.cpu_count()} CPUs ({cpu}); "
               f"load {open('/proc/loadavg').read().split()[0]}")
         if cold:
             cold_comparison(work, data)
@@ -485,6 +558,8 @@ def main():
             tcrypt_comparison(work, rows, rss)
         if "bitlk" in sections:
             bitlk_comparison(work, rows, rss)
+        if "small" in sections:
+            small_comparison(work, small)
     finally:
         if not os.environ.get("WORKDIR"):
             shutil.rmtree(work, ignore_errors=True)
@@ -498,7 +573,8 @@ def main():
         engine_ossl = gb.get("BM_dmcrypt_request/whole/capi:xts-aes-openssl-plain64/4096", {}).get("bytes_per_second")
         ossl = openssl_speed_xts_4k()
 
-    print(f"\n{'operation':36} {'peer':>9} {'blkcrypt':>9} {'ratio':>7} {'target':>8}  met")
+    if rows or iops or "engine" in sections or times:
+        print(f"\n{'operation':36} {'peer':>9} {'blkcrypt':>9} {'ratio':>7} {'target':>8}  met")
     for name, peer, ours, target in rows:
         ratio = peer / ours
         tgt = f">={target}x" if target else "-"
@@ -532,6 +608,13 @@ def main():
         ratio = ours / peer
         print(f"{name:36} {peer:8.3f} s  {ours:8.3f} s  {ratio:6.2f}x {'<=' + str(target) + 'x':>8}  "
               f"{'yes' if ratio <= target else 'NO'}")
+    if small:  # median times: ours / the peer's, lower is better
+        print(f"\n{'small inputs (median of ' + str(SMALL_RUNS) + ')':44} {'peer':>9} {'blkcrypt':>9} "
+              f"{'ratio':>7} {'target':>8}  met")
+    for name, peer, ours, target in small:
+        ratio = ours / peer
+        print(f"{name:44} {peer * 1000:6.1f} ms {ours * 1000:6.1f} ms {ratio:6.2f}x "
+              f"{f'<={target}x' if target else '-':>8}  {'-' if not target else 'yes' if ratio <= target else 'NO'}")
     for name, mib in rss.items():
         print(f"{'peak RSS ' + name:36} {'':>9} {mib:6.1f} MiB {'':>7} {'<64MiB':>8}  {'yes' if mib < 64 else 'NO'}")
 

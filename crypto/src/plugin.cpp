@@ -125,8 +125,12 @@ std::vector<std::string> vector_names(const Host& host) {
     return names;
 }
 
-// Any failed self-test among what the plugin brought, as a message.
+// Any failed self-test among what the plugin brought, as a message. The
+// registry tests an algorithm on first use; a plugin's are used here, at load
+// (as the kernel tests a module's algorithms when it loads), so a broken one
+// refuses the plugin instead of failing later commands.
 std::string first_failure(Registry& reg, const Host& host) {
+    for (const auto& a : host.algs) (void)reg.lookup_any(a->info().driver);
     for (const auto& st : reg.list())
         for (const auto& a : host.algs)
             if (st.info.driver == a->info().driver && st.selftest == SelftestState::Failed)

@@ -56,10 +56,14 @@ struct Registry::Impl {
     std::map<std::string, std::shared_ptr<Template>, std::less<>> templates;
     std::map<std::string, std::shared_future<Result<void>>, std::less<>> inflight;
     std::map<std::string, std::shared_ptr<void>, std::less<>> attachments;
+    // Pending self-tests under way; a second thread wanting the same
+    // algorithm waits for the first one's outcome.
+    std::map<const Alg*, std::shared_future<void>> testing;
 
     // Under mu. type == nullptr: any type.
     struct Found {
         std::shared_ptr<const Alg> alg;
+        std::shared_ptr<Alg> untested;  // the choice, once its pending self-test passes
         std::string why_not;  // when alg is null but the name exists
         Status status = Status::NotFound;  // SelftestFailed when that is why
     };
@@ -79,14 +83,15 @@ struct Registry::Impl {
                             article(*type);
                 return f;
             }
-            f.alg = e.alg;
+            if (e.state == SelftestState::Pending) f.untested = e.alg;
+            else f.alg = e.alg;
             return f;
         }
         const Entry* best = nullptr;
         for (const auto& e : algs) {
             const AlgInfo& in = e.alg->info();
             if (in.name != name) continue;
-            if (!visible(e)) {
+            if (e.state == SelftestState::Failed) {
                 if (f.why_not.empty()) {
                     f.why_not = "'" + std::string(name) + "': driver '" + in.driver +
                                 "' failed its self-test: " + e.message;
@@ -104,11 +109,55 @@ struct Registry::Impl {
             if (!best || in.priority > best->alg->info().priority) best = &e;
         }
         if (best) {
-            f.alg = best->alg;
+            // A pending choice is tested first: if it fails, the next best is chosen.
+            if (best->state == SelftestState::Pending) f.untested = best->alg;
+            else f.alg = best->alg;
             f.why_not.clear();
             f.status = Status::NotFound;
         }
         return f;
+    }
+
+    // Holding lk (on mu), and again on return: runs alg's pending quick
+    // self-test once however many threads ask at the same time, and records
+    // the outcome (unless alg was unregistered meanwhile). The test runs
+    // outside the lock: it may take a while and may look up other algorithms.
+    void test_pending(std::unique_lock<std::mutex>& lk, const std::shared_ptr<Alg>& alg) {
+        if (auto it = testing.find(alg.get()); it != testing.end()) {
+            auto fut = it->second;
+            lk.unlock();
+            fut.wait();
+            lk.lock();
+            return;
+        }
+        std::promise<void> done;
+        testing.emplace(alg.get(), done.get_future().share());
+        lk.unlock();
+        SelftestOutcome t;
+        try {
+            if (selftest) t = selftest(*alg, false);
+        } catch (const std::exception& e) {  // else the waiters would wait forever
+            t = {SelftestState::Failed, std::string("self-test threw: ") + e.what()};
+        }
+        if (t.state == SelftestState::Pending) t.state = SelftestState::NoVectors;  // ran, said nothing
+        lk.lock();
+        for (auto& e : algs)
+            if (e.alg == alg && e.state == SelftestState::Pending) {
+                e.state = t.state;
+                e.message = t.message;
+            }
+        testing.erase(alg.get());
+        done.set_value();
+    }
+
+    // find(), testing the pending choices first: a choice that fails its
+    // self-test drops out and the next best is found.
+    Found find_tested(std::unique_lock<std::mutex>& lk, std::string_view name, const AlgType* type) {
+        for (;;) {
+            Found f = find(name, type);
+            if (!f.untested) return f;
+            test_pending(lk, f.untested);
+        }
     }
 
     static std::string article(AlgType t) {
@@ -132,6 +181,17 @@ struct Registry::Impl {
                 return true;
             }
         }
+        return false;
+    }
+
+    // Under mu: whether some instance is built on a lower-priority algorithm
+    // of better's name (so registering better would supersede it).
+    bool supersedes_any(const Alg& better) const {
+        for (const auto& e : algs)
+            for (const auto& s : detail::record_of(*e.alg).spawns)
+                if (s->info().name == better.info().name &&
+                    s->info().priority < better.info().priority)
+                    return true;
         return false;
     }
 
@@ -195,19 +255,26 @@ static Result<void> register_entry(Registry::Impl& im, std::shared_ptr<Alg> alg,
                                    const Template* origin) {
     if (!alg) return make_error(Status::Invalid, "register: null algorithm");
     if (auto r = check_names(alg->info()); !r) return r;
+    // The self-test waits for the first lookup that would return the
+    // algorithm (Impl::find_tested), so a command pays only for what it uses.
+    // Registering over existing instances built on a worse algorithm of the
+    // same name is the exception: whether they are superseded depends on the
+    // outcome, so the test runs now (outside the lock: it may take a while).
+    SelftestOutcome t{im.selftest ? SelftestState::Pending : SelftestState::NoVectors, {}};
     std::string why;
-    {
-        std::lock_guard lk(im.mu);
-        if (im.driver_taken(alg->info(), &why)) return make_error(Status::Invalid, why);
+    for (bool tested = !im.selftest;; tested = true) {
+        {
+            std::lock_guard lk(im.mu);
+            if (im.driver_taken(alg->info(), &why)) return make_error(Status::Invalid, why);
+            if (tested || !im.supersedes_any(*alg)) {
+                im.algs.push_back(Entry{alg, t.state, t.message, origin});
+                if (visible(im.algs.back())) im.supersede_for(*alg);
+                return {};
+            }
+        }
+        t = im.selftest(*alg, false);
+        if (t.state == SelftestState::Pending) t.state = SelftestState::NoVectors;
     }
-    SelftestOutcome t;
-    if (im.selftest) t = im.selftest(*alg, false);  // outside the lock: tests may take a while
-    std::lock_guard lk(im.mu);
-    if (im.driver_taken(alg->info(), &why)) return make_error(Status::Invalid, why);
-    Entry e{alg, t.state, t.message, origin};
-    im.algs.push_back(std::move(e));
-    if (visible(im.algs.back())) im.supersede_for(*alg);
-    return {};
 }
 
 std::shared_ptr<void>& Registry::attachment(std::string_view key) {
@@ -280,7 +347,7 @@ Result<std::shared_ptr<const Alg>> lookup_impl(Registry& reg, Registry::Impl& im
     const std::string key = parsed->str();
     for (;;) {
         std::unique_lock lk(im.mu);
-        auto found = im.find(key, type);
+        auto found = im.find_tested(lk, key, type);
         if (found.alg) return found.alg;
         // A template name whose registered drivers all failed (or have the
         // wrong type) may still be built from its parts.
@@ -315,8 +382,8 @@ Result<std::shared_ptr<const Alg>> lookup_impl(Registry& reg, Registry::Impl& im
                 alg = bind_module(std::move(alg), tmpl->module_handle);
             }
             auto r = register_entry(im, alg, tmpl.get());
-            std::lock_guard lk2(im.mu);
-            auto again = im.find(alg->info().driver, nullptr);
+            std::unique_lock lk2(im.mu);
+            auto again = im.find_tested(lk2, alg->info().driver, nullptr);
             if (again.alg)
                 made = again.alg;  // ours, or an identical one that won a race
             else if (!again.why_not.empty())  // e.g. an earlier instance failed its self-test

@@ -35,7 +35,7 @@ const char* to_string(AlgType t) noexcept {
 
 const char* to_string(SelftestState s) noexcept {
     switch (s) {
-    case SelftestState::Pending: return "pending";
+    case SelftestState::Pending: return "unknown";  // /proc/crypto's word for not yet tested
     case SelftestState::Passed: return "passed";
     case SelftestState::NoVectors: return "untested";
     case SelftestState::Failed: return "failed";

@@ -2,6 +2,7 @@
 #include <blkcrypt/internal/testvec.hpp>
 
 #include <cctype>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -106,24 +107,57 @@ Result<std::vector<VectorSet>> parse_vector_file(std::string_view text, std::str
 }
 
 namespace {
-using Index = std::map<std::string, std::vector<TestVector>, std::less<>>;
+// The compiled-in vectors, parsed per name when a self-test first asks for
+// them: a command that tests one algorithm does not parse all of them. They
+// are constants, so what was parsed never goes stale.
+class Index {
+public:
+    static Index& get() {
+        static Index idx;
+        return idx;
+    }
 
-const Index& index() {
-    static const Index idx = [] {
-        Index m;
-        for (std::size_t i = 0; i < kEmbeddedVectorFileCount; ++i) {
-            const auto& f = kEmbeddedVectorFiles[i];
-            auto sets = parse_vector_file(f.text, f.name);
+    // The names with vectors; built once by reading only the [name] lines.
+    const std::map<std::string, std::vector<std::size_t>, std::less<>>& files() const { return files_; }
+
+    // Every vector of `name`, in file order; null when it has none. The
+    // reference stays valid for the life of the process.
+    const std::vector<TestVector>* find(std::string_view name) {
+        auto f = files_.find(name);
+        if (f == files_.end()) return nullptr;
+        std::lock_guard lk(mu_);
+        if (auto it = parsed_.find(name); it != parsed_.end()) return &it->second;
+        std::vector<TestVector> v;
+        for (std::size_t i : f->second) {
+            const auto& file = kEmbeddedVectorFiles[i];
+            auto sets = parse_vector_file(file.text, file.name);
             if (!sets) continue;  // the test suite parses every file and reports errors
-            for (auto& s : *sets) {
-                auto& v = m[s.name];
-                for (auto& tv : s.vectors) v.push_back(std::move(tv));
+            for (auto& set : *sets)
+                if (set.name == name)
+                    for (auto& tv : set.vectors) v.push_back(std::move(tv));
+        }
+        return &parsed_.emplace(std::string(name), std::move(v)).first->second;
+    }
+
+private:
+    Index() {
+        for (std::size_t i = 0; i < kEmbeddedVectorFileCount; ++i) {
+            std::string_view text = kEmbeddedVectorFiles[i].text;
+            while (!text.empty()) {
+                const std::size_t nl = text.find('\n');
+                const std::string_view line = trim(text.substr(0, nl));
+                text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+                if (line.size() < 2 || line.front() != '[' || line.back() != ']') continue;
+                auto& in = files_[std::string(trim(line.substr(1, line.size() - 2)))];
+                if (in.empty() || in.back() != i) in.push_back(i);
             }
         }
-        return m;
-    }();
-    return idx;
-}
+    }
+
+    std::map<std::string, std::vector<std::size_t>, std::less<>> files_;  // name -> files with a [name]
+    std::mutex mu_;
+    std::map<std::string, std::vector<TestVector>, std::less<>> parsed_;
+};
 }  // namespace
 
 std::vector<std::string> builtin_vector_errors() {
@@ -137,7 +171,7 @@ std::vector<std::string> builtin_vector_errors() {
 
 std::vector<std::string> builtin_vector_names() {
     std::vector<std::string> names;
-    for (const auto& [name, v] : index()) names.push_back(name);
+    for (const auto& [name, files] : Index::get().files()) names.push_back(name);
     return names;
 }
 
@@ -166,13 +200,13 @@ Added& added(Registry& reg) {
 
 const std::vector<TestVector>& vectors_for(std::string_view generic_name) {
     static const std::vector<TestVector> none;
-    auto it = index().find(generic_name);
-    return it == index().end() ? none : it->second;
+    const auto* v = Index::get().find(generic_name);
+    return v ? *v : none;
 }
 
 std::shared_ptr<const std::vector<TestVector>> find_vectors(Registry& reg, std::string_view generic_name) {
-    if (auto it = index().find(generic_name); it != index().end())
-        return {std::shared_ptr<void>(), &it->second};  // static: no owner needed
+    if (const auto* v = Index::get().find(generic_name))
+        return {std::shared_ptr<void>(), v};  // lives as long as the process: no owner needed
     Added& a = added(reg);
     std::lock_guard lk(a.mu);
     auto it = a.sets.find(generic_name);
@@ -191,7 +225,7 @@ Result<void> add_vectors(Registry& reg, std::string_view text, std::string_view 
     }
     std::map<std::string, std::vector<TestVector>> merged;  // a name may have several sections
     for (auto& s : *sets) {
-        if (index().count(s.name) || a.sets.count(s.name))
+        if (Index::get().files().count(s.name) || a.sets.count(s.name))
             return make_error(Status::Invalid, std::string(source) + ": vectors for '" + s.name +
                                                    "' already exist");
         auto& m = merged[s.name];

@@ -143,7 +143,7 @@ TEST_CASE("TaskPool runs with the threads it could start", "[threads]") {
     {
         ThreadLimit two(2);
         verity::TaskPool pool(8);
-        CHECK(pool.threads() == 2);
+        CHECK(pool.threads() == 8);  // asked for; started by the first job of several parts
         std::atomic<int> sum{0};
         CHECK(pool.run(100, [&](std::size_t part, unsigned worker) {
                   CHECK(worker < 2);
@@ -151,11 +151,11 @@ TEST_CASE("TaskPool runs with the threads it could start", "[threads]") {
                   return Status::Ok;
               }) == Status::Ok);
         CHECK(sum == 4950);
+        CHECK(pool.threads() == 2);
     }
     // None at all: the job runs on the caller, as worker 0.
     ThreadLimit none(0);
     verity::TaskPool pool(4);
-    CHECK(pool.threads() == 0);
     const auto caller = std::this_thread::get_id();
     int sum = 0;
     CHECK(pool.run(10, [&](std::size_t part, unsigned worker) {
@@ -165,6 +165,28 @@ TEST_CASE("TaskPool runs with the threads it could start", "[threads]") {
               return part == 7 ? Status::IoError : Status::Ok;
           }) == Status::IoError);
     CHECK(sum == 45);
+    CHECK(pool.threads() == 0);
+}
+
+TEST_CASE("TaskPool starts no thread for jobs of one part", "[threads]") {
+    // A 4 KiB file is one part: hashing it must not pay for thread start-up.
+    verity::TaskPool pool(4);
+    const auto caller = std::this_thread::get_id();
+    for (int i = 0; i < 3; ++i)
+        CHECK(pool.run(1, [&](std::size_t part, unsigned worker) {
+                  CHECK(part == 0);
+                  CHECK(worker == 0);
+                  CHECK(std::this_thread::get_id() == caller);
+                  return Status::Ok;
+              }) == Status::Ok);
+    CHECK(pool.threads() == 4);  // not started: still what was asked for
+    std::atomic<bool> elsewhere{false};
+    CHECK(pool.run(8, [&](std::size_t, unsigned) {
+              if (std::this_thread::get_id() != caller) elsewhere = true;
+              return Status::Ok;
+          }) == Status::Ok);
+    CHECK(elsewhere);  // a job of several parts starts the workers
+    CHECK(pool.threads() == 4);
 }
 
 TEST_CASE("dm WorkerPool runs with the threads it could start", "[threads]") {

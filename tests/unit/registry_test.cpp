@@ -6,6 +6,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <chrono>
 #include <set>
 #include <thread>
 #include <vector>
@@ -78,6 +80,72 @@ TEST_CASE("an algorithm that fails its self-test is never returned", "[registry]
     REQUIRE(s);
     CHECK(s->selftest == SelftestState::Failed);
     CHECK(s->selftest_message == "bad vector");
+}
+
+TEST_CASE("an algorithm is self-tested on its first use, once", "[registry]") {
+    std::atomic<int> calls{0};
+    Registry reg([&](const Alg& a, bool full) {
+        ++calls;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));  // let the lookups meet
+        return fake_selftest(a, full);
+    });
+    REQUIRE(reg.register_alg(std::make_shared<toy::XorAlg>("toy-a", 100, 1)));
+    REQUIRE(reg.register_alg(std::make_shared<toy::XorAlg>("other-b", 100, 2)));
+    CHECK(calls == 0);  // registering tests nothing
+    auto listed = reg.list();
+    const AlgStatus* s = find_status(listed, "toy-a");
+    REQUIRE(s);
+    CHECK(s->selftest == SelftestState::Pending);
+    CHECK(std::string(to_string(s->selftest)) == "unknown");  // /proc/crypto's word
+    std::vector<std::thread> ts;
+    std::vector<const Alg*> got(8, nullptr);
+    for (int i = 0; i < 8; ++i)
+        ts.emplace_back([&, i] {
+            auto r = reg.lookup("toy", AlgType::Cipher);
+            if (r) got[i] = r->get();
+        });
+    for (auto& t : ts) t.join();
+    CHECK(calls == 1);  // one test, however many lookups wanted it
+    for (auto* p : got) CHECK(p == got[0]);
+    CHECK(got[0] != nullptr);
+    listed = reg.list();
+    CHECK(find_status(listed, "toy-a")->selftest == SelftestState::Passed);
+    CHECK(find_status(listed, "other-b")->selftest == SelftestState::Pending);  // never used
+    REQUIRE(reg.lookup("toy-a", AlgType::Cipher));
+    CHECK(calls == 1);  // a verdict is kept for the life of the registry
+}
+
+TEST_CASE("a pending best choice that fails its first-use test gives way", "[registry]") {
+    Registry reg(fake_selftest);
+    REQUIRE(reg.register_alg(std::make_shared<toy::XorAlg>("toy-ok", 100)));
+    REQUIRE(reg.register_alg(std::make_shared<toy::XorAlg>("toy-broken", 900)));
+    auto listed = reg.list();
+    CHECK(find_status(listed, "toy-broken")->selftest == SelftestState::Pending);
+    auto best = reg.lookup("toy", AlgType::Cipher);
+    REQUIRE(best);
+    CHECK((*best)->info().driver == "toy-ok");
+    listed = reg.list();
+    CHECK(find_status(listed, "toy-broken")->selftest == SelftestState::Failed);
+    auto direct = reg.lookup("toy-broken", AlgType::Cipher);
+    REQUIRE_FALSE(direct);
+    CHECK(direct.status() == Status::SelftestFailed);
+}
+
+TEST_CASE("a broken better algorithm does not supersede existing instances", "[registry]") {
+    Registry reg(fake_selftest);
+    REQUIRE(reg.register_template(std::make_shared<toy::WrapTemplate>()));
+    REQUIRE(reg.register_alg(std::make_shared<toy::XorAlg>("toy-a", 100, 1)));
+    auto old_alg = reg.lookup("wrap(toy)", AlgType::Skcipher);
+    REQUIRE(old_alg);
+    // Whether wrap(toy-a) is superseded depends on the newcomer's outcome:
+    // registering it over an instance tests it at once.
+    REQUIRE(reg.register_alg(std::make_shared<toy::XorAlg>("toy-broken", 200, 2)));
+    const auto listed = reg.list();
+    CHECK(find_status(listed, "toy-broken")->selftest == SelftestState::Failed);
+    CHECK_FALSE(find_status(listed, "wrap(toy-a)")->superseded);
+    auto now = reg.lookup("wrap(toy)", AlgType::Skcipher);
+    REQUIRE(now);
+    CHECK(now->get() == old_alg->get());
 }
 
 TEST_CASE("templates instantiate on demand with derived names", "[registry]") {

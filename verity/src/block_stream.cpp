@@ -92,9 +92,14 @@ public:
           ahead_(offset) {
         map_ = store.mapped();
         in_place_ = nblocks > 0 && map_.size() >= offset + nblocks * bs;
-        if (!in_place_ || offset % dm::BackingStore::kDirectAlign != 0 || bs % 512 != 0) return;
+        // A run of one chunk (a small file) gains nothing from streaming
+        // past the page cache, and the AIO context is set up by the first
+        // direct read, not here: io_destroy waits for an RCU grace period
+        // (tens of milliseconds on a busy machine), which a warm or small
+        // input, read through the mapping, must not pay once per file.
+        if (!in_place_ || offset % dm::BackingStore::kDirectAlign != 0 || bs % 512 != 0 || chunks() < 2)
+            return;
         dfd_ = store.direct_fd();
-        if (dfd_ >= 0 && ::syscall(SYS_io_setup, static_cast<unsigned>(kSlots), &aio_) != 0) dfd_ = -1, aio_ = 0;
     }
     ~ChunkReader() {
         // Waits for (or cancels) reads still in flight before their buffers go.
@@ -207,6 +212,10 @@ private:
     // The length is rounded up to the alignment: bytes past the run (or a
     // short read at the end of the file past it) are not looked at.
     bool submit(Slot& s, uint64_t c, uint64_t at, std::size_t len) {
+        if (aio_ == 0 && ::syscall(SYS_io_setup, static_cast<unsigned>(kSlots), &aio_) != 0) {
+            dfd_ = -1, aio_ = 0;  // no AIO here: through the mapping, with readahead
+            return false;
+        }
         if (!buffer(s)) return false;
         constexpr std::size_t a = dm::BackingStore::kDirectAlign;
         s.cb = iocb{};

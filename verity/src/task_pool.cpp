@@ -10,11 +10,14 @@ unsigned resolve_threads(unsigned requested) noexcept {
     return n ? n : 1;
 }
 
-TaskPool::TaskPool(unsigned threads) {
-    threads_.reserve(threads);
+TaskPool::TaskPool(unsigned threads) : wanted_(threads) {}
+
+void TaskPool::start_workers() {
+    started_ = true;
+    threads_.reserve(wanted_);
     // Near the process's thread limit creation fails: run with the threads
     // that started, or on the caller's thread when there are none.
-    for (unsigned i = 0; i < threads; ++i) {
+    for (unsigned i = 0; i < wanted_; ++i) {
         try {
             const auto index = static_cast<unsigned>(threads_.size());  // workers are numbered densely
             threads_.emplace_back([this, index] { worker(index); });
@@ -34,7 +37,8 @@ TaskPool::~TaskPool() {
 }
 
 void TaskPool::start(std::size_t parts, PartFn fn) {
-    if (threads_.empty()) {  // no worker: the job runs here, wait() reports it
+    if (!started_ && parts > 1) start_workers();
+    if (threads_.empty()) {  // no worker (yet): the job runs here, wait() reports it
         Status st = Status::Ok;
         for (std::size_t i = 0; i < parts; ++i)
             if (Status s = fn(i, 0); s != Status::Ok && st == Status::Ok) st = s;

@@ -20,17 +20,22 @@ public:
     // fn(part, worker): worker < threads() identifies the calling thread.
     using PartFn = std::function<Status(std::size_t part, unsigned worker)>;
 
-    // Starts up to `threads` workers: fewer when thread creation fails,
-    // possibly none, and then start() runs the job on the calling thread
-    // (as worker 0) before returning.
+    // Up to `threads` workers, started by the first job of more than one
+    // part: a command that only ever hashes one part (a 4 KiB file) starts
+    // none, and its jobs run on the calling thread (as worker 0) inside
+    // start(). Fewer start when thread creation fails, possibly none, and
+    // jobs then run on the caller too.
     explicit TaskPool(unsigned threads);
     ~TaskPool();
     TaskPool(const TaskPool&) = delete;
     TaskPool& operator=(const TaskPool&) = delete;
 
-    // Threads started (0: jobs run on the caller). Workers are numbered
-    // below max(1, threads()).
-    unsigned threads() const noexcept { return static_cast<unsigned>(threads_.size()); }
+    // Workers: those asked for until they are started, then those started
+    // (0: jobs run on the caller); it only shrinks. Workers are numbered
+    // below max(1, threads()) as read at any time.
+    unsigned threads() const noexcept {
+        return started_ ? static_cast<unsigned>(threads_.size()) : wanted_;
+    }
     // Starts fn on parts [0, parts); returns at once. Each start is matched
     // by a wait; at most kMaxJobs are started and not yet waited for.
     static constexpr std::size_t kMaxJobs = 2;
@@ -49,6 +54,7 @@ private:
         Status status = Status::Ok;
     };
     void worker(unsigned index);
+    void start_workers();
     Job* runnable() noexcept;  // the oldest job with a part not taken; under mu_
 
     std::mutex mu_;
@@ -56,6 +62,8 @@ private:
     std::deque<Job> jobs_;  // a worker keeps a pointer while it runs a part: never popped before all finish
     bool stop_ = false;
     std::vector<std::thread> threads_;
+    unsigned wanted_ = 0;
+    bool started_ = false;  // start_workers() ran (only the owner's thread reads or writes it)
 };
 
 // 0 means every core.

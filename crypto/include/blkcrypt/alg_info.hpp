@@ -12,7 +12,7 @@ enum class AlgType { Cipher, Skcipher, Aead, Shash, Ahash };
 const char* to_string(AlgType t) noexcept;
 
 enum class SelftestState {
-    Pending,   // registered, test not yet run
+    Pending,   // registered, not yet tested: the first lookup that would return it tests it
     Passed,    // every known-answer vector passed
     NoVectors, // no vectors for this generic name; usable, like the kernel's "No test"
     Failed,    // never returned by lookup
