@@ -1,4 +1,5 @@
 #include "docgen.hpp"
+#include "man_prose.hpp"
 #include "output_file.hpp"
 
 #include <algorithm>
@@ -91,6 +92,35 @@ std::string join(const std::vector<std::string>& v, const char* sep) {
     return s;
 }
 
+// The hand-written prose of a page (man_prose.hpp): the continuation of its
+// DESCRIPTION when description is true, else the sections of their own.
+std::string prose(std::string_view page, bool description) {
+    std::string m;
+    for (const auto& section : man_prose(page)) {
+        if ((section.title == "DESCRIPTION") != description) continue;
+        if (!description) m += ".SH " + esc(section.title) + "\n";
+        std::string_view rest = section.text;
+        while (!rest.empty()) {
+            const auto end = rest.find("\n\n");
+            std::string_view para = rest.substr(0, end);
+            rest = end == std::string_view::npos ? std::string_view{} : rest.substr(end + 2);
+            // Indented by four spaces on every line: a literal block.
+            std::string literal;
+            bool is_literal = true;
+            for (std::string_view lines = para; !lines.empty();) {
+                const auto nl = lines.find('\n');
+                const std::string_view line = lines.substr(0, nl);
+                lines = nl == std::string_view::npos ? std::string_view{} : lines.substr(nl + 1);
+                if (line.substr(0, 4) != "    ") is_literal = false;
+                else literal += std::string(line.substr(4)) + "\n";
+            }
+            if (is_literal) m += ".PP\n.RS 4\n.nf\n" + roff(literal) + ".fi\n.RE\n";
+            else m += ".PP\n" + roff(para);
+        }
+    }
+    return m;
+}
+
 }  // namespace
 
 CommandLine describe_command(int (*run)(Args), const std::vector<std::string>& words) {
@@ -117,8 +147,8 @@ std::string main_man_page(const std::vector<CommandDoc>& docs) {
          "blkcrypt does in userspace what dm\\-crypt, dm\\-verity and fs\\-verity do in the kernel, "
          "byte for byte: it encrypts and decrypts disk images, builds, checks and reads dm\\-verity "
          "hash trees and computes fs\\-verity digests, with the algorithms of a registry modelled on "
-         "the Linux kernel crypto API. Each command has its own page, below, and \\fB\\-\\-help\\fR.\n"
-         ".SH COMMANDS\n";
+         "the Linux kernel crypto API. Each command has its own page, below, and \\fB\\-\\-help\\fR.\n" +
+         prose("", true) + ".SH COMMANDS\n";
     for (const auto& d : docs) m += ".TP\n.BR blkcrypt\\-" + esc(d.name) + " (8)\n" + roff(d.summary);
     m += ".SH GLOBAL OPTIONS\n"
          ".TP\n\\fB\\-\\-plugin\\fR \\fIPATH\\fR\n"
@@ -138,8 +168,8 @@ std::string main_man_page(const std::vector<CommandDoc>& docs) {
          ".TP\n.B 1\nThe operation failed (I/O error, failed check, failed self\\-test).\n"
          ".TP\n.B 2\nUsage error: bad option, argument, number, key or algorithm name; also\n"
          "\\fBverity verify\\fR finding corrupted blocks, as \\fBveritysetup verify\\fR does.\n"
-         ".TP\n.B 128+N\nInterrupted by signal N (130 for SIGINT, 143 for SIGTERM); temporary files are removed.\n"
-         ".SH SEE ALSO\n";
+         ".TP\n.B 128+N\nInterrupted by signal N (130 for SIGINT, 143 for SIGTERM); temporary files are removed.\n";
+    m += prose("", false) + ".SH SEE ALSO\n";
     std::vector<std::string> refs;
     for (const auto& d : docs) refs.push_back(".BR blkcrypt\\-" + esc(d.name) + " (8),");
     m += join(refs, "\n") + "\n.BR cryptsetup (8),\n.BR veritysetup (8),\n.BR fsverity (1)\n";
@@ -161,7 +191,7 @@ std::string command_man_page(const CommandDoc& d) {
         first = false;
         m += roff(line);
     }
-    m += ".ad\n.SH DESCRIPTION\n" + roff(cl.summary);
+    m += ".ad\n.SH DESCRIPTION\n" + roff(cl.summary) + prose(d.name, true);
     if (!cl.actions.empty()) {
         m += ".SH ACTIONS\n";
         for (const auto& a : cl.actions) m += ".TP\n.B " + roff(a.name) + roff(a.summary);
@@ -178,7 +208,7 @@ std::string command_man_page(const CommandDoc& d) {
         if (o.scope) text += " Only for " + join(*o.scope, ", ") + ".";
         m += ".TP\n" + head + "\n" + roff(text);
     }
-    m += ".SH SEE ALSO\n.BR blkcrypt (8)\n";
+    m += prose(d.name, false) + ".SH SEE ALSO\n.BR blkcrypt (8)\n";
     return m;
 }
 

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Inputs and numbers (issue 12): range-checked numeric options, option
+# Inputs and numbers: range-checked numeric options, option
 # errors that never hang or show Boost's texts, verity read's two table
 # forms, verify's conflicts, error list and exit statuses, thread creation
 # that fails (LD_PRELOAD shim), and inputs that shrink while being read.

@@ -27,6 +27,32 @@ for c in "${commands[@]}"; do
     grep -q "blkcrypt-$c(8)" "$TMP/main" || fail "blkcrypt(8) does not list blkcrypt-$c(8)"
 done
 
+echo "== every page has hand-written prose (cli/man_prose.cpp), and its examples name real commands"
+# section PAGE_TEXT NAME: the lines of section NAME of a rendered page.
+section() { awk -v s="$2" '/^[A-Z][A-Z ]*$/ { on = ($0 == s); next } on' "$1"; }
+# paragraphs: how many blank-line separated paragraphs stdin has.
+paragraphs() { awk 'NF && !in_para { n++ } { in_para = NF > 0 } END { print n + 0 }'; }
+for p in "$MAN_DIR/blkcrypt.8" "$MAN_DIR"/blkcrypt-*.8; do
+    MANWIDTH=200 man -l -Tascii "$p" 2>/dev/null | col -bx >"$TMP/page"
+    # The generated DESCRIPTION is one paragraph (the command's summary); the prose adds more.
+    n=$(section "$TMP/page" DESCRIPTION | paragraphs)
+    [[ $n -ge 2 ]] || fail "$(basename "$p"): DESCRIPTION has $n paragraph(s), no prose (cli/man_prose.cpp)"
+    section "$TMP/page" EXAMPLES >"$TMP/examples"
+    grep -q 'blkcrypt ' "$TMP/examples" || fail "$(basename "$p"): no EXAMPLES section"
+    # An action's tag is indented by 7 columns, its text by more.
+    section "$TMP/page" ACTIONS | sed -n 's/^       \([a-z][a-z0-9-]*\).*/\1/p' >"$TMP/actions"
+    while read -r cmd second _; do
+        "$BLKCRYPT" help "$cmd" >/dev/null 2>&1 || fail "$(basename "$p"): example runs unknown command '$cmd'"
+        # On a page with actions, an example of that command names one of them.
+        [[ -s $TMP/actions && $p == */blkcrypt-$cmd.8 && $second != -* ]] || continue
+        grep -qx -- "$second" "$TMP/actions" || fail "$(basename "$p"): example runs unknown action '$cmd $second'"
+    done < <(sed -n 's/^ *blkcrypt \([^ ]*\) *\([^ ]*\).*/\1 \2/p' "$TMP/examples")
+done
+# Break the prose on purpose: a page without it must fail the check above.
+sed '/^\.SH DESCRIPTION/,/^\.SH /{/^\.PP/,/^\.SH /{/^\.SH /!d}}' "$MAN_DIR/blkcrypt-luks.8" >"$TMP/bare.8"
+MANWIDTH=200 man -l -Tascii "$TMP/bare.8" 2>/dev/null | col -bx >"$TMP/page"
+[[ $(section "$TMP/page" DESCRIPTION | paragraphs) -eq 1 ]] || fail "the prose check cannot tell a page without prose"
+
 echo "== fsverity's sign and verify-sig have pages of their own, each with its options"
 for sub in sign verify-sig; do
     page=$MAN_DIR/blkcrypt-fsverity-$sub.8

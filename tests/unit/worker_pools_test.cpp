@@ -1,4 +1,4 @@
-// Inputs that change or run out under us (issue 12): thread creation that
+// Worker pools and inputs that change or run out under us: thread creation that
 // fails, a shared cryptd pool, table lines in either form, and files that
 // shrink or grow while they are read.
 //

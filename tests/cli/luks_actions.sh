@@ -1,5 +1,5 @@
 #!/bin/bash
-# Defects from the new-user trial (luks, crypt, loopaes): key files refused as
+# The luks actions' argument checks (and crypt, loopaes): key files refused as
 # the header a command writes, exit statuses compared with cryptsetup 2.6 run
 # live (fixed values where it is missing), `dump -`, `help luksFormat`, the
 # header backup's mode, and the bytes before --offset in an existing OUT kept
@@ -161,4 +161,4 @@ expect_exit 2 "$BLKCRYPT" crypt table --cipher aes-xts-plain64 --key-file "$TMP/
 grep_q -- "needs --device PATH" <"$TMP/stderr" || fail "crypt table without --device: $(cat "$TMP/stderr")"
 expect_exit 0 "$BLKCRYPT" crypt --help
 grep_q -- " --device PATH \[--size" <"$TMP/stdout" || fail "crypt --help shows --device as optional"
-echo "luks_trial: ok"
+echo "luks_actions: ok"
