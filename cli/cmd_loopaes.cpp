@@ -67,9 +67,8 @@ std::string one_file(const std::vector<std::string>& files, const std::string& a
 int run_table(const po::variables_map& vm, const std::vector<std::string>& files) {
     const std::string image = one_file(files, "table");
     const loopaes::Volume v = open_volume(vm);
-    auto store = blkcrypt::open_file_store(image, false);
-    if (!store) throw Failure(store.error().message);
-    auto table = loopaes::dm_table(v, **store, image);
+    auto store = open_container_image(image, false);
+    auto table = loopaes::dm_table(v, *store, image);
     if (!table) throw Failure(table.error().message);
     std::cout << blkcrypt::dm::format_dm_table(*table, vm["show-key"].as<bool>());
     return 0;

@@ -155,7 +155,8 @@ TEST_CASE("luks Container: keyslot actions behave the same on LUKS1 and LUKS2", 
         CHECK(c.unlock(text("first")).status() == Status::NoKey);
         REQUIRE(c.erase().ok());
         CHECK(c.active_keyslots().empty());
-        CHECK(c.unlock(text("third")).status() == Status::NoKey);
+        // LUKS2 with no keyslot left is "No usable keyslot" (Invalid), as cryptsetup's exit 1.
+        CHECK(c.unlock(text("third")).status() == (v == luks::Version::Luks1 ? Status::NoKey : Status::Invalid));
         MemoryStore saved(backup->size());
         saved.data() = *backup;
         REQUIRE(luks::header_restore(registry(), *store, saved).ok());
