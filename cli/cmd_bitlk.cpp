@@ -205,11 +205,7 @@ int run_serve(const po::variables_map& vm, const std::vector<std::string>& files
     block_stop_signals();  // before the targets' and the device's threads exist
     auto table = bitlk::dm_table(im.md, key, im.store->size() / 512, im.path);
     if (!table) throw Failure(table.error().message);
-    return serve_device(vm, table_device(*table, im.store,
-                                         {.read_only = read_only,
-                                          .threads = vm.count("threads") ? vm["threads"].as<unsigned>() : 0,
-                                          .description = "bitlk " + im.path,
-                                          .what_failed = im.path + ": "}));
+    return serve_table(vm, *table, im.store, {.description = "bitlk " + im.path, .what_failed = im.path + ": "});
 }
 
 // bitlk table: the dm table bitlkOpen loads, keys hidden unless --show-key.
@@ -218,10 +214,7 @@ int run_table(const po::variables_map& vm, const std::vector<std::string>& files
     if (auto segs = bitlk::dm_table(im.md, {}, im.store->size() / 512, im.path); !segs)
         throw Failure(segs.error().message);
     const blkcrypt::SecureBuffer key = unlock(vm, im);
-    auto table = bitlk::dm_table(im.md, key, im.store->size() / 512, im.path);
-    if (!table) throw Failure(table.error().message);
-    std::cout << blkcrypt::dm::format_dm_table(*table, vm["show-key"].as<bool>());
-    return 0;
+    return print_table(vm, bitlk::dm_table(im.md, key, im.store->size() / 512, im.path));
 }
 
 }  // namespace

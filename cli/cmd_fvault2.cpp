@@ -110,12 +110,9 @@ int run_serve(const po::variables_map& vm, const std::vector<std::string>& files
     block_stop_signals();  // before the target's threads exist
     auto table = fvault2::dm_table(im.md, key, im.store->size(), im.path);
     if (!table) throw Failure(im.path + ": " + table.error().message);
-    return serve_device(vm, table_device(*table, im.store,
-                                         {.read_only = read_only,
-                                          .threads = vm.count("threads") ? vm["threads"].as<unsigned>() : 0,
-                                          .description = "crypt " + table->front().crypt->cipher + " over " +
-                                                         im.store->name(),
-                                          .what_failed = im.path + ": "}));
+    return serve_table(vm, *table, im.store,
+                       {.description = "crypt " + table->front().crypt->cipher + " over " + im.store->name(),
+                        .what_failed = im.path + ": "});
 }
 
 // fvault2 table: the dm table the activation loads, key hidden unless --show-key.
@@ -123,10 +120,7 @@ int run_table(const po::variables_map& vm, const std::vector<std::string>& files
     const Image im = open_image(one_file(files, "table"));
     if (auto r = fvault2::dm_table(im.md, {}, im.store->size(), im.path); !r) throw Failure(r.error().message);
     const blkcrypt::SecureBuffer key = unlock(vm, im);
-    auto table = fvault2::dm_table(im.md, key, im.store->size(), im.path);
-    if (!table) throw Failure(table.error().message);
-    std::cout << blkcrypt::dm::format_dm_table(*table, vm["show-key"].as<bool>());
-    return 0;
+    return print_table(vm, fvault2::dm_table(im.md, key, im.store->size(), im.path));
 }
 
 }  // namespace

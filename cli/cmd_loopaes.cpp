@@ -68,10 +68,7 @@ int run_table(const po::variables_map& vm, const std::vector<std::string>& files
     const std::string image = one_file(files, "table");
     const loopaes::Volume v = open_volume(vm);
     auto store = open_container_image(image, false);
-    auto table = loopaes::dm_table(v, *store, image);
-    if (!table) throw Failure(table.error().message);
-    std::cout << blkcrypt::dm::format_dm_table(*table, vm["show-key"].as<bool>());
-    return 0;
+    return print_table(vm, loopaes::dm_table(v, *store, image));
 }
 
 int run_copy(const po::variables_map& vm, bool enc, const std::vector<std::string>& files) {
@@ -98,11 +95,8 @@ int run_serve(const po::variables_map& vm, const std::vector<std::string>& files
     auto data = open_container_image(image, !read_only);
     auto table = loopaes::dm_table(v, *data, image);
     if (!table) throw Failure(table.error().message);
-    return serve_device(vm, table_device(*table, data,
-                                         {.read_only = read_only,
-                                          .threads = vm.count("threads") ? vm["threads"].as<unsigned>() : 0,
-                                          .description = "crypt " + v.table.cipher + " over " + data->name(),
-                                          .usage_faults = true}));
+    return serve_table(vm, *table, data,
+                       {.description = "crypt " + v.table.cipher + " over " + data->name(), .usage_faults = true});
 }
 
 }  // namespace

@@ -420,10 +420,7 @@ int run_serve(const po::variables_map& vm, const std::vector<std::string>& files
     auto data = open_container_image(image, !read_only);
     auto table = luks::dm_table(vol, *data, image);
     if (!table) throw Failure(table.error().message);
-    return serve_device(vm, table_device(*table, data,
-                                         {.read_only = read_only,
-                                          .threads = vm.count("threads") ? vm["threads"].as<unsigned>() : 0,
-                                          .description = "crypt " + vol.table.cipher + " over " + data->name()}));
+    return serve_table(vm, *table, data, {.description = "crypt " + vol.table.cipher + " over " + data->name()});
 }
 
 // luks table: the dm table `cryptsetup open` loads, key hidden unless --show-key.
@@ -432,10 +429,7 @@ int run_table(const po::variables_map& vm, const std::vector<std::string>& files
     const Devices d = open_devices(vm, image);
     const luks::Volume vol = unlock(vm, d);
     auto data = open_container_image(image, false);
-    auto table = luks::dm_table(vol, *data, image);
-    if (!table) throw Failure(table.error().message);
-    std::cout << blkcrypt::dm::format_dm_table(*table, vm["show-key"].as<bool>());
-    return 0;
+    return print_table(vm, luks::dm_table(vol, *data, image));
 }
 
 // A regular file shorter than `bytes` grows to it (cryptsetup fallocates a

@@ -209,10 +209,7 @@ int run_serve(const po::variables_map& vm, const std::vector<std::string>& files
     auto data = open_container_image(image, !read_only);
     auto table = tcrypt::dm_table(vol, *data, image);
     if (!table) throw Failure(table.error().message);
-    return serve_device(vm, table_device(*table, data,
-                                         {.read_only = read_only,
-                                          .threads = vm.count("threads") ? vm["threads"].as<unsigned>() : 0,
-                                          .description = "crypt " + vol.table.cipher + " over " + data->name()}));
+    return serve_table(vm, *table, data, {.description = "crypt " + vol.table.cipher + " over " + data->name()});
 }
 
 // tcrypt table: the dm table tcryptOpen loads, key hidden unless --show-key.
@@ -220,10 +217,7 @@ int run_table(const po::variables_map& vm, const std::vector<std::string>& files
     const std::string image = one_file(files, "table");
     const Devices dev = open_devices(vm, image);
     const tcrypt::Volume vol = unlock_devices(vm, image, dev);
-    auto table = tcrypt::dm_table(vol, *dev.image, image);
-    if (!table) throw Failure(table.error().message);
-    std::cout << blkcrypt::dm::format_dm_table(*table, vm["show-key"].as<bool>());
-    return 0;
+    return print_table(vm, tcrypt::dm_table(vol, *dev.image, image));
 }
 
 }  // namespace

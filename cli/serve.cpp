@@ -371,6 +371,19 @@ blkcrypt::Status run_until_signal(blkcrypt::nbd::Server& server, Events& events)
 
 }  // namespace
 
+int serve_table(const po::variables_map& vm, const blkcrypt::dm::DmTable& table,
+                std::shared_ptr<blkcrypt::BackingStore> image, TableDevice how) {
+    how.read_only = vm.count("read-only") && vm["read-only"].as<bool>();
+    how.threads = vm.count("threads") ? vm["threads"].as<unsigned>() : 0;
+    return serve_device(vm, table_device(table, std::move(image), how));
+}
+
+int print_table(const po::variables_map& vm, const blkcrypt::Result<blkcrypt::dm::DmTable>& table) {
+    if (!table) throw Failure(table.error().message);
+    std::cout << blkcrypt::dm::format_dm_table(table.value(), vm["show-key"].as<bool>());
+    return 0;
+}
+
 int serve_device(const po::variables_map& vm, std::shared_ptr<blkcrypt::dm::BlockDevice> dev) {
     blkcrypt::nbd::ServerOptions so = server_options(vm);
     // Declared before the server: it outlives every connection thread.

@@ -38,6 +38,15 @@ std::shared_ptr<blkcrypt::dm::BlockDevice> table_device(const blkcrypt::dm::DmTa
                                                         std::shared_ptr<blkcrypt::BackingStore> store,
                                                         const TableDevice& how);
 
+// A format's serve action once unlocked: table_device over IMAGE with the
+// command line's --read-only and --threads, served until a stop signal.
+int serve_table(const po::variables_map& vm, const blkcrypt::dm::DmTable& table,
+                std::shared_ptr<blkcrypt::BackingStore> image, TableDevice how);
+
+// A format's table action: the lines `cryptsetup open` loads, the key hidden
+// unless --show-key; a refused table is a Failure.
+int print_table(const po::variables_map& vm, const blkcrypt::Result<blkcrypt::dm::DmTable>& table);
+
 // Serves dev until a stop signal; the in-flight requests finish, the device
 // is flushed, and the command exits 0.
 int serve_device(const po::variables_map& vm, std::shared_ptr<blkcrypt::dm::BlockDevice> dev);
