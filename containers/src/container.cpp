@@ -5,8 +5,6 @@
 #include <blkcrypt/containers/container.hpp>
 #include <blkcrypt/fvault2/fvault2.hpp>
 #include <blkcrypt/luks/container.hpp>
-#include <blkcrypt/luks/luks1.hpp>
-#include <blkcrypt/luks/luks2.hpp>
 
 namespace blkcrypt::containers {
 namespace {
@@ -43,10 +41,26 @@ private:
     SecureBuffer key_;
 };
 
-class BitlkContainer final : public Container {
+// What the formats with one metadata struct share: the image, its metadata
+// read once, and the volume key once unlocked.
+template <typename Metadata>
+class MetadataContainer : public Container {
 public:
-    BitlkContainer(Registry& reg, std::shared_ptr<BackingStore> image, std::string path, bitlk::Metadata md)
+    MetadataContainer(Registry& reg, std::shared_ptr<BackingStore> image, std::string path, Metadata md)
         : reg_(reg), image_(std::move(image)), path_(std::move(path)), md_(std::move(md)) {}
+    const SecureBuffer& volume_key() const override { return key_; }
+
+protected:
+    Registry& reg_;
+    std::shared_ptr<BackingStore> image_;
+    std::string path_;
+    Metadata md_;
+    SecureBuffer key_;
+};
+
+class BitlkContainer final : public MetadataContainer<bitlk::Metadata> {
+public:
+    using MetadataContainer::MetadataContainer;
     Format format() const override { return Format::Bitlk; }
     Result<std::string> dump(bool json) const override {
         if (json) return make_error(Status::Unsupported, "BitLocker metadata has no JSON form");
@@ -60,20 +74,11 @@ public:
         key_ = std::move(u->key);
         return table;
     }
-    const SecureBuffer& volume_key() const override { return key_; }
-
-private:
-    Registry& reg_;
-    std::shared_ptr<BackingStore> image_;
-    std::string path_;
-    bitlk::Metadata md_;
-    SecureBuffer key_;
 };
 
-class Fvault2Container final : public Container {
+class Fvault2Container final : public MetadataContainer<fvault2::Metadata> {
 public:
-    Fvault2Container(Registry& reg, std::shared_ptr<BackingStore> image, std::string path, fvault2::Metadata md)
-        : reg_(reg), image_(std::move(image)), path_(std::move(path)), md_(std::move(md)) {}
+    using MetadataContainer::MetadataContainer;
     Format format() const override { return Format::Fvault2; }
     Result<std::string> dump(bool json) const override {
         if (json) return make_error(Status::Unsupported, "FileVault 2 metadata has no JSON form");
@@ -87,14 +92,6 @@ public:
         key_ = std::move(key).value();
         return table;
     }
-    const SecureBuffer& volume_key() const override { return key_; }
-
-private:
-    Registry& reg_;
-    std::shared_ptr<BackingStore> image_;
-    std::string path_;
-    fvault2::Metadata md_;
-    SecureBuffer key_;
 };
 
 }  // namespace
