@@ -219,8 +219,8 @@ PY
         luks2)
             key=$(printf 'pw-luks2' | cryptsetup luksDump --dump-volume-key -q --key-file - "$TMP/rw.img" | key_hex)
             cryptsetup luksDump "$TMP/rw.img" >"$TMP/dump"
-            off=$(sed -n 's/^\toffset: *\([0-9]*\) \[bytes\]/\1/p' "$TMP/dump" | head -1)
-            ss=$(sed -n 's/^\tsector: *\([0-9]*\) \[bytes\]/\1/p' "$TMP/dump" | head -1)
+            off=$(awk '/^\toffset: *[0-9]+ \[bytes\]/ { print $2; exit }' "$TMP/dump")
+            ss=$(awk '/^\tsector: *[0-9]+ \[bytes\]/ { print $2; exit }' "$TMP/dump")
             xts_check "$TMP/rw.img" "$off" "$key" $AT $LEN 0x5a "$ss" 512 || fail "$n: not the ciphertext cryptsetup's key decrypts" ;;
         fvault2)
             key=$(echo heslo123 | cryptsetup fvault2Dump --dump-volume-key "$TMP/rw.img" | key_hex)
