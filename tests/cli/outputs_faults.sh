@@ -6,6 +6,10 @@
 # small delays into `crypt encrypt`.
 source "$(dirname "$0")/lib.sh"
 SHIM=${2:?usage: $0 path/to/blkcrypt path/to/fault_shim.so}
+# In a sanitizer build the runtime must come first in the preload list (ASan
+# refuses to start otherwise), so it goes ahead of the shim.
+san=$(ldd "$BLKCRYPT" | awk '/lib[at]san\.so/ { print $3; exit }')
+[[ -z $san ]] || SHIM="$san $SHIM"
 no_temp_files() {  # DIR: no temporary file of ours left
     [[ -z $(find "$1" -maxdepth 1 -name '.*.blkcrypt-tmp.*' -print -quit) ]] ||
         fail "${2:-}: temporary file left: $(find "$1" -maxdepth 1 -name '.*.blkcrypt-tmp.*')"
