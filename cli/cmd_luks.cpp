@@ -574,13 +574,9 @@ int run_set_uuid(const po::variables_map& vm, const std::vector<std::string>& fi
     return 0;
 }
 
-// encrypt --format IN IMAGE: a new container sized for IN (its data offset
-// plus IN), made in IMAGE's temporary file and filled from IN there, then
-// renamed into place (docs/outputs.md): an interrupted or failed run leaves
-// no half image, as qemu-img convert -O luks. With a detached --header the
-// whole of IMAGE is data (offset 0 unless --offset), as `cryptsetup
-// reencrypt --encrypt --header` leaves a device, and the header is a second
-// output committed with IMAGE: neither appears unless both are complete.
+// dm's unit: table offsets and lengths, --start and --size count 512-byte sectors.
+constexpr uint64_t kSector = 512;
+
 // cryptsetup reencrypt --encrypt --sector-size's check (src/utils_reencrypt.c,
 // the superblock found by libblkid): a filesystem in IN whose block size is
 // below the encryption sector size could not be mounted from the container.
@@ -589,7 +585,7 @@ int run_set_uuid(const po::variables_map& vm, const std::vector<std::string>& fi
 // when the option gave it.
 void check_fs_block_size(const po::variables_map& vm, const std::string& in_path, uint32_t sector_size,
                          const std::string& what) {
-    if (sector_size <= 512 || vm["force"].as<bool>()) return;
+    if (sector_size <= kSector || vm["force"].as<bool>()) return;
     auto in = blkcrypt::open_file_store(in_path, false);
     if (!in) throw Failure(in.error().message);
     auto fs = luks::probe_fs_block_size(**in);
@@ -600,6 +596,13 @@ void check_fs_block_size(const po::variables_map& vm, const std::string& in_path
                   in_path + ". (--force encrypts it anyway.)");
 }
 
+// encrypt --format IN IMAGE: a new container sized for IN (its data offset
+// plus IN), made in IMAGE's temporary file and filled from IN there, then
+// renamed into place (docs/outputs.md): an interrupted or failed run leaves
+// no half image, as qemu-img convert -O luks. With a detached --header the
+// whole of IMAGE is data (offset 0 unless --offset), as `cryptsetup
+// reencrypt --encrypt --header` leaves a device, and the header is a second
+// output committed with IMAGE: neither appears unless both are complete.
 int run_encrypt_format(const po::variables_map& vm, const std::vector<std::string>& files) {
     if (files.size() != 2) throw UsageError("luks encrypt needs IN and IMAGE");
     const std::string& in_path = files[0];
@@ -624,6 +627,7 @@ int run_encrypt_format(const po::variables_map& vm, const std::vector<std::strin
     struct stat st {};
     if (::stat(in_path.c_str(), &st) != 0 || (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)))
         throw UsageError("--format needs IN of known size (a regular file or a block device)");
+    // The options are checked before any output exists; the layout names the sector size.
     const uint32_t sector = usage_or_fail(luks::format_layout(registry(), format_options(vm, !header.empty()))).sector_size;
     check_fs_block_size(vm, in_path, sector,
                         (vm.count("sector-size") ? "Requested" : "The default") + std::string(" --sector-size ") +
@@ -675,21 +679,21 @@ int run_encrypt(const po::variables_map& vm, const std::vector<std::string>& fil
     const luks::Volume vol = unlock(vm, d);
     auto data = blkcrypt::open_file_store(image, false);
     if (!data) throw Failure(data.error().message);
-    const uint64_t start = vol.table.offset * luks1::kSector;
+    const uint64_t start = vol.table.offset * kSector;
     uint64_t room = (*data)->size() > start ? (*data)->size() - start : 0;
-    if (vol.length_sectors) room = std::min(room, vol.length_sectors * luks1::kSector);  // a LUKS2 fixed-size segment
+    if (vol.length_sectors) room = std::min(room, vol.length_sectors * kSector);  // a LUKS2 fixed-size segment
     ImageCopy job{.encrypt = true, .in_path = in_path, .out = out, .table = vol.table};
-    set_range(vm, job, room / luks1::kSector);
-    room -= std::min(room, job.start_sectors * luks1::kSector);  // what follows --start
+    set_range(vm, job, room / kSector);
+    room -= std::min(room, job.start_sectors * kSector);  // what follows --start
     const std::string where = job.start_sectors ? " after --start" : "";
-    if (job.size_sectors && *job.size_sectors * luks1::kSector > room)
+    if (job.size_sectors && *job.size_sectors * kSector > room)
         throw UsageError("--size " + std::to_string(*job.size_sectors) + " is more than the " +
-                         std::to_string(room / luks1::kSector) + " sectors of the data segment of " + image + where);
+                         std::to_string(room / kSector) + " sectors of the data segment of " + image + where);
     if (!in_stream && job.start_sectors == 0)
         check_fs_block_size(vm, in_path, vol.table.sector_size,
                             "The sector size " + std::to_string(vol.table.sector_size) + " of " + image);
     if (in_stream) {
-        job.max_sectors = room / luks1::kSector;
+        job.max_sectors = room / kSector;
     } else if (!job.size_sectors) {
         auto in = blkcrypt::open_file_store(in_path, false);
         if (!in) throw Failure(in.error().message);
