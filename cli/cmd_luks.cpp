@@ -944,8 +944,8 @@ int run_token(const po::variables_map& vm, const std::vector<std::string>& files
     if (sub != "export") refuse_inputs_as_header(vm, files[1]);
     const Devices d = open_devices(vm, files[1]);
     if (sub == "export") {
-        if (version_of(d) != luks::Version::Luks2) throw Failure("Device " + d.header_path + " is not a valid LUKS2 device.");
-        std::cout << or_fail(load_container(d).export_token(id));  // compact, no newline: what cryptsetup prints
+        // Compact, no newline: what cryptsetup prints. LUKS1: "not a valid LUKS2 device".
+        std::cout << or_fail(load_container(d).export_token(id));
         return 0;
     }
     luks::Container c = open_writable(d, true);
