@@ -19,9 +19,7 @@
 #include <blkcrypt/luks/fs_probe.hpp>
 #include <blkcrypt/luks/luks1.hpp>
 #include <blkcrypt/luks/luks2.hpp>
-#include <blkcrypt/luks/pbkdf_bench.hpp>
 #include <blkcrypt/dm/block_device.hpp>
-#include <blkcrypt/random.hpp>
 
 #include <algorithm>
 #include <cerrno>
