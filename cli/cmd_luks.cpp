@@ -19,9 +19,7 @@
 #include <blkcrypt/luks/fs_probe.hpp>
 #include <blkcrypt/luks/luks1.hpp>
 #include <blkcrypt/luks/luks2.hpp>
-#include <blkcrypt/luks/pbkdf_bench.hpp>
 #include <blkcrypt/dm/block_device.hpp>
-#include <blkcrypt/random.hpp>
 
 #include <algorithm>
 #include <cerrno>
@@ -440,40 +438,26 @@ void grow_file(const std::string& path, uint64_t bytes) {
     if (::truncate(path.c_str(), static_cast<off_t>(bytes)) != 0) throw Failure(errno_message(path));
 }
 
-// The PBKDF options cryptsetup takes for a LUKS2 keyslot (format, add-key,
-// change-key): --pbkdf, --hash, --pbkdf-force-iterations or --iter-time,
-// --pbkdf-memory, --pbkdf-parallel.
-luks::KeyslotOptions luks2_kdf_options(const po::variables_map& vm) {
-    luks::KeyslotOptions k;
-    if (vm.count("pbkdf")) k.pbkdf = vm["pbkdf"].as<std::string>();
-    if (k.pbkdf != "pbkdf2" && k.pbkdf != "argon2i" && k.pbkdf != "argon2id")
-        throw Failure("Unknown PBKDF type " + k.pbkdf + ".");
-    if (vm.count("hash")) k.hash = vm["hash"].as<std::string>();
-    if (vm.count("pbkdf-force-iterations") && vm.count("iter-time"))
-        throw Failure("--pbkdf-force-iterations and --iter-time exclude each other");
-    if (vm.count("pbkdf-force-iterations")) {
-        k.iterations = vm["pbkdf-force-iterations"].as<unsigned>();
-        // cryptsetup's floors: 1000 PBKDF2 iterations, 4 Argon2 passes.
-        const uint32_t floor = k.pbkdf == "pbkdf2" ? 1000 : 4;
-        if (k.iterations < floor)
-            throw Failure("Forced iteration count is too low for " + k.pbkdf + " (minimum is " + std::to_string(floor) + ").");
-    }
-    if (vm.count("iter-time")) k.iter_time_ms = vm["iter-time"].as<unsigned>();
-    const bool argon = k.pbkdf != "pbkdf2";
-    if (!argon && (vm.count("pbkdf-memory") || vm.count("pbkdf-parallel")))
-        throw Failure("PBKDF max memory or parallel threads must not be set with pbkdf2.");
-    if (vm.count("pbkdf-memory")) k.memory_kib = vm["pbkdf-memory"].as<unsigned>();
-    if (vm.count("pbkdf-parallel")) k.parallel = vm["pbkdf-parallel"].as<unsigned>();
-    // Forced Argon2 passes take cryptsetup's defaults for what is not given.
-    if (argon && k.iterations) {
-        if (!k.memory_kib) k.memory_kib = 1024 * 1024;
-        if (!k.parallel) k.parallel = std::min(4u, std::max(1u, ::sysconf(_SC_NPROCESSORS_ONLN) > 0
-                                                               ? static_cast<unsigned>(::sysconf(_SC_NPROCESSORS_ONLN)) : 1u));
-    }
-    return k;
+// A library refusal of options (container.hpp's statuses): Invalid is a
+// usage error (exit 2), the rest exit 1 with cryptsetup's words.
+template <typename T>
+T usage_or_fail(blkcrypt::Result<T> r) {
+    if (!r && r.status() == blkcrypt::Status::Invalid) throw UsageError(r.error().message);
+    return or_fail(std::move(r));
 }
 
-bool is_power_of_two(uint64_t v) { return v && !(v & (v - 1)); }
+// The KDF options of a new keyslot as given (format, add-key, change-key):
+// --pbkdf, --hash, --pbkdf-force-iterations, --iter-time, --pbkdf-memory,
+// --pbkdf-parallel; the library checks them for the container's version.
+luks::KdfRequest kdf_request(const po::variables_map& vm) {
+    luks::KdfRequest r;
+    if (vm.count("pbkdf")) r.pbkdf = vm["pbkdf"].as<std::string>();
+    if (vm.count("hash")) r.hash = vm["hash"].as<std::string>();
+    for (auto [name, to] : {std::pair{"pbkdf-force-iterations", &r.iterations}, {"iter-time", &r.iter_time_ms},
+                            {"pbkdf-memory", &r.memory_kib}, {"pbkdf-parallel", &r.parallel}})
+        if (vm.count(name)) *to = vm[name].as<unsigned>();
+    return r;
+}
 
 // --uuid, checked as libuuid parses it and written lower-case (exit 2 otherwise).
 std::string uuid_option(const po::variables_map& vm) {
@@ -491,10 +475,6 @@ struct FormatInto {
     const blkcrypt::SecureBuffer* passphrase = nullptr;
 };
 
-// Bad values exit 1, as cryptsetup's do. luksFormat --type luks2,
-// cryptsetup 2.6.1's defaults: aes-xts-plain64,
-// 512-bit key, sha256, argon2id benchmarked to 2 s, 16 MiB data offset and
-// 4096-byte sectors (what it picks for an image file, checked on 2.6.1).
 // Before format writes: IMAGE exists, a detached header file is created as
 // cryptsetup creates it (new, 0600), and the overwrite is confirmed.
 void start_format(const po::variables_map& vm, const std::string& image, bool detached, const std::string& header_path,
@@ -518,170 +498,63 @@ void start_format(const po::variables_map& vm, const std::string& image, bool de
     confirm(vm, "\nWARNING!\n========\nThis will overwrite data on " + header_path + " irrevocably.\n");
 }
 
-int run_format2(const po::variables_map& vm, const std::string& image, bool detached, const std::string& header_path,
-                const FormatInto* into) {
-    luks2::FormatOptions o;
-    luks2::copy_keyslot_costs(o, luks2_kdf_options(vm));
-    if (vm.count("cipher")) o.cipher = vm["cipher"].as<std::string>();
-    unsigned bits = o.cipher.find("-xts-") != std::string::npos ? 512 : 256;
-    if (vm.count("key-size")) bits = vm["key-size"].as<unsigned>();
-    if (bits % 8) throw Failure("--key-size must be a multiple of 8 bits");
-    o.key_size = bits / 8;
-    if (vm.count("sector-size")) {
-        o.sector_size = vm["sector-size"].as<unsigned>();
-        if (o.sector_size < 512 || o.sector_size > 4096 || !is_power_of_two(o.sector_size))
-            throw Failure("Unsupported encryption sector size.");
+int requested_keyslot(const po::variables_map& vm) {
+    return vm.count("key-slot") ? static_cast<int>(vm["key-slot"].as<unsigned>()) : -1;
+}
+
+// luksFormat's options, parsed once for either version: --type picks it
+// ("luks" is luks2, as cryptsetup), the library checks the rest.
+luks::FormatOptions format_options(const po::variables_map& vm, bool detached) {
+    const std::string type = vm.count("type") ? vm["type"].as<std::string>() : "luks2";
+    if (type != "luks1" && type != "luks2" && type != "luks")
+        throw UsageError("--type must be luks1 or luks2, not '" + type + "'");
+    luks::FormatOptions o;
+    if (type == "luks1") {
+        o.version = luks::Version::Luks1;
+        refuse_given(vm, {"sector-size", "label", "subsystem", "luks2-metadata-size", "luks2-keyslots-size",
+                          "pbkdf-memory", "pbkdf-parallel"},
+                     "not with --type luks1");
     }
+    if (vm.count("cipher")) o.cipher = vm["cipher"].as<std::string>();
+    if (vm.count("key-size")) o.key_bits = vm["key-size"].as<unsigned>();
+    o.kdf = kdf_request(vm);
+    o.keyslot = requested_keyslot(vm);
+    if (vm.count("uuid")) o.uuid = uuid_option(vm);
+    if (vm.count("offset")) o.offset = vm["offset"].as<unsigned>();
+    if (vm.count("align-payload")) o.align = vm["align-payload"].as<unsigned>();
+    o.detached = detached;
+    if (vm.count("sector-size")) o.sector_size = vm["sector-size"].as<unsigned>();
     if (vm.count("label")) o.label = vm["label"].as<std::string>();
     if (vm.count("subsystem")) o.subsystem = vm["subsystem"].as<std::string>();
-    // cryptsetup's limits: 47 characters for each (48 bytes with the NUL).
-    if (o.label.size() > 47) throw Failure("Label is too long.");
-    if (o.subsystem.size() > 47) throw Failure("Subsystem is too long.");
-    if (vm.count("luks2-metadata-size")) {
-        o.metadata_size = vm["luks2-metadata-size"].as<uint64_t>();
-        if (!is_power_of_two(o.metadata_size) || o.metadata_size < luks2::kMinHdrSize || o.metadata_size > luks2::kMaxHdrSize)
-            throw Failure("Unsupported LUKS2 metadata size.");
-    }
-    if (vm.count("luks2-keyslots-size")) {
-        o.keyslots_size = vm["luks2-keyslots-size"].as<uint64_t>();
-        if (o.keyslots_size % 4096 || o.keyslots_size > luks2::kMaxKeyslotsSize)
-            throw Failure("Unsupported LUKS2 keyslots size.");
-    }
-    if (vm.count("offset") && vm.count("align-payload")) throw Failure("--offset and --align-payload exclude each other");
-    if (vm.count("offset")) {
-        o.data_offset = uint64_t{vm["offset"].as<unsigned>()} * 512;
-    } else if (const uint64_t align = vm.count("align-payload") ? uint64_t{vm["align-payload"].as<unsigned>()} * 512 : 0) {
-        // As cryptsetup 2.6.1 does it (checked on this host): a detached
-        // header puts the data at the alignment itself, its keyslots area
-        // up to there; else the default 16 MiB offset is rounded up to the
-        // alignment and the keyslots area stays the default one.
-        if (detached) {
-            o.data_offset = align;
-        } else {
-            if (!o.keyslots_size) o.keyslots_size = (16u << 20) - 2 * o.metadata_size;
-            const uint64_t end = std::max<uint64_t>(16u << 20, 2 * o.metadata_size + o.keyslots_size);
-            o.data_offset = (end + align - 1) / align * align;
-        }
-    } else if (detached) {
-        o.data_offset = 0;
-    } else if (o.keyslots_size) {
-        // A given keyslots area that reaches past 16 MiB pushes the data on
-        // to the next MiB, as cryptsetup aligns it.
-        const uint64_t end = 2 * o.metadata_size + o.keyslots_size;
-        o.data_offset = std::max<uint64_t>(16u << 20, (end + (1u << 20) - 1) / (1u << 20) * (1u << 20));
-    }
-    // The volume key digest: PBKDF2 benchmarked to 125 ms as cryptsetup's
-    // LUKS2 digest is, its 1000 minimum when the keyslot costs are forced.
-    if (!o.iterations) {
-        auto it = luks::benchmark_pbkdf2(registry(), o.hash, o.key_size, 125);
-        if (!it) throw Failure(it.error().message);
-        o.digest_iterations = *it;
-    }
-    if (vm.count("key-slot")) {
-        o.keyslot = static_cast<int>(vm["key-slot"].as<unsigned>());
-        if (o.keyslot >= luks2::kMaxKeyslots) throw Failure("Key slot " + std::to_string(o.keyslot) + " is invalid.");
-    }
-    if (vm.count("uuid")) o.uuid = uuid_option(vm);
+    if (vm.count("luks2-metadata-size")) o.metadata_size = vm["luks2-metadata-size"].as<uint64_t>();
+    if (vm.count("luks2-keyslots-size")) o.keyslots_size = vm["luks2-keyslots-size"].as<uint64_t>();
+    return o;
+}
 
-    if (o.data_offset % o.sector_size)
-        throw Failure("Data offset is not multiple of " + std::to_string(o.sector_size) + " bytes.");
+// The options are checked and the layout known before anything is asked or
+// written; the header device (an image file grown as cryptsetup leaves it)
+// then gets the new header and the first keyslot.
+int run_format(const po::variables_map& vm, const std::vector<std::string>& files, const FormatInto* into = nullptr) {
+    const std::string image = one_file(files, "format");
+    if (!into) refuse_inputs_as_header(vm, image);
+    const bool detached = vm.count("header") > 0;
+    const std::string header_path = detached ? vm["header"].as<std::string>() : image;
+    const luks::FormatOptions o = format_options(vm, detached);
+    const luks::FormatLayout layout = usage_or_fail(luks::format_layout(registry(), o));
 
     start_format(vm, image, detached, header_path, into);
 
     blkcrypt::SecureBuffer vk;
-    if (vm.count("volume-key-file")) vk = volume_key_file(vm, o.key_size);
-    o.volume_key = vk;
+    if (vm.count("volume-key-file")) vk = volume_key_file(vm, layout.key_size);
     blkcrypt::SecureBuffer read;
     if (!into) read = read_passphrase(vm, header_path, true);
     const blkcrypt::SecureBuffer& pass = into ? *into->passphrase : read;
     const std::string& target = into ? into->path : header_path;
-
-    // The header device holds both copies and the keyslots area (default:
-    // up to the data offset, or 16 MiB detached); an image file also grows
-    // to its data offset, as cryptsetup leaves it.
-    const uint64_t areas_end = o.keyslots_size ? 2 * o.metadata_size + o.keyslots_size
-                                               : std::min<uint64_t>(o.data_offset ? o.data_offset : 16u << 20,
-                                                                    2 * o.metadata_size + luks2::kMaxKeyslotsSize);
-    grow_file(target, std::max<uint64_t>(areas_end, detached ? 0 : o.data_offset));
+    grow_file(target, layout.file_size);
     auto store = blkcrypt::open_file_store(target, true);
     if (!store) throw Failure(store.error().message);
-    auto vol = luks2::format(registry(), **store, pass, o);
-    if (!vol) throw Failure(vol.error().message);  // exit 1, as cryptsetup's refusals
-    if (!into && !detached && o.data_offset >= (*store)->size())
-        std::cerr << "Device " << image << " is too small for activation, there is no remaining space for data.\n";
-    return 0;
-}
-
-int run_format(const po::variables_map& vm, const std::vector<std::string>& files, const FormatInto* into = nullptr) {
-    const std::string image = one_file(files, "format");
-    if (!into) refuse_inputs_as_header(vm, image);
-    const std::string type = vm.count("type") ? vm["type"].as<std::string>() : "luks2";
-    if (type != "luks1" && type != "luks2" && type != "luks")
-        throw UsageError("--type must be luks1 or luks2, not '" + type + "'");
-    const bool detached = vm.count("header") > 0;
-    const std::string header_path = detached ? vm["header"].as<std::string>() : image;
-    if (type != "luks1") return run_format2(vm, image, detached, header_path, into);  // "luks" is luks2, as cryptsetup
-    refuse_given(vm, {"sector-size", "label", "subsystem", "luks2-metadata-size", "luks2-keyslots-size", "pbkdf-memory",
-                      "pbkdf-parallel"},
-                 "not with --type luks1");
-    if (vm.count("pbkdf") && vm["pbkdf"].as<std::string>() != "pbkdf2")
-        throw UsageError("LUKS1 keyslots use --pbkdf pbkdf2 only");
-    if (vm.count("pbkdf-force-iterations") && vm.count("iter-time"))
-        throw UsageError("--pbkdf-force-iterations and --iter-time exclude each other");
-    if (vm.count("pbkdf-force-iterations") && vm["pbkdf-force-iterations"].as<unsigned>() < luks1::kMinIterations)
-        throw Failure("Forced iteration count is too low for pbkdf2 (minimum is 1000).");
-
-    blkcrypt::luks::luks1::FormatParams p;
-    if (vm.count("cipher")) p.cipher = vm["cipher"].as<std::string>();
-    // cryptsetup's default key: 256 bits, doubled for XTS's two keys.
-    unsigned bits = p.cipher.find("-xts-") != std::string::npos ? 512 : 256;
-    if (vm.count("key-size")) bits = vm["key-size"].as<unsigned>();
-    if (bits % 8) throw UsageError("--key-size must be a multiple of 8 bits");
-    if (bits / 8 > luks1::kMaxKeyBytes) throw UsageError("--key-size: LUKS1 volume keys are at most 512 bits here");
-    p.key_bytes = bits / 8;
-    if (vm.count("hash")) p.hash = vm["hash"].as<std::string>();
-    if (vm.count("iter-time")) p.iter_time_ms = vm["iter-time"].as<unsigned>();
-    if (vm.count("pbkdf-force-iterations")) p.force_iterations = vm["pbkdf-force-iterations"].as<unsigned>();
-    if (vm.count("key-slot")) {
-        p.keyslot = vm["key-slot"].as<unsigned>();
-        if (p.keyslot >= luks1::kNumKeyslots) throw Failure("Key slot " + std::to_string(p.keyslot) + " is invalid.");
-    }
-    if (vm.count("offset")) p.offset = vm["offset"].as<unsigned>();
-    if (vm.count("align-payload")) p.alignment = vm["align-payload"].as<unsigned>();
-    else if (detached) p.alignment = 0;
-    p.detached = detached;
-    if (vm.count("uuid")) p.uuid = uuid_option(vm);
-
-    start_format(vm, image, detached, header_path, into);
-
-    blkcrypt::SecureBuffer vk(p.key_bytes);
-    if (vm.count("volume-key-file")) {
-        vk = volume_key_file(vm, p.key_bytes);
-    } else if (auto r = blkcrypt::random_bytes(vk.span()); !r) {
-        throw Failure(r.error().message);
-    }
-    blkcrypt::SecureBuffer read;
-    if (!into) read = read_passphrase(vm, header_path, true);
-    const blkcrypt::SecureBuffer& pass = into ? *into->passphrase : read;
-    const std::string& target = into ? into->path : header_path;
-
-    // The layout first (no benchmark: forced 1000), to size the header device.
-    luks1::FormatParams probe = p;
-    probe.force_iterations = luks1::kMinIterations;
-    auto layout = luks1::make_header(registry(), probe, vk, luks1::kMinIterations);
-    if (!layout) throw UsageError(layout.error().message);
-    // A file grows to hold the keyslots and, when it holds the data too, up to
-    // the payload (what cryptsetup leaves).
-    grow_file(target, std::max<uint64_t>(luks1::device_sectors(*layout), detached ? 0 : layout->payload_offset) *
-                          luks1::kSector);
-    auto store = blkcrypt::open_file_store(target, true);
-    if (!store) throw Failure(store.error().message);
-    auto h = luks1::format(registry(), **store, p, vk, pass);
-    if (!h) {
-        if (h.status() == blkcrypt::Status::IoError) throw Failure(h.error().message);
-        throw UsageError(h.error().message);
-    }
-    if (!into && !detached && uint64_t{h->payload_offset} * luks1::kSector >= (*store)->size())
+    usage_or_fail(luks::format(registry(), **store, o, vk, pass));
+    if (!into && !detached && layout.data_offset >= (*store)->size())
         std::cerr << "Device " << image << " is too small for activation, there is no remaining space for data.\n";
     return 0;
 }
@@ -699,13 +572,9 @@ int run_set_uuid(const po::variables_map& vm, const std::vector<std::string>& fi
     return 0;
 }
 
-// encrypt --format IN IMAGE: a new container sized for IN (its data offset
-// plus IN), made in IMAGE's temporary file and filled from IN there, then
-// renamed into place (docs/outputs.md): an interrupted or failed run leaves
-// no half image, as qemu-img convert -O luks. With a detached --header the
-// whole of IMAGE is data (offset 0 unless --offset), as `cryptsetup
-// reencrypt --encrypt --header` leaves a device, and the header is a second
-// output committed with IMAGE: neither appears unless both are complete.
+// dm's unit: table offsets and lengths, --start and --size count 512-byte sectors.
+constexpr uint64_t kSector = 512;
+
 // cryptsetup reencrypt --encrypt --sector-size's check (src/utils_reencrypt.c,
 // the superblock found by libblkid): a filesystem in IN whose block size is
 // below the encryption sector size could not be mounted from the container.
@@ -714,7 +583,7 @@ int run_set_uuid(const po::variables_map& vm, const std::vector<std::string>& fi
 // when the option gave it.
 void check_fs_block_size(const po::variables_map& vm, const std::string& in_path, uint32_t sector_size,
                          const std::string& what) {
-    if (sector_size <= luks1::kSector || vm["force"].as<bool>()) return;
+    if (sector_size <= kSector || vm["force"].as<bool>()) return;
     auto in = blkcrypt::open_file_store(in_path, false);
     if (!in) throw Failure(in.error().message);
     auto fs = luks::probe_fs_block_size(**in);
@@ -725,6 +594,13 @@ void check_fs_block_size(const po::variables_map& vm, const std::string& in_path
                   in_path + ". (--force encrypts it anyway.)");
 }
 
+// encrypt --format IN IMAGE: a new container sized for IN (its data offset
+// plus IN), made in IMAGE's temporary file and filled from IN there, then
+// renamed into place (docs/outputs.md): an interrupted or failed run leaves
+// no half image, as qemu-img convert -O luks. With a detached --header the
+// whole of IMAGE is data (offset 0 unless --offset), as `cryptsetup
+// reencrypt --encrypt --header` leaves a device, and the header is a second
+// output committed with IMAGE: neither appears unless both are complete.
 int run_encrypt_format(const po::variables_map& vm, const std::vector<std::string>& files) {
     if (files.size() != 2) throw UsageError("luks encrypt needs IN and IMAGE");
     const std::string& in_path = files[0];
@@ -749,13 +625,11 @@ int run_encrypt_format(const po::variables_map& vm, const std::vector<std::strin
     struct stat st {};
     if (::stat(in_path.c_str(), &st) != 0 || (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)))
         throw UsageError("--format needs IN of known size (a regular file or a block device)");
-    const bool luks1_type = vm.count("type") && vm["type"].as<std::string>() == "luks1";
-    if (vm.count("sector-size"))
-        check_fs_block_size(vm, in_path, vm["sector-size"].as<unsigned>(),
-                            "Requested --sector-size " + std::to_string(vm["sector-size"].as<unsigned>()));
-    else if (!luks1_type)
-        check_fs_block_size(vm, in_path, luks2::FormatOptions{}.sector_size,
-                            "The default --sector-size " + std::to_string(luks2::FormatOptions{}.sector_size));
+    // The options are checked before any output exists; the layout names the sector size.
+    const uint32_t sector = usage_or_fail(luks::format_layout(registry(), format_options(vm, !header.empty()))).sector_size;
+    check_fs_block_size(vm, in_path, sector,
+                        (vm.count("sector-size") ? "Requested" : "The default") + std::string(" --sector-size ") +
+                            std::to_string(sector));
     const std::vector<NamedPath> inputs{{"IN", in_path}, {"the key file", key_path}, {"the volume key file", vk_path}};
     Output out(image, OutputOptions{.role = "IMAGE", .can_stream = false, .inputs = inputs});
     // The header holds the keyslots: 0600 when new, as cryptsetup makes it.
@@ -803,21 +677,21 @@ int run_encrypt(const po::variables_map& vm, const std::vector<std::string>& fil
     const luks::Volume vol = unlock(vm, d);
     auto data = blkcrypt::open_file_store(image, false);
     if (!data) throw Failure(data.error().message);
-    const uint64_t start = vol.table.offset * luks1::kSector;
+    const uint64_t start = vol.table.offset * kSector;
     uint64_t room = (*data)->size() > start ? (*data)->size() - start : 0;
-    if (vol.length_sectors) room = std::min(room, vol.length_sectors * luks1::kSector);  // a LUKS2 fixed-size segment
+    if (vol.length_sectors) room = std::min(room, vol.length_sectors * kSector);  // a LUKS2 fixed-size segment
     ImageCopy job{.encrypt = true, .in_path = in_path, .out = out, .table = vol.table};
-    set_range(vm, job, room / luks1::kSector);
-    room -= std::min(room, job.start_sectors * luks1::kSector);  // what follows --start
+    set_range(vm, job, room / kSector);
+    room -= std::min(room, job.start_sectors * kSector);  // what follows --start
     const std::string where = job.start_sectors ? " after --start" : "";
-    if (job.size_sectors && *job.size_sectors * luks1::kSector > room)
+    if (job.size_sectors && *job.size_sectors * kSector > room)
         throw UsageError("--size " + std::to_string(*job.size_sectors) + " is more than the " +
-                         std::to_string(room / luks1::kSector) + " sectors of the data segment of " + image + where);
+                         std::to_string(room / kSector) + " sectors of the data segment of " + image + where);
     if (!in_stream && job.start_sectors == 0)
         check_fs_block_size(vm, in_path, vol.table.sector_size,
                             "The sector size " + std::to_string(vol.table.sector_size) + " of " + image);
     if (in_stream) {
-        job.max_sectors = room / luks1::kSector;
+        job.max_sectors = room / kSector;
     } else if (!job.size_sectors) {
         auto in = blkcrypt::open_file_store(in_path, false);
         if (!in) throw Failure(in.error().message);
@@ -872,26 +746,10 @@ T value_or_exit(blkcrypt::Result<T> r) {
 }
 
 
-// The KDF options of a new keyslot, checked before any passphrase is asked
-// for, as each version's cryptsetup checks them: LUKS1 keyslots are PBKDF2
-// with a 1000-iteration floor (exit 1).
+// The KDF options of a new keyslot, checked for the container's version
+// before any passphrase is asked for.
 luks::KeyslotOptions kdf_options(const po::variables_map& vm, luks::Version version) {
-    if (version == luks::Version::Luks2) return luks2_kdf_options(vm);
-    refuse_given(vm, {"pbkdf-memory", "pbkdf-parallel"}, "not for LUKS1");
-    if (vm.count("pbkdf") && vm["pbkdf"].as<std::string>() != "pbkdf2") throw UsageError("LUKS1 keyslots use --pbkdf pbkdf2 only");
-    if (vm.count("pbkdf-force-iterations") && vm["pbkdf-force-iterations"].as<unsigned>() < luks1::kMinIterations)
-        throw Failure("Forced iteration count is too low for pbkdf2 (minimum is 1000).");
-    if (vm.count("pbkdf-force-iterations") && vm.count("iter-time"))
-        throw UsageError("--pbkdf-force-iterations and --iter-time exclude each other");
-    luks::KeyslotOptions k;
-    k.pbkdf = "pbkdf2";
-    if (vm.count("pbkdf-force-iterations")) k.iterations = vm["pbkdf-force-iterations"].as<unsigned>();
-    if (vm.count("iter-time")) k.iter_time_ms = vm["iter-time"].as<unsigned>();
-    return k;
-}
-
-int requested_keyslot(const po::variables_map& vm) {
-    return vm.count("key-slot") ? static_cast<int>(vm["key-slot"].as<unsigned>()) : -1;
+    return usage_or_fail(luks::keyslot_options(version, kdf_request(vm)));
 }
 
 // luksAddKey IMAGE [NEW_KEY_FILE]: an existing passphrase (or
@@ -1084,8 +942,8 @@ int run_token(const po::variables_map& vm, const std::vector<std::string>& files
     if (sub != "export") refuse_inputs_as_header(vm, files[1]);
     const Devices d = open_devices(vm, files[1]);
     if (sub == "export") {
-        if (version_of(d) != luks::Version::Luks2) throw Failure("Device " + d.header_path + " is not a valid LUKS2 device.");
-        std::cout << or_fail(load_container(d).export_token(id));  // compact, no newline: what cryptsetup prints
+        // Compact, no newline: what cryptsetup prints. LUKS1: "not a valid LUKS2 device".
+        std::cout << or_fail(load_container(d).export_token(id));
         return 0;
     }
     luks::Container c = open_writable(d, true);

@@ -409,6 +409,8 @@ expect_exit 1 "$BLKCRYPT" luks token import --json-file "$TMP/bad.json" "$TMP/t.
 [[ $(cat "$TMP/stderr") == "blkcrypt: Failed to import token from file." ]] || fail "bad token: $(cat "$TMP/stderr")"
 expect_exit 1 "$BLKCRYPT" luks token import --json-file "$TMP/tok.json" "$TMP/l1.img"
 [[ $(cat "$TMP/stderr") == "blkcrypt: Device $TMP/l1.img is not a valid LUKS2 device." ]] || fail "token on LUKS1"
+expect_exit 1 "$BLKCRYPT" luks token export --token-id 0 "$TMP/l1.img"
+[[ $(cat "$TMP/stderr") == "blkcrypt: Device $TMP/l1.img is not a valid LUKS2 device." ]] || fail "token export on LUKS1"
 
 # ---- Tokens kept intact by every rewrite of ours: the tokens cryptsetup
 # imported are byte for byte the same after add-key, change-key, kill-slot,

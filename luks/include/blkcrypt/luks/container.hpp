@@ -88,6 +88,67 @@ struct KeyslotOptions {
     int priority = 1;                      // LUKS2: 1 (normal) is not written, as cryptsetup
 };
 
+// The KDF a user asks for a new keyslot: each option as given, or unset for
+// the version's default.
+struct KdfRequest {
+    std::optional<std::string> pbkdf, hash;
+    std::optional<uint32_t> iterations, iter_time_ms, memory_kib, parallel;
+};
+
+// A request's KeyslotOptions for a `version` container, checked as each
+// version's cryptsetup checks it, with its words. Status::Invalid marks a
+// request the version cannot take at all (LUKS1: another PBKDF, Argon2
+// costs, both iteration options; the CLI's usage error), Unsupported a value
+// cryptsetup refuses (its exit 1: every LUKS2 check, the iteration floors).
+// LUKS2 Argon2 with forced passes takes cryptsetup's 1 GiB and min(4, CPUs).
+Result<KeyslotOptions> keyslot_options(Version version, const KdfRequest& req);
+
+// cryptsetup luksFormat's options, either version; what is unset takes the
+// version's default (cryptsetup 2.6.1's: aes-xts-plain64, 512-bit XTS key,
+// else 256; LUKS2: argon2id benchmarked to 2 s, 4096-byte sectors, 16 MiB
+// data offset; LUKS1: PBKDF2, payload aligned to 1 MiB).
+struct FormatOptions {
+    Version version = Version::Luks2;
+    std::string cipher = "aes-xts-plain64";
+    std::optional<uint32_t> key_bits;
+    KdfRequest kdf;                 // the first keyslot's KDF (hash: LUKS1's header hash too)
+    int keyslot = -1;               // -1: keyslot 0
+    std::string uuid;               // empty: random; else as valid_uuid takes it
+    std::optional<uint64_t> offset; // --offset: the data's 512-byte sector
+    std::optional<uint64_t> align;  // --align-payload in 512-byte sectors
+    bool detached = false;          // the header device holds no data (--header)
+    // LUKS2 only (Invalid for LUKS1):
+    std::optional<uint32_t> sector_size;  // 512..4096
+    std::string label, subsystem;
+    std::optional<uint64_t> metadata_size, keyslots_size;  // bytes
+    // dm-integrity (--integrity) is not formatted yet.
+};
+
+// Where a checked format puts things, before anything is asked or written.
+struct FormatLayout {
+    Version version = Version::Luks2;
+    uint32_t key_size = 0;     // volume key bytes
+    uint32_t sector_size = 0;  // encryption sector (512 for LUKS1)
+    uint64_t data_offset = 0;  // bytes into the data device
+    // What an image file holding the header grows to, as cryptsetup leaves
+    // it: the header areas and, when the data follows, up to its offset.
+    uint64_t file_size = 0;
+};
+
+// Checks `opts` as cryptsetup's luksFormat does (Status as keyslot_options:
+// Invalid for LUKS1's usage errors, Unsupported for the rest, with
+// cryptsetup's words such as "Unsupported encryption sector size.") and lays
+// the container out. Writes nothing.
+Result<FormatLayout> format_layout(Registry& reg, const FormatOptions& opts);
+
+// cryptsetup luksFormat: the version's header for `opts` written to
+// `header` (which must hold the header areas; the CLI grows an image file
+// to layout.file_size first), volume_key (empty: a random one of layout.key_size bytes) under
+// `passphrase` in the first keyslot, its KDF benchmarked unless forced.
+// Errors as format_layout's; I/O errors keep their status.
+Result<void> format(Registry& reg, BackingStore& header, const FormatOptions& opts, ConstBytes volume_key,
+                    ConstBytes passphrase);
+
 // A passphrase's keyslot and the volume key it opened.
 struct Unlocked {
     int keyslot = -1;
