@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -127,149 +129,277 @@ std::unique_ptr<dm::CryptTarget> make_crypt_target(blkcrypt::Registry& reg, cons
     return std::move(target).value();
 }
 
-CopyResult copy_image(const ImageCopy& job) {
-    const bool enc = job.encrypt;
-    const std::string verb = enc ? "encrypt" : "decrypt";
-    const std::string& in_path = job.in_path;
-    Output& out = job.out;
+namespace {
+
+// The copy runs in four steps: plan (the options alone), open (IN and the
+// range's size), store (OUT made ready, the target's store chosen) and pump
+// (the bios). Each step's errors come in the order the one function gave them.
+
+// What the options ask for, settled before IN is opened.
+struct CopyPlan {
+    bool enc = false;
+    std::string verb;           // "encrypt" or "decrypt", as "nothing to ..." says it
+    bool in_stream = false;     // IN is read in order, its size unknown
+    uint64_t step = 0;          // the cipher's sector, in 512-byte sectors
+    uint64_t offset_bytes = 0;  // where the ciphertext starts in the encrypted file
+    uint64_t start_bytes = 0;   // where the range starts in the device
+    uint64_t range_bytes = 0;   // where the range's ciphertext starts in the encrypted file
+    std::string too_large;      // the overflow message, naming the options given
+    std::string past;           // the message for an IN that ends before the range
+};
+
+// Checks what needs no input, so that a bad option is refused at once,
+// before IN is opened or read.
+CopyPlan plan_copy(const ImageCopy& job) {
     const dm::CryptTable& table = job.table;
-    const bool in_stream = is_stream_input(in_path);
-    const uint64_t step = table.sector_size / kSector;
-    const uint64_t offset_bytes = table.offset * kSector;
-    if (job.start_sectors % step)
-        throw UsageError("--start must be a multiple of the sector size (" + std::to_string(step) + " sectors)");
+    CopyPlan p;
+    p.enc = job.encrypt;
+    p.verb = p.enc ? "encrypt" : "decrypt";
+    p.in_stream = is_stream_input(job.in_path);
+    p.step = table.sector_size / kSector;
+    p.offset_bytes = table.offset * kSector;
+    if (job.start_sectors % p.step)
+        throw UsageError("--start must be a multiple of the sector size (" + std::to_string(p.step) + " sectors)");
     // Name the option that was given: --offset alone, or with --start.
-    const std::string too_large = job.start_sectors ? "--offset + --start is too large" : "--offset is too large";
-    if (job.start_sectors > UINT64_MAX / kSector - table.offset) throw UsageError(too_large);
-    const uint64_t start_bytes = job.start_sectors * kSector;  // where the range starts in the device
-    // Where the range's ciphertext starts in the encrypted file.
-    const uint64_t range_bytes = offset_bytes + start_bytes;
-    if (enc && start_bytes && !out.seekable()) throw UsageError("--start needs a seekable OUT");
-    const std::string past = start_bytes ? "--start is past the end of " : "--offset is past the end of ";
-    const auto started = std::chrono::steady_clock::now();
-    // Plaintext size: all of IN (encrypt) or IN after --offset (decrypt), unless
-    // --size; unknown for a stream without --size, which is read to its end.
-    std::shared_ptr<dm::BackingStore> in_store;
-    std::optional<InputFile> in;
-    std::optional<uint64_t> total;
-    if (in_stream) {
-        in.emplace(in_path);
-        if (job.size_sectors) total = *job.size_sectors * kSector;
-        if (!enc) {  // the range's ciphertext starts at --offset + --start: skip what comes before
-            std::vector<uint8_t> skip(kChunk);
-            for (uint64_t left = range_bytes; left;) {
-                const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(left, kChunk));
-                if (in->read(blkcrypt::Bytes(skip).first(n)) != n) {
-                    if (job.offset_from_header && !start_bytes)
-                        throw Failure(in->display_name() + " ends before the data offset of " +
-                                      std::to_string(offset_bytes) + " bytes: a truncated or damaged container");
-                    throw UsageError(past + in->display_name());
-                }
-                left -= n;
-            }
+    p.too_large = job.start_sectors ? "--offset + --start is too large" : "--offset is too large";
+    if (job.start_sectors > UINT64_MAX / kSector - table.offset) throw UsageError(p.too_large);
+    p.start_bytes = job.start_sectors * kSector;
+    p.range_bytes = p.offset_bytes + p.start_bytes;
+    if (p.enc && p.start_bytes && !job.out.seekable()) throw UsageError("--start needs a seekable OUT");
+    p.past = p.start_bytes ? "--start is past the end of " : "--offset is past the end of ";
+    return p;
+}
+
+// IN opened, and the range sized. Plaintext size: all of IN (encrypt) or IN
+// after --offset (decrypt), unless --size; unknown for a stream without
+// --size, which is read to its end.
+struct CopySource {
+    std::shared_ptr<dm::BackingStore> store;  // a regular file or a block device
+    std::unique_ptr<InputFile> stream;        // stdin, a FIFO or a character device
+    std::optional<uint64_t> total;            // plaintext bytes, if known
+    std::string name;                         // IN as the stream errors name it
+    uint64_t length = 0;                      // the range, in 512-byte sectors
+};
+
+// A stream IN is positioned by reading: decryption skips what comes before
+// the range's ciphertext, as nothing can seek there.
+void open_stream_input(const ImageCopy& job, const CopyPlan& p, CopySource& src) {
+    src.stream = std::make_unique<InputFile>(job.in_path);
+    if (job.size_sectors) src.total = *job.size_sectors * kSector;
+    if (p.enc) return;
+    std::vector<uint8_t> skip(kChunk);
+    for (uint64_t left = p.range_bytes; left;) {
+        const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(left, kChunk));
+        if (src.stream->read(blkcrypt::Bytes(skip).first(n)) != n) {
+            if (job.offset_from_header && !p.start_bytes)
+                throw Failure(src.stream->display_name() + " ends before the data offset of " +
+                              std::to_string(p.offset_bytes) + " bytes: a truncated or damaged container");
+            throw UsageError(p.past + src.stream->display_name());
         }
-    } else {
-        auto s = dm::open_file_store(in_path, false);
-        if (!s) throw Failure(s.error().message);
-        in_store = *s;
-        const uint64_t in_size = in_store->size();
-        uint64_t avail = in_size;
-        if (!enc) {
-            if (in_size < range_bytes) {
-                if (job.offset_from_header && in_size < offset_bytes)
-                    throw Failure(in_path + ": " + std::to_string(in_size) + " bytes end before the data offset of " +
-                                  std::to_string(offset_bytes) + " bytes: a truncated or damaged container");
-                throw UsageError(past + in_path);
-            }
-            avail = in_size - range_bytes;
-        }
-        if (!job.size_sectors && avail % table.sector_size && job.offset_from_header && !start_bytes)
-            throw Failure(in_path + ": " + std::to_string(avail) + " bytes after the data offset is not a multiple of the "
-                          "sector size " + std::to_string(table.sector_size) + ": a truncated or damaged container");
-        if (!job.size_sectors && avail % table.sector_size)
-            throw UsageError(in_path + ": " + std::to_string(avail) + " bytes" +
-                             (enc                       ? ""
-                              : job.offset_from_header ? " after the data offset + --start"
-                              : start_bytes            ? " after --offset + --start"
-                                                       : " after --offset") +
-                             " is not a multiple of the sector size " + std::to_string(table.sector_size));
-        uint64_t length = avail / kSector;  // 512-byte sectors
-        if (job.size_sectors) {
-            length = *job.size_sectors;
-            if (length > avail / kSector)
-                throw UsageError("--size " + std::to_string(length) + " is more than the " +
-                                 std::to_string(avail / kSector) + " sectors of " + in_path);
-        }
-        if (length == 0) throw UsageError(in_path + ": nothing to " + verb);
-        total = length * kSector;
+        left -= n;
     }
-    const std::string in_name = in ? in->display_name() : in_path;
-    // A stream of unknown size: the target spans far more than any input.
+}
+
+// A file or device IN has a size, so the range is checked against it here,
+// before OUT is touched: a short container is damaged (exit 1), a short
+// --offset/--start/--size a usage error.
+void open_file_input(const ImageCopy& job, const CopyPlan& p, CopySource& src) {
+    const std::string& in_path = job.in_path;
+    const uint64_t sector_size = job.table.sector_size;
+    auto s = dm::open_file_store(in_path, false);
+    if (!s) throw Failure(s.error().message);
+    src.store = *s;
+    const uint64_t in_size = src.store->size();
+    uint64_t avail = in_size;
+    if (!p.enc) {
+        if (in_size < p.range_bytes) {
+            if (job.offset_from_header && in_size < p.offset_bytes)
+                throw Failure(in_path + ": " + std::to_string(in_size) + " bytes end before the data offset of " +
+                              std::to_string(p.offset_bytes) + " bytes: a truncated or damaged container");
+            throw UsageError(p.past + in_path);
+        }
+        avail = in_size - p.range_bytes;
+    }
+    if (!job.size_sectors && avail % sector_size && job.offset_from_header && !p.start_bytes)
+        throw Failure(in_path + ": " + std::to_string(avail) + " bytes after the data offset is not a multiple of the "
+                      "sector size " + std::to_string(sector_size) + ": a truncated or damaged container");
+    if (!job.size_sectors && avail % sector_size)
+        throw UsageError(in_path + ": " + std::to_string(avail) + " bytes" +
+                         (p.enc                     ? ""
+                          : job.offset_from_header ? " after the data offset + --start"
+                          : p.start_bytes          ? " after --offset + --start"
+                                                   : " after --offset") +
+                         " is not a multiple of the sector size " + std::to_string(sector_size));
+    uint64_t length = avail / kSector;  // 512-byte sectors
+    if (job.size_sectors) {
+        length = *job.size_sectors;
+        if (length > avail / kSector)
+            throw UsageError("--size " + std::to_string(length) + " is more than the " +
+                             std::to_string(avail / kSector) + " sectors of " + in_path);
+    }
+    if (length == 0) throw UsageError(in_path + ": nothing to " + p.verb);
+    src.total = length * kSector;
+}
+
+// Opens IN and fixes the range's length, which the target is created with.
+CopySource open_source(const ImageCopy& job, const CopyPlan& p) {
+    CopySource src;
+    if (p.in_stream) open_stream_input(job, p, src);
+    else open_file_input(job, p, src);
+    src.name = src.stream ? src.stream->display_name() : job.in_path;
     // A stream of unknown size: the target spans --max (a container's data
     // segment) or far more than any input.
-    const uint64_t length = total ? *total / kSector
-                            : job.max_sectors ? *job.max_sectors / step * step
-                                              : (uint64_t{1} << 50) / step * step;
+    src.length = src.total        ? *src.total / kSector
+                 : job.max_sectors ? *job.max_sectors / p.step * p.step
+                                   : (uint64_t{1} << 50) / p.step * p.step;
+    if (src.length > UINT64_MAX / kSector - job.table.offset - job.start_sectors) throw UsageError(p.too_large);
+    return src;
+}
 
-    if (length > UINT64_MAX / kSector - table.offset - job.start_sectors) throw UsageError(too_large);
-    if (total && enc && range_bytes && (out.kind() == Output::Kind::Temp || out.kind() == Output::Kind::InPlace))
-        reserve_range(out, range_bytes, *total);
-    else if (total)
-        out.reserve((enc ? range_bytes : 0) + *total);  // the device must be large enough
-    if (enc && job.keep_prefix && out.kind() == Output::Kind::Temp) copy_prefix(out, offset_bytes);
-    // Encryption into a seekable OUT of known size writes through a file store
-    // on it; any other case goes through the ring of chunk buffers.
-    std::shared_ptr<dm::BackingStore> store;
-    std::shared_ptr<RingStore> ring;
+// The target's store and how many bios it takes at once.
+struct CopyStore {
+    std::shared_ptr<dm::BackingStore> store;  // what the target reads or writes
+    std::shared_ptr<RingStore> ring;          // the same store, when it is the ring of chunk buffers
     dm::CryptTargetOptions opts;
-    opts.threads = job.threads;
-    const std::size_t depth = std::max<std::size_t>(8, 2 * std::size_t{opts.threads});
-    opts.queue_depth = depth;
-    opts.max_request = kChunk;
-    if (enc && out.seekable() && total) {
+    std::size_t depth = 0;                    // bios in flight
+};
+
+// Makes OUT ready before any work (space reserved, so ENOSPC shows now; the
+// kept prefix; a stream's leading zeros) and chooses the store: encryption
+// into a seekable OUT of known size writes through a file store on it,
+// decryption of a file reads it in place, and any other case goes through
+// the ring of chunk buffers.
+CopyStore prepare_store(const ImageCopy& job, const CopyPlan& p, const CopySource& src) {
+    Output& out = job.out;
+    if (src.total && p.enc && p.range_bytes &&
+        (out.kind() == Output::Kind::Temp || out.kind() == Output::Kind::InPlace))
+        reserve_range(out, p.range_bytes, *src.total);
+    else if (src.total)
+        out.reserve((p.enc ? p.range_bytes : 0) + *src.total);  // the device must be large enough
+    if (p.enc && job.keep_prefix && out.kind() == Output::Kind::Temp) copy_prefix(out, p.offset_bytes);
+    CopyStore st;
+    st.opts.threads = job.threads;
+    st.depth = std::max<std::size_t>(8, 2 * std::size_t{st.opts.threads});
+    st.opts.queue_depth = st.depth;
+    st.opts.max_request = kChunk;
+    if (p.enc && out.seekable() && src.total) {
         auto s = dm::open_file_store(out.write_path(), true);
         if (!s) throw Failure(s.error().message);
-        store = *s;
-    } else if (!enc && !in_stream) {
-        store = in_store;
+        st.store = *s;
+    } else if (!p.enc && !p.in_stream) {
+        st.store = src.store;
     } else {
-        ring = std::make_shared<RingStore>(range_bytes, range_bytes + length * kSector, depth);
-        store = ring;
+        st.ring = std::make_shared<RingStore>(p.range_bytes, p.range_bytes + src.length * kSector, st.depth);
+        st.store = st.ring;
     }
-    if (enc && !out.seekable()) {  // a stream's ciphertext also starts at --offset
+    if (p.enc && !out.seekable()) {  // a stream's ciphertext also starts at --offset
         const std::vector<uint8_t> zeros(kChunk);
-        for (uint64_t left = offset_bytes; left;) {
+        for (uint64_t left = p.offset_bytes; left;) {
             const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(left, kChunk));
             out.write(blkcrypt::ConstBytes(zeros).first(n));
             left -= n;
         }
     }
+    return st;
+}
 
+// The bytes [first_byte, first_byte + total) of a target, as the pump walks them.
+struct PumpRange {
+    uint64_t first_byte = 0;        // where the range starts in the device
+    std::optional<uint64_t> total;  // its length; none: until fill comes back short
+    dm::BioDir dir = dm::BioDir::Read;
+};
+
+// Gives a bio its memory: (byte offset into the range, the slot's own buffer,
+// the bytes wanted) -> the bytes to submit. Fewer than wanted ends the range.
+using FillFn = std::function<blkcrypt::Bytes(uint64_t pos, uint8_t* slot, std::size_t want)>;
+
+// Drives one range of a target through a BioRing: 1 MiB bios, `depth` in
+// flight, retired in order. It knows no files: fill and retire are the two
+// ends, so the same loop serves any source and sink. Returns the bytes
+// submitted.
+uint64_t pump(dm::CryptTarget& target, std::size_t depth, std::size_t slot_bytes, const PumpRange& range,
+              const FillFn& fill, dm::RetireFn retire) {
+    // Its destructor waits for the bios in flight, also when an exception
+    // leaves this function.
+    dm::BioRing bios(target, depth, slot_bytes, std::move(retire));
+    auto refused = [](blkcrypt::Status st) {
+        throw Failure(std::string("bio refused: ") + blkcrypt::to_string(st));
+    };
+    uint64_t next = 0;
+    for (bool eof = false; !eof && (!range.total || next < *range.total);) {
+        if (const blkcrypt::Status st = bios.reserve(); st != blkcrypt::Status::Ok) refused(st);
+        const std::size_t want =
+            static_cast<std::size_t>(range.total ? std::min<uint64_t>(kChunk, *range.total - next) : kChunk);
+        const blkcrypt::Bytes data = fill(next, bios.next_buffer().data(), want);
+        if (data.size() < want) {
+            eof = true;
+            if (data.empty()) break;
+        }
+        if (const blkcrypt::Status st = bios.submit((range.first_byte + next) / kSector, range.dir, data);
+            st != blkcrypt::Status::Ok)
+            refused(st);
+        next += data.size();
+    }
+    if (const blkcrypt::Status st = bios.finish(); st != blkcrypt::Status::Ok) refused(st);
+    return next;
+}
+
+// The copy's two ends as the pump sees them: IN fills the bios, OUT takes
+// what they produced.
+struct CopyEnds {
+    const ImageCopy& job;
+    const CopyPlan& p;
+    const CopySource& src;
+    const CopyStore& st;
+    Progress& progress;
     // Encryption reads a mappable IN in place: the engine never writes a
     // write bio's memory, so its pages go from the page cache straight to
     // the cipher, without a copy into a buffer of ours.
-    const blkcrypt::ConstBytes in_map = enc && in_store ? in_store->mapped() : blkcrypt::ConstBytes{};
-    blkcrypt::Registry& reg = registry();
-    // The target is the device up to the range's end; only the range is submitted.
-    auto target = make_crypt_target(reg, table, store, job.start_sectors + length, opts);
+    blkcrypt::ConstBytes in_map;
+    uint64_t done = 0;
 
-    Progress progress(job.progress, job.progress_name, total.value_or(0));
-    uint64_t next = 0, done = 0;
+    blkcrypt::Bytes fill(uint64_t next, uint8_t* data, std::size_t n) {
+        if (!in_map.empty()) {
+            data = const_cast<uint8_t*>(in_map.data() + next);  // read-only mapping, never written
+        } else if (src.stream) {
+            // Sequential reads: plaintext into the bio, ciphertext into the ring.
+            const std::size_t got = src.stream->read(p.enc ? blkcrypt::Bytes(data, n) : st.ring->chunk(next).first(n));
+            if (got < n) {
+                if (src.total)
+                    throw Failure(src.name + " ended after " + std::to_string(next + got) +
+                                  " bytes; --size asks for " + std::to_string(*src.total));
+                if (got % job.table.sector_size)
+                    throw Failure(src.name + " ends with a partial sector: " + std::to_string(next + got) +
+                                  " bytes is not a multiple of the sector size " +
+                                  std::to_string(job.table.sector_size));
+                n = got;
+                if (n == 0) return {};
+            }
+            if (!src.total && job.max_sectors && next + n > src.length * kSector)
+                throw Failure(src.name + " holds more than the " + std::to_string(src.length * kSector) +
+                              " bytes of " + job.out.name() + "'s data segment");
+        } else if (p.enc && src.store->read(next, blkcrypt::Bytes(data, n)) != blkcrypt::Status::Ok) {
+            throw Failure(job.in_path + ": read error at byte " + std::to_string(next));
+        }
+        return blkcrypt::Bytes(data, n);
+    }
 
     // Writes out what the oldest bio produced, in order.
-    auto retire = [&](const dm::RetiredBio& r) {
+    blkcrypt::Status retire(const dm::RetiredBio& r) {
+        Output& out = job.out;
         if (r.status != blkcrypt::Status::Ok)
-            throw Failure(std::string(enc ? "writing " : "reading ") + (enc ? out.name() : in_name) +
+            throw Failure(std::string(p.enc ? "writing " : "reading ") + (p.enc ? out.name() : src.name) +
                           " at sector " + std::to_string(r.sector) + ": " + blkcrypt::to_string(r.status));
-        const uint64_t pos = r.sector * kSector - start_bytes;  // byte offset into the range
+        const uint64_t pos = r.sector * kSector - p.start_bytes;  // byte offset into the range
         const std::size_t n = r.data.size();
-        if (enc && ring) {
-            out.pwrite(ring->chunk(pos).first(n), range_bytes + pos);
-        } else if (enc) {
-            if (!in_map.empty()) in_store->release_mapped(pos, n);  // bounded memory
+        if (p.enc && st.ring) {
+            out.pwrite(st.ring->chunk(pos).first(n), p.range_bytes + pos);
+        } else if (p.enc) {
+            if (!in_map.empty()) src.store->release_mapped(pos, n);  // bounded memory
             // Truncated under us: the mapping read zeros, not the file.
-            if (in_store && in_store->changed()) throw Failure(in_path + ": changed size while being read");
-            store->start_writeback(range_bytes + pos, n);
+            if (src.store && src.store->changed()) throw Failure(job.in_path + ": changed size while being read");
+            st.store->start_writeback(p.range_bytes + pos, n);
         } else {
             out.pwrite(r.data, pos);
             // Start writeback now, so the final fsync waits for the tail only
@@ -281,58 +411,40 @@ CopyResult copy_image(const ImageCopy& job) {
         done += n;
         progress.update(done);
         return blkcrypt::Status::Ok;
-    };
-    // Its destructor waits for the bios in flight, also when an exception
-    // leaves this function. Slots own a chunk buffer unless IN is mapped.
-    dm::BioRing bios(*target, depth, in_map.empty() ? kChunk : 0, retire);
-    auto refused = [](blkcrypt::Status st) {
-        throw Failure(std::string("bio refused: ") + blkcrypt::to_string(st));
-    };
-
-    for (bool eof = false; !eof && (!total || next < *total);) {
-        if (const blkcrypt::Status st = bios.reserve(); st != blkcrypt::Status::Ok) refused(st);
-        std::size_t n = static_cast<std::size_t>(total ? std::min<uint64_t>(kChunk, *total - next) : kChunk);
-        uint8_t* data = bios.next_buffer().data();
-        if (!in_map.empty()) {
-            data = const_cast<uint8_t*>(in_map.data() + next);  // read-only mapping, never written
-        } else if (in) {
-            // Sequential reads: plaintext into the bio, ciphertext into the ring.
-            const std::size_t got = in->read(enc ? blkcrypt::Bytes(data, n) : ring->chunk(next).first(n));
-            if (got < n) {
-                if (total)
-                    throw Failure(in_name + " ended after " + std::to_string(next + got) +
-                                  " bytes; --size asks for " + std::to_string(*total));
-                if (got % table.sector_size)
-                    throw Failure(in_name + " ends with a partial sector: " + std::to_string(next + got) +
-                                  " bytes is not a multiple of the sector size " +
-                                  std::to_string(table.sector_size));
-                eof = true;
-                n = got;
-                if (n == 0) break;
-            }
-            if (!total && job.max_sectors && next + n > length * kSector)
-                throw Failure(in_name + " holds more than the " + std::to_string(length * kSector) + " bytes of " +
-                              out.name() + "'s data segment");
-        } else if (enc && in_store->read(next, blkcrypt::Bytes(data, n)) != blkcrypt::Status::Ok) {
-            throw Failure(in_path + ": read error at byte " + std::to_string(next));
-        }
-        const dm::BioDir dir = enc ? dm::BioDir::Write : dm::BioDir::Read;
-        if (const blkcrypt::Status st = bios.submit((start_bytes + next) / kSector, dir, blkcrypt::Bytes(data, n));
-            st != blkcrypt::Status::Ok)
-            refused(st);
-        next += n;
     }
-    if (const blkcrypt::Status st = bios.finish(); st != blkcrypt::Status::Ok) refused(st);
-    if (next == 0) throw UsageError(in_name + ": nothing to " + verb);
-    if (in_store && in_store->changed()) throw Failure(in_path + ": changed size while being read");
-    progress.finish(done);
+};
+
+}  // namespace
+
+CopyResult copy_image(const ImageCopy& job) {
+    const CopyPlan plan = plan_copy(job);
+    const auto started = std::chrono::steady_clock::now();
+    const CopySource src = open_source(job, plan);
+    CopyStore st = prepare_store(job, plan, src);
+    const blkcrypt::ConstBytes in_map =
+        plan.enc && src.store ? src.store->mapped() : blkcrypt::ConstBytes{};  // see CopyEnds::in_map
+    blkcrypt::Registry& reg = registry();
+    // The target is the device up to the range's end; only the range is submitted.
+    auto target = make_crypt_target(reg, job.table, st.store, job.start_sectors + src.length, st.opts);
+
+    Progress progress(job.progress, job.progress_name, src.total.value_or(0));
+    CopyEnds ends{job, plan, src, st, progress, in_map};
+    // Slots own a chunk buffer unless IN is mapped.
+    const uint64_t next = pump(
+        *target, st.depth, in_map.empty() ? kChunk : 0,
+        PumpRange{plan.start_bytes, src.total, plan.enc ? dm::BioDir::Write : dm::BioDir::Read},
+        [&](uint64_t pos, uint8_t* slot, std::size_t want) { return ends.fill(pos, slot, want); },
+        [&](const dm::RetiredBio& r) { return ends.retire(r); });
+    if (next == 0) throw UsageError(src.name + ": nothing to " + plan.verb);
+    if (src.store && src.store->changed()) throw Failure(job.in_path + ": changed size while being read");
+    progress.finish(ends.done);
 
     target.reset();
-    store.reset();
+    st.store.reset();
     // Its fsync also covers what the file store wrote.
-    if (job.commit_with) Output::commit_all({job.commit_with, &out});
-    else out.commit();
-    return CopyResult{done, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()};
+    if (job.commit_with) Output::commit_all({job.commit_with, &job.out});
+    else job.out.commit();
+    return CopyResult{ends.done, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()};
 }
 
 void set_copy_options(const po::variables_map& vm, ImageCopy& job, const std::string& name) {
