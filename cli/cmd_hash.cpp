@@ -152,13 +152,17 @@ int run_hash(Args args) {
     }
     auto digester = h.digester();
 
-    std::vector<uint8_t> chunk(1 << 20), digest(h.info().digestsize);
+    // Not zeroed: zeroing the 1 MiB touched all its 256 pages, a third of the
+    // time of hashing a 4 KiB file; reads only touch the pages they fill.
+    constexpr std::size_t kChunk = 1 << 20;
+    const auto chunk = std::make_unique_for_overwrite<uint8_t[]>(kChunk);
+    std::vector<uint8_t> digest(h.info().digestsize);
     int rc = 0;
     for (const auto& file : files) {
         try {
             InputFile in(file);
             digester->init();
-            while (const std::size_t n = in.read(chunk)) digester->update({chunk.data(), n});
+            while (const std::size_t n = in.read({chunk.get(), kChunk})) digester->update({chunk.get(), n});
             digester->final(digest);
         } catch (const Failure& e) {
             // Like sha256sum: report the file, carry on with the others.

@@ -16,6 +16,13 @@ if grep_q "built without TLS" <"$TMP/probe"; then
 fi
 # Built with TLS, the probe must have failed on its PSK file (/dev/null), not on TLS.
 grep_q -F "/dev/null" <"$TMP/probe" || fail "TLS probe: $(cat "$TMP/probe")"
+# GnuTLS is loaded by the commands that serve TLS and by no other (its load
+# and its dependencies' were most of the start-up of a small fsverity digest).
+LD_DEBUG=files "$BLKCRYPT" serve --tls require --tls-psk /dev/null --socket "$TMP/x" "$TMP/probe.img" >/dev/null 2>"$TMP/probe.ld" || true
+grep_q 'file=libgnutls' <"$TMP/probe.ld" || fail "serve --tls did not load GnuTLS"
+printf 'x' >"$TMP/one"
+LD_DEBUG=files "$BLKCRYPT" fsverity digest "$TMP/one" >/dev/null 2>"$TMP/digest.ld" || fail "fsverity digest"
+if grep -E 'file=lib(gnutls|p11-kit|nettle|gmp)' "$TMP/digest.ld"; then fail "fsverity digest loaded GnuTLS or its libraries"; fi
 URI="nbds+unix:///?socket=$SOCK"
 
 # --- credentials: a CA, a server and a client certificate (qemu's layout) --
