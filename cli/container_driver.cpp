@@ -171,7 +171,7 @@ int run_container(const ContainerFormat& f, Args args) {
 }
 
 const ContainerFormat* find_container_format(std::string_view name) {
-    for (const ContainerFormat* f : {&kBitlkFormat, &kFvault2Format, &kLoopaesFormat})
+    for (const ContainerFormat* f : {&kBitlkFormat, &kFvault2Format, &kLoopaesFormat, &kTcryptFormat})
         if (f->name == name) return f;
     return nullptr;
 }

@@ -68,10 +68,10 @@ struct ContainerFormat {
 // Declares the format's command line, parses args and runs the action.
 int run_container(const ContainerFormat& format, Args args);
 
-// The format named `name` (bitlk, fvault2, loopaes), or nullptr.
+// The format named `name` (bitlk, fvault2, loopaes, tcrypt), or nullptr.
 const ContainerFormat* find_container_format(std::string_view name);
 
 // The formats' entries (their cmd_FORMAT.cpp).
-extern const ContainerFormat kBitlkFormat, kFvault2Format, kLoopaesFormat;
+extern const ContainerFormat kBitlkFormat, kFvault2Format, kLoopaesFormat, kTcryptFormat;
 
 }  // namespace cli
