@@ -80,10 +80,6 @@ private:
 
 const ContainerFormat kBitlkFormat{
     .name = "bitlk",
-    .usage = "blkcrypt bitlk dump|test-passphrase [OPTIONS] IMAGE\n"
-             "       blkcrypt bitlk decrypt [OPTIONS] IMAGE OUT\n"
-             "       blkcrypt bitlk serve (--socket PATH | --port N) [OPTIONS] IMAGE\n"
-             "       blkcrypt bitlk table [OPTIONS] [--show-key] IMAGE",
     .summary = "BitLocker volumes (also To Go) as cryptsetup's BITLK reads them, without root\n"
                "or device-mapper: dump is bitlkDump, decrypt writes the plaintext bitlkOpen\n"
                "maps, serve exports it over NBD (docs/nbd.md), read-write unless --read-only.\n"
@@ -91,19 +87,14 @@ const ContainerFormat kBitlkFormat{
                "terminal, --tries times, else one line of stdin), or --key-file: a .BEK\n"
                "startup key or a file holding the passphrase. A volume with a clear key\n"
                "(suspended protection) opens without one. A secret that opens nothing exits 2\n"
-               "(\"No key available with this passphrase.\"). OUT follows the output policy\n"
-               "(docs/outputs.md). IMAGE must be a regular file or a block device.",
-    .actions = {{"dump", "print the metadata as cryptsetup bitlkDump does"},
-                {"test-passphrase", "check a secret (cryptsetup bitlkOpen --test-passphrase)"},
-                {"decrypt", "write the plaintext cryptsetup bitlkOpen maps to OUT"},
-                {"serve", "serve that plaintext over NBD, read-write unless --read-only"},
-                {"table", "print the dm table cryptsetup bitlkOpen loads"}},
+               "(\"No key available with this passphrase.\").",
+    .actions = {"dump", "test-passphrase", "decrypt", "serve", "table"},
+    .open_name = "bitlkOpen",
+    .dump_name = "bitlkDump",
     .key_file_help = "read the secret from FILE ('-': all of stdin), e.g. a .BEK",
     .dump_volume_key_help = "dump: also print the volume key (asks for the secret, and to confirm)",
     .precheck = true,
-    .open = [](const po::variables_map&, const std::string& image, bool writable) -> std::unique_ptr<OpenedContainer> {
-        return std::make_unique<Volume>(image, writable);
-    },
+    .open = open_as<Volume>,
 };
 
 int run_bitlk(Args args) { return run_container(kBitlkFormat, args); }

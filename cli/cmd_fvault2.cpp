@@ -47,10 +47,6 @@ private:
 
 const ContainerFormat kFvault2Format{
     .name = "fvault2",
-    .usage = "blkcrypt fvault2 dump|test-passphrase [OPTIONS] IMAGE\n"
-             "       blkcrypt fvault2 decrypt [OPTIONS] IMAGE OUT\n"
-             "       blkcrypt fvault2 serve (--socket PATH | --port N) [OPTIONS] IMAGE\n"
-             "       blkcrypt fvault2 table [OPTIONS] [--show-key] IMAGE",
     .summary = "FileVault 2 (Core Storage) volumes as cryptsetup's FVAULT2 reads them, without\n"
                "root or device-mapper: dump is fvault2Dump (also blkcrypt fvault2Dump), decrypt\n"
                "writes the plaintext `cryptsetup open --type fvault2` maps, serve exports it\n"
@@ -58,19 +54,14 @@ const ContainerFormat kFvault2Format{
                "for on a terminal (--tries times), else one line of stdin; --key-file reads it\n"
                "as cryptsetup does, --passphrase-file takes the first line of a file. A\n"
                "passphrase that opens nothing exits 2 (\"No key available with this\n"
-               "passphrase.\"). OUT follows the output policy (docs/outputs.md). IMAGE must be\n"
-               "a regular file or a block device.",
-    .actions = {{"dump", "print the metadata as cryptsetup fvault2Dump does"},
-                {"test-passphrase", "check a passphrase (cryptsetup open --type fvault2 --test-passphrase)"},
-                {"decrypt", "write the plaintext cryptsetup open --type fvault2 maps to OUT"},
-                {"serve", "serve that plaintext over NBD, read-write unless --read-only"},
-                {"table", "print the dm table cryptsetup open --type fvault2 loads"}},
+               "passphrase.\").",
+    .actions = {"dump", "test-passphrase", "decrypt", "serve", "table"},
+    .open_name = "open --type fvault2",
+    .dump_name = "fvault2Dump",
     .key_file_help = "read the passphrase from FILE ('-': all of stdin)",
     .dump_volume_key_help = "dump: also print the volume key (asks for the passphrase)",
     .precheck = true,
-    .open = [](const po::variables_map&, const std::string& image, bool writable) -> std::unique_ptr<OpenedContainer> {
-        return std::make_unique<Volume>(image, writable);
-    },
+    .open = open_as<Volume>,
 };
 
 int run_fvault2(Args args) { return run_container(kFvault2Format, args); }

@@ -98,10 +98,6 @@ void add_options(CommandLine& cl) {
 
 const ContainerFormat kLoopaesFormat{
     .name = "loopaes",
-    .usage = "blkcrypt loopaes table [OPTIONS] --key-file FILE IMAGE\n"
-             "       blkcrypt loopaes decrypt [OPTIONS] --key-file FILE IMAGE OUT\n"
-             "       blkcrypt loopaes encrypt [OPTIONS] --key-file FILE IN OUT\n"
-             "       blkcrypt loopaes serve (--socket PATH | --port N) [OPTIONS] --key-file FILE IMAGE",
     .summary = "loop-AES volumes as cryptsetup loopaesOpen maps them, without root or\n"
                "device-mapper. The key file (decrypted, not GPG armoured) holds 1, 64 or 65\n"
                "keys, one a line, each hashed into a key: 1 key maps aes-cbc-plain64, 64 keys\n"
@@ -109,15 +105,16 @@ const ContainerFormat kLoopaesFormat{
                "the dm table cryptsetup loads; decrypt writes the plaintext to OUT; encrypt\n"
                "writes plaintext IN as loop-AES ciphertext; serve exports the mapping over\n"
                "NBD. loop-AES has no header: a wrong key file cannot be detected and gives\n"
-               "garbage, as with cryptsetup. OUT follows the output policy (docs/outputs.md).",
-    .actions = {{"table", "print the dm table cryptsetup loopaesOpen loads"},
-                {"decrypt", "write the plaintext loopaesOpen maps to OUT"},
-                {"encrypt", "encrypt the plain image IN into the loop-AES image OUT"},
-                {"serve", "serve the mapping over NBD"}},
+               "garbage, as with cryptsetup.",
+    .actions = {"table", "decrypt", "serve"},
+    .open_name = "loopaesOpen",
+    .usage_options = "[OPTIONS] --key-file FILE",
     .key_file_help = "the key file ('-': all of stdin); required",
     .passphrase = false,
     .add_options = add_options,
     .open = open,
+    .other = {"encrypt", "encrypt the plain image IN into the loop-AES image OUT"},
+    .other_usage = "encrypt [OPTIONS] --key-file FILE IN OUT",
     .run_other = run_encrypt,
 };
 

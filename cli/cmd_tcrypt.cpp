@@ -200,10 +200,6 @@ void add_inputs(const po::variables_map& vm, std::vector<NamedPath>& inputs) {
 
 const ContainerFormat kTcryptFormat{
     .name = "tcrypt",
-    .usage = "blkcrypt tcrypt dump|test-passphrase [OPTIONS] IMAGE\n"
-             "       blkcrypt tcrypt decrypt [OPTIONS] IMAGE OUT\n"
-             "       blkcrypt tcrypt serve [OPTIONS] (--socket PATH | --port N) [--read-only] IMAGE\n"
-             "       blkcrypt tcrypt table [OPTIONS] [--show-key] IMAGE",
     .summary = "TrueCrypt and VeraCrypt volumes as cryptsetup (TCRYPT) opens them, without root or\n"
                "device-mapper. cryptsetup's names work at the top level too: blkcrypt tcryptDump.\n"
                "The passphrase is prompted for on a terminal (--tries times), else one line of\n"
@@ -211,13 +207,11 @@ const ContainerFormat kTcryptFormat{
                "keyfiles (repeatable, in order). Every KDF and cipher chain is\n"
                "tried (-h, -c limit the search); VeraCrypt mode is on unless --disable-veracrypt.\n"
                "A secret that opens no header exits 2 (\"No device header detected with this\n"
-               "passphrase.\"). OUT follows the output policy (docs/outputs.md). serve exports\n"
-               "the plaintext over NBD (docs/nbd.md), read-write unless --read-only.",
-    .actions = {{"dump", "print the header as cryptsetup tcryptDump does"},
-                {"test-passphrase", "check a passphrase (cryptsetup tcryptOpen --test-passphrase)"},
-                {"decrypt", "write the volume's plaintext (what cryptsetup tcryptOpen maps) to OUT"},
-                {"serve", "serve that plaintext over NBD, read-write unless --read-only"},
-                {"table", "print the dm table cryptsetup tcryptOpen loads"}},
+               "passphrase.\"). serve exports the plaintext over NBD (docs/nbd.md), read-write\n"
+               "unless --read-only.",
+    .actions = {"dump", "test-passphrase", "decrypt", "serve", "table"},
+    .open_name = "tcryptOpen",
+    .dump_name = "tcryptDump",
     .dump_volume_key_help = "dump: also print the volume key",
     .dump_needs_secret = true,
     .add_options = add_options,

@@ -17,7 +17,35 @@ namespace cli {
 namespace {
 
 bool has_action(const ContainerFormat& f, const std::string& action) {
-    return std::any_of(f.actions.begin(), f.actions.end(), [&](const Action& a) { return a.name == action; });
+    return std::find(f.actions.begin(), f.actions.end(), action) != f.actions.end();
+}
+
+// The help's usage lines and action list, from the actions the format has.
+std::vector<Action> actions(const ContainerFormat& f) {
+    const std::string open = "cryptsetup " + f.open_name;
+    std::vector<Action> list;
+    for (const std::string& a : f.actions)
+        list.push_back({a, a == "dump"              ? "print the metadata as cryptsetup " + f.dump_name + " does"
+                           : a == "test-passphrase" ? "check a passphrase (" + open + " --test-passphrase)"
+                           : a == "decrypt"         ? "write the plaintext " + open + " maps to OUT"
+                           : a == "serve"           ? "serve that plaintext over NBD, read-write unless --read-only"
+                                                    : "print the dm table " + open + " loads"});
+    if (!f.other.name.empty()) list.push_back(f.other);
+    return list;
+}
+
+std::string usage(const ContainerFormat& f) {
+    const std::string cmd = "blkcrypt " + f.name + " ", opts = f.usage_options + " ";
+    std::vector<std::string> lines;
+    if (has_action(f, "dump"))
+        lines.push_back(cmd + (has_action(f, "test-passphrase") ? "dump|test-passphrase " : "dump ") + opts + "IMAGE");
+    if (has_action(f, "table")) lines.push_back(cmd + "table " + opts + "[--show-key] IMAGE");
+    if (has_action(f, "decrypt")) lines.push_back(cmd + "decrypt " + opts + "IMAGE OUT");
+    if (!f.other_usage.empty()) lines.push_back(cmd + f.other_usage);
+    if (has_action(f, "serve")) lines.push_back(cmd + "serve (--socket PATH | --port N) " + opts + "IMAGE");
+    std::string text;
+    for (const std::string& l : lines) text += (text.empty() ? "" : "\n       ") + l;
+    return text;
 }
 
 std::string one_file(const ContainerFormat& f, const ActionArgs& a) {
@@ -57,7 +85,7 @@ void declare_options(const ContainerFormat& f, CommandLine& cl) {
     }
     add_progress_options(cl.options);
     add_serve_options(cl.options);
-    add_action_arguments(cl, f.actions);
+    add_action_arguments(cl, actions(f));
     only_for(cl, {"table"}, {"show-key"});
     only_for(cl, {"decrypt", "serve"}, {"threads"});
     only_for(cl, {"decrypt"}, {"in-place"});
@@ -149,7 +177,9 @@ int run_table(const ContainerFormat& f, const po::variables_map& vm, const Actio
 }  // namespace
 
 int run_container(const ContainerFormat& f, Args args) {
-    CommandLine cl{f.usage, f.summary};
+    CommandLine cl{usage(f), f.summary +
+                               "\nOUT follows the output policy (docs/outputs.md). IMAGE must be a regular\n"
+                               "file or a block device."};
     declare_options(f, cl);
     auto vm = parse_command_line(cl, args);
     if (!vm) return 0;
@@ -162,11 +192,12 @@ int run_container(const ContainerFormat& f, Args args) {
         if (a.action == "decrypt") return run_decrypt(f, *vm, a);
         if (a.action == "serve") return run_serve(f, *vm, a);
         if (a.action == "table") return run_table(f, *vm, a);
-        return f.run_other(*vm, a);
     }
+    if (!f.other.name.empty() && a.action == f.other.name) return f.run_other(*vm, a);
+    const std::vector<Action> all = actions(f);
     std::string list;
-    for (std::size_t i = 0; i < f.actions.size(); ++i)
-        list += (i == 0 ? "" : i + 1 == f.actions.size() ? " or " : ", ") + f.actions[i].name;
+    for (std::size_t i = 0; i < all.size(); ++i)
+        list += (i == 0 ? "" : i + 1 == all.size() ? " or " : ", ") + all[i].name;
     throw UsageError("unknown action '" + a.action + "': use " + list);
 }
 

@@ -44,9 +44,13 @@ public:
 };
 
 struct ContainerFormat {
-    std::string name;  // "fvault2": the command and its messages
-    std::string usage, summary;
-    std::vector<Action> actions;  // of dump, test-passphrase, decrypt, serve, table, and own ones
+    std::string name;     // "fvault2": the command and its messages
+    std::string summary;  // what the help says under the usage lines
+    // Of dump, test-passphrase, decrypt, serve and table, in the order help lists them.
+    std::vector<std::string> actions;
+    // cryptsetup's names in the actions' help: "bitlkOpen", "bitlkDump".
+    std::string open_name, dump_name;
+    std::string usage_options = "[OPTIONS]";  // loopaes: "[OPTIONS] --key-file FILE"
     // Non-empty: --key-file FILE (with --keyfile-offset, --keyfile-size) is
     // declared with this help; empty: the format declares its own.
     std::string key_file_help;
@@ -61,9 +65,18 @@ struct ContainerFormat {
                                              bool writable) = nullptr;
     // Inputs besides IMAGE and the shared key files that OUT must not be.
     void (*add_inputs)(const po::variables_map& vm, std::vector<NamedPath>& inputs) = nullptr;
-    // An action of its own (loopaes encrypt): its exit status.
+    // An action of its own (loopaes encrypt), with its usage line and its
+    // runner (the exit status).
+    Action other;
+    std::string other_usage;
     int (*run_other)(const po::variables_map& vm, const ActionArgs& args) = nullptr;
 };
+
+// ContainerFormat::open for a container constructed from (IMAGE, writable).
+template <class C>
+std::unique_ptr<OpenedContainer> open_as(const po::variables_map&, const std::string& image, bool writable) {
+    return std::make_unique<C>(image, writable);
+}
 
 // Declares the format's command line, parses args and runs the action.
 int run_container(const ContainerFormat& format, Args args);
