@@ -116,11 +116,13 @@ int run_dump(const ContainerFormat& f, const po::variables_map& vm, const Action
     return 0;
 }
 
-int run_test_passphrase(const ContainerFormat& f, const po::variables_map& vm, const ActionArgs& a) {
-    const auto c = f.open(vm, one_file(f, a), false);
+// IMAGE opened, what the activation refuses refused, then unlocked.
+std::unique_ptr<OpenedContainer> unlocked(const ContainerFormat& f, const po::variables_map& vm,
+                                          const std::string& image, bool writable) {
+    auto c = f.open(vm, image, writable);
     if (f.precheck) (void)checked_table(*c);
     c->unlock(vm);
-    return 0;
+    return c;
 }
 
 int run_decrypt(const ContainerFormat& f, const po::variables_map& vm, const ActionArgs& a) {
@@ -158,20 +160,10 @@ int run_decrypt(const ContainerFormat& f, const po::variables_map& vm, const Act
 // The plaintext over NBD, read-write unless --read-only, as `cryptsetup open`
 // maps it: a write lands encrypted in place.
 int run_serve(const ContainerFormat& f, const po::variables_map& vm, const ActionArgs& a) {
-    const auto c = f.open(vm, one_file(f, a), !vm["read-only"].as<bool>());
-    if (f.precheck) (void)checked_table(*c);
-    c->unlock(vm);
+    const auto c = unlocked(f, vm, one_file(f, a), !vm["read-only"].as<bool>());
     block_stop_signals();  // after the KDF, before the targets' threads exist
     const blkcrypt::dm::DmTable table = checked_table(*c);
     return serve_table(vm, table, c->store, c->serve_how(table));
-}
-
-// The dm table the activation loads, keys hidden unless --show-key.
-int run_table(const ContainerFormat& f, const po::variables_map& vm, const ActionArgs& a) {
-    const auto c = f.open(vm, one_file(f, a), false);
-    if (f.precheck) (void)checked_table(*c);
-    c->unlock(vm);
-    return print_table(vm, c->table());
 }
 
 }  // namespace
@@ -188,10 +180,14 @@ int run_container(const ContainerFormat& f, Args args) {
         throw UsageError("--key-file and --passphrase-file exclude each other");
     if (has_action(f, a.action)) {
         if (a.action == "dump") return run_dump(f, *vm, a);
-        if (a.action == "test-passphrase") return run_test_passphrase(f, *vm, a);
+        if (a.action == "test-passphrase") {
+            (void)unlocked(f, *vm, one_file(f, a), false);
+            return 0;
+        }
         if (a.action == "decrypt") return run_decrypt(f, *vm, a);
         if (a.action == "serve") return run_serve(f, *vm, a);
-        if (a.action == "table") return run_table(f, *vm, a);
+        // The dm table the activation loads, keys hidden unless --show-key.
+        if (a.action == "table") return print_table(*vm, unlocked(f, *vm, one_file(f, a), false)->table());
     }
     if (!f.other.name.empty() && a.action == f.other.name) return f.run_other(*vm, a);
     const std::vector<Action> all = actions(f);
