@@ -1,15 +1,13 @@
 // blkcrypt tcrypt: TrueCrypt and VeraCrypt volumes as cryptsetup's TCRYPT
 // reads them (tcryptDump, tcryptOpen), without root or device-mapper: the
-// plaintext goes through the dm-crypt engine and the copy loop `crypt` uses.
+// plaintext goes through the dm-crypt engine. The actions are
+// container_driver's; this is how a volume's header is found and opened.
 #include "commands.hpp"
 #include "container_common.hpp"
-#include "cryptsetup_options.hpp"
-#include "image_copy.hpp"
+#include "container_driver.hpp"
 #include "number_option.hpp"
-#include "output_file.hpp"
 #include "passphrase.hpp"
 #include "progress.hpp"
-#include "serve.hpp"
 
 #include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/tcrypt/tcrypt.hpp>
@@ -26,10 +24,6 @@ namespace cli {
 namespace {
 
 namespace tcrypt = blkcrypt::tcrypt;
-
-std::shared_ptr<blkcrypt::BackingStore> open_image(const std::string& path, const std::string& role = "IMAGE") {
-    return open_container_image(path, false, role);
-}
 
 // A keyfile: its first 1 MiB (the rest does not count, as in TrueCrypt).
 blkcrypt::SecureBuffer read_keyfile(const std::string& path) {
@@ -111,9 +105,9 @@ struct Devices {
 // whole disk and the partition's start through sysfs; here a whole-disk
 // IMAGE (its table names partition N), or a partition IMAGE with the disk
 // (or its first sectors) as --header.
-Devices open_devices(const po::variables_map& vm, const std::string& image) {
+Devices open_devices(const po::variables_map& vm, const std::string& image, bool writable) {
     Devices d;
-    d.image = open_image(image);
+    d.image = open_container_image(image, writable);
     d.header = d.image;
     d.header_path = image;
     const bool system = vm["tcrypt-system"].as<bool>();
@@ -121,7 +115,7 @@ Devices open_devices(const po::variables_map& vm, const std::string& image) {
     if (vm.count("header") && !same_file(vm["header"].as<std::string>(), image)) {
         d.detached = true;
         d.header_path = vm["header"].as<std::string>();
-        d.header = open_image(d.header_path, "--header");
+        d.header = open_container_image(d.header_path, false, "--header");
     }
     if (vm.count("partition")) {
         if (!system) throw UsageError("--partition needs --tcrypt-system (the partition of a system-encrypted disk)");
@@ -155,91 +149,30 @@ tcrypt::Volume unlock_devices(const po::variables_map& vm, const std::string& im
     return vol;
 }
 
-std::string one_file(const std::vector<std::string>& files, const std::string& action) {
-    if (files.size() != 1) throw UsageError("tcrypt " + action + " needs exactly one IMAGE");
-    return files[0];
-}
-
-int run_dump(const po::variables_map& vm, const std::vector<std::string>& files) {
-    const std::string image = one_file(files, "dump");
-    const Devices dev = open_devices(vm, image);
-    const bool show_key = vm["dump-volume-key"].as<bool>();
-    if (show_key) confirm_volume_key_dump(vm);
-    const tcrypt::Volume vol = unlock_devices(vm, image, dev);
-    if (!show_key) {
-        std::cout << tcrypt::dump(vol, image) << std::flush;
-        return 0;
+// The volume once its header opened: dump and table need the secret.
+class Container final : public OpenedContainer {
+public:
+    Container(const std::string& image, Devices d) : OpenedContainer(image, d.image), dev_(std::move(d)) {}
+    void unlock(const po::variables_map& vm) override { vol_ = unlock_devices(vm, path, dev_); }
+    // Refuses what cannot be decrypted or does not fit.
+    blkcrypt::Result<blkcrypt::dm::DmTable> table() const override { return tcrypt::dm_table(vol_, *store, path); }
+    std::string dump() const override { return tcrypt::dump(vol_, path); }
+    blkcrypt::SecureBuffer dump_volume_key() const override { return tcrypt::dump_volume_key(vol_, path); }
+    // Writes land only in the data area; like cryptsetup, an outer volume's
+    // writes do not protect a hidden volume inside it.
+    TableDevice serve_how(const blkcrypt::dm::DmTable&) const override {
+        return {.description = "crypt " + vol_.table.cipher + " over " + store->name()};
     }
-    const blkcrypt::SecureBuffer text = tcrypt::dump_volume_key(vol, image);
-    std::cout.flush();
-    write_all(STDOUT_FILENO, text, "stdout");
-    return 0;
-}
 
-int run_decrypt(const po::variables_map& vm, const std::vector<std::string>& files) {
-    if (files.size() != 2) throw UsageError("tcrypt decrypt needs IMAGE and OUT");
-    const std::string& image = files[0];
-    std::vector<NamedPath> inputs = {{"IMAGE", image}};
-    if (vm.count("header")) inputs.push_back({"the header file", vm["header"].as<std::string>()});
-    if (vm.count("key-file"))
-        for (const auto& f : vm["key-file"].as<std::vector<std::string>>()) inputs.push_back({"a key file", f});
-    Output out(files[1], OutputOptions{.role = "OUT", .secret = true, .can_stream = true,
-                                       .in_place = vm["in-place"].as<bool>(), .inputs = inputs});
-    const Devices dev = open_devices(vm, image);
-    const tcrypt::Volume vol = unlock_devices(vm, image, dev);
-    auto table = tcrypt::dm_table(vol, *dev.image, image);  // refuses what cannot be decrypted or does not fit
-    if (!table) throw Failure(table.error().message);
-    ImageCopy job{.encrypt = false, .in_path = image, .out = out, .table = *table->front().crypt, .offset_from_header = true};
-    if (vol.length_sectors) job.size_sectors = vol.length_sectors;
-    set_copy_options(vm, job, image);
-    copy_image(job);
-    return 0;
-}
+private:
+    Devices dev_;
+    tcrypt::Volume vol_;
+};
 
-// tcrypt serve: the volume's plaintext over NBD, read-write unless
-// --read-only, as `cryptsetup tcryptOpen` maps it (writable too). Writes land
-// only in the data area; like cryptsetup, an outer volume's writes do not
-// protect a hidden volume inside it.
-int run_serve(const po::variables_map& vm, const std::vector<std::string>& files) {
-    const std::string image = one_file(files, "serve");
-    const bool read_only = vm["read-only"].as<bool>();
-    const Devices dev = open_devices(vm, image);
-    const tcrypt::Volume vol = unlock_devices(vm, image, dev);
-    block_stop_signals();  // after the KDF search, before the target's threads exist
-    auto data = open_container_image(image, !read_only);
-    auto table = tcrypt::dm_table(vol, *data, image);
-    if (!table) throw Failure(table.error().message);
-    return serve_table(vm, *table, data, {.description = "crypt " + vol.table.cipher + " over " + data->name()});
-}
-
-// tcrypt table: the dm table tcryptOpen loads, key hidden unless --show-key.
-int run_table(const po::variables_map& vm, const std::vector<std::string>& files) {
-    const std::string image = one_file(files, "table");
-    const Devices dev = open_devices(vm, image);
-    const tcrypt::Volume vol = unlock_devices(vm, image, dev);
-    return print_table(vm, tcrypt::dm_table(vol, *dev.image, image));
-}
-
-}  // namespace
-
-int run_tcrypt(Args args) {
-    CommandLine cl{"blkcrypt tcrypt dump [OPTIONS] IMAGE\n"
-                   "       blkcrypt tcrypt decrypt [OPTIONS] IMAGE OUT\n"
-                   "       blkcrypt tcrypt serve [OPTIONS] (--socket PATH | --port N) [--read-only] IMAGE\n"
-                   "       blkcrypt tcrypt table [OPTIONS] [--show-key] IMAGE",
-                   "TrueCrypt and VeraCrypt volumes as cryptsetup (TCRYPT) opens them, without root or\n"
-                   "device-mapper. cryptsetup's names work at the top level too: blkcrypt tcryptDump.\n"
-                   "The passphrase is prompted for on a terminal (--tries times), else one line of\n"
-                   "stdin, or the first line of --passphrase-file; --key-file names TrueCrypt\n"
-                   "keyfiles (repeatable, in order). Every KDF and cipher chain is\n"
-                   "tried (-h, -c limit the search); VeraCrypt mode is on unless --disable-veracrypt.\n"
-                   "A secret that opens no header exits 2 (\"No device header detected with this\n"
-                   "passphrase.\"). OUT follows the output policy (docs/outputs.md). serve exports\n"
-                   "the plaintext over NBD (docs/nbd.md), read-write unless --read-only."};
+void add_options(CommandLine& cl) {
     cl.options.add_options()
         ("key-file,d", po::value<std::vector<std::string>>()->value_name("FILE"),
          "a TrueCrypt/VeraCrypt keyfile (repeatable; its first 1 MiB counts)")
-        ("passphrase-file", po::value<std::string>()->value_name("FILE"), "the passphrase: the first line of FILE")
         ("tcrypt-hidden", po::bool_switch(), "the hidden volume's header")
         ("tcrypt-backup", po::bool_switch(), "the backup header (at the end of the volume)")
         ("tcrypt-system", po::bool_switch(), "system encryption (the header at sector 62 of a whole-disk image)")
@@ -254,34 +187,41 @@ int run_tcrypt(Args args) {
          "VeraCrypt Personal Iterations Multiplier")
         ("veracrypt-query-pim", po::bool_switch(), "ask for the PIM after the passphrase (stdin: its next line)")
         ("hash,h", po::value<std::string>()->value_name("HASH"), "try only KDFs whose hash contains HASH")
-        ("cipher,c", po::value<std::string>()->value_name("CIPHER"), "try only cipher chains whose name contains CIPHER")
-        ("dump-volume-key", po::bool_switch(), "dump: also print the volume key")
-        ("show-key", po::bool_switch(), "table: print the key (dmsetup table --showkeys) instead of zeros")
-        ("threads,t", threads_value()->value_name("N"), "crypt worker threads, at most 256 (default: one per core)")
-        ("in-place", po::bool_switch(), "write into the existing regular file OUT directly");
-    add_batch_mode_option(cl.options);
-    add_tries_option(cl.options);
-    add_progress_options(cl.options);
-    add_serve_options(cl.options);
-    add_action_arguments(cl, {{"dump", "print the header as cryptsetup tcryptDump does"},
-                              {"decrypt", "write the volume's plaintext (what cryptsetup tcryptOpen maps) to OUT"},
-                              {"serve", "serve that plaintext over NBD, read-write unless --read-only"},
-                              {"table", "print the dm table cryptsetup tcryptOpen loads"}});
-    only_for(cl, {"table"}, {"show-key"});
-    only_for(cl, {"dump"}, {"dump-volume-key", "batch-mode"});
-    only_for(cl, {"decrypt"}, {"in-place"});
-    only_for(cl, {"decrypt", "serve"}, {"threads"});
-    only_for(cl, {"serve"}, serve_option_names());
-    only_for(cl, {"decrypt"}, progress_option_names());
-    add_cryptsetup_options(cl, "tcrypt");
-    auto vm = parse_command_line(cl, args);
-    if (!vm) return 0;
-    const auto [action, files] = action_arguments(*vm);
-    if (action == "dump") return run_dump(*vm, files);
-    if (action == "decrypt") return run_decrypt(*vm, files);
-    if (action == "serve") return run_serve(*vm, files);
-    if (action == "table") return run_table(*vm, files);
-    throw UsageError("unknown action '" + action + "': use dump, decrypt, serve or table");
+        ("cipher,c", po::value<std::string>()->value_name("CIPHER"), "try only cipher chains whose name contains CIPHER");
 }
+
+void add_inputs(const po::variables_map& vm, std::vector<NamedPath>& inputs) {
+    if (vm.count("header")) inputs.push_back({"the header file", vm["header"].as<std::string>()});
+    if (vm.count("key-file"))
+        for (const auto& f : vm["key-file"].as<std::vector<std::string>>()) inputs.push_back({"a key file", f});
+}
+
+}  // namespace
+
+const ContainerFormat kTcryptFormat{
+    .name = "tcrypt",
+    .summary = "TrueCrypt and VeraCrypt volumes as cryptsetup (TCRYPT) opens them, without root or\n"
+               "device-mapper. cryptsetup's names work at the top level too: blkcrypt tcryptDump.\n"
+               "The passphrase is prompted for on a terminal (--tries times), else one line of\n"
+               "stdin, or the first line of --passphrase-file; --key-file names TrueCrypt\n"
+               "keyfiles (repeatable, in order). Every KDF and cipher chain is\n"
+               "tried (-h, -c limit the search); VeraCrypt mode is on unless --disable-veracrypt.\n"
+               "A secret that opens no header exits 2 (\"No device header detected with this\n"
+               "passphrase.\"). serve exports the plaintext over NBD (docs/nbd.md), read-write\n"
+               "unless --read-only.",
+    .actions = {"dump", "test-passphrase", "decrypt", "serve", "table"},
+    .open_name = "tcryptOpen",
+    .dump_name = "tcryptDump",
+    .dump_volume_key_help = "dump: also print the volume key",
+    .dump_needs_secret = true,
+    .add_options = add_options,
+    .open = [](const po::variables_map& vm, const std::string& image,
+               bool writable) -> std::unique_ptr<OpenedContainer> {
+        return std::make_unique<Container>(image, open_devices(vm, image, writable));
+    },
+    .add_inputs = add_inputs,
+};
+
+int run_tcrypt(Args args) { return run_container(kTcryptFormat, args); }
 
 }  // namespace cli

@@ -453,4 +453,75 @@ void set_copy_options(const po::variables_map& vm, ImageCopy& job, const std::st
     job.progress_name = name;
 }
 
+uint64_t table_bytes(const dm::DmTable& table) {
+    uint64_t total = 0;
+    for (const dm::DmLine& g : table) total += g.length * kSector;
+    return total;
+}
+
+// Moved from cmd_bitlk.cpp: each line's plaintext in order, zeros and stored
+// bytes (linear) through one buffer, crypt lines through a BioRing.
+CopyResult copy_table(const TableCopy& job) {
+    const auto started = std::chrono::steady_clock::now();
+    Output& out = job.out;
+    dm::CryptTargetOptions opts;
+    opts.threads = job.threads;
+    const std::size_t depth = std::max<std::size_t>(8, 2 * std::size_t{job.threads});
+    opts.queue_depth = depth;
+    opts.max_request = kChunk;
+    const uint64_t total = table_bytes(job.table);
+    out.reserve(total);
+    Progress progress(job.progress, job.name, total);
+    std::vector<uint8_t> buf(kChunk);
+    uint64_t written = 0;
+    // In order, starting the writeback of what was written, so the final
+    // fsync waits for the tail only (advice: an error here resurfaces at
+    // that fsync).
+    auto emit = [&](blkcrypt::ConstBytes data) {
+        out.write(data);
+        if (out.seekable())
+            (void)::sync_file_range(out.fd(), static_cast<off64_t>(written), static_cast<off64_t>(data.size()),
+                                    SYNC_FILE_RANGE_WRITE);
+        written += data.size();
+        progress.update(written);
+    };
+    auto failed = [&](uint64_t at, blkcrypt::Status s) {
+        throw Failure(job.name + ": reading the plaintext at byte " + std::to_string(at) + ": " +
+                      blkcrypt::to_string(s));
+    };
+    for (const dm::DmLine& g : job.table) {
+        const uint64_t bytes = g.length * kSector;
+        if (!g.crypt) {  // zero or linear
+            std::fill(buf.begin(), buf.end(), uint8_t{0});
+            for (uint64_t at = 0; at < bytes;) {
+                const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(kChunk, bytes - at));
+                const blkcrypt::Bytes chunk(buf.data(), n);
+                if (g.target == "linear")
+                    if (blkcrypt::Status s = job.store->read(g.offset * kSector + at, chunk); s != blkcrypt::Status::Ok)
+                        failed(g.start * kSector + at, s);
+                emit(chunk);
+                at += n;
+            }
+            continue;
+        }
+        auto target = make_crypt_target(registry(), *g.crypt, job.store, g.length, opts);
+        dm::BioRing ring(*target, depth, kChunk, [&](const dm::RetiredBio& r) {
+            if (r.status != blkcrypt::Status::Ok) failed((g.start + r.sector) * kSector, r.status);
+            emit(r.data);
+            return blkcrypt::Status::Ok;
+        });
+        for (uint64_t at = 0; at < bytes;) {
+            const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(kChunk, bytes - at));
+            if (blkcrypt::Status s = ring.reserve(); s != blkcrypt::Status::Ok) failed(g.start * kSector + at, s);
+            if (blkcrypt::Status s = ring.submit(at / kSector, dm::BioDir::Read, ring.next_buffer().first(n));
+                s != blkcrypt::Status::Ok)
+                failed(g.start * kSector + at, s);
+            at += n;
+        }
+        if (blkcrypt::Status s = ring.finish(); s != blkcrypt::Status::Ok) failed(g.start * kSector, s);
+    }
+    progress.finish(written);
+    return CopyResult{written, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()};
+}
+
 }  // namespace cli

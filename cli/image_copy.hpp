@@ -11,6 +11,7 @@
 
 #include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/dm/crypt_target.hpp>
+#include <blkcrypt/dm/dm_table.hpp>
 #include <blkcrypt/dm/table.hpp>
 
 #include <cstdint>
@@ -68,5 +69,23 @@ std::unique_ptr<blkcrypt::dm::CryptTarget> make_crypt_target(blkcrypt::Registry&
                                                              std::shared_ptr<blkcrypt::dm::BackingStore> store,
                                                              uint64_t length_sectors,
                                                              const blkcrypt::dm::CryptTargetOptions& opts);
+
+// A container's decrypt: the plaintext of a dm table over the opened IMAGE
+// (zero, linear and crypt lines, in order) written to OUT, each crypt line
+// through a ring of 1 MiB bios converting while the oldest is written, as
+// copy_image runs. Reserves OUT, reports progress naming `name`, and leaves
+// OUT uncommitted (the caller commits).
+struct TableCopy {
+    const blkcrypt::dm::DmTable& table;
+    std::shared_ptr<blkcrypt::BackingStore> store;  // the device every line names
+    Output& out;
+    std::string name;       // IMAGE, in errors and progress lines
+    unsigned threads = 0;   // 0: one per core
+    ProgressSettings progress;
+};
+CopyResult copy_table(const TableCopy& job);
+
+// The table's size in bytes.
+uint64_t table_bytes(const blkcrypt::dm::DmTable& table);
 
 }  // namespace cli

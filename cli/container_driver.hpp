@@ -1,0 +1,90 @@
+// One command line for every container format (bitlk, fvault2, loopaes,
+// tcrypt): the shared options are declared once and dump, test-passphrase,
+// decrypt, serve and table run the same way for all of them. A format is a
+// ContainerFormat entry: its texts, its own options, and how to open IMAGE
+// into an OpenedContainer that can unlock and give its dm table.
+#pragma once
+
+#include "common.hpp"
+#include "output_file.hpp"
+#include "serve.hpp"
+
+#include <blkcrypt/backing_store.hpp>
+#include <blkcrypt/dm/dm_table.hpp>
+#include <blkcrypt/secure_buffer.hpp>
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cli {
+
+// IMAGE once opened (metadata read), before and after unlock().
+class OpenedContainer {
+public:
+    OpenedContainer(std::string path, std::shared_ptr<blkcrypt::BackingStore> store)
+        : path(std::move(path)), store(std::move(store)) {}
+    virtual ~OpenedContainer() = default;
+
+    const std::string path;                               // IMAGE, as the user named it
+    const std::shared_ptr<blkcrypt::BackingStore> store;  // the device the table's lines read
+
+    // Asks for the secret (--tries times at a terminal); a wrong one exits 2.
+    virtual void unlock(const po::variables_map& vm) = 0;
+    // The dm table `cryptsetup open` loads. Before unlock() (formats with
+    // ContainerFormat::precheck) the table with an empty key: what the
+    // activation refuses, refused before the secret is asked for.
+    virtual blkcrypt::Result<blkcrypt::dm::DmTable> table() const = 0;
+    // What dump prints; the volume-key dump after unlock().
+    virtual std::string dump() const = 0;
+    virtual blkcrypt::SecureBuffer dump_volume_key() const = 0;
+    // How serve names and builds the device.
+    virtual TableDevice serve_how(const blkcrypt::dm::DmTable& table) const = 0;
+};
+
+struct ContainerFormat {
+    std::string name;     // "fvault2": the command and its messages
+    std::string summary;  // what the help says under the usage lines
+    // Of dump, test-passphrase, decrypt, serve and table, in the order help lists them.
+    std::vector<std::string> actions;
+    // cryptsetup's names in the actions' help: "bitlkOpen", "bitlkDump".
+    std::string open_name, dump_name;
+    std::string usage_options = "[OPTIONS]";  // loopaes: "[OPTIONS] --key-file FILE"
+    // Non-empty: --key-file FILE (with --keyfile-offset, --keyfile-size) is
+    // declared with this help; empty: the format declares its own.
+    std::string key_file_help;
+    // The secret is a passphrase: --passphrase-file, --tries, -q.
+    bool passphrase = true;
+    std::string dump_volume_key_help;
+    bool precheck = false;           // table() works before unlock()
+    bool dump_needs_secret = false;  // dump unlocks first (tcrypt: the header is encrypted)
+    // Its own options (and their only_for scopes), declared before the shared ones.
+    void (*add_options)(CommandLine& cl) = nullptr;
+    std::unique_ptr<OpenedContainer> (*open)(const po::variables_map& vm, const std::string& image,
+                                             bool writable) = nullptr;
+    // Inputs besides IMAGE and the shared key files that OUT must not be.
+    void (*add_inputs)(const po::variables_map& vm, std::vector<NamedPath>& inputs) = nullptr;
+    // An action of its own (loopaes encrypt), with its usage line and its
+    // runner (the exit status).
+    Action other;
+    std::string other_usage;
+    int (*run_other)(const po::variables_map& vm, const ActionArgs& args) = nullptr;
+};
+
+// ContainerFormat::open for a container constructed from (IMAGE, writable).
+template <class C>
+std::unique_ptr<OpenedContainer> open_as(const po::variables_map&, const std::string& image, bool writable) {
+    return std::make_unique<C>(image, writable);
+}
+
+// Declares the format's command line, parses args and runs the action.
+int run_container(const ContainerFormat& format, Args args);
+
+// The format named `name` (bitlk, fvault2, loopaes, tcrypt), or nullptr.
+const ContainerFormat* find_container_format(std::string_view name);
+
+// The formats' entries (their cmd_FORMAT.cpp).
+extern const ContainerFormat kBitlkFormat, kFvault2Format, kLoopaesFormat, kTcryptFormat;
+
+}  // namespace cli
