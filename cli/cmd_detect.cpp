@@ -42,14 +42,14 @@ constexpr FormatCommand kFormatCommands[] = {{"luks", run_luks},       {"tcrypt"
                                              {"crypt", run_crypt},     {"bitlk", run_bitlk},   {"fvault2", run_fvault2},
                                              {"verity", run_verity}};
 
-// The option tables of those commands, described once (nothing runs).
-const std::vector<std::pair<std::string_view, CommandLine>>& format_tables() {
-    static const auto tables = [] {
-        std::vector<std::pair<std::string_view, CommandLine>> t;
-        for (const auto& f : kFormatCommands) t.emplace_back(f.name, describe_command(f.run, {}));
-        return t;
-    }();
-    return tables;
+constexpr std::size_t kFormatCount = std::size(kFormatCommands);
+
+// The option table of kFormatCommands[i], described when first needed
+// (nothing runs; the scan usually needs luks's only).
+const CommandLine& format_table(std::size_t i) {
+    static std::optional<CommandLine> tables[kFormatCount];
+    if (!tables[i]) tables[i].emplace(describe_command(kFormatCommands[i].run, {}));
+    return *tables[i];
 }
 
 const Type* find_type(std::string_view name) {
@@ -73,12 +73,13 @@ struct Scan {
     bool help = false, dm_table = false, test_passphrase = false;
 };
 
-// Whether the option NAME ("key-file", or "-d") takes a value; nullopt when
-// no table knows it.
-std::optional<bool> takes_value(const std::vector<const po::options_description*>& tables, const std::string& name) {
-    for (const auto* t : tables)
-        if (const auto* o = t->find_nothrow(name, false, false, false)) return o->semantic()->max_tokens() > 0;
-    return std::nullopt;
+// Whether the option NAME ("key-file", or "-d") takes a value, by the
+// command's own table, then the formats' in order; nullopt when none knows it.
+std::optional<bool> takes_value(const po::options_description& own, const std::string& name) {
+    const auto* o = own.find_nothrow(name, false, false, false);
+    for (std::size_t i = 0; !o && i < kFormatCount; ++i) o = format_table(i).options.find_nothrow(name, false, false, false);
+    if (!o) return std::nullopt;
+    return o->semantic()->max_tokens() > 0;
 }
 
 // Reads the words as Boost's parser (the commands' style) will: "--name",
@@ -86,7 +87,7 @@ std::optional<bool> takes_value(const std::vector<const po::options_description*
 // "-dFILE", and "--" before positional words only. --type/-M is taken out
 // (the format commands have their own, or none for this action), and so is
 // open's --test-passphrase.
-Scan scan(Args args, const std::vector<const po::options_description*>& tables, const std::string& command) {
+Scan scan(Args args, const po::options_description& own, const std::string& command) {
     Scan s;
     auto unknown = [&](const std::string& opt) {
         return UsageError("unknown option '" + opt + "' (see blkcrypt " + command + " --help)");
@@ -107,7 +108,7 @@ Scan scan(Args args, const std::vector<const po::options_description*>& tables, 
         if (w[1] == '-') {
             const std::size_t eq = w.find('=');
             const std::string name = w.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
-            const auto valued = takes_value(tables, name);
+            const auto valued = takes_value(own, name);
             if (!valued) throw unknown("--" + name);
             std::optional<std::string> value;
             std::vector<std::string> words{w};
@@ -138,7 +139,7 @@ Scan scan(Args args, const std::vector<const po::options_description*>& tables, 
         std::string kept = "-";
         for (std::size_t j = 1; j < w.size(); ++j) {
             const std::string opt = std::string("-") + w[j];
-            const auto valued = takes_value(tables, opt);
+            const auto valued = takes_value(own, opt);
             if (!valued) throw unknown(opt);
             if (!*valued) {
                 if (opt == "-h") s.help = true;  // where no table makes it --hash
@@ -168,12 +169,6 @@ Scan scan(Args args, const std::vector<const po::options_description*>& tables, 
         if (kept.size() > 1) s.forward.push_back(kept);
     }
     return s;
-}
-
-std::vector<const po::options_description*> tables_with(const po::options_description& own) {
-    std::vector<const po::options_description*> t{&own};
-    for (const auto& [name, cl] : format_tables()) t.push_back(&cl.options);
-    return t;
 }
 
 // Runs `blkcrypt COMMAND ACTION WORDS...`.
@@ -214,7 +209,7 @@ void check_action(std::string_view type, std::string_view action) {
 // The common part of every detecting command. `own`: the caller's option
 // table (the words may use its options too).
 Routed route(std::string_view action, Args args, const po::options_description& own, const std::string& command) {
-    const Scan s = scan(args, tables_with(own), command);
+    const Scan s = scan(args, own, command);
     if (s.help) return {.help = true};
     const bool serve = action == "serve";
     if (s.dm_table) {
@@ -310,7 +305,9 @@ void add_format_options(po::options_description& out, const po::options_descript
         }
         return false;
     };
-    for (const auto& [name, cl] : format_tables()) {
+    for (std::size_t i = 0; i < kFormatCount; ++i) {
+        const std::string_view name = kFormatCommands[i].name;
+        const CommandLine& cl = format_table(i);
         if (name == "verity" && action != "dump") continue;
         const bool has = std::any_of(cl.actions.begin(), cl.actions.end(), [&](const Action& a) { return a.name == action; });
         if (!has) continue;
@@ -356,7 +353,7 @@ int run_top(const Top& top, Args args) {
         throw UsageError(name + " needs IMAGE (see blkcrypt " + name + " --help)");
     }
     if (top.name == "open") {
-        const Scan s = scan(args, tables_with(cl.options), name);
+        const Scan s = scan(args, cl.options, name);
         if (s.help) {
             parse_command_line(cl, std::vector<std::string>{"--help"});
             return 0;
