@@ -67,7 +67,7 @@ std::string type_list(bool raw) {
 // The words as the format's command will parse them: which are positional
 // (IMAGE, OUT), and the few options this layer reads itself.
 struct Scan {
-    std::vector<std::string> forward;     // the words to hand on: all but --type (and `consumed`)
+    std::vector<std::string> forward;     // the words to hand on: all but --type and --test-passphrase
     std::vector<std::size_t> positional;  // indices into forward
     std::optional<std::string> type, header, export_name;
     bool help = false, dm_table = false, test_passphrase = false;
@@ -325,7 +325,7 @@ CommandLine top_command_line(const Top& top, const po::options_description* serv
     CommandLine cl{top.usage, std::string(top.what) + kDetectText};
     const bool serve = top.action == "serve";
     cl.options.add_options()(
-        "type,M", po::value<std::string>()->value_name(std::string(kTypeValueName) + (serve ? "|raw" : "")),
+        "type,M", po::value<std::string>()->value_name(type_value_name(serve)),
         serve ? "the format, as cryptsetup open --type names it (luks1/luks2 must match the header); "
                 "raw: serve IMAGE's bytes as they are (the default without a signature)"
               : "the format, as cryptsetup open --type names it (luks1/luks2 must match the header)");
@@ -386,6 +386,12 @@ int run_top(const Top& top, Args args) {
 }
 
 }  // namespace
+
+std::string type_value_name(bool raw) {
+    std::string s;
+    for (const auto& t : kTypes) s += (s.empty() ? "" : "|") + std::string(t.name);
+    return s + (raw ? "|raw" : "");
+}
 
 Routed route_serve(Args args, const po::options_description& own) {
     if (args.empty()) return {};

@@ -86,7 +86,7 @@ CommandLine serve_command_line() {
                    "a dmsetup table file (linear, zero, error, crypt, verity) instead; NAME=FILE\n"
                    "names a table that later ones use as /dev/mapper/NAME; the last is served."};
     cl.options.add_options()
-        ("type,M", po::value<std::string>()->value_name(std::string(kTypeValueName) + "|raw"),
+        ("type,M", po::value<std::string>()->value_name(type_value_name(true)),
          "the format, as cryptsetup open --type names it (luks1/luks2 must match the header); raw: the "
          "image's bytes as they are (the default without a signature)")
         ("sector-size", number_value<unsigned>(512, 4096)->value_name("BYTES"),

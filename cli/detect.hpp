@@ -7,12 +7,14 @@
 #include "common.hpp"
 
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace cli {
 
-// The --type values, as cryptsetup 2.6.1 names them, and serve's "raw".
-inline constexpr const char* kTypeValueName = "luks|luks1|luks2|plain|loopaes|tcrypt|bitlk|fvault2";
+// The --type values as a value name, "luks|luks1|...|fvault2" (cryptsetup
+// 2.6.1's names), with serve's "|raw" when raw is true.
+std::string type_value_name(bool raw);
 
 // What route_to_format decided.
 struct Routed {
