@@ -1,7 +1,9 @@
-// blkcrypt serve IMAGE: a plain image (file or block device) over NBD, the
-// base of the target stack (crypt serve adds dm-crypt on top); serve
+// blkcrypt serve IMAGE: an image (file or block device) over NBD as it is,
+// the base of the target stack (crypt serve adds dm-crypt on top), unless
+// its signature or --type names a container format (detect.hpp); serve
 // --dm-table: a stack of device-mapper tables, as dmsetup would load them.
 #include "commands.hpp"
+#include "detect.hpp"
 #include "number_option.hpp"
 #include "passphrase.hpp"
 #include "serve.hpp"
@@ -72,17 +74,23 @@ std::shared_ptr<blkcrypt::dm::BlockDevice> build_tables(const std::vector<std::s
 
 }  // namespace
 
-int run_serve(Args args) {
-    CommandLine cl{"blkcrypt serve (--socket PATH | --port N) [--read-only] [--sector-size N] IMAGE\n"
+CommandLine serve_command_line() {
+    CommandLine cl{"blkcrypt serve (--socket PATH | --port N) [--read-only] [--type TYPE] [OPTIONS] IMAGE\n"
                    "       blkcrypt serve (--socket PATH | --port N) [--read-only] --dm-table [NAME=]FILE...",
-                   "Serve the image file or block device IMAGE as a network block device (NBD)\n"
-                   "for nbdcopy, nbdinfo, nbdfuse, qemu-img and qemu (docs/nbd.md). SIGINT or\n"
-                   "SIGTERM finish the requests in flight, flush and exit 0. --dm-table serves a\n"
-                   "dmsetup table file (linear, zero, error, crypt, verity) instead; NAME=FILE\n"
+                   "Serve IMAGE (a file or block device) as a network block device (NBD) for\n"
+                   "nbdcopy, nbdinfo, nbdfuse, qemu-img and qemu (docs/nbd.md). SIGINT or SIGTERM\n"
+                   "finish the requests in flight, flush and exit 0. An image with a LUKS,\n"
+                   "BitLocker or FileVault 2 signature is unlocked and its plaintext served, as\n"
+                   "`blkcrypt FORMAT serve` does with the same options (so is any image --type\n"
+                   "names); any other image, or --type raw, is served as it is. --dm-table serves\n"
+                   "a dmsetup table file (linear, zero, error, crypt, verity) instead; NAME=FILE\n"
                    "names a table that later ones use as /dev/mapper/NAME; the last is served."};
     cl.options.add_options()
+        ("type,M", po::value<std::string>()->value_name(type_value_name(true)),
+         "the format, as cryptsetup open --type names it (luks1/luks2 must match the header); raw: the "
+         "image's bytes as they are (the default without a signature)")
         ("sector-size", number_value<unsigned>(512, 4096)->value_name("BYTES"),
-         "the logical block size clients are told, 512..4096 (default: 512)")
+         "raw: the logical block size clients are told, 512..4096 (default: 512)")
         ("dm-table", po::value<std::vector<std::string>>()->value_name("[NAME=]FILE"),
          "a device-mapper table to serve (repeatable: stacked, the last one served)")
         ("threads,t", threads_value()->value_name("N"), "I/O threads, at most 256 (default: one per core)")
@@ -90,6 +98,13 @@ int run_serve(Args args) {
     add_serve_options(cl.options);
     cl.hidden.add_options()("image", po::value<std::vector<std::string>>(), "");
     cl.positional.add("image", -1);
+    return cl;
+}
+
+int run_serve(Args args) {
+    CommandLine cl = serve_command_line();
+    // A container is served by its format's command; what comes back here is raw.
+    if (const Routed r = route_serve(args, cl.options); r.status) return *r.status;
     auto vm = parse_command_line(cl, args);
     if (!vm) return 0;
     const auto images = vm->count("image") ? (*vm)["image"].as<std::vector<std::string>>() : std::vector<std::string>{};

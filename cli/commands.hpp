@@ -22,5 +22,11 @@ int run_bitlk(Args args);
 int run_loopaes(Args args);
 int run_fvault2(Args args);
 int run_serve(Args args);
+// The commands that detect IMAGE's format (cmd_detect.cpp, detect.hpp).
+int run_dump_detected(Args args);
+int run_test_passphrase_detected(Args args);
+int run_decrypt_detected(Args args);
+int run_table_detected(Args args);
+int run_open(Args args);
 
 }  // namespace cli

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <utility>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -58,7 +59,9 @@ std::string help_command(const std::string& usage) {
 
 }  // namespace
 
-void set_describe_sink(std::optional<CommandLine>* sink) noexcept { describe_sink = sink; }
+std::optional<CommandLine>* set_describe_sink(std::optional<CommandLine>* sink) noexcept {
+    return std::exchange(describe_sink, sink);
+}
 
 std::optional<po::variables_map> parse_command_line(CommandLine& cl, Args args) {
     // -h is --hash where a command has one (crypt, as in cryptsetup).

@@ -116,7 +116,9 @@ void add_action_arguments(CommandLine& cl, std::vector<Action> actions = {});
 // Describe mode (blkcrypt --generate-man): while a sink is set,
 // parse_command_line copies the command's CommandLine into it and returns
 // nullopt, so running a command only describes it.
-void set_describe_sink(std::optional<CommandLine>* sink) noexcept;
+// Returns the sink it replaces (a command may describe others while it is
+// itself described: blkcrypt dump lists the options of the formats' commands).
+std::optional<CommandLine>* set_describe_sink(std::optional<CommandLine>* sink) noexcept;
 struct ActionArgs {
     std::string action;
     std::vector<std::string> files;

@@ -125,14 +125,14 @@ std::string prose(std::string_view page, bool description) {
 
 CommandLine describe_command(int (*run)(Args), const std::vector<std::string>& words) {
     std::optional<CommandLine> cl;
-    set_describe_sink(&cl);
+    auto* const outer = set_describe_sink(&cl);
     try {
         run(words);
     } catch (...) {
-        set_describe_sink(nullptr);
+        set_describe_sink(outer);
         throw;
     }
-    set_describe_sink(nullptr);
+    set_describe_sink(outer);
     if (!cl) throw Failure("a command did not describe its options");
     return std::move(*cl);
 }

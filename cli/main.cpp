@@ -33,7 +33,12 @@ constexpr Command kCommands[] = {
     {"crypt", "encrypt or decrypt an image as dm-crypt does", cli::run_crypt},
     {"verity", "build, check and read dm-verity hash trees", cli::run_verity},
     {"fsverity", "compute fs-verity file digests", cli::run_fsverity},
-    {"serve", "serve an image to NBD clients (nbdcopy, qemu-img, nbdfuse)", cli::run_serve},
+    {"serve", "serve an image, or a container's plaintext, to NBD clients (nbdcopy, qemu-img, nbdfuse)", cli::run_serve},
+    {"open", "unlock a container of any format and serve it, as cryptsetup open", cli::run_open},
+    {"dump", "print a container's metadata, whatever its format", cli::run_dump_detected},
+    {"test-passphrase", "check a secret against a container of any format", cli::run_test_passphrase_detected},
+    {"decrypt", "write a container's plaintext to a file, whatever its format", cli::run_decrypt_detected},
+    {"table", "print the dm table cryptsetup open loads for a container", cli::run_table_detected},
     {"bench", "measure cipher and hash throughput, like cryptsetup benchmark", cli::run_bench},
     {"luks", "read LUKS containers as cryptsetup does, without root", cli::run_luks},
     {"tcrypt", "read TrueCrypt/VeraCrypt volumes as cryptsetup does, without root", cli::run_tcrypt},
@@ -76,9 +81,11 @@ void print_help() {
                  "BLKCRYPT_NO_DEFAULT_PLUGINS=1, in the default plugin directory:\n"
                  "  " << (cli::default_plugin_dir().empty() ? "(disabled)" : cli::default_plugin_dir()) << "\n\n"
                  "Commands:\n";
+    std::size_t width = 10;
+    for (const auto& c : kCommands) width = std::max(width, c.name.size() + 2);
     for (const auto& c : kCommands) {
         std::string name(c.name);
-        name.resize(10, ' ');
+        name.resize(width, ' ');
         std::cout << "  " << name << c.summary << "\n";
     }
     std::cout << "\ncryptsetup's names for the same actions:\n";

@@ -107,7 +107,7 @@ constexpr ManSection kFsverityVerifySig[] = {
 };
 
 constexpr ManSection kServe[] = {
-    {"DESCRIPTION", R"P(Makes an image a network block device on a Unix socket (mode 0600) or on TCP: a plain image, read-write unless --read-only, or with --dm-table a stack of dmsetup table files (linear, zero, error, crypt, verity; verity on crypt as Android does). Any NBD client uses it without root: nbdinfo, nbdcopy, nbdfuse (a FUSE file), qemu-img, qemu-io and qemu. The containers have serve actions of their own (luks serve, tcrypt serve, ...).
+    {"DESCRIPTION", R"P(Makes an image a network block device on a Unix socket (mode 0600) or on TCP: a plain image, read-write unless --read-only, or with --dm-table a stack of dmsetup table files (linear, zero, error, crypt, verity; verity on crypt as Android does). Any NBD client uses it without root: nbdinfo, nbdcopy, nbdfuse (a FUSE file), qemu-img, qemu-io and qemu. An image with a LUKS1, LUKS2, BitLocker or FileVault 2 signature is unlocked and its plaintext served, as "blkcrypt FORMAT serve" serves it with the same options; --type names the format of an image without a signature (tcrypt, loopaes, plain), as cryptsetup open --type does, and --type raw serves a container's bytes as they are. An image without a signature, a dm-verity hash device among them, is served as it is. blkcrypt open is the same command under cryptsetup's name.
 
 SIGINT and SIGTERM finish the requests in flight, flush and exit 0. Off loopback, TLS is required: --tls-certs DIR in qemu's layout, or --tls-psk FILE from psktool; clients use nbds:// URLs. A plain image's holes show in "nbdinfo --map"; --json prints events for scripts.)P"},
     {"EXAMPLES", R"P(    blkcrypt serve --socket /tmp/d.sock disk.img &
@@ -116,9 +116,65 @@ SIGINT and SIGTERM finish the requests in flight, flush and exit 0. Off loopback
     blkcrypt serve --port 10809 --bind 0.0.0.0 --tls-certs /etc/pki/blkcrypt disk.img &
     nbdcopy "nbds://server/?tls-certificates=/etc/pki/blkcrypt-client" copy.img
     blkcrypt serve --dm-table dec=crypt.table --dm-table verity.table --socket /tmp/t.sock
+    blkcrypt serve --socket /tmp/l.sock --key-file pass.txt luks.img &
+    blkcrypt serve --socket /tmp/r.sock --type raw luks.img &
     blkcrypt crypt serve --table "aes-xts-plain64 $(xxd -p -c 64 k) 0" --socket /tmp/d.sock disk.enc &
     nbdfuse mnt/disk "nbd+unix:///?socket=/tmp/d.sock" &
     qemu-system-x86_64 -drive file=nbd+unix:///?socket=/tmp/d.sock,format=raw ...)P"},
+};
+
+// The pages of the commands that detect the format (cmd_detect.cpp) share
+// how the format is found.
+constexpr std::string_view kDetection = R"P(The format comes from IMAGE's signature, as blkid and cryptsetup find it: a LUKS1 or LUKS2 header (for LUKS2 also a secondary header when the primary is lost), a BitLocker or BitLocker To Go boot sector, a FileVault 2 (Core Storage) volume header, or a dm-verity superblock (dump only). With --header the detached header holds it. TrueCrypt, VeraCrypt, loop-AES and plain dm-crypt images have no signature: --type (-M) names the format, with cryptsetup open's values luks, luks1, luks2, plain, loopaes, tcrypt, bitlk and fvault2. --type luks1 or luks2 against the other version is refused as cryptsetup refuses it ("Device X is not a valid LUKS device.", exit 1), and so is an image without a signature and without --type.
+
+The words are then handed to the format's command unchanged: blkcrypt ACTION IMAGE runs blkcrypt luks ACTION IMAGE (or bitlk, fvault2, tcrypt, loopaes; plain runs blkcrypt crypt), so every option, message, output and exit status is that command's. IMAGE must be a regular file or a block device; a FIFO, a directory or a socket is refused at once (exit 4).)P";
+
+constexpr ManSection kDump[] = {
+    {"DESCRIPTION", R"P(blkcrypt dump is cryptsetup's luksDump, bitlkDump, fvault2Dump and tcryptDump, and veritysetup dump, in one command that finds the format itself. --dump-volume-key asks cryptsetup's question first (-q skips it) and then the secret.)P"},
+    {"FORMAT DETECTION", kDetection},
+    {"EXAMPLES", R"P(    blkcrypt dump disk.img
+    blkcrypt dump --dump-json-metadata luks2.img
+    blkcrypt dump --type tcrypt -h sha512 vol.tc
+    blkcrypt dump hash.img)P"},
+    {"NOTES", R"P(The examples do what these do: cryptsetup luksDump disk.img (bitlkDump for a BitLocker image, fvault2Dump for FileVault 2); cryptsetup luksDump --dump-json-metadata; cryptsetup tcryptDump -h sha512; veritysetup dump hash.img.)P"},
+};
+
+constexpr ManSection kTestPassphrase[] = {
+    {"DESCRIPTION", R"P(blkcrypt test-passphrase is "cryptsetup open --test-passphrase" for every format that has a secret to check: the passphrase (prompted for on a terminal, --tries times, else one line of stdin), or --key-file, opens the container or the command exits 2 with the format's message.)P"},
+    {"FORMAT DETECTION", kDetection},
+    {"EXAMPLES", R"P(    blkcrypt test-passphrase disk.img
+    blkcrypt test-passphrase --key-file KEY.BEK bitlocker.img
+    blkcrypt open --test-passphrase mac.img)P"},
+    {"NOTES", R"P(The examples do what "cryptsetup open --test-passphrase" does for a LUKS, BitLocker and FileVault 2 image. plain and loopaes have nothing to check a secret against; they are refused with cryptsetup's words.)P"},
+};
+
+constexpr ManSection kDecrypt[] = {
+    {"DESCRIPTION", R"P(blkcrypt decrypt writes what "cryptsetup open" maps, as a dd of the mapping would copy it, for whatever format IMAGE has. OUT follows the output policy (docs/outputs.md), and a wrong secret writes nothing (exit 2).)P"},
+    {"FORMAT DETECTION", kDetection},
+    {"EXAMPLES", R"P(    blkcrypt decrypt disk.img plain.img
+    blkcrypt decrypt --type tcrypt --veracrypt vol.hc plain.img
+    blkcrypt decrypt --type loopaes --key-file KEYS disk.img plain.img
+    blkcrypt decrypt --type plain --cipher aes-xts-plain64 -s 512 -h sha256 disk.enc plain.img)P"},
+    {"NOTES", R"P(The examples do what "cryptsetup open" and a dd of the mapping do, as root: for the image's own format, then with --type tcrypt --veracrypt, --type loopaes --key-file KEYS and --type plain.)P"},
+};
+
+constexpr ManSection kTable[] = {
+    {"DESCRIPTION", R"P(blkcrypt table prints the device-mapper table lines that "cryptsetup open" loads for IMAGE, in dmsetup's format, the key as zeros unless --show-key.)P"},
+    {"FORMAT DETECTION", kDetection},
+    {"EXAMPLES", R"P(    blkcrypt table disk.img
+    blkcrypt table --show-key disk.img > disk.table
+    blkcrypt serve --dm-table disk.table --socket /tmp/t.sock)P"},
+    {"NOTES", R"P(The examples print what "dmsetup table" (with --showkeys) prints after "cryptsetup open"; "blkcrypt serve --dm-table" of that output serves exactly what "blkcrypt decrypt" writes.)P"},
+};
+
+constexpr ManSection kOpen[] = {
+    {"DESCRIPTION", R"P(blkcrypt open is blkcrypt serve under cryptsetup's name: IMAGE unlocked and served over NBD, read-write unless --read-only (-r, --readonly), with every option of serve. cryptsetup's second argument NAME names the device-mapper mapping; here it names the NBD export (as --export-name NAME does; the default export "" is the same one), and giving both with different names is refused. --type raw serves IMAGE's bytes as they are, as does an image without a signature. --test-passphrase only checks the secret, as blkcrypt test-passphrase, and ignores NAME as cryptsetup does.)P"},
+    {"FORMAT DETECTION", kDetection},
+    {"EXAMPLES", R"P(    blkcrypt open --socket /tmp/d.sock disk.img data &
+    nbdcopy "nbd+unix:///data?socket=/tmp/d.sock" plain.img
+    blkcrypt open --type tcrypt --readonly --socket /tmp/t.sock vol.tc &
+    blkcrypt open --test-passphrase disk.img)P"},
+    {"NOTES", R"P(The examples do what these do: cryptsetup open disk.img data, then dd from /dev/mapper/data, as root; cryptsetup open --type tcrypt --readonly vol.tc; cryptsetup open --test-passphrase disk.img.)P"},
 };
 
 constexpr ManSection kBench[] = {
@@ -194,7 +250,9 @@ constexpr PageProse kPages[] = {
     {"fsverity-sign", kFsveritySign},              {"fsverity-verify-sig", kFsverityVerifySig},
     {"serve", kServe},    {"bench", kBench},       {"luks", kLuks},
     {"tcrypt", kTcrypt},  {"bitlk", kBitlk},       {"loopaes", kLoopaes},
-    {"fvault2", kFvault2},
+    {"fvault2", kFvault2},  {"open", kOpen},         {"dump", kDump},
+    {"test-passphrase", kTestPassphrase},          {"decrypt", kDecrypt},
+    {"table", kTable},
 };
 
 }  // namespace

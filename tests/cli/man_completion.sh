@@ -8,7 +8,7 @@ source "$(dirname "$0")/lib.sh"
 MAN_DIR=${2:?usage: $0 BLKCRYPT MAN_DIR COMPLETION_FILE}
 COMPLETION=${3:?usage: $0 BLKCRYPT MAN_DIR COMPLETION_FILE}
 
-mapfile -t commands < <("$BLKCRYPT" --help | sed -n '/^Commands:/,/^$/s/^  \([a-z]*\) .*/\1/p')
+mapfile -t commands < <("$BLKCRYPT" --help | sed -n '/^Commands:/,/^$/s/^  \([a-z][a-z-]*\) .*/\1/p')
 [[ ${#commands[@]} -ge 9 ]] || fail "commands not found in blkcrypt --help"
 
 echo "== one page per command, rendered without warnings"
