@@ -62,6 +62,14 @@ tcrypt::OpenOptions open_options(const po::variables_map& vm) {
             std::cerr << line << (memory_kib ? " (this takes minutes; -h HASH limits the search)" : "") << "...\n"
                       << std::flush;
         };
+    // Always said: without it a wrong PIM or passphrase would not show that
+    // one KDF was left out (docs/tcrypt.md).
+    o.on_kdf_skipped = [](std::string_view hash, uint32_t iterations, uint32_t memory_kib) {
+        std::cerr << "Not trying KDF " << hash << " at this PIM (" << iterations << " passes over "
+                  << memory_kib / 1024 << " MiB a try; above PIM " << tcrypt::kArgon2SearchMaxPim
+                  << " only -h " << hash << " tries it).\n"
+                  << std::flush;
+    };
     return o;
 }
 

@@ -51,7 +51,7 @@ int run_format(const po::variables_map& vm, const std::vector<std::string>& file
     const std::string& data_path = files[0];
     const std::string& hash_path = files[1];
     const bool in_place = same_file(data_path, hash_path);
-    Store data = open_store(data_path, in_place);
+    Store data = open_store(data_path, in_place, "DATA");
     auto params = params_from_options(vm, data->size(), true);
     blkcrypt::Registry& reg = registry();
     auto geometry = vy::plan_tree(reg, params);
@@ -99,10 +99,10 @@ int run_format(const po::variables_map& vm, const std::vector<std::string>& file
                           std::to_string(need) + " are needed");
         if (data->size() < need && ::truncate(data_path.c_str(), static_cast<off_t>(need)) != 0)
             throw Failure(errno_message(data_path));
-        data = hash = open_store(data_path, true);
+        data = hash = open_store(data_path, true, "DATA");
     } else {
         hash_out->reserve(need);
-        hash = open_store(hash_out->write_path(), true);
+        hash = open_store(hash_out->write_path(), true, "HASH");
     }
     Store fec_store = fec_on_hash ? hash : nullptr;
     if (fec && !fec_on_hash) {
@@ -114,7 +114,7 @@ int run_format(const po::variables_map& vm, const std::vector<std::string>& file
         fec_out.emplace(fec->device, OutputOptions{.role = "--fec-device", .keep_content = true,
                                                    .inputs = {{"DATA", data_path}, {"HASH", hash_path}}});
         fec_out->reserve(fec->offset + g->parity_bytes());
-        fec_store = open_store(fec_out->write_path(), true);
+        fec_store = open_store(fec_out->write_path(), true, "--fec-device");
     }
     const bool json = vm["json"].as<bool>();
     Progress progress(progress_settings(vm), data_path, params.data_blocks * params.data_block_size);
@@ -159,8 +159,8 @@ int run_format(const po::variables_map& vm, const std::vector<std::string>& file
 int run_verify(const po::variables_map& vm, const std::vector<std::string>& files) {
     if (files.size() < 2 || files.size() > 3) throw UsageError("verify takes DATA HASH [ROOT_HEX]");
     const auto root = root_hash_argument(vm, files);
-    Store data = open_store(files[0], false);
-    Store hash = same_file(files[0], files[1]) ? data : open_store(files[1], false);
+    Store data = open_store(files[0], false, "DATA");
+    Store hash = same_file(files[0], files[1]) ? data : open_store(files[1], false, "HASH");
     const auto params = load_params(vm, *hash, data->size());
     blkcrypt::Registry& reg = registry();
     auto geometry = vy::plan_tree(reg, params);
@@ -205,7 +205,7 @@ int run_verify(const po::variables_map& vm, const std::vector<std::string>& file
 int run_dump(const po::variables_map& vm, const std::vector<std::string>& files) {
     if (files.size() != 1) throw UsageError("dump takes HASH");
     if (vm["no-superblock"].as<bool>()) throw UsageError("dump needs a superblock");
-    Store hash = open_store(files[0], false);
+    Store hash = open_store(files[0], false, "HASH");
     const auto params = load_params(vm, *hash, 0);
     blkcrypt::Registry& reg = registry();
     auto geometry = vy::plan_tree(reg, params);
@@ -215,7 +215,7 @@ int run_dump(const po::variables_map& vm, const std::vector<std::string>& files)
         // As veritysetup dump: the FEC device must open, but the counts come
         // from the sizes (covered to the FEC offset on HASH, else to HASH's end).
         const bool on_hash = same_file(fec->device, files[0]);
-        if (!on_hash) open_store(fec->device, false);
+        if (!on_hash) open_store(fec->device, false, "--fec-device");
         if (params.data_block_size != params.hash_block_size)
             throw UsageError("--fec-device: FEC needs equal data and hash block sizes");
         const uint64_t covered = vy::fec_covered_blocks(params, *geometry, on_hash ? fec->offset : hash->size());

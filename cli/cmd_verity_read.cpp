@@ -1,6 +1,7 @@
 // blkcrypt verity table|read, and the helpers every verity action shares.
 // read serves the data through VerityTarget, as reading /dev/mapper/NAME of
 // a dm-verity device would: each block is checked when it is read.
+#include "container_common.hpp"
 #include "json.hpp"
 #include "output_file.hpp"
 #include "progress.hpp"
@@ -34,9 +35,9 @@ namespace cli {
 namespace vy = blkcrypt::verity;
 namespace dm = blkcrypt::dm;
 
-Store open_store(const std::string& path, bool writable) {
+Store open_store(const std::string& path, bool writable, const std::string& role) {
     auto s = dm::open_file_store(path, writable);
-    if (!s) throw Failure(s.error().message);
+    if (!s) refuse_device(path, role, s.error().message);
     return *s;
 }
 
@@ -109,8 +110,8 @@ vy::VerityTable table_from_files(blkcrypt::Registry& reg, const po::variables_ma
                                  const std::vector<std::string>& files) {
     if (files.size() < 2 || files.size() > 3) throw UsageError("give DATA HASH [ROOT_HEX]");
     const auto root = root_hash_argument(vm, files);
-    Store data = open_store(files[0], false);
-    Store hash = open_store(files[1], false);
+    Store data = open_store(files[0], false, "DATA");
+    Store hash = open_store(files[1], false, "HASH");
     const auto params = load_params(vm, *hash, data->size());
     auto g = vy::plan_tree(reg, params);
     if (!g) throw UsageError(g.error().message);
@@ -183,8 +184,8 @@ int run_verity_serve(const po::variables_map& vm, const std::vector<std::string>
     block_stop_signals();  // before any thread exists
     blkcrypt::Registry& reg = registry();
     vy::VerityTable table = read_table(reg, vm, files);
-    Store data = open_store(table.data_dev, false);
-    Store hash = same_file(table.data_dev, table.hash_dev) ? data : open_store(table.hash_dev, false);
+    Store data = open_store(table.data_dev, false, "DATA");
+    Store hash = same_file(table.data_dev, table.hash_dev) ? data : open_store(table.hash_dev, false, "HASH");
     vy::VerityTargetOptions topts;
     topts.mode = vm["async"].as<bool>() ? vy::HashMode::Async : vy::HashMode::Auto;
     topts.log = [](const vy::Corruption& c) {
@@ -211,8 +212,8 @@ int run_verity_read(const po::variables_map& vm, const std::vector<std::string>&
                      "the --table line gives the parameters");
     blkcrypt::Registry& reg = registry();
     vy::VerityTable table = read_table(reg, vm, files);
-    Store data = open_store(table.data_dev, false);
-    Store hash = same_file(table.data_dev, table.hash_dev) ? data : open_store(table.hash_dev, false);
+    Store data = open_store(table.data_dev, false, "DATA");
+    Store hash = same_file(table.data_dev, table.hash_dev) ? data : open_store(table.hash_dev, false, "HASH");
 
     std::mutex log_mu;
     vy::VerityTargetOptions topts;

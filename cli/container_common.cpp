@@ -23,6 +23,10 @@ std::shared_ptr<blkcrypt::BackingStore> open_container_image(const std::string& 
     if (path == "-") throw UsageError(role + " cannot be stdin: its metadata is read first");
     auto s = blkcrypt::open_file_store(path, writable);
     if (s) return std::move(s).value();
+    refuse_device(path, role, s.error().message);
+}
+
+void refuse_device(const std::string& path, const std::string& role, const std::string& error) {
     // Why it failed, from the path itself (the store's error says only the errno).
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) {
@@ -33,7 +37,7 @@ std::shared_ptr<blkcrypt::BackingStore> open_container_image(const std::string& 
                                 " must be a regular file or a block device).",
                             kExitNoDevice);
     }
-    throw Failure(s.error().message);
+    throw Failure(error);
 }
 
 }  // namespace cli

@@ -24,4 +24,10 @@ namespace cli {
 std::shared_ptr<blkcrypt::BackingStore> open_container_image(const std::string& path, bool writable,
                                                              const std::string& role = "IMAGE");
 
+// Why a device path did not open, with the status and words above (4: missing
+// or not a regular file or block device), else a Failure with `error`, the
+// store's message. veritysetup and integritysetup answer the same for their
+// DATA, HASH and FEC devices, so `blkcrypt verity` uses it too.
+[[noreturn]] void refuse_device(const std::string& path, const std::string& role, const std::string& error);
+
 }  // namespace cli

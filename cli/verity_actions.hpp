@@ -18,7 +18,11 @@ namespace cli {
 
 using Store = std::shared_ptr<blkcrypt::dm::BackingStore>;
 
-Store open_store(const std::string& path, bool writable);
+// Opens a DATA, HASH or FEC device. As veritysetup (and every container
+// command), a missing path, or one that is no regular file or block device,
+// exits 4: "Device X does not exist or access denied." / "... is not compatible".
+// `role` names it in the second message.
+Store open_store(const std::string& path, bool writable, const std::string& role);
 
 // Parameters from the superblock at --hash-offset, or (--no-superblock)
 // from the command line, with data_size giving the default block count.

@@ -82,7 +82,7 @@ Store fec_store_for(const vy::VerityTable& t, const Store& data, const Store& ha
     if (t.fec.device.empty()) return nullptr;
     if (same_file(t.fec.device, t.hash_dev)) return hash;
     if (same_file(t.fec.device, t.data_dev)) return data;
-    return open_store(t.fec.device, false);
+    return open_store(t.fec.device, false, "--fec-device");
 }
 
 int run_verify_fec(const po::variables_map& vm, const std::vector<std::string>& files, const FecOptions& fec,
@@ -108,7 +108,7 @@ int run_verify_fec(const po::variables_map& vm, const std::vector<std::string>& 
     if (copy_data) data_copy.emplace(vm["repair-to"].as<std::string>(), OutputOptions{.role = "--repair-to", .inputs = inputs});
     if (copy_hash)
         hash_copy.emplace(vm["repair-hash-to"].as<std::string>(), OutputOptions{.role = "--repair-hash-to", .inputs = inputs});
-    Store fec_store = on_hash ? nullptr : open_store(fec.device, false);
+    Store fec_store = on_hash ? nullptr : open_store(fec.device, false, "--fec-device");
     const auto g = fec_geometry_for(fec, params, geometry, hash_path, hash.size());
     blkcrypt::BackingStore& fec_dev = on_hash ? hash : *fec_store;
     if (fec_dev.size() < g.offset + g.parity_bytes())
@@ -148,8 +148,8 @@ int run_verify_fec(const po::variables_map& vm, const std::vector<std::string>& 
         std::cerr << "blkcrypt: Found " << report->corrected_bytes << " repairable errors with FEC device.\n";
     if (vm["repair"].as<bool>() && !fixed.empty()) {
         // In place, like the kernel would have served them; only blocks whose hash now matches.
-        Store data_w = open_store(data_path, true);
-        Store hash_w = same_file(data_path, hash_path) ? data_w : open_store(hash_path, true);
+        Store data_w = open_store(data_path, true, "DATA");
+        Store hash_w = same_file(data_path, hash_path) ? data_w : open_store(hash_path, true, "HASH");
         for (const auto& r : fixed) {
             auto& store = r.data ? *data_w : *hash_w;
             const uint64_t bs = r.data ? params.data_block_size : params.hash_block_size;

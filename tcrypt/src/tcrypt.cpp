@@ -411,7 +411,7 @@ Result<Volume> open(Registry& reg, BackingStore& dev, ConstBytes passphrase, con
     else offsets = {opts.backup ? at(kBackupOffset) : 0};
 
     std::vector<std::string> missing;
-    bool tried = false;
+    bool tried = false, skip_told = false;
     for (int64_t off : offsets) {
         if (off < 0 || static_cast<uint64_t>(off) + kHeaderSize > dev_size) continue;
         std::array<uint8_t, kHeaderSize> raw{};
@@ -428,6 +428,11 @@ Result<Volume> open(Registry& reg, BackingStore& dev, ConstBytes passphrase, con
                                                                : k.iterations;
             if (it64 > UINT32_MAX) return make_error(Status::Invalid, "Invalid PIM value: outside of range.");
             const auto iters = static_cast<uint32_t>(it64);
+            if (is_argon2 && opts.hash.empty() && opts.pim > kArgon2SearchMaxPim) {
+                if (opts.on_kdf_skipped && !skip_told) opts.on_kdf_skipped(k.hash, iters, argon2_costs(opts.pim).memory_kib);
+                skip_told = true;  // once, not once per header offset
+                continue;
+            }
             if (opts.on_kdf) opts.on_kdf(k.hash, iters, is_argon2 ? argon2_costs(opts.pim).memory_kib : 0);
             SecureBuffer hkey(kHdrKeySize);
             // Argon2id, one lane, over the same password and salt, always

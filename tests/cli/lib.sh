@@ -3,7 +3,10 @@ set -euo pipefail
 
 BLKCRYPT=${1:?usage: $0 path/to/blkcrypt}
 TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
+# Only in the script's own shell: a signal that reaches a child forked for
+# `cmd &` before it execs runs this trap there too, and would remove $TMP
+# under the script (outputs_faults.sh's SIGHUP loop then saw exit 1, no stderr).
+trap '[[ $BASHPID != "$$" ]] || rm -rf "$TMP"' EXIT
 
 fail() {
     echo "FAIL: $*" >&2

@@ -205,6 +205,40 @@ expect_exit 2 "$BLKCRYPT" verity format "$TMP/data" "$TMP/h5" --salt "$(head -c 
 expect_exit 2 "$BLKCRYPT" verity format "$TMP/data" "$TMP/h5" --uuid not-a-uuid
 expect_exit 2 "$BLKCRYPT" verity frobnicate
 [[ ! -e $TMP/h5 ]] || fail "a refused format left a hash file"
+# --- a missing DATA, HASH or FEC device, or one that is no regular file or
+# block device: veritysetup's status 4 and words, as every container command.
+mkfifo "$TMP/fifo"
+missing_or_odd() {  # WANT_WORDS CMD...: exit 4 with "Device X WANT_WORDS" (and veritysetup's too)
+    local words=$1
+    shift
+    expect_exit 4 "$BLKCRYPT" "$@"
+    expect_one_error_line
+    grep -q "^blkcrypt: Device .* $words" "$TMP/stderr" || fail "$*: $(cat "$TMP/stderr")"
+}
+for args in "verify $TMP/nonexist $TMP/hash $root" "verify $TMP/data $TMP/nonexist $root" \
+    "dump $TMP/nonexist" "format $TMP/nonexist $TMP/h6" "table $TMP/nonexist $TMP/hash $root" \
+    "read $TMP/data $TMP/nonexist $root --out $TMP/never" "verify $TMP/data $TMP/hash $root --fec-device $TMP/nonexist"; do
+    # shellcheck disable=SC2086
+    missing_or_odd "does not exist or access denied." verity $args
+done
+for odd in "$TMP" "$TMP/fifo" /dev/null; do
+    for args in "verify $odd $TMP/hash $root" "verify $TMP/data $odd $root" "dump $odd" "format $odd $TMP/h6"; do
+        # shellcheck disable=SC2086
+        missing_or_odd "is not compatible" verity $args
+    done
+done
+[[ ! -e $TMP/h6 && ! -e $TMP/never ]] || fail "a refused device left an output"
+if ((have_veritysetup)); then
+    # The peer's own statuses for the same inputs (timeout: it blocks on a FIFO).
+    for args in "verify $TMP/nonexist $TMP/hash $root" "verify $TMP/data $TMP/nonexist $root" "dump $TMP" \
+        "verify $TMP/data /dev/null $root" "format $TMP $TMP/h6"; do
+        vrc=0
+        # shellcheck disable=SC2086
+        timeout 20 veritysetup $args </dev/null >/dev/null 2>&1 || vrc=$?
+        [[ $vrc == 4 ]] || fail "veritysetup $args exits $vrc; blkcrypt exits 4"
+    done
+    rm -f "$TMP/h6"
+fi
 no_temp() { [[ -z $(find "$TMP" -maxdepth 1 -name '.*.??????' -print -quit) ]] || fail "temporary file left"; }
 no_temp
 echo "verity CLI: ok"

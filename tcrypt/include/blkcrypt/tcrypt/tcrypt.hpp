@@ -33,6 +33,13 @@ constexpr std::size_t kSaltSize = 64;
 constexpr std::size_t kPoolSize = 64;        // TrueCrypt passphrase and keyfile pool
 constexpr std::size_t kVeraPoolSize = 128;   // VeraCrypt, for passphrases over 64 bytes
 constexpr std::size_t kKeyfileMax = 1048576; // bytes of a keyfile that count
+// The highest PIM at which a search without -h tries Argon2id. VeraCrypt
+// bounds a PIM only by 2147468 (MAX_PIM_VALUE, for PBKDF2's 15000 + 1000 x PIM),
+// and its Argon2id memory reaches its 1 GiB cap at PIM 31, after which each
+// PIM adds one pass: PIM 1234 is 1216 passes over 1 GiB, tens of minutes for
+// one wrong passphrase. Up to PIM 31 a try is at most 13 passes; above, only
+// an -h that names Argon2id tries it.
+constexpr uint32_t kArgon2SearchMaxPim = 31;
 
 struct OpenOptions {
     bool hidden = false;     // --tcrypt-hidden
@@ -48,6 +55,9 @@ struct OpenOptions {
     // doing (a PIM makes one try take minutes): its hash ("argon2id"), its
     // iterations (Argon2id: passes) and its memory (KiB; 0 for PBKDF2).
     std::function<void(std::string_view hash, uint32_t iterations, uint32_t memory_kib)> on_kdf;
+    // Called instead when the search leaves Argon2id out (its PIM is above
+    // kArgon2SearchMaxPim and no -h was given), with what one try would cost.
+    std::function<void(std::string_view hash, uint32_t iterations, uint32_t memory_kib)> on_kdf_skipped;
 };
 
 struct Header {
