@@ -82,7 +82,8 @@ check_both() {  # check_both WANT DATA HASH: our verify and (live) veritysetup's
     fi
 }
 cp "$TMP/v" "$TMP/c"
-printf 'XXXX' | dd of="$TMP/c" bs=1 seek=$((5 * 4096 + 100)) conv=notrunc status=none
+# Four flipped bytes, each sure to differ (a fixed 'XXXX' left one of random data unchanged now and then).
+for i in 0 1 2 3; do flip_byte "$TMP/c" $((5 * 4096 + 100 + i)); done
 check_both 0 "$TMP/c" "$TMP/vh"
 grep_q '^blkcrypt: data block 5 is corrupted; corrected by FEC' <"$TMP/stderr" || fail "no correction named: $(cat "$TMP/stderr")"
 grep_q '^blkcrypt: Found 4 repairable errors with FEC device.$' <"$TMP/stderr" || fail "error count: $(cat "$TMP/stderr")"
