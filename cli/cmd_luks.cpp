@@ -2,6 +2,8 @@
 // device-mapper. The actions carry cryptsetup's names and options (luksDump
 // is `luks dump`, `open --test-passphrase` is `luks test-passphrase`, ...);
 // data moves through the dm-crypt engine and the copy loop `crypt` uses.
+// dump, test-passphrase, serve and table are container_driver's (Opened is
+// how a LUKS image opens); the rest are luks's own actions in kLuksFormat.
 #include "commands.hpp"
 #include "container_common.hpp"
 #include "container_driver.hpp"
