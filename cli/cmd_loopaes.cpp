@@ -71,14 +71,14 @@ std::unique_ptr<OpenedContainer> open(const po::variables_map& vm, const std::st
     return std::make_unique<Volume>(image, std::move(store), std::move(v));
 }
 
-int run_encrypt(const po::variables_map& vm, const ActionArgs& a) {
-    if (a.files.size() != 2) throw UsageError("loopaes encrypt needs IN and OUT");
-    Output out(a.files[1], OutputOptions{.role = "OUT", .secret = false, .can_stream = true,
+int run_encrypt(const po::variables_map& vm, const std::vector<std::string>& files) {
+    if (files.size() != 2) throw UsageError("loopaes encrypt needs IN and OUT");
+    Output out(files[1], OutputOptions{.role = "OUT", .secret = false, .can_stream = true,
                                          .in_place = vm["in-place"].as<bool>(),
-                                         .inputs = {{"IN", a.files[0]}, {"the key file", key_file(vm)}}});
+                                         .inputs = {{"IN", files[0]}, {"the key file", key_file(vm)}}});
     const loopaes::Volume v = open_volume(vm);
-    ImageCopy job{.encrypt = true, .in_path = a.files[0], .out = out, .table = v.table, .keep_prefix = true};
-    set_copy_options(vm, job, a.files[1]);
+    ImageCopy job{.encrypt = true, .in_path = files[0], .out = out, .table = v.table, .keep_prefix = true};
+    set_copy_options(vm, job, files[1]);
     copy_image(job);
     return 0;
 }
@@ -90,7 +90,7 @@ void add_options(CommandLine& cl) {
         ("cipher,c", po::value<std::string>()->value_name("CIPHER"), "the block cipher (default: aes)")
         ("offset,o", number_value<uint64_t>(0, UINT64_MAX / kSector)->default_value(0)->value_name("SECTORS"), "where the ciphertext starts in the image")
         ("skip,p", number_value<uint64_t>(0, UINT64_MAX)->value_name("SECTORS"), "IV offset: the sector number of the first sector (default: --offset)");
-    only_for(cl, {"encrypt"}, {"threads", "in-place"});
+    only_for(cl, {"encrypt"}, {"threads", "in-place", "key-file", "keyfile-offset", "keyfile-size"});
     only_for(cl, {"encrypt"}, progress_option_names());
 }
 
@@ -106,16 +106,16 @@ const ContainerFormat kLoopaesFormat{
                "writes plaintext IN as loop-AES ciphertext; serve exports the mapping over\n"
                "NBD. loop-AES has no header: a wrong key file cannot be detected and gives\n"
                "garbage, as with cryptsetup.",
-    .actions = {"table", "decrypt", "serve"},
+    .actions = {"table", "decrypt", "serve", "encrypt"},
     .open_name = "loopaesOpen",
     .usage_options = "[OPTIONS] --key-file FILE",
     .key_file_help = "the key file ('-': all of stdin); required",
     .passphrase = false,
     .add_options = add_options,
     .open = open,
-    .other = {"encrypt", "encrypt the plain image IN into the loop-AES image OUT"},
-    .other_usage = "encrypt [OPTIONS] --key-file FILE IN OUT",
-    .run_other = run_encrypt,
+    .own = {{{"encrypt", "encrypt the plain image IN into the loop-AES image OUT"},
+             "encrypt [OPTIONS] --key-file FILE IN OUT",
+             run_encrypt}},
 };
 
 int run_loopaes(Args args) { return run_container(kLoopaesFormat, args); }

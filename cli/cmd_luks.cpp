@@ -2,8 +2,11 @@
 // device-mapper. The actions carry cryptsetup's names and options (luksDump
 // is `luks dump`, `open --test-passphrase` is `luks test-passphrase`, ...);
 // data moves through the dm-crypt engine and the copy loop `crypt` uses.
+// dump, test-passphrase, serve and table are container_driver's (Opened is
+// how a LUKS image opens); the rest are luks's own actions in kLuksFormat.
 #include "commands.hpp"
 #include "container_common.hpp"
+#include "container_driver.hpp"
 #include "cryptsetup_options.hpp"
 #include "image_copy.hpp"
 #include "json.hpp"
@@ -27,6 +30,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -186,7 +190,7 @@ luks::OpenOptions open_options(const po::variables_map& vm) {
 // cryptsetup reads it) instead of a passphrase.
 // test_only: a LUKS2 passphrase test ignores mandatory requirements, as
 // cryptsetup open --test-passphrase does; the key must not touch data then.
-luks::Volume unlock(const po::variables_map& vm, const Devices& d, bool test_only = false) {
+luks::Volume unlock_volume(const po::variables_map& vm, const Devices& d, bool test_only = false) {
     version_of(d);
     std::vector<std::string> warnings;
     luks::OpenOptions o = open_options(vm);
@@ -204,11 +208,6 @@ luks::Volume unlock(const po::variables_map& vm, const Devices& d, bool test_onl
     }
     print_warnings(warnings);
     return expect(std::move(vol));
-}
-
-void write_stdout(blkcrypt::ConstBytes b) {
-    std::cout.flush();
-    write_all(STDOUT_FILENO, b, "stdout");
 }
 
 // cryptsetup's yesDialog: asked only on a terminal and without --batch-mode.
@@ -247,12 +246,9 @@ void strings_json(JsonWriter& j, const char* name, const std::vector<std::string
     j.end_array();
 }
 
-int run_dump_json(const po::variables_map& vm, const Devices& d) {
-    refuse_given(vm, {"key-file", "keyfile-offset", "keyfile-size", "key-slot"}, "not with --json");
-    if (vm["dump-volume-key"].as<bool>() || vm["dump-json-metadata"].as<bool>())
-        throw UsageError("--json excludes --dump-volume-key and --dump-json-metadata");
-    const luks::Container c = load_container(d);
-    JsonWriter j(std::cout);
+std::string dump_json(const Devices& d, const luks::Container& c) {
+    std::ostringstream out;
+    JsonWriter j(out);
     j.begin_object();
     j.key("device"), j.string(d.header_path);
     if (c.version() == luks::Version::Luks1) {
@@ -274,7 +270,7 @@ int run_dump_json(const po::variables_map& vm, const Devices& d) {
         }
         j.end_array();
         j.end_object();
-        return 0;
+        return out.str();
     }
     const luks2::Metadata& md = c.luks2();
     const luks2::Segment& seg = md.segments.at(0);
@@ -312,34 +308,56 @@ int run_dump_json(const po::variables_map& vm, const Devices& d) {
     }
     j.end_array();
     j.end_object();
-    return 0;
+    return out.str();
 }
 
-int run_dump(const po::variables_map& vm, const std::vector<std::string>& files) {
-    const Devices d = open_devices(vm, one_file(files, "dump"));
-    if (vm["json"].as<bool>()) return run_dump_json(vm, d);
-    const luks::Container c = load_container(d);
-    const bool json = vm["dump-json-metadata"].as<bool>(), with_key = vm["dump-volume-key"].as<bool>();
-    if (json && c.version() == luks::Version::Luks1)
-        throw Failure("LUKS1 has no JSON metadata (--dump-json-metadata is for LUKS2)");
-    if (json && with_key) throw UsageError("--dump-json-metadata and --dump-volume-key exclude each other");
-    if (!with_key) {
-        refuse_given(vm, {"key-file", "keyfile-offset", "keyfile-size", "key-slot"}, "only with --dump-volume-key");
-        std::cout << (json ? or_fail(c.dump_json_metadata()) : c.dump(d.header_path));
-        return 0;
+// IMAGE (the data) and the header device (--header, else IMAGE) opened, as
+// the driver's actions use them; dump reads the header at once, so its
+// refusals come in luksDump's order.
+struct HeaderDevice {
+    Devices d;
+};
+
+class Opened final : private HeaderDevice, public OpenedContainer {
+public:
+    Opened(const po::variables_map& vm, const std::string& image, bool writable)
+        : HeaderDevice{open_devices(vm, image)}, OpenedContainer(image, open_container_image(image, writable)), vm_(vm) {
+        if (vm["action"].as<std::string>() != "dump") return;
+        const bool key = vm["dump-volume-key"].as<bool>(), metadata = vm["dump-json-metadata"].as<bool>();
+        if (vm["json"].as<bool>()) {
+            refuse_given(vm, {"key-file", "keyfile-offset", "keyfile-size", "key-slot", "passphrase-file"},
+                         "not with --json");
+            if (key || metadata) throw UsageError("--json excludes --dump-volume-key and --dump-json-metadata");
+        }
+        c_.emplace(load_container(d));
+        if (metadata && c_->version() == luks::Version::Luks1)
+            throw Failure("LUKS1 has no JSON metadata (--dump-json-metadata is for LUKS2)");
+        if (metadata && key) throw UsageError("--dump-json-metadata and --dump-volume-key exclude each other");
     }
-    confirm_volume_key_dump(vm);
-    const luks::Volume vol = unlock(vm, d);
-    write_stdout(c.dump_volume_key(d.header_path, vol.table.key));
-    return 0;
-}
+    void unlock(const po::variables_map& vm) override { vol_.emplace(unlock_volume(vm, d)); }
+    void test_passphrase(const po::variables_map& vm) override {
+        vol_.emplace(unlock_volume(vm, d, true));
+        if (vm["verbose"].as<bool>()) std::cout << "Key slot " << vol_->keyslot << " unlocked.\n";
+    }
+    blkcrypt::Result<blkcrypt::dm::DmTable> table() const override { return luks::dm_table(*vol_, *store, path); }
+    // luksDump, --dump-json-metadata's JSON, or --json's object (docs/json.md).
+    std::string dump() const override {
+        refuse_given(vm_, {"key-slot"}, "only with --dump-volume-key");
+        if (vm_["json"].as<bool>()) return dump_json(d, *c_);
+        return vm_["dump-json-metadata"].as<bool>() ? or_fail(c_->dump_json_metadata()) : c_->dump(d.header_path);
+    }
+    blkcrypt::SecureBuffer dump_volume_key() const override {
+        return c_->dump_volume_key(d.header_path, vol_->table.key);
+    }
+    TableDevice serve_how(const blkcrypt::dm::DmTable&) const override {
+        return {.description = "crypt " + vol_->table.cipher + " over " + store->name()};
+    }
 
-int run_test_passphrase(const po::variables_map& vm, const std::vector<std::string>& files) {
-    const Devices d = open_devices(vm, one_file(files, "test-passphrase"));
-    const luks::Volume vol = unlock(vm, d, true);
-    if (vm["verbose"].as<bool>()) std::cout << "Key slot " << vol.keyslot << " unlocked.\n";
-    return 0;
-}
+private:
+    const po::variables_map& vm_;
+    std::optional<luks::Container> c_;  // dump's
+    std::optional<luks::Volume> vol_;
+};
 
 int run_is_luks(const po::variables_map& vm, const std::vector<std::string>& files) {
     const std::string image = one_file(files, "is-luks");
@@ -392,43 +410,21 @@ int run_decrypt(const po::variables_map& vm, const std::vector<std::string>& fil
     const std::string& out_path = files[1];
     const std::string header = vm.count("header") ? vm["header"].as<std::string>() : image;
     const std::string key_path = vm.count("key-file") ? vm["key-file"].as<std::string>() : "";
+    const std::string passphrase_path = vm.count("passphrase-file") ? vm["passphrase-file"].as<std::string>() : "";
     // The header is read first, so IMAGE must be seekable unless it is detached.
     if (!vm.count("header") && image == "-") throw UsageError("IMAGE '-' needs a detached --header");
     if (image == "-" && key_path == "-") throw UsageError("IMAGE and --key-file cannot both be stdin");
     Output out(out_path, OutputOptions{.role = "OUT", .secret = true, .can_stream = true,
                                        .in_place = vm["in-place"].as<bool>(),
-                                       .inputs = {{"IMAGE", image}, {"the header", header}, {"the key file", key_path}}});
+                                       .inputs = {{"IMAGE", image}, {"the header", header}, {"the key file", key_path},
+                                                  {"the passphrase file", passphrase_path}}});
     const Devices d = open_devices(vm, image);
-    const luks::Volume vol = unlock(vm, d);
+    const luks::Volume vol = unlock_volume(vm, d);
     ImageCopy job{.encrypt = false, .in_path = image, .out = out, .table = vol.table, .offset_from_header = true};
     set_range(vm, job, vol.length_sectors);
     return run_copy(vm, job, image);
 }
 
-
-// luks serve: the data segment's plaintext over NBD, read-write unless
-// --read-only, as `cryptsetup open` would make it a device. Writes land only
-// in the data segment (the target's offset), so the header is never touched.
-int run_serve(const po::variables_map& vm, const std::vector<std::string>& files) {
-    const std::string image = one_file(files, "serve");
-    const bool read_only = vm["read-only"].as<bool>();
-    const Devices d = open_devices(vm, image);
-    const luks::Volume vol = unlock(vm, d);
-    block_stop_signals();  // after the KDF's threads, before the target's
-    auto data = open_container_image(image, !read_only);
-    auto table = luks::dm_table(vol, *data, image);
-    if (!table) throw Failure(table.error().message);
-    return serve_table(vm, *table, data, {.description = "crypt " + vol.table.cipher + " over " + data->name()});
-}
-
-// luks table: the dm table `cryptsetup open` loads, key hidden unless --show-key.
-int run_table(const po::variables_map& vm, const std::vector<std::string>& files) {
-    const std::string image = one_file(files, "table");
-    const Devices d = open_devices(vm, image);
-    const luks::Volume vol = unlock(vm, d);
-    auto data = open_container_image(image, false);
-    return print_table(vm, luks::dm_table(vol, *data, image));
-}
 
 // A regular file shorter than `bytes` grows to it (cryptsetup fallocates a
 // header file so); devices and larger files are left alone.
@@ -674,7 +670,7 @@ int run_encrypt(const po::variables_map& vm, const std::vector<std::string>& fil
     Output out(image, OutputOptions{.role = "IMAGE", .can_stream = false, .in_place = true,
                                     .inputs = {{"IN", in_path}, {"the header", header}, {"the key file", key_path}}});
     const Devices d = open_devices(vm, image);
-    const luks::Volume vol = unlock(vm, d);
+    const luks::Volume vol = unlock_volume(vm, d);
     auto data = blkcrypt::open_file_store(image, false);
     if (!data) throw Failure(data.error().message);
     const uint64_t start = vol.table.offset * kSector;
@@ -972,66 +968,14 @@ int run_token(const po::variables_map& vm, const std::vector<std::string>& files
     return 0;
 }
 
-int run_luks_action(const std::string& action, const po::variables_map& vm, const std::vector<std::string>& files) {
-    if (action == "format") return run_format(vm, files);
-    if (action == "add-key") return run_add_key(vm, files);
-    if (action == "remove-key") return run_remove_key(vm, files);
-    if (action == "change-key") return run_change_key(vm, files);
-    if (action == "erase") return run_erase(vm, files);
-    if (action == "header-backup") return run_header_backup(vm, files);
-    if (action == "header-restore") return run_header_restore(vm, files);
-    if (action == "kill-slot") return run_kill_slot(vm, files);
-    if (action == "encrypt") return run_encrypt(vm, files);
-    if (action == "dump") return run_dump(vm, files);
-    if (action == "uuid") return vm.count("uuid") ? run_set_uuid(vm, files) : run_uuid(vm, files);
-    if (action == "is-luks") return run_is_luks(vm, files);
-    if (action == "test-passphrase") return run_test_passphrase(vm, files);
-    if (action == "decrypt") return run_decrypt(vm, files);
-    if (action == "convert") return run_convert(vm, files);
-    if (action == "config") return run_config(vm, files);
-    if (action == "token") return run_token(vm, files);
-    if (action == "serve") return run_serve(vm, files);
-    if (action == "table") return run_table(vm, files);
-    throw UsageError("unknown action '" + action + "': use format, dump, uuid, is-luks, test-passphrase, decrypt, serve, table, encrypt, add-key, change-key, remove-key, kill-slot, erase, header-backup, header-restore, convert, config or token");
-}
-
-}  // namespace
-
-int run_luks(Args args) {
-    CommandLine cl{"blkcrypt luks format|dump|uuid|is-luks|test-passphrase [OPTIONS] IMAGE\n"
-                   "       blkcrypt luks decrypt [OPTIONS] IMAGE OUT\n"
-                   "       blkcrypt luks serve [OPTIONS] (--socket PATH | --port N) [--read-only] IMAGE\n"
-                   "       blkcrypt luks table [OPTIONS] [--show-key] IMAGE\n"
-                   "       blkcrypt luks encrypt [OPTIONS] IN IMAGE\n"
-                   "       blkcrypt luks add-key|change-key|remove-key [OPTIONS] IMAGE [KEY_FILE]\n"
-                   "       blkcrypt luks kill-slot [OPTIONS] IMAGE SLOT [KEY_FILE] | erase [-q] IMAGE\n"
-                   "       blkcrypt luks header-backup|header-restore --header-backup-file FILE IMAGE\n"
-                   "       blkcrypt luks convert --type luks1|luks2 [OPTIONS] IMAGE\n"
-                   "       blkcrypt luks config [--label L] [--subsystem S] [--priority P --key-slot N] IMAGE\n"
-                   "       blkcrypt luks token add|remove|import|export [OPTIONS] IMAGE",
-                   "LUKS containers as cryptsetup reads and writes them, without root or\n"
-                   "device-mapper (LUKS1 and LUKS2). cryptsetup's names work at the top level too:\n"
-                   "blkcrypt luksFormat, luksDump, luksAddKey, luksChangeKey, luksRemoveKey,\n"
-                   "luksKillSlot, luksErase, luksHeaderBackup, luksHeaderRestore, isLuks, luksUUID,\n"
-                   "convert, config, token.\n"
-                   "A passphrase is prompted for on a terminal, else one line of stdin; --key-file\n"
-                   "reads the whole file ('-': all of stdin). A passphrase that opens no keyslot\n"
-                   "exits 2 (\"No key available with this passphrase.\"). OUT follows the output\n"
-                   "policy (docs/outputs.md); the other actions write IMAGE in place. serve makes\n"
-                   "the plaintext a network block device (NBD) for nbdcopy, nbdfuse, qemu (docs/nbd.md)."};
+// luks's own options, and the scopes of the shared ones in its own actions.
+void add_options(CommandLine& cl) {
     cl.options.add_options()
         ("header", po::value<std::string>()->value_name("FILE"), "the LUKS header is in FILE (detached), not IMAGE")
-        ("key-file,d", po::value<std::string>()->value_name("FILE"), "read the passphrase from FILE ('-': all of stdin)")
-        ("keyfile-offset", number_value<uint64_t>(0, UINT64_MAX)->value_name("BYTES"), "skip BYTES of the key file")
-        ("keyfile-size,l", number_value<uint64_t>(1, kMaxKeyFileSize)->value_name("BYTES"), "read exactly BYTES of the key file")
         ("key-slot,S", number_value<unsigned>(0, 31)->value_name("N"), "try only keyslot N")
-        ("dump-volume-key", po::bool_switch(), "dump: also print the volume key (asks for the passphrase)")
-        ("show-key", po::bool_switch(), "table: print the key (dmsetup table --showkeys) instead of zeros")
         ("dump-json-metadata", po::bool_switch(), "dump: print the LUKS2 JSON metadata, as cryptsetup")
         ("json", po::bool_switch(), "dump: one JSON object for scripts; serve: events as JSON lines (docs/json.md)")
         ("verbose,v", po::bool_switch(), "name the keyslot opened, created or removed")
-        ("threads,t", threads_value()->value_name("N"), "crypt worker threads, at most 256 (default: one per core)")
-        ("in-place", po::bool_switch(), "write into the existing regular file OUT directly")
         ("start", number_value<uint64_t>(0, UINT64_MAX / 512)->value_name("SECTORS"),
          "decrypt/encrypt: begin at 512-byte sector SECTORS of the data segment (default: 0)")
         ("size,b", number_value<uint64_t>(1, UINT64_MAX / 512)->value_name("SECTORS"),
@@ -1071,67 +1015,97 @@ int run_luks(Args args) {
         ("uuid", po::value<std::string>()->value_name("UUID"), "format: this UUID (default: random); uuid: set it")
         ("verify-passphrase,y", po::bool_switch(), "format: ask for the passphrase twice (always on a terminal)")
         ("force", po::bool_switch(), "encrypt: write IN even if its filesystem's block size is below the sector size");
-    add_batch_mode_option(cl.options);
-    add_tries_option(cl.options);
-    add_serve_options(cl.options);
-    add_progress_options(cl.options);
-    add_action_arguments(cl, {{"format", "create a container, as cryptsetup luksFormat (--type luks1|luks2, default luks2)"},
-                              {"dump", "print the header as cryptsetup luksDump does"},
-                              {"uuid", "print the UUID, as cryptsetup luksUUID"},
-                              {"is-luks", "exit 0 for a LUKS container, 1 otherwise (cryptsetup isLuks)"},
-                              {"test-passphrase", "check a passphrase (cryptsetup open --test-passphrase)"},
-                              {"decrypt", "write the plaintext of the data segment of IMAGE to OUT"},
-                              {"serve", "serve the plaintext of IMAGE over NBD, read-write unless --read-only"},
-                              {"table", "print the dm table cryptsetup open loads (--show-key: with the key)"},
-                              {"encrypt", "write the plain image IN into the data segment of IMAGE"},
-                              {"add-key", "add a passphrase in a new keyslot (cryptsetup luksAddKey)"},
-                              {"change-key", "move a passphrase's volume key under a new one (cryptsetup luksChangeKey)"},
-                              {"remove-key", "remove the keyslot a passphrase opens (cryptsetup luksRemoveKey)"},
-                              {"kill-slot", "remove keyslot SLOT (cryptsetup luksKillSlot)"},
-                              {"erase", "remove every keyslot (cryptsetup luksErase)"},
-                              {"header-backup", "save the header and keyslots (cryptsetup luksHeaderBackup)"},
-                              {"header-restore", "write a saved header back (cryptsetup luksHeaderRestore)"},
-                              {"convert", "rewrite the header as --type luks1|luks2 (cryptsetup convert)"},
-                              {"config", "set a LUKS2 --label, --subsystem or keyslot --priority (cryptsetup config)"},
-                              {"token", "add|remove|import|export a LUKS2 token (cryptsetup token)"}});
-    only_for(cl, {"format", "dump", "test-passphrase", "decrypt", "serve", "table", "encrypt", "add-key", "change-key",
-                  "remove-key", "kill-slot"},
+    only_for(cl, {"format", "encrypt", "add-key", "change-key", "remove-key", "kill-slot"},
              {"key-file", "keyfile-offset", "keyfile-size"});
+    only_for(cl, {"encrypt", "add-key", "change-key", "remove-key", "kill-slot"}, {"tries"});
+    only_for(cl, {"format", "remove-key", "kill-slot", "uuid", "header-restore", "erase", "convert"}, {"batch-mode"});
+    only_for(cl, {"encrypt"}, {"threads"});
+    only_for(cl, {"encrypt"}, progress_option_names());
     only_for(cl, {"format", "dump", "test-passphrase", "decrypt", "serve", "table", "encrypt", "add-key", "change-key",
                   "remove-key", "config", "token"},
              {"key-slot"});
-    only_for(cl, {"table"}, {"show-key"});
     only_for(cl, {"config"}, {"priority"});
     only_for(cl, {"token"}, {"token-id", "json-file", "token-replace", "key-description"});
-    only_for(cl, {"dump"}, {"dump-volume-key", "dump-json-metadata"});
+    only_for(cl, {"dump"}, {"dump-json-metadata"});
     only_for(cl, {"dump", "serve"}, {"json"});
-    only_for(cl, {"dump", "format", "remove-key", "kill-slot", "uuid", "header-restore", "erase", "convert"}, {"batch-mode"});
     only_for(cl, {"header-backup", "header-restore"}, {"header-backup-file"});
     only_for(cl, {"test-passphrase", "add-key", "change-key", "remove-key", "token"}, {"verbose"});
     only_for(cl, {"format", "add-key", "change-key", "encrypt"},
              {"iter-time", "pbkdf-force-iterations", "pbkdf", "pbkdf-memory", "pbkdf-parallel", "hash"});
-    only_for(cl, {"decrypt"}, {"in-place"});
-    only_for(cl, {"decrypt", "encrypt", "serve"}, {"threads"});
     only_for(cl, {"decrypt", "encrypt"}, {"start", "size"});
-    only_for(cl, {"serve"}, serve_option_names());
-    only_for(cl, {"decrypt", "encrypt"}, progress_option_names());
     only_for(cl, {"format", "convert", "encrypt"}, {"type"});
     only_for(cl, {"encrypt"}, {"format", "force"});
-    only_for(cl, {"dump", "test-passphrase", "decrypt", "serve", "table", "encrypt", "add-key", "change-key", "remove-key",
-                  "kill-slot"},
-             {"tries"});
-    only_for(cl, {"format", "encrypt"}, {"cipher", "key-size", "offset", "align-payload", "verify-passphrase", "sector-size",
-                              "luks2-metadata-size", "luks2-keyslots-size"});
+    only_for(cl, {"format", "encrypt"}, {"cipher", "key-size", "offset", "align-payload", "verify-passphrase",
+                                         "sector-size", "luks2-metadata-size", "luks2-keyslots-size"});
     only_for(cl, {"format", "config", "encrypt"}, {"label", "subsystem"});
     only_for(cl, {"format", "test-passphrase", "decrypt", "serve", "table", "encrypt", "add-key"}, {"volume-key-file"});
     only_for(cl, {"format", "uuid", "encrypt"}, {"uuid"});
-    add_cryptsetup_options(cl, "luks");
-    auto vm = parse_command_line(cl, args);
-    if (!vm) return 0;
-    const auto [action, files] = action_arguments(*vm);
-    // A key file too short, empty or too long exits 1, as in cryptsetup.
+}
+
+using Files = std::vector<std::string>;
+
+}  // namespace
+
+const ContainerFormat kLuksFormat{
+    .name = "luks",
+    .summary = "LUKS containers as cryptsetup reads and writes them, without root or\n"
+               "device-mapper (LUKS1 and LUKS2). cryptsetup's names work at the top level too:\n"
+               "blkcrypt luksFormat, luksDump, luksAddKey, luksChangeKey, luksRemoveKey,\n"
+               "luksKillSlot, luksErase, luksHeaderBackup, luksHeaderRestore, isLuks, luksUUID,\n"
+               "convert, config, token.\n"
+               "A passphrase is prompted for on a terminal (--tries times), else one line of\n"
+               "stdin; --key-file reads the whole file ('-': all of stdin). A passphrase that\n"
+               "opens no keyslot exits 2 (\"No key available with this passphrase.\"). The\n"
+               "keyslot and header actions write IMAGE in place. serve makes the plaintext a\n"
+               "network block device (NBD) for nbdcopy, nbdfuse, qemu (docs/nbd.md).",
+    .actions = {"format", "dump", "uuid", "is-luks", "test-passphrase", "decrypt", "serve", "table", "encrypt",
+                "add-key", "change-key", "remove-key", "kill-slot", "erase", "header-backup", "header-restore",
+                "convert", "config", "token"},
+    .usage = "blkcrypt luks format|dump|uuid|is-luks|test-passphrase [OPTIONS] IMAGE\n"
+             "       blkcrypt luks decrypt [OPTIONS] IMAGE OUT\n"
+             "       blkcrypt luks serve [OPTIONS] (--socket PATH | --port N) [--read-only] IMAGE\n"
+             "       blkcrypt luks table [OPTIONS] [--show-key] IMAGE\n"
+             "       blkcrypt luks encrypt [OPTIONS] IN IMAGE\n"
+             "       blkcrypt luks add-key|change-key|remove-key [OPTIONS] IMAGE [KEY_FILE]\n"
+             "       blkcrypt luks kill-slot [OPTIONS] IMAGE SLOT [KEY_FILE] | erase [-q] IMAGE\n"
+             "       blkcrypt luks header-backup|header-restore --header-backup-file FILE IMAGE\n"
+             "       blkcrypt luks convert --type luks1|luks2 [OPTIONS] IMAGE\n"
+             "       blkcrypt luks config [--label L] [--subsystem S] [--priority P --key-slot N] IMAGE\n"
+             "       blkcrypt luks token add|remove|import|export [OPTIONS] IMAGE",
+    .open_name = "open",
+    .dump_name = "luksDump",
+    .key_file_help = "read the passphrase from FILE ('-': all of stdin)",
+    .dump_volume_key_help = "dump: also print the volume key (asks for the passphrase)",
+    .add_options = add_options,
+    .open = [](const po::variables_map& vm, const std::string& image,
+               bool writable) -> std::unique_ptr<OpenedContainer> { return std::make_unique<Opened>(vm, image, writable); },
+    .own = {{{"format", "create a container, as cryptsetup luksFormat (--type luks1|luks2, default luks2)"}, "",
+             [](const po::variables_map& vm, const Files& f) { return run_format(vm, f); }},
+            {{"uuid", "print the UUID, as cryptsetup luksUUID"}, "",
+             [](const po::variables_map& vm, const Files& f) {
+                 return vm.count("uuid") ? run_set_uuid(vm, f) : run_uuid(vm, f);
+             }},
+            {{"is-luks", "exit 0 for a LUKS container, 1 otherwise (cryptsetup isLuks)"}, "", run_is_luks},
+            {{"decrypt", "write the plaintext of the data segment of IMAGE to OUT (--start, --size: a range)"}, "",
+             run_decrypt},
+            {{"encrypt", "write the plain image IN into the data segment of IMAGE"}, "", run_encrypt},
+            {{"add-key", "add a passphrase in a new keyslot (cryptsetup luksAddKey)"}, "", run_add_key},
+            {{"change-key", "move a passphrase's volume key under a new one (cryptsetup luksChangeKey)"}, "",
+             run_change_key},
+            {{"remove-key", "remove the keyslot a passphrase opens (cryptsetup luksRemoveKey)"}, "", run_remove_key},
+            {{"kill-slot", "remove keyslot SLOT (cryptsetup luksKillSlot)"}, "", run_kill_slot},
+            {{"erase", "remove every keyslot (cryptsetup luksErase)"}, "", run_erase},
+            {{"header-backup", "save the header and keyslots (cryptsetup luksHeaderBackup)"}, "", run_header_backup},
+            {{"header-restore", "write a saved header back (cryptsetup luksHeaderRestore)"}, "", run_header_restore},
+            {{"convert", "rewrite the header as --type luks1|luks2 (cryptsetup convert)"}, "", run_convert},
+            {{"config", "set a LUKS2 --label, --subsystem or keyslot --priority (cryptsetup config)"}, "", run_config},
+            {{"token", "add|remove|import|export a LUKS2 token (cryptsetup token)"}, "", run_token}},
+};
+
+// A key file too short, empty or too long exits 1, as in cryptsetup.
+int run_luks(Args args) {
     try {
-        return run_luks_action(action, *vm, files);
+        return run_container(kLuksFormat, args);
     } catch (const KeyInputError& e) {
         throw Failure(e.what());
     }

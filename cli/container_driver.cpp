@@ -20,28 +20,48 @@ bool has_action(const ContainerFormat& f, const std::string& action) {
     return std::find(f.actions.begin(), f.actions.end(), action) != f.actions.end();
 }
 
-// The help's usage lines and action list, from the actions the format has.
+const OwnAction* own_action(const ContainerFormat& f, const std::string& action) {
+    for (const OwnAction& o : f.own)
+        if (o.action.name == action) return &o;
+    return nullptr;
+}
+
+// The driver's actions the format has.
+std::vector<std::string> driver_actions(const ContainerFormat& f) {
+    std::vector<std::string> list;
+    for (const char* a : {"dump", "test-passphrase", "decrypt", "serve", "table"})
+        if (has_action(f, a)) list.push_back(a);
+    return list;
+}
+
+// The help's action list, in the format's order.
 std::vector<Action> actions(const ContainerFormat& f) {
     const std::string open = "cryptsetup " + f.open_name;
     std::vector<Action> list;
-    for (const std::string& a : f.actions)
+    for (const std::string& a : f.actions) {
+        if (const OwnAction* o = own_action(f, a)) {
+            list.push_back(o->action);
+            continue;
+        }
         list.push_back({a, a == "dump"              ? "print the metadata as cryptsetup " + f.dump_name + " does"
                            : a == "test-passphrase" ? "check a passphrase (" + open + " --test-passphrase)"
                            : a == "decrypt"         ? "write the plaintext " + open + " maps to OUT"
                            : a == "serve"           ? "serve that plaintext over NBD, read-write unless --read-only"
                                                     : "print the dm table " + open + " loads"});
-    if (!f.other.name.empty()) list.push_back(f.other);
+    }
     return list;
 }
 
 std::string usage(const ContainerFormat& f) {
+    if (!f.usage.empty()) return f.usage;
     const std::string cmd = "blkcrypt " + f.name + " ", opts = f.usage_options + " ";
     std::vector<std::string> lines;
     if (has_action(f, "dump"))
         lines.push_back(cmd + (has_action(f, "test-passphrase") ? "dump|test-passphrase " : "dump ") + opts + "IMAGE");
     if (has_action(f, "table")) lines.push_back(cmd + "table " + opts + "[--show-key] IMAGE");
     if (has_action(f, "decrypt")) lines.push_back(cmd + "decrypt " + opts + "IMAGE OUT");
-    if (!f.other_usage.empty()) lines.push_back(cmd + f.other_usage);
+    for (const OwnAction& o : f.own)
+        if (!o.usage.empty()) lines.push_back(cmd + o.usage);
     if (has_action(f, "serve")) lines.push_back(cmd + "serve (--socket PATH | --port N) " + opts + "IMAGE");
     std::string text;
     for (const std::string& l : lines) text += (text.empty() ? "" : "\n       ") + l;
@@ -61,6 +81,7 @@ blkcrypt::dm::DmTable checked_table(const OpenedContainer& c) {
 }
 
 void declare_options(const ContainerFormat& f, CommandLine& cl) {
+    const std::vector<std::string> driver = driver_actions(f);
     auto add = cl.options.add_options();
     if (!f.key_file_help.empty())
         add("key-file,d", po::value<std::string>()->value_name("FILE"), f.key_file_help.c_str())
@@ -69,6 +90,8 @@ void declare_options(const ContainerFormat& f, CommandLine& cl) {
             "read exactly BYTES of the key file");
     if (f.passphrase)
         add("passphrase-file", po::value<std::string>()->value_name("FILE"), "the passphrase: the first line of FILE");
+    if (!f.key_file_help.empty()) only_for(cl, driver, {"key-file", "keyfile-offset", "keyfile-size"});
+    if (f.passphrase) only_for(cl, driver, {"passphrase-file"});
     if (f.add_options) f.add_options(cl);
     auto shared = cl.options.add_options();
     if (has_action(f, "dump")) {
@@ -82,6 +105,7 @@ void declare_options(const ContainerFormat& f, CommandLine& cl) {
         add_batch_mode_option(cl.options);
         add_tries_option(cl.options);
         only_for(cl, {"dump"}, {"batch-mode"});
+        only_for(cl, driver, {"tries"});
     }
     add_progress_options(cl.options);
     add_serve_options(cl.options);
@@ -116,12 +140,16 @@ int run_dump(const ContainerFormat& f, const po::variables_map& vm, const Action
     return 0;
 }
 
-// IMAGE opened, what the activation refuses refused, then unlocked.
+// IMAGE opened, what the activation refuses refused, then unlocked (or the
+// passphrase tested).
 std::unique_ptr<OpenedContainer> unlocked(const ContainerFormat& f, const po::variables_map& vm,
-                                          const std::string& image, bool writable) {
+                                          const std::string& image, bool writable, bool test = false) {
     auto c = f.open(vm, image, writable);
     if (f.precheck) (void)checked_table(*c);
-    c->unlock(vm);
+    if (test)
+        c->test_passphrase(vm);
+    else
+        c->unlock(vm);
     return c;
 }
 
@@ -178,10 +206,11 @@ int run_container(const ContainerFormat& f, Args args) {
     const ActionArgs a = action_arguments(*vm);
     if (!f.key_file_help.empty() && f.passphrase && vm->count("key-file") && vm->count("passphrase-file"))
         throw UsageError("--key-file and --passphrase-file exclude each other");
+    if (const OwnAction* o = own_action(f, a.action)) return o->run(*vm, a.files);
     if (has_action(f, a.action)) {
         if (a.action == "dump") return run_dump(f, *vm, a);
         if (a.action == "test-passphrase") {
-            (void)unlocked(f, *vm, one_file(f, a), false);
+            (void)unlocked(f, *vm, one_file(f, a), false, true);
             return 0;
         }
         if (a.action == "decrypt") return run_decrypt(f, *vm, a);
@@ -189,7 +218,6 @@ int run_container(const ContainerFormat& f, Args args) {
         // The dm table the activation loads, keys hidden unless --show-key.
         if (a.action == "table") return print_table(*vm, unlocked(f, *vm, one_file(f, a), false)->table());
     }
-    if (!f.other.name.empty() && a.action == f.other.name) return f.run_other(*vm, a);
     const std::vector<Action> all = actions(f);
     std::string list;
     for (std::size_t i = 0; i < all.size(); ++i)
@@ -198,7 +226,7 @@ int run_container(const ContainerFormat& f, Args args) {
 }
 
 const ContainerFormat* find_container_format(std::string_view name) {
-    for (const ContainerFormat* f : {&kBitlkFormat, &kFvault2Format, &kLoopaesFormat, &kTcryptFormat})
+    for (const ContainerFormat* f : {&kBitlkFormat, &kFvault2Format, &kLoopaesFormat, &kLuksFormat, &kTcryptFormat})
         if (f->name == name) return f;
     return nullptr;
 }

@@ -1,8 +1,9 @@
 // One command line for every container format (bitlk, fvault2, loopaes,
-// tcrypt): the shared options are declared once and dump, test-passphrase,
+// luks, tcrypt): the shared options are declared once and dump, test-passphrase,
 // decrypt, serve and table run the same way for all of them. A format is a
 // ContainerFormat entry: its texts, its own options, and how to open IMAGE
-// into an OpenedContainer that can unlock and give its dm table.
+// into an OpenedContainer that can unlock and give its dm table, and the
+// actions of its own (luks format, loopaes encrypt) with their runners.
 #pragma once
 
 #include "common.hpp"
@@ -32,6 +33,9 @@ public:
 
     // Asks for the secret (--tries times at a terminal); a wrong one exits 2.
     virtual void unlock(const po::variables_map& vm) = 0;
+    // test-passphrase: unlock() unless the format tests differently (luks
+    // ignores LUKS2 requirements and names the keyslot with --verbose).
+    virtual void test_passphrase(const po::variables_map& vm) { unlock(vm); }
     // The dm table `cryptsetup open` loads. Before unlock() (formats with
     // ContainerFormat::precheck) the table with an empty key: what the
     // activation refuses, refused before the secret is asked for.
@@ -43,11 +47,23 @@ public:
     virtual TableDevice serve_how(const blkcrypt::dm::DmTable& table) const = 0;
 };
 
+// An action a format has beside the driver's (or instead of one of them:
+// luks decrypt takes --start/--size), with its usage line and its runner
+// (the exit status).
+struct OwnAction {
+    Action action;
+    std::string usage;  // "encrypt [OPTIONS] IN OUT"; empty: none of its own
+    int (*run)(const po::variables_map& vm, const std::vector<std::string>& files) = nullptr;
+};
+
 struct ContainerFormat {
     std::string name;     // "fvault2": the command and its messages
     std::string summary;  // what the help says under the usage lines
-    // Of dump, test-passphrase, decrypt, serve and table, in the order help lists them.
+    // Its actions in the order help lists them: the driver's (dump,
+    // test-passphrase, decrypt, serve, table) and those in `own`.
     std::vector<std::string> actions;
+    // Non-empty: the usage lines as given, instead of the ones built from `actions`.
+    std::string usage;
     // cryptsetup's names in the actions' help: "bitlkOpen", "bitlkDump".
     std::string open_name, dump_name;
     std::string usage_options = "[OPTIONS]";  // loopaes: "[OPTIONS] --key-file FILE"
@@ -59,17 +75,15 @@ struct ContainerFormat {
     std::string dump_volume_key_help;
     bool precheck = false;           // table() works before unlock()
     bool dump_needs_secret = false;  // dump unlocks first (tcrypt: the header is encrypted)
-    // Its own options (and their only_for scopes), declared before the shared ones.
+    // Its own options (and their only_for scopes), declared before the shared
+    // ones. The shared ones go with the driver's actions: a scope that adds
+    // an own action (loopaes encrypt --key-file) is declared here.
     void (*add_options)(CommandLine& cl) = nullptr;
     std::unique_ptr<OpenedContainer> (*open)(const po::variables_map& vm, const std::string& image,
                                              bool writable) = nullptr;
     // Inputs besides IMAGE and the shared key files that OUT must not be.
     void (*add_inputs)(const po::variables_map& vm, std::vector<NamedPath>& inputs) = nullptr;
-    // An action of its own (loopaes encrypt), with its usage line and its
-    // runner (the exit status).
-    Action other;
-    std::string other_usage;
-    int (*run_other)(const po::variables_map& vm, const ActionArgs& args) = nullptr;
+    std::vector<OwnAction> own;
 };
 
 // ContainerFormat::open for a container constructed from (IMAGE, writable).
@@ -81,10 +95,10 @@ std::unique_ptr<OpenedContainer> open_as(const po::variables_map&, const std::st
 // Declares the format's command line, parses args and runs the action.
 int run_container(const ContainerFormat& format, Args args);
 
-// The format named `name` (bitlk, fvault2, loopaes, tcrypt), or nullptr.
+// The format named `name` (bitlk, fvault2, loopaes, luks, tcrypt), or nullptr.
 const ContainerFormat* find_container_format(std::string_view name);
 
 // The formats' entries (their cmd_FORMAT.cpp).
-extern const ContainerFormat kBitlkFormat, kFvault2Format, kLoopaesFormat, kTcryptFormat;
+extern const ContainerFormat kBitlkFormat, kFvault2Format, kLoopaesFormat, kLuksFormat, kTcryptFormat;
 
 }  // namespace cli

@@ -235,18 +235,18 @@ PY
 done
 echo "== the container driver: test-passphrase and decrypt's progress in every format (cli/container_driver.cpp)"
 for n in "${NAMES[@]}"; do
-    [[ $n == tcrypt || $n == bitlk || $n == fvault2 ]] || continue
+    [[ $n == tcrypt || $n == bitlk || $n == fvault2 || $n == luks? ]] || continue
     read -r -a dec <<<"${DECRYPT[$n]}"
     opts=("${dec[@]:2:${#dec[@]}-3}")  # the format's own options, without the action and IMAGE
     img=${IMAGE[$n]}
-    printf '%s\n' "${PASS[$n]}" | "$BLKCRYPT" "$n" test-passphrase "${opts[@]}" "$img" || fail "$n: test-passphrase of the right secret"
-    expect_exit 2 "$BLKCRYPT" "$n" test-passphrase "${opts[@]}" "$img" <<<"wrong-secret"
+    printf '%s\n' "${PASS[$n]}" | "$BLKCRYPT" "${dec[0]}" test-passphrase "${opts[@]}" "$img" || fail "$n: test-passphrase of the right secret"
+    expect_exit 2 "$BLKCRYPT" "${dec[0]}" test-passphrase "${opts[@]}" "$img" <<<"wrong-secret"
     printf '%s\n' "${PASS[$n]}" | "$BLKCRYPT" "${dec[@]}" --progress-json "$TMP/dec.bin" >"$TMP/progress" ||
         fail "$n: decrypt --progress-json"
     size=$(stat -c %s "$TMP/dec.bin")
     tail -n 1 "$TMP/progress" | grep_q "\"device_bytes\":\"$size\"" || fail "$n: no final progress line of $size bytes: $(tail -n 1 "$TMP/progress")"
     printf '%s\n' "${PASS[$n]}" >"$TMP/pwfile"
-    "$BLKCRYPT" "$n" test-passphrase "${opts[@]}" --passphrase-file "$TMP/pwfile" "$img" </dev/null ||
+    "$BLKCRYPT" "${dec[0]}" test-passphrase "${opts[@]}" --passphrase-file "$TMP/pwfile" "$img" </dev/null ||
         fail "$n: test-passphrase --passphrase-file"
 done
 # loop-AES decrypt is what its table maps: whole sectors after --offset
