@@ -5,12 +5,13 @@
 // wiped; and the real kernel's AF_ALG output (tests/aead/kernel) is
 // reproduced by both. The testmgr vectors run in the self-test
 // (crypto/vectors/aegis128.vec).
+#include "test_util.hpp"
+
 #include <blkcrypt/aead.hpp>
 #include <blkcrypt/registry.hpp>
 
 #include <catch2/catch.hpp>
 
-#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -20,15 +21,11 @@
 #include <vector>
 
 using namespace blkcrypt;
+using testutil::cpu_has_aesni;
+using testutil::random_bytes;
 using Buf = std::vector<uint8_t>;
 
 namespace {
-
-Buf random_buf(std::mt19937& rng, std::size_t n) {
-    Buf b(n);
-    for (auto& x : b) x = static_cast<uint8_t>(rng());
-    return b;
-}
 
 std::optional<Aead> keyed(Registry& reg, const std::string& driver, const Buf& key, std::size_t authsize) {
     auto a = Aead::alloc(reg, driver);
@@ -77,15 +74,6 @@ std::pair<Status, Buf> run(const Aead& a, bool enc, const Buf& assoc, const Buf&
 
 const char* const kDrivers[] = {"aegis128-generic", "aegis128-aesni"};
 
-// Whether aegis128-aesni must be there: the CPU has AES-NI (the "aes" flag
-// in /proc/cpuinfo) and BLKCRYPT_X86_DISABLE does not hide it.
-bool expect_aesni() {
-    if (std::getenv("BLKCRYPT_X86_DISABLE")) return false;
-    std::ifstream f("/proc/cpuinfo");
-    for (std::string line; std::getline(f, line);)
-        if (line.rfind("flags", 0) == 0) return (line + " ").find(" aes ") != std::string::npos;
-    return false;
-}
 
 }  // namespace
 
@@ -103,7 +91,7 @@ TEST_CASE("aegis128: registered with AES-NI preferred", "[aead][aegis128]") {
     REQUIRE(best);
     // A driver that fails its self-test is not served: this is where a
     // broken aegis128-aesni shows up rather than being skipped below.
-    if (expect_aesni()) {
+    if (cpu_has_aesni()) {
         REQUIRE(Aead::alloc(reg, "aegis128-aesni"));
         CHECK(best->info().driver == "aegis128-aesni");
     } else {
@@ -122,8 +110,8 @@ TEST_CASE("aegis128: the generic and AES-NI drivers agree and refuse tampering",
     for (auto [alen, plen] : lens) {
         const std::size_t authsize = 8 + rng() % 9;
         INFO("assoc " << alen << " text " << plen << " tag " << authsize);
-        const Buf key = random_buf(rng, 16), iv = random_buf(rng, 16);
-        const Buf assoc = random_buf(rng, alen), pt = random_buf(rng, plen);
+        const Buf key = random_bytes(rng, 16), iv = random_bytes(rng, 16);
+        const Buf assoc = random_bytes(rng, alen), pt = random_bytes(rng, plen);
         auto gen = keyed(reg, kDrivers[0], key, authsize);
         REQUIRE(gen);
         auto [s, ref] = run(*gen, true, assoc, pt, iv, false, 0, rng);

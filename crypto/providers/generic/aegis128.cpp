@@ -29,20 +29,6 @@ const uint8_t kConst1[kBlock] = {0xdb, 0x3d, 0x18, 0x55, 0x6d, 0xc2, 0x2f, 0xf1,
 
 namespace {
 
-void wipe_range(SgList sg, std::size_t off, std::size_t len) noexcept {
-    for (const auto& e : sg) {
-        if (!len) break;
-        if (off >= e.len) {
-            off -= e.len;
-            continue;
-        }
-        const std::size_t n = std::min(e.len - off, len);
-        secure_wipe(e.data + off, n);
-        len -= n;
-        off = 0;
-    }
-}
-
 // The part of a list from byte offset on, in storage that lives as long as
 // the request is being processed (most lists have a handful of entries).
 class Slice {
@@ -100,7 +86,7 @@ public:
         uint8_t diff = 0;  // compared in constant time
         for (std::size_t i = 0; i < authsize; ++i) diff |= static_cast<uint8_t>(want[i] ^ got[i]);
         if (diff) {
-            wipe_range(req.dst, req.assoclen, textlen);
+            sg_wipe(req.dst, req.assoclen, textlen);
             return Status::BadMsg;
         }
         return Status::Ok;
