@@ -75,7 +75,7 @@ struct Candidate {
 inline std::vector<Candidate> candidates(blkcrypt::AlgType type) {
     std::vector<std::string> names = {
         "xts-aes-openssl", "xts-aes-vaes", "xts-aes-vaes-avx2", "cbc-aes-openssl", "ctr-aes-openssl", "ecb-aes-openssl",
-        "gcm-aes-openssl",
+        "gcm-aes-openssl", "aegis128-generic", "aegis128-aesni",
         "sha1-cryptopp", "sha1-openssl", "sha256-cryptopp", "sha256-openssl", "sha256-ni",
         "sha512-cryptopp", "sha512-openssl", "hmac-sha256-openssl", "hmac(sha256-openssl)",
         "essiv(cbc(aes-cryptopp),sha256-cryptopp)", "essiv(cbc-aes-openssl,sha256-openssl)",

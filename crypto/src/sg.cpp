@@ -1,5 +1,7 @@
 #include <blkcrypt/sg.hpp>
 
+#include <blkcrypt/secure_buffer.hpp>
+
 #include <algorithm>
 #include <cstring>
 
@@ -46,6 +48,10 @@ std::size_t sg_scatter(SgList sg, std::size_t offset, ConstBytes in) noexcept {
     return for_each_piece(sg, offset, in.size(), [&](uint8_t* p, std::size_t n, std::size_t at) {
         std::memcpy(p, in.data() + at, n);
     });
+}
+
+std::size_t sg_wipe(SgList sg, std::size_t offset, std::size_t len) noexcept {
+    return for_each_piece(sg, offset, len, [](uint8_t* p, std::size_t n, std::size_t) { secure_wipe(p, n); });
 }
 
 std::span<SgEntry> sg_slice(SgList sg, std::size_t offset, std::size_t len,

@@ -1,6 +1,7 @@
 #!/bin/bash
 # blkcrypt aead with gcm(aes): the GCM spec's test case 4, a cross-check
-# against python3-cryptography, and the failed-tag path.
+# against python3-cryptography, and the failed-tag path; aegis128 with a
+# vector of the kernel's testmgr.h.
 source "$(dirname "$0")/lib.sh"
 
 gcm() {  # gcm KEY IV AAD ARGS...
@@ -59,6 +60,29 @@ for pos in 0 59 75; do
 done
 expect_exit 1 gcm $key $iv 00 --authsize 16 --decrypt --in "$TMP/sealed" --out "$TMP/bad.out"
 [[ ! -e $TMP/bad.out ]] || fail "wrong AAD: an output file was written"
+
+# aegis128 (AEGIS-128): testmgr.h aegis128_tv_template, 16 bytes each of
+# assoc data and text, a 14-byte tag; the best driver (aegis128-aesni with
+# AES-NI) and the portable one give the same bytes.
+akey=42f08419a63f2bea34f679a379e9eb0a aiv=51b91280eaded571542da6c878b21b8c
+aaad=6183a0e82e7d7ff87463d2ec767c4c0d
+apt=704c2f50721c297f959aff1075457d8f
+act=b2fbf697697ae9ece294a18ba02b60721d04dd6aef468f68e9e017457012
+echo -n "$apt" | xxd -r -p >"$TMP/apt"
+for alg in aegis128 aegis128-generic; do
+    "$BLKCRYPT" aead --alg $alg --key $akey --iv $aiv --aad $aaad --authsize 14 -e --in "$TMP/apt" \
+        --out "$TMP/asealed" || fail "$alg encrypt: exit $?"
+    [[ $(xxd -p "$TMP/asealed" | tr -d '\n') == "$act" ]] || fail "$alg: wrong ciphertext||tag"
+    "$BLKCRYPT" aead --alg $alg --key $akey --iv $aiv --aad $aaad --authsize 14 -d <"$TMP/asealed" |
+        cmp -s - "$TMP/apt" || fail "$alg: the vector does not decrypt"
+done
+printf '\x01' | dd of="$TMP/asealed" bs=1 seek=20 conv=notrunc status=none
+expect_exit 1 "$BLKCRYPT" aead --alg aegis128 --key $akey --iv $aiv --aad $aaad --authsize 14 -d \
+    --in "$TMP/asealed" --out "$TMP/abad.out"
+grep -qx 'blkcrypt: authentication failed' "$TMP/stderr" || fail "aegis128 tamper: $(cat "$TMP/stderr")"
+[[ ! -e $TMP/abad.out ]] || fail "aegis128 tamper: an output file was written"
+expect_exit 2 "$BLKCRYPT" aead --alg aegis128 --key $akey --iv $aiv --authsize 7 -e --in "$TMP/apt"
+expect_one_error_line
 
 # Usage errors: one line, exit 2.
 expect_exit 2 gcm $key $iv $aad --authsize 17 -e --in "$TMP/pt"

@@ -67,6 +67,18 @@ inline bool x86_disabled(std::initializer_list<const char*> names) {
     return false;
 }
 
+// Whether aegis128-aesni should be registered: AES-NI, and
+// BLKCRYPT_X86_DISABLE not hiding aesni.
+inline bool cpu_has_aesni() {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (x86_disabled({"aesni", "all"})) return false;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("aes");
+#else
+    return false;
+#endif
+}
+
 // Whether xts-aes-vaes-avx2 should be registered, judged independently of
 // the library (libgcc's CPUID reading, which checks XCR0 for the AVX state):
 // VAES, VPCLMULQDQ, AES-NI, PCLMULQDQ, AVX2, and BLKCRYPT_X86_DISABLE not

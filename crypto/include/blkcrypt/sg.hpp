@@ -23,6 +23,9 @@ std::size_t sg_total(SgList sg) noexcept;
 // flat buffer. Return the number of bytes copied (short if the list ends).
 std::size_t sg_gather(SgList sg, std::size_t offset, Bytes out) noexcept;
 std::size_t sg_scatter(SgList sg, std::size_t offset, ConstBytes in) noexcept;
+// Overwrite bytes [offset, offset+len) with zeros that the compiler keeps
+// (secure_wipe): the plaintext of a decryption whose tag did not match.
+std::size_t sg_wipe(SgList sg, std::size_t offset, std::size_t len) noexcept;
 
 // The sub-list covering bytes [offset, offset+len) of sg, written into out
 // (which must have room for as many entries as sg). Returns the used prefix.

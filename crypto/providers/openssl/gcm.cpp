@@ -8,7 +8,6 @@
 #include "ossl_common.hpp"
 
 #include <blkcrypt/internal/walk.hpp>
-#include <blkcrypt/secure_buffer.hpp>
 
 #include <algorithm>
 #include <cstring>
@@ -31,20 +30,6 @@ bool update(EVP_CIPHER_CTX* ctx, uint8_t* out, const uint8_t* in, std::size_t n)
         n -= k;
     }
     return true;
-}
-
-void sg_zero(SgList sg, std::size_t off, std::size_t len) noexcept {
-    for (const auto& e : sg) {
-        if (!len) break;
-        if (off >= e.len) {
-            off -= e.len;
-            continue;
-        }
-        const std::size_t n = std::min(e.len - off, len);
-        secure_wipe(e.data + off, n);
-        len -= n;
-        off = 0;
-    }
 }
 
 const char* cipher_name(std::size_t keylen) {
@@ -89,7 +74,7 @@ public:
         int outl = 0;
         if (EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_AEAD_SET_TAG, static_cast<int>(authsize), tag) != 1 ||
             EVP_CipherFinal_ex(ctx.get(), tag, &outl) != 1) {
-            sg_zero(req.dst, req.assoclen, textlen);
+            sg_wipe(req.dst, req.assoclen, textlen);
             return Status::BadMsg;
         }
         return Status::Ok;

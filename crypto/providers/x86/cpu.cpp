@@ -10,7 +10,7 @@ namespace blkcrypt::x86 {
 namespace {
 
 struct Features {
-    bool sha_ni = false, avx512 = false, avx512_vbmi = false, vaes_avx2 = false;
+    bool aesni = false, sha_ni = false, avx512 = false, avx512_vbmi = false, vaes_avx2 = false;
 };
 
 bool listed(const std::string& list, const std::string& name) {
@@ -28,6 +28,7 @@ Features detect() noexcept {
     Features f;
     unsigned a = 0, b = 0, c1 = 0, d = 0, b7 = 0, c7 = 0;
     if (!__get_cpuid(1, &a, &b, &c1, &d) || !__get_cpuid_count(7, 0, &a, &b7, &c7, &d)) return f;
+    f.aesni = (c1 & bit_AES) != 0;  // SSE2 is part of x86-64
     f.sha_ni = (c1 & bit_SSSE3) && (c1 & bit_SSE4_1) && (b7 & bit_SHA);
     if (c1 & bit_OSXSAVE) {
         unsigned lo = 0, hi = 0;
@@ -45,6 +46,7 @@ Features detect() noexcept {
     try {
         if (const char* off = std::getenv("BLKCRYPT_X86_DISABLE")) {
             const std::string list = off;
+            if (listed(list, "aesni")) f.aesni = false;
             if (listed(list, "sha_ni")) f.sha_ni = false;
             if (listed(list, "avx512")) f.avx512 = f.avx512_vbmi = false;
             if (listed(list, "avx512_vbmi")) f.avx512_vbmi = false;
@@ -62,6 +64,7 @@ const Features& features() noexcept {
 
 }  // namespace
 
+bool have_aesni() noexcept { return features().aesni; }
 bool have_sha_ni() noexcept { return features().sha_ni; }
 bool have_avx512() noexcept { return features().avx512; }
 bool have_avx512_vbmi() noexcept { return features().avx512_vbmi; }
