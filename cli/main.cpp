@@ -71,6 +71,13 @@ constexpr Alias kAliases[] = {
     {"tcryptDump", "tcrypt", "dump"},
     {"bitlkDump", "bitlk", "dump"},
     {"fvault2Dump", "fvault2", "dump"},
+    // cryptsetup's per-type open actions: open with the type named.
+    {"luksOpen", "open", "--type=luks"},
+    {"plainOpen", "open", "--type=plain"},
+    {"loopaesOpen", "open", "--type=loopaes"},
+    {"tcryptOpen", "open", "--type=tcrypt"},
+    {"bitlkOpen", "open", "--type=bitlk"},
+    {"fvault2Open", "open", "--type=fvault2"},
 };
 
 void print_help() {

@@ -239,6 +239,8 @@ if ((HAVE_NBD)); then
         # open IMAGE NAME: NAME is the export's name (the default export is the same one).
         served_equals "open NAME" data "$TMP/l2.plain" open --read-only --socket "$SOCK" -d "$TMP/pass" "$TMP/l2.img" data
         served_equals "open default export" "" "$TMP/l2.plain" open -r --socket "$SOCK" -d "$TMP/pass" "$TMP/l2.img" data
+        # cryptsetup's per-type action names: luksOpen is open --type luks.
+        served_equals "luksOpen" data "$TMP/l2.plain" luksOpen -r --socket "$SOCK" -d "$TMP/pass" "$TMP/l2.img" data
         served_equals "serve of a LUKS image" "" "$TMP/l2.plain" serve --read-only --socket "$SOCK" -d "$TMP/pass" "$TMP/l2.img"
         served_equals "serve --type raw" "" "$TMP/l2.img" serve --type raw --read-only --socket "$SOCK" "$TMP/l2.img"
         served_equals "open --type raw" raw "$TMP/l2.img" open -M raw --read-only --socket "$SOCK" "$TMP/l2.img" raw
@@ -266,6 +268,7 @@ if ((HAVE_NBD)); then
     fi
     served_equals "serve --type plain" "" "$TMP/plain.bin" serve -M plain "${plainopts[@]}" --read-only --socket "$SOCK" "$TMP/plain.img"
     served_equals "open --type loopaes" la "$TMP/plain.bin" open --type loopaes --key-file "$TMP/la.keys" -r --socket "$SOCK" "$TMP/la.img" la
+    served_equals "loopaesOpen" la "$TMP/plain.bin" loopaesOpen --key-file "$TMP/la.keys" -r --socket "$SOCK" "$TMP/la.img" la
     # No signature: the bytes as they are, as before.
     served_equals "serve of an image without a signature" "" "$TMP/random.img" serve --read-only --socket "$SOCK" "$TMP/random.img"
 fi
