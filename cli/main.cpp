@@ -33,6 +33,7 @@ constexpr Command kCommands[] = {
     {"crypt", "encrypt or decrypt an image as dm-crypt does", cli::run_crypt},
     {"verity", "build, check and read dm-verity hash trees", cli::run_verity},
     {"fsverity", "compute fs-verity file digests", cli::run_fsverity},
+    {"integrity", "read dm-integrity superblocks as integritysetup does, without root", cli::run_integrity},
     {"serve", "serve an image to NBD clients (nbdcopy, qemu-img, nbdfuse)", cli::run_serve},
     {"bench", "measure cipher and hash throughput, like cryptsetup benchmark", cli::run_bench},
     {"luks", "read LUKS containers as cryptsetup does, without root", cli::run_luks},
