@@ -153,6 +153,17 @@ Result<Geometry> finish(Calc& c, int log2_sectors_per_bit) {
         if (!c.meta || c.log2_buffer_sectors <= 3) return too_small();
         --c.log2_buffer_sectors;
     }
+    // The kernel checks the tags against the metadata device without the
+    // table's start offset, which shifts them (cryptsetup always gives 0
+    // there); past the end it would fail with I/O errors. Refused here.
+    if (c.meta) {
+        const uint64_t unit = uint64_t(512) << c.log2_buffer_sectors;
+        const uint64_t bytes = sat_mul(c.provided >> c.log2_spb, c.tag_size);
+        const uint64_t meta_size = sat_mul(bytes / unit + (bytes % unit != 0), uint64_t(1) << c.log2_buffer_sectors);
+        if (sat_add(sat_add(c.start, c.initial), meta_size) > c.meta_device_sectors)
+            return make_error(Status::Invalid, "dm-integrity: the metadata device is too small for the tags after "
+                                               "the start offset");
+    }
     Geometry g = c.result();
     g.log2_blocks_per_bitmap_bit = c.log2_blocks_per_bitmap_bit(log2_sectors_per_bit);
     if (!c.meta)

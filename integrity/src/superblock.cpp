@@ -51,8 +51,8 @@ Result<void> check_superblock(const Superblock& sb, bool meta_device) {
         return corrupt("unknown version " + std::to_string(sb.version));
     if (sb.has(kFlagInline)) return corrupt("inline mode (version 6) is not supported");
     if (sb.log2_sectors_per_block > 3)
-        return corrupt("block size " + std::to_string(uint64_t(kSectorSize) << sb.log2_sectors_per_block) +
-                       " above 4096");
+        return corrupt("log2 sectors per block " + std::to_string(sb.log2_sectors_per_block) +
+                       " (blocks above 4096 bytes)");
     if (sb.tag_size == 0) return corrupt("tag size 0");
     if (sb.tag_size > kMaxTagSize) return corrupt("tag size " + std::to_string(sb.tag_size) + " above 424");
     if (sb.journal_sections == 0) return corrupt("journal_sections is 0");

@@ -225,6 +225,27 @@ TEST_CASE("integrity: data and tags lie where the kernel puts them", "[integrity
     CHECK(gm->tag_offset(100) == gm->initial_sectors * 512 + 400);
 }
 
+// sha256 of `sectors` zero sectors: what sha256sum of a zero-filled
+// mapping of that size prints (cached: several cases share a size).
+static std::string zeros_sha256(uint64_t sectors) {
+    static std::map<uint64_t, std::string> cache;
+    if (auto it = cache.find(sectors); it != cache.end()) return it->second;
+    auto sha = Shash::alloc(registry(), "sha256");
+    REQUIRE(sha.ok());
+    auto d = sha->new_desc();
+    REQUIRE(d.ok());
+    d->init();
+    static const std::vector<uint8_t> zeros(1 << 20, 0);
+    for (uint64_t left = sectors * 512; left;) {
+        const std::size_t n = std::min<uint64_t>(left, zeros.size());
+        d->update(ConstBytes(zeros.data(), n));
+        left -= n;
+    }
+    std::vector<uint8_t> digest(32);
+    REQUIRE(d->final(digest) == Status::Ok);
+    return cache[sectors] = hex(digest);
+}
+
 // cryptsetup tests/integrity-compat-test, intformat: a 32 MiB image formatted
 // with --integrity-legacy-padding, filled with zeros through the mapping;
 // the sha256 of the mapping pins its size.
@@ -242,9 +263,6 @@ TEST_CASE("integrity: integrity-compat-test checksums of the mapping's size", "[
         {16, 4096, "e152ec88227b539cd9cafd8bdb587a1072d720cd6bcebe1398d4136c9e7f337b"},  // sha1 --tag-size 16
         {32, 4096, "33f7dfa5163ca9f740383fb8b0919574e38a7b20a94a4170fde4238196b7c4b4"},  // sha256, hmac-sha256
     };
-    auto sha = Shash::alloc(registry(), "sha256");
-    REQUIRE(sha.ok());
-    const std::vector<uint8_t> zeros(1 << 20, 0);
     for (const Row& r : rows) {
         INFO("tag " << r.tag << ", sector " << r.sector);
         FormatParams p = params(r.tag, r.sector);
@@ -255,17 +273,7 @@ TEST_CASE("integrity: integrity-compat-test checksums of the mapping's size", "[
         auto g = open_geometry(*sb, on(65536));
         REQUIRE(g.ok());
         CHECK(g->provided_data_sectors == sb->provided_data_sectors);
-        auto d = sha->new_desc();
-        REQUIRE(d.ok());
-        d->init();
-        for (uint64_t left = sb->provided_data_sectors * 512; left;) {
-            const std::size_t n = std::min<uint64_t>(left, zeros.size());
-            d->update(ConstBytes(zeros.data(), n));
-            left -= n;
-        }
-        std::vector<uint8_t> digest(32);
-        REQUIRE(d->final(digest) == Status::Ok);
-        CHECK(hex(digest) == r.sha256);
+        CHECK(zeros_sha256(sb->provided_data_sectors) == r.sha256);
     }
     // The values the checksums stand for, and the one case where the padding
     // matters (tag 16 at 4 KiB: 64 KiB of tags per area, padded to 128 KiB
@@ -277,6 +285,48 @@ TEST_CASE("integrity: integrity-compat-test checksums of the mapping's size", "[
     // The detached metadata case: the whole data device.
     CHECK(format_superblock(params(4), on(65536, 0, 65536))
               ->provided_data_sectors == 65536);
+}
+
+// cryptsetup tests/luks2-integrity-test, intformat: luksFormat --type luks2
+// --integrity ... --offset 8192 --integrity-legacy-padding on 32 MiB: the
+// integrity device starts at sector 8192 with the tags dm-crypt makes (no
+// internal hash), and the sha256 of the zero-wiped mapping pins its size.
+TEST_CASE("integrity: luks2-integrity-test checksums of the mapping's size", "[integrity][compat]") {
+    struct Row {
+        uint16_t tag;
+        uint32_t sector;
+        const char* sha256;
+        const char* modes;
+    };
+    const Row rows[] = {
+        {32, 512, "ee501705a084cd0ab6f4a28014bcf62b8bfa3434de00b82743c50b3abf06232c", "cbc-essiv/xts-plain64 + hmac-sha256, aegis128-random"},
+        {48, 512, "492c2d1cc9e222a850c399bfef4ed5a86bf5afc59e54f0f0c7ba8e2a64548323", "xts-random + hmac-sha256"},
+        {32, 4096, "358d6beceddf593aff6b22c31684e0df9c226330aff5812e060950215217d21b", "hmac-sha256, aegis128-random"},
+        {48, 4096, "8c0463f5ac09613674bdf40b0ff6f985edbc3de04e51fdc688873cb333ef3cda", "xts-random + hmac-sha256"},
+        {64, 4096, "9873d864fccb866521e79c9f0f75ad0c578d6bd7620399bbf4779e698c6e92fd", "hmac-sha512"},
+        {80, 4096, "621f6c03f7361c2bf8f10059ae822339223f8471c750b0cf8584fba7134bd4a2", "xts-random + hmac-sha512"},
+        {20, 4096, "7370c66a92708fb71b186931468be6aa9b26f4f88373b00b1c57360b9ee1304e", "xts-plain64 + hmac-sha1"},
+        {36, 4096, "8c0463f5ac09613674bdf40b0ff6f985edbc3de04e51fdc688873cb333ef3cda", "xts-random + hmac-sha1"},
+        {28, 512, "5f6f3f6be03c74d9aaaeaf40dd310c99a20e2786045f78a1fc6a0b189d231f57", "gcm-random, chacha20-random poly1305"},
+        {28, 4096, "358d6beceddf593aff6b22c31684e0df9c226330aff5812e060950215217d21b", "gcm-random, chacha20-random poly1305"},
+        {24, 512, "288e5e9bc5be6c0bd2a74abbb72c7944da83198b5e3041dcf159e7ae250dafa8", "ccm-random"},
+        {24, 4096, "7370c66a92708fb71b186931468be6aa9b26f4f88373b00b1c57360b9ee1304e", "ccm-random"},
+        {16, 512, "3f82eae753ff52a689ddc559c691bbdff838361bbe9a3ce8c7212e16e51b5dbe", "chacha20-plain64 poly1305"},
+        {16, 4096, "7370c66a92708fb71b186931468be6aa9b26f4f88373b00b1c57360b9ee1304e", "chacha20-plain64 poly1305"},
+    };
+    for (const Row& r : rows) {
+        INFO(r.modes << ": tag " << r.tag << ", sector " << r.sector);
+        FormatParams p = params(r.tag, r.sector);
+        p.fix_padding = false;
+        p.internal_hash = false;
+        auto sb = format_superblock(p, on(65536, 8192));
+        REQUIRE(sb.ok());
+        CHECK(sb->version == 1);  // no flag at all: legacy padding, no salt
+        auto g = open_geometry(*sb, on(65536, 8192));
+        REQUIRE(g.ok());
+        CHECK(g->provided_data_sectors == sb->provided_data_sectors);
+        CHECK(zeros_sha256(sb->provided_data_sectors) == r.sha256);
+    }
 }
 
 TEST_CASE("integrity: versions and flags as the kernel sets them", "[integrity]") {
@@ -343,9 +393,12 @@ TEST_CASE("integrity: untrusted superblocks are refused with reasons", "[integri
     CHECK(with([](Superblock& s) { s.flags |= kFlagInline; }).status() == Status::Corrupt);
     CHECK(check_superblock(*sb, true).status() == Status::Corrupt);  // interleave 15 with a metadata device
 
-    // Devices too small for the journal.
-    CHECK(open_geometry(*sb, on(8 + 176 + 8)).status() == Status::Invalid);
-    CHECK(open_geometry(*sb, on(8 + 176 + 8 + 1)).ok());
+    // The smallest device: superblock, journal, one tag run, one 8-sector
+    // piece of data.
+    CHECK(open_geometry(*sb, on(8 + 176 + 256 + 8 - 1)).status() == Status::Invalid);
+    auto smallest = open_geometry(*sb, on(8 + 176 + 256 + 8));
+    REQUIRE(smallest.ok());
+    CHECK(smallest->provided_data_sectors == 8);
     CHECK(format_superblock(params(4), on(100)).status() == Status::Invalid);
     CHECK(format_superblock(params(0), on(65536)).status() == Status::Invalid);
     CHECK(format_superblock(params(4, 1024 + 512), on(65536)).status() == Status::Invalid);
@@ -368,4 +421,33 @@ TEST_CASE("integrity: containers::detect names the superblock, open refuses it",
     auto c = containers::open(registry(), path);
     REQUIRE_FALSE(c.ok());
     CHECK(c.status() == Status::Unsupported);
+}
+
+// Found by fuzz_integrity_superblock (tests/fuzz/crashes/integrity_superblock/
+// check-message-shift): the refusal's message shifted 512 by the unchecked
+// byte (116), undefined behaviour; it names the byte now.
+TEST_CASE("integrity: a huge block size byte is refused by name", "[integrity][fuzz]") {
+    std::vector<uint8_t> input;
+    REQUIRE(read_file(std::string(BLKCRYPT_SOURCE_DIR) + "/tests/fuzz/crashes/integrity_superblock/check-message-shift",
+                      &input));
+    auto sb = decode_superblock(input);
+    REQUIRE(sb.ok());
+    REQUIRE(sb->log2_sectors_per_block == 116);
+    auto ok = check_superblock(*sb, false);
+    REQUIRE_FALSE(ok.ok());
+    CHECK_THAT(ok.error().message, Catch::Contains("log2 sectors per block 116"));
+}
+
+// Found by fuzz_integrity_superblock (crashes/integrity_superblock/
+// meta-start-offset): with a metadata device and a start offset, the
+// kernel's size check leaves the offset out, so the last tags lay past the
+// device's end. open_geometry refuses that.
+TEST_CASE("integrity: a start offset that pushes tags past the metadata device is refused", "[integrity][fuzz]") {
+    auto sb = format_superblock(params(4), on(1019904, 0, 8192));
+    REQUIRE(sb.ok());
+    auto g = open_geometry(*sb, on(1019904, 0, 8192));
+    REQUIRE(g.ok());
+    CHECK(g->tag_offset(1019903) + 4 <= 8192ull * 512);
+    auto shifted = open_geometry(*sb, on(1019904, 64, 8192));
+    CHECK(shifted.status() == Status::Invalid);
 }

@@ -57,7 +57,9 @@ struct Geometry {
 // What the kernel computes when it opens `sb` on `dev` (dm_integrity_ctr):
 // provided_data_sectors comes from the device sizes, not from the
 // superblock. Corrupt when check_superblock refuses `sb`; Invalid ("the
-// device is too small") when the kernel would refuse the devices.
+// device is too small") when the kernel would refuse the devices, and when
+// a metadata device with a start offset cannot hold the tags after it
+// (the kernel accepts that and fails with I/O errors at the end).
 Result<Geometry> open_geometry(const Superblock& sb, const Devices& dev);
 
 // The table arguments the kernel formats with (initialize_superblock).
