@@ -90,6 +90,10 @@ expect_exit 2 "$BLKCRYPT" integrity dump
 expect_exit 2 "$BLKCRYPT" integrity dump "$TMP/zero" "$TMP/zero"
 expect_exit 2 "$BLKCRYPT" integrity frobnicate "$TMP/zero"
 expect_exit 4 "$BLKCRYPT" integrity dump "$TMP/absent"
+expect_exit 2 "$BLKCRYPT" integrity dump -
+ln -s "$TMP/v2-recalc" "$TMP/link"
+"$BLKCRYPT" integrity dump "$TMP/link" | sed 1d | cmp - <("$BLKCRYPT" integrity dump "$TMP/v2-recalc" | sed 1d) ||
+    fail "a symlink dumps as its target"
 mkfifo "$TMP/fifo"
 expect_exit 4 "$BLKCRYPT" integrity dump "$TMP/fifo"
 expect_exit 0 "$BLKCRYPT" integrity --help
