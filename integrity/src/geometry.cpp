@@ -52,6 +52,13 @@ struct Calc {
         journal_entries = uint64_t(section_entries) * journal_sections;
     }
 
+    // A metadata device's tag area: every block's tag, in whole buffers.
+    uint64_t meta_area_sectors() const {
+        const uint64_t bytes = sat_mul(provided >> log2_spb, tag_size);
+        const uint64_t unit = uint64_t(512) << log2_buffer_sectors;
+        return sat_mul(bytes / unit + (bytes % unit != 0), uint64_t(1) << log2_buffer_sectors);
+    }
+
     // calculate_device_limits: false where the kernel returns -EINVAL.
     bool device_limits() {
         section_size();
@@ -72,10 +79,7 @@ struct Calc {
                         sat_add(sat_add(initial, offset), start));
             if (last_sector < start || last_sector >= meta_device_sectors) return false;
         } else {
-            const uint64_t bytes = sat_mul(provided >> log2_spb, tag_size);
-            const uint64_t unit = uint64_t(512) << log2_buffer_sectors;
-            const uint64_t meta_size = sat_mul(bytes / unit + (bytes % unit != 0), uint64_t(1) << log2_buffer_sectors);
-            if (sat_add(initial, meta_size) > meta_device_sectors) return false;
+            if (sat_add(initial, meta_area_sectors()) > meta_device_sectors) return false;
             metadata_run = 1;
         }
         return true;
@@ -157,10 +161,7 @@ Result<Geometry> finish(Calc& c, int log2_sectors_per_bit) {
     // table's start offset, which shifts them (cryptsetup always gives 0
     // there); past the end it would fail with I/O errors. Refused here.
     if (c.meta) {
-        const uint64_t unit = uint64_t(512) << c.log2_buffer_sectors;
-        const uint64_t bytes = sat_mul(c.provided >> c.log2_spb, c.tag_size);
-        const uint64_t meta_size = sat_mul(bytes / unit + (bytes % unit != 0), uint64_t(1) << c.log2_buffer_sectors);
-        if (sat_add(sat_add(c.start, c.initial), meta_size) > c.meta_device_sectors)
+        if (sat_add(sat_add(c.start, c.initial), c.meta_area_sectors()) > c.meta_device_sectors)
             return make_error(Status::Invalid, "dm-integrity: the metadata device is too small for the tags after "
                                                "the start offset");
     }
