@@ -14,6 +14,7 @@ int run_skcipher(Args args);
 int run_aead(Args args);
 int run_crypt(Args args);
 int run_verity(Args args);
+int run_integrity(Args args);
 int run_fsverity(Args args);
 int run_bench(Args args);
 int run_luks(Args args);

@@ -11,7 +11,7 @@ struct PageProse {
 };
 
 constexpr ManSection kMain[] = {
-    {"DESCRIPTION", R"P(Algorithms and templates are registered by name and composed on demand (xts(aes), essiv(cbc(aes),sha256), cryptd(sha256)); each implementation has a generic name, a driver name and a priority, and a lookup returns the best driver that passed its self-test. The dm-crypt engine's output is byte-identical to the kernel's dm-crypt, and the verity engines' trees and digests to veritysetup and fsverity digest. The container commands (luks, tcrypt, bitlk, fvault2, loopaes) open what cryptsetup opens, without root or device-mapper; serve makes any of them a network block device.
+    {"DESCRIPTION", R"P(Algorithms and templates are registered by name and composed on demand (xts(aes), essiv(cbc(aes),sha256), cryptd(sha256)); each implementation has a generic name, a driver name and a priority, and a lookup returns the best driver that passed its self-test. The dm-crypt engine's output is byte-identical to the kernel's dm-crypt, and the verity engines' trees and digests to veritysetup and fsverity digest. The container commands (luks, tcrypt, bitlk, fvault2, loopaes) open what cryptsetup opens, without root or device-mapper; integrity dump reads dm-integrity superblocks as integritysetup does; serve makes any of them a network block device.
 
 cryptsetup's action names are accepted as commands: luksFormat, luksDump, luksAddKey, luksChangeKey, luksRemoveKey, luksKillSlot, luksErase, luksHeaderBackup, luksHeaderRestore, luksUUID, isLuks, convert, config, token, tcryptDump, bitlkDump and fvault2Dump. "blkcrypt help luksFormat" shows the help of the action.)P"},
     {"OUTPUT FILES", R"P(One policy holds for every command. A symlink is followed. A regular output is written under .NAME.blkcrypt-tmp.XXXXXX next to it, fsynced and renamed, keeping the mode and owner of the file it replaces (new plaintext or key outputs are 0600). A block device is written in place. "-", FIFOs and character devices are streamed to when the command writes in order, and refused otherwise. Nothing but a regular file is ever replaced.
@@ -243,6 +243,12 @@ constexpr ManSection kFvault2[] = {
     {"NOTES", R"P(The examples do what these do: cryptsetup fvault2Dump mac.img; cryptsetup open --type fvault2 and dd, as root; cryptsetup open --type fvault2 --readonly, over NBD.)P"},
 };
 
+constexpr ManSection kIntegrity[] = {
+    {"DESCRIPTION", R"P(blkcrypt integrity reads dm-integrity devices as integritysetup does, without root. dump IMAGE prints the superblock (versions 1 to 5: tag size, sector size, provided data sectors, journal sections, interleave, bitmap granularity and the flags fix_padding, fix_hmac, recalculating, dirty_bitmap, have_journal_mac) exactly as "integritysetup dump" prints it. With a separate metadata device (integritysetup --data-device), IMAGE is the metadata device. Reading, writing, formatting and serving the integrity target are not implemented yet (docs/integrity.md).)P"},
+    {"EXAMPLES", R"P(    blkcrypt integrity dump disk.img)P"},
+    {"NOTES", R"P(The example does what this does: integritysetup dump disk.img.)P"},
+};
+
 constexpr PageProse kPages[] = {
     {"", kMain},          {"list", kList},         {"selftest", kSelftest},
     {"hash", kHash},      {"skcipher", kSkcipher}, {"aead", kAead},
@@ -252,7 +258,7 @@ constexpr PageProse kPages[] = {
     {"tcrypt", kTcrypt},  {"bitlk", kBitlk},       {"loopaes", kLoopaes},
     {"fvault2", kFvault2},  {"open", kOpen},         {"dump", kDump},
     {"test-passphrase", kTestPassphrase},          {"decrypt", kDecrypt},
-    {"table", kTable},
+    {"table", kTable}, {"integrity", kIntegrity},
 };
 
 }  // namespace

@@ -18,7 +18,7 @@ set(BLKCRYPT_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/blkcrypt CACHE STRIN
 mark_as_advanced(BLKCRYPT_INSTALL_CMAKEDIR)
 
 # ---- headers: whole trees, so headers added later are installed too -------
-foreach(dir crypto/include/blkcrypt dmcrypt/include/blkcrypt verity/include/blkcrypt luks/include/blkcrypt tcrypt/include/blkcrypt
+foreach(dir crypto/include/blkcrypt dmcrypt/include/blkcrypt verity/include/blkcrypt integrity/include/blkcrypt luks/include/blkcrypt tcrypt/include/blkcrypt
         bitlk/include/blkcrypt fvault2/include/blkcrypt loopaes/include/blkcrypt nbd/include/blkcrypt
         containers/include/blkcrypt)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}/

@@ -125,10 +125,13 @@ Result<std::unique_ptr<Container>> open(Registry& reg, const std::string& image,
             std::make_unique<Fvault2Container>(reg, *store, image, std::move(md).value()));
     }
     case Format::Verity:
+        return make_error(Status::Unsupported, image + ": a dm-verity superblock has no secret to unlock "
+                                                       "(blkcrypt verity opens it with its root hash)");
+    case Format::Integrity:
         break;
     }
-    return make_error(Status::Unsupported, image + ": a dm-verity superblock has no secret to unlock "
-                                                   "(blkcrypt verity opens it with its root hash)");
+    return make_error(Status::Unsupported, image + ": a dm-integrity superblock has no secret to unlock "
+                                                   "(blkcrypt integrity dump reads it)");
 }
 
 }  // namespace blkcrypt::containers

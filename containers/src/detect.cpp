@@ -1,6 +1,7 @@
 // Format detection by signature, as blkid and cryptsetup's loaders look.
 #include <blkcrypt/containers/container.hpp>
 #include <blkcrypt/internal/bytes_util.hpp>
+#include <blkcrypt/integrity/superblock.hpp>
 #include <blkcrypt/verity/superblock.hpp>
 
 #include <array>
@@ -33,6 +34,7 @@ std::string_view format_name(Format f) noexcept {
     case Format::Bitlk: return "BITLK";
     case Format::Fvault2: return "FVAULT2";
     case Format::Verity: return "VERITY";
+    case Format::Integrity: return "INTEGRITY";
     }
     return "?";
 }
@@ -62,6 +64,8 @@ Result<Format> detect(BackingStore& image) {
         // Core Storage: version 1, then "CS" at byte 88 (blkid's check).
         if (get_le16(head.data() + 8) == 1 && head[88] == 'C' && head[89] == 'S') return Format::Fvault2;
         if (verity::decode_superblock(head)) return Format::Verity;
+        // As blkid and integritysetup: the magic and a version they know.
+        if (integrity::decode_superblock(head)) return Format::Integrity;
     }
     std::array<uint8_t, 8> second{};
     for (uint64_t at : kSecondaryOffsets) {
@@ -72,7 +76,7 @@ Result<Format> detect(BackingStore& image) {
             return Format::Luks2;
     }
     return make_error(Status::NotFound, (image.name().empty() ? std::string("the image") : image.name()) +
-                                            ": no LUKS, BitLocker, FileVault 2 or dm-verity signature");
+                                            ": no LUKS, BitLocker, FileVault 2, dm-verity or dm-integrity signature");
 }
 
 }  // namespace blkcrypt::containers

@@ -28,7 +28,7 @@ struct Command {
 constexpr Command kCommands[] = {
     {"list", cli::run_list},   {"hash", cli::run_hash},         {"skcipher", cli::run_skcipher},
     {"aead", cli::run_aead},   {"crypt", cli::run_crypt},       {"verity", cli::run_verity},
-    {"fsverity", cli::run_fsverity}, {"luks", cli::run_luks},
+    {"fsverity", cli::run_fsverity}, {"luks", cli::run_luks}, {"integrity", cli::run_integrity},
 };
 
 // luks actions that benchmark PBKDF2 (seconds, or hours with a large forced

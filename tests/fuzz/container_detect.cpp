@@ -22,8 +22,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     }
     const auto name = containers::format_name(*f);
     if (name.empty() || name == "?") std::abort();
-    if ((*f == containers::Format::Luks1 || *f == containers::Format::Bitlk || *f == containers::Format::Fvault2) &&
+    if ((*f == containers::Format::Luks1 || *f == containers::Format::Bitlk || *f == containers::Format::Fvault2 ||
+         *f == containers::Format::Integrity) &&
         size < 512)
+        std::abort();
+    if (*f == containers::Format::Integrity && (std::memcmp(data, "integrt", 8) != 0 || data[8] < 1 || data[8] > 5))
         std::abort();
     return 0;
 }

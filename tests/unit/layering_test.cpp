@@ -48,6 +48,7 @@ TEST_CASE("each layer includes only the layers below it", "[layering]") {
         {"crypto", core},
         {"templates", core},
         {"verity", with({"verity"})},
+        {"integrity", with({"integrity"})},
         {"dmcrypt", with({"dm", "verity"})},
         {"luks", with({"luks", "dm", "verity"})},
         {"tcrypt", with({"tcrypt", "dm", "verity"})},
@@ -55,7 +56,7 @@ TEST_CASE("each layer includes only the layers below it", "[layering]") {
         {"fvault2", with({"fvault2", "dm", "verity", "luks"})},  // luks: base64
         {"loopaes", with({"loopaes", "dm", "verity"})},
         {"nbd", with({"nbd", "dm"})},
-        {"containers", with({"containers", "dm", "verity", "luks", "bitlk", "fvault2"})},
+        {"containers", with({"containers", "dm", "verity", "integrity", "luks", "bitlk", "fvault2"})},
     };
     const std::regex inc(R"(#include <blkcrypt/(([a-z0-9_]+)/)?[^>]*>)");
     for (const auto& [folder, ok] : allowed) {

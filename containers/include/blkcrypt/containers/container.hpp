@@ -20,15 +20,17 @@
 
 namespace blkcrypt::containers {
 
-enum class Format { Luks1, Luks2, Bitlk, Fvault2, Verity };
+enum class Format { Luks1, Luks2, Bitlk, Fvault2, Verity, Integrity };
 
-// As cryptsetup names the type: "LUKS1", "LUKS2", "BITLK", "FVAULT2", "VERITY".
+// As cryptsetup names the type: "LUKS1", "LUKS2", "BITLK", "FVAULT2", "VERITY",
+// "INTEGRITY".
 std::string_view format_name(Format f) noexcept;
 
 // The format whose signature `image` carries: a LUKS1 or LUKS2 header (for
 // LUKS2 the primary, or a secondary copy at one of the offsets cryptsetup
 // searches when the primary is gone), a BitLocker boot sector (also To Go),
-// a FileVault 2 (Core Storage) volume header, a dm-verity superblock.
+// a FileVault 2 (Core Storage) volume header, a dm-verity superblock, a
+// dm-integrity superblock (versions 1 to 5).
 // NotFound when none; IoError when the image cannot be read.
 Result<Format> detect(BackingStore& image);
 
@@ -52,7 +54,9 @@ public:
 // Opens the image at `image` read-only, detects its format and reads its
 // metadata. `header`: a detached LUKS header (empty: the image's own).
 // Unsupported for a dm-verity superblock (it has no secret: the verity
-// commands open it with its root hash); NotFound when no format is detected.
+// commands open it with its root hash) and for a dm-integrity one (no
+// secret either: blkcrypt integrity reads it); NotFound when no format is
+// detected.
 Result<std::unique_ptr<Container>> open(Registry& reg, const std::string& image, const std::string& header = "");
 
 }  // namespace blkcrypt::containers
