@@ -112,6 +112,44 @@ private:
     std::vector<std::vector<uint8_t>> bufs_;
 };
 
+// How many bios are in flight at once and the target options that go with
+// it: the same for every ring the copies run.
+struct RingShape {
+    dm::CryptTargetOptions opts;
+    std::size_t depth = 0;  // bios in flight
+};
+
+RingShape ring_shape(unsigned threads) {
+    RingShape r;
+    r.opts.threads = threads;
+    r.depth = std::max<std::size_t>(8, 2 * std::size_t{threads});
+    r.opts.queue_depth = r.depth;
+    r.opts.max_request = kChunk;
+    return r;
+}
+
+// OUT as the copies fill it: what is written and the progress lines it drives.
+struct Sink {
+    Output& out;
+    Progress& progress;
+    uint64_t done = 0;
+
+    // Counts n more bytes done.
+    void count(std::size_t n) {
+        done += n;
+        progress.update(done);
+    }
+    // Writes data at pos and starts its writeback now, so the final fsync
+    // waits for the tail only (advice: an error here resurfaces at that fsync).
+    void put(blkcrypt::ConstBytes data, uint64_t pos) {
+        out.pwrite(data, pos);
+        if (out.seekable())
+            (void)::sync_file_range(out.fd(), static_cast<off64_t>(pos), static_cast<off64_t>(data.size()),
+                                    SYNC_FILE_RANGE_WRITE);
+        count(data.size());
+    }
+};
+
 }  // namespace
 
 // Creation errors are the table's fault (cipher, key length, sizes) unless
@@ -260,8 +298,7 @@ CopySource open_source(const ImageCopy& job, const CopyPlan& p) {
 struct CopyStore {
     std::shared_ptr<dm::BackingStore> store;  // what the target reads or writes
     std::shared_ptr<RingStore> ring;          // the same store, when it is the ring of chunk buffers
-    dm::CryptTargetOptions opts;
-    std::size_t depth = 0;                    // bios in flight
+    RingShape shape;
 };
 
 // Makes OUT ready before any work (space reserved, so ENOSPC shows now; the
@@ -278,10 +315,7 @@ CopyStore prepare_store(const ImageCopy& job, const CopyPlan& p, const CopySourc
         out.reserve((p.enc ? p.range_bytes : 0) + *src.total);  // the device must be large enough
     if (p.enc && job.keep_prefix && out.kind() == Output::Kind::Temp) copy_prefix(out, p.offset_bytes);
     CopyStore st;
-    st.opts.threads = job.threads;
-    st.depth = std::max<std::size_t>(8, 2 * std::size_t{st.opts.threads});
-    st.opts.queue_depth = st.depth;
-    st.opts.max_request = kChunk;
+    st.shape = ring_shape(job.threads);
     if (p.enc && out.seekable() && src.total) {
         auto s = dm::open_file_store(out.write_path(), true);
         if (!s) throw Failure(s.error().message);
@@ -289,7 +323,7 @@ CopyStore prepare_store(const ImageCopy& job, const CopyPlan& p, const CopySourc
     } else if (!p.enc && !p.in_stream) {
         st.store = src.store;
     } else {
-        st.ring = std::make_shared<RingStore>(p.range_bytes, p.range_bytes + src.length * kSector, st.depth);
+        st.ring = std::make_shared<RingStore>(p.range_bytes, p.range_bytes + src.length * kSector, st.shape.depth);
         st.store = st.ring;
     }
     if (p.enc && !out.seekable()) {  // a stream's ciphertext also starts at --offset
@@ -313,22 +347,22 @@ struct PumpRange {
 // Gives a bio its memory: (byte offset into the range, the slot's own buffer,
 // the bytes wanted) -> the bytes to submit. Fewer than wanted ends the range.
 using FillFn = std::function<blkcrypt::Bytes(uint64_t pos, uint8_t* slot, std::size_t want)>;
+// The ring stopped (the target refused a bio): throws the command's error.
+// pos: the byte into the range being submitted, 0 when the ring's finish failed.
+using RefusedFn = std::function<void(uint64_t pos, blkcrypt::Status)>;
 
 // Drives one range of a target through a BioRing: 1 MiB bios, `depth` in
 // flight, retired in order. It knows no files: fill and retire are the two
-// ends, so the same loop serves any source and sink. Returns the bytes
-// submitted.
+// ends, so the same loop serves any source and sink (copy_image's IN and OUT,
+// each crypt line of copy_table). Returns the bytes submitted.
 uint64_t pump(dm::CryptTarget& target, std::size_t depth, std::size_t slot_bytes, const PumpRange& range,
-              const FillFn& fill, dm::RetireFn retire) {
+              const FillFn& fill, dm::RetireFn retire, const RefusedFn& refused) {
     // Its destructor waits for the bios in flight, also when an exception
     // leaves this function.
     dm::BioRing bios(target, depth, slot_bytes, std::move(retire));
-    auto refused = [](blkcrypt::Status st) {
-        throw Failure(std::string("bio refused: ") + blkcrypt::to_string(st));
-    };
     uint64_t next = 0;
     for (bool eof = false; !eof && (!range.total || next < *range.total);) {
-        if (const blkcrypt::Status st = bios.reserve(); st != blkcrypt::Status::Ok) refused(st);
+        if (const blkcrypt::Status st = bios.reserve(); st != blkcrypt::Status::Ok) refused(next, st);
         const std::size_t want =
             static_cast<std::size_t>(range.total ? std::min<uint64_t>(kChunk, *range.total - next) : kChunk);
         const blkcrypt::Bytes data = fill(next, bios.next_buffer().data(), want);
@@ -338,10 +372,10 @@ uint64_t pump(dm::CryptTarget& target, std::size_t depth, std::size_t slot_bytes
         }
         if (const blkcrypt::Status st = bios.submit((range.first_byte + next) / kSector, range.dir, data);
             st != blkcrypt::Status::Ok)
-            refused(st);
+            refused(next, st);
         next += data.size();
     }
-    if (const blkcrypt::Status st = bios.finish(); st != blkcrypt::Status::Ok) refused(st);
+    if (const blkcrypt::Status st = bios.finish(); st != blkcrypt::Status::Ok) refused(0, st);
     return next;
 }
 
@@ -352,12 +386,11 @@ struct CopyEnds {
     const CopyPlan& p;
     const CopySource& src;
     const CopyStore& st;
-    Progress& progress;
+    Sink& sink;
     // Encryption reads a mappable IN in place: the engine never writes a
     // write bio's memory, so its pages go from the page cache straight to
     // the cipher, without a copy into a buffer of ours.
     blkcrypt::ConstBytes in_map;
-    uint64_t done = 0;
 
     blkcrypt::Bytes fill(uint64_t next, uint8_t* data, std::size_t n) {
         if (!in_map.empty()) {
@@ -401,15 +434,10 @@ struct CopyEnds {
             if (src.store && src.store->changed()) throw Failure(job.in_path + ": changed size while being read");
             st.store->start_writeback(p.range_bytes + pos, n);
         } else {
-            out.pwrite(r.data, pos);
-            // Start writeback now, so the final fsync waits for the tail only
-            // (advice: an error here resurfaces at that fsync).
-            if (out.seekable())
-                (void)::sync_file_range(out.fd(), static_cast<off64_t>(pos), static_cast<off64_t>(n),
-                                        SYNC_FILE_RANGE_WRITE);
+            sink.put(r.data, pos);
+            return blkcrypt::Status::Ok;
         }
-        done += n;
-        progress.update(done);
+        sink.count(n);
         return blkcrypt::Status::Ok;
     }
 };
@@ -425,26 +453,28 @@ CopyResult copy_image(const ImageCopy& job) {
         plan.enc && src.store ? src.store->mapped() : blkcrypt::ConstBytes{};  // see CopyEnds::in_map
     blkcrypt::Registry& reg = registry();
     // The target is the device up to the range's end; only the range is submitted.
-    auto target = make_crypt_target(reg, job.table, st.store, job.start_sectors + src.length, st.opts);
+    auto target = make_crypt_target(reg, job.table, st.store, job.start_sectors + src.length, st.shape.opts);
 
     Progress progress(job.progress, job.progress_name, src.total.value_or(0));
-    CopyEnds ends{job, plan, src, st, progress, in_map};
+    Sink sink{job.out, progress};
+    CopyEnds ends{job, plan, src, st, sink, in_map};
     // Slots own a chunk buffer unless IN is mapped.
     const uint64_t next = pump(
-        *target, st.depth, in_map.empty() ? kChunk : 0,
+        *target, st.shape.depth, in_map.empty() ? kChunk : 0,
         PumpRange{plan.start_bytes, src.total, plan.enc ? dm::BioDir::Write : dm::BioDir::Read},
         [&](uint64_t pos, uint8_t* slot, std::size_t want) { return ends.fill(pos, slot, want); },
-        [&](const dm::RetiredBio& r) { return ends.retire(r); });
+        [&](const dm::RetiredBio& r) { return ends.retire(r); },
+        [](uint64_t, blkcrypt::Status s) { throw Failure(std::string("bio refused: ") + blkcrypt::to_string(s)); });
     if (next == 0) throw UsageError(src.name + ": nothing to " + plan.verb);
     if (src.store && src.store->changed()) throw Failure(job.in_path + ": changed size while being read");
-    progress.finish(ends.done);
+    progress.finish(sink.done);
 
     target.reset();
     st.store.reset();
     // Its fsync also covers what the file store wrote.
     if (job.commit_with) Output::commit_all({job.commit_with, &job.out});
     else job.out.commit();
-    return CopyResult{ends.done, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()};
+    return CopyResult{sink.done, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()};
 }
 
 void set_copy_options(const po::variables_map& vm, ImageCopy& job, const std::string& name) {
@@ -459,69 +489,49 @@ uint64_t table_bytes(const dm::DmTable& table) {
     return total;
 }
 
-// Moved from cmd_bitlk.cpp: each line's plaintext in order, zeros and stored
-// bytes (linear) through one buffer, crypt lines through a BioRing.
+// Each line's plaintext in order: zeros and stored bytes (linear) through
+// one buffer, crypt lines through the pump, as copy_image runs its range.
 CopyResult copy_table(const TableCopy& job) {
     const auto started = std::chrono::steady_clock::now();
-    Output& out = job.out;
-    dm::CryptTargetOptions opts;
-    opts.threads = job.threads;
-    const std::size_t depth = std::max<std::size_t>(8, 2 * std::size_t{job.threads});
-    opts.queue_depth = depth;
-    opts.max_request = kChunk;
+    const RingShape shape = ring_shape(job.threads);
     const uint64_t total = table_bytes(job.table);
-    out.reserve(total);
+    job.out.reserve(total);
     Progress progress(job.progress, job.name, total);
-    std::vector<uint8_t> buf(kChunk);
-    uint64_t written = 0;
-    // In order, starting the writeback of what was written, so the final
-    // fsync waits for the tail only (advice: an error here resurfaces at
-    // that fsync).
-    auto emit = [&](blkcrypt::ConstBytes data) {
-        out.write(data);
-        if (out.seekable())
-            (void)::sync_file_range(out.fd(), static_cast<off64_t>(written), static_cast<off64_t>(data.size()),
-                                    SYNC_FILE_RANGE_WRITE);
-        written += data.size();
-        progress.update(written);
-    };
+    Sink sink{job.out, progress};
     auto failed = [&](uint64_t at, blkcrypt::Status s) {
         throw Failure(job.name + ": reading the plaintext at byte " + std::to_string(at) + ": " +
                       blkcrypt::to_string(s));
     };
+    std::vector<uint8_t> buf;
     for (const dm::DmLine& g : job.table) {
+        const uint64_t first = g.start * kSector;  // the line's place in the plaintext and in OUT
         const uint64_t bytes = g.length * kSector;
-        if (!g.crypt) {  // zero or linear
-            std::fill(buf.begin(), buf.end(), uint8_t{0});
-            for (uint64_t at = 0; at < bytes;) {
-                const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(kChunk, bytes - at));
-                const blkcrypt::Bytes chunk(buf.data(), n);
-                if (g.target == "linear")
-                    if (blkcrypt::Status s = job.store->read(g.offset * kSector + at, chunk); s != blkcrypt::Status::Ok)
-                        failed(g.start * kSector + at, s);
-                emit(chunk);
-                at += n;
-            }
+        if (g.crypt) {
+            auto target = make_crypt_target(registry(), *g.crypt, job.store, g.length, shape.opts);
+            pump(
+                *target, shape.depth, kChunk, PumpRange{0, bytes, dm::BioDir::Read},
+                [](uint64_t, uint8_t* slot, std::size_t want) { return blkcrypt::Bytes(slot, want); },
+                [&](const dm::RetiredBio& r) {
+                    if (r.status != blkcrypt::Status::Ok) failed(first + r.sector * kSector, r.status);
+                    sink.put(r.data, first + r.sector * kSector);
+                    return blkcrypt::Status::Ok;
+                },
+                [&](uint64_t pos, blkcrypt::Status s) { failed(first + pos, s); });
             continue;
         }
-        auto target = make_crypt_target(registry(), *g.crypt, job.store, g.length, opts);
-        dm::BioRing ring(*target, depth, kChunk, [&](const dm::RetiredBio& r) {
-            if (r.status != blkcrypt::Status::Ok) failed((g.start + r.sector) * kSector, r.status);
-            emit(r.data);
-            return blkcrypt::Status::Ok;
-        });
+        buf.assign(kChunk, 0);  // zero, or linear's stored bytes
         for (uint64_t at = 0; at < bytes;) {
             const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(kChunk, bytes - at));
-            if (blkcrypt::Status s = ring.reserve(); s != blkcrypt::Status::Ok) failed(g.start * kSector + at, s);
-            if (blkcrypt::Status s = ring.submit(at / kSector, dm::BioDir::Read, ring.next_buffer().first(n));
-                s != blkcrypt::Status::Ok)
-                failed(g.start * kSector + at, s);
+            const blkcrypt::Bytes chunk(buf.data(), n);
+            if (g.target == "linear")
+                if (blkcrypt::Status s = job.store->read(g.offset * kSector + at, chunk); s != blkcrypt::Status::Ok)
+                    failed(first + at, s);
+            sink.put(chunk, first + at);
             at += n;
         }
-        if (blkcrypt::Status s = ring.finish(); s != blkcrypt::Status::Ok) failed(g.start * kSector, s);
     }
-    progress.finish(written);
-    return CopyResult{written, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()};
+    progress.finish(sink.done);
+    return CopyResult{sink.done, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()};
 }
 
 }  // namespace cli
