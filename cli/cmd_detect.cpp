@@ -254,6 +254,11 @@ Routed route(std::string_view action, Args args, const po::options_description& 
         if (action == "dump") return {.status = run_format(run_verity, action, s.forward)};
         throw Failure(probe + " holds a dm-verity superblock: blkcrypt verity verify, read, table or serve " +
                       "reads it with its root hash");
+    case Format::Integrity:
+        // No secret either; only its superblock is read so far (docs/integrity.md).
+        if (serve) return {};
+        if (action == "dump") return {.status = run_format(run_integrity, action, s.forward)};
+        throw Failure(probe + " holds a dm-integrity superblock: blkcrypt integrity dump reads it");
     }
     throw Failure(probe + ": unknown format");
 }

@@ -201,6 +201,11 @@ refused 2 "Option --test-passphrase is allowed only for open of LUKS, TCRYPT, BI
 # ---- dm-verity: dump reads the superblock --------------------------------
 "$BLKCRYPT" verity format "$TMP/plain.bin" "$TMP/hash.img" >/dev/null || fail "verity format"
 same_as "verity dump" "" -- dump "$TMP/hash.img" -- verity dump "$TMP/hash.img"
+# ---- dm-integrity: dump reads the superblock (one integritysetup formatted) ----
+gunzip -c "$(dirname "$0")/../golden/integrity/sha256-odd.head.gz" >"$TMP/integrity.img"
+same_as "integrity dump" "" -- dump "$TMP/integrity.img" -- integrity dump "$TMP/integrity.img"
+grep -q '^superblock_version' "$TMP/top.out" || fail "integrity: not integritysetup dump's output"
+refused 1 "dm-integrity superblock" "integrity decrypt" decrypt "$TMP/integrity.img" "$TMP/never.bin"
 refused 1 "dm-verity superblock" "verity decrypt" decrypt "$TMP/hash.img" "$TMP/never.bin"
 
 # ---- no signature, unknown --type, not a file ----------------------------
