@@ -99,7 +99,7 @@ TEST_CASE("aegis128: registered with AES-NI preferred", "[aead][aegis128]") {
     }
 }
 
-TEST_CASE("aegis128: the generic and AES-NI drivers agree and refuse tampering", "[aead][aegis128]") {
+TEST_CASE("aegis128: the generic and AES-NI drivers agree and refuse tampering", "[aead][aegis128][diff]") {
     Registry reg;
     REQUIRE(register_defaults(reg));
     std::mt19937 rng(24);
