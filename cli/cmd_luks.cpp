@@ -21,7 +21,6 @@
 #include <blkcrypt/luks/convert.hpp>
 #include <blkcrypt/luks/fs_probe.hpp>
 #include <blkcrypt/luks/luks1.hpp>
-#include <blkcrypt/luks/luks2.hpp>
 #include <blkcrypt/dm/block_device.hpp>
 
 #include <algorithm>
@@ -30,7 +29,6 @@
 #include <iostream>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -44,7 +42,6 @@ namespace {
 
 namespace luks = blkcrypt::luks;
 namespace luks1 = blkcrypt::luks::luks1;
-namespace luks2 = blkcrypt::luks::luks2;
 
 struct Devices {
     std::string image;        // IMAGE as given
@@ -171,17 +168,8 @@ blkcrypt::SecureBuffer new_passphrase(const std::optional<std::string>& file, co
     return read_key_input("-", 0, 0, true);
 }
 
-// cryptsetup's --tries (set_tries_tty): how often a passphrase typed at the
-// terminal prompt is asked for after a wrong one (default 3, 0: no limit);
-// a key file (positional or --key-file) and piped input are tried once.
-unsigned prompt_tries(const po::variables_map& vm, const std::optional<std::string>& file) {
-    return file ? 1 : passphrase_tries(vm);
-}
-
-luks::OpenOptions open_options(const po::variables_map& vm) {
-    luks::OpenOptions o;
-    if (vm.count("key-slot")) o.keyslot = static_cast<int>(vm["key-slot"].as<unsigned>());
-    return o;
+int requested_keyslot(const po::variables_map& vm) {
+    return vm.count("key-slot") ? static_cast<int>(vm["key-slot"].as<unsigned>()) : -1;
 }
 
 // Unlocks the container: exit 2 with cryptsetup's words for a passphrase
@@ -193,7 +181,7 @@ luks::OpenOptions open_options(const po::variables_map& vm) {
 luks::Volume unlock_volume(const po::variables_map& vm, const Devices& d, bool test_only = false) {
     version_of(d);
     std::vector<std::string> warnings;
-    luks::OpenOptions o = open_options(vm);
+    luks::OpenOptions o{.keyslot = requested_keyslot(vm)};
     o.warnings = &warnings;
     o.ignore_requirements = test_only;
     blkcrypt::Result<luks::Volume> vol = blkcrypt::make_error(blkcrypt::Status::Invalid, "");
@@ -210,106 +198,11 @@ luks::Volume unlock_volume(const po::variables_map& vm, const Devices& d, bool t
     return expect(std::move(vol));
 }
 
-// cryptsetup's yesDialog: asked only on a terminal and without --batch-mode.
-void confirm(const po::variables_map& vm, const std::string& question) { yes_dialog(vm, question); }
-
 std::string one_file(const std::vector<std::string>& files, const std::string& action) {
     if (files.size() != 1) throw UsageError("luks " + action + " needs exactly one IMAGE");
     return files[0];
 }
 
-
-// dump --json: one object for scripts (docs/json.md), the same for both
-// versions where the formats agree; never the key.
-void keyslot_json(JsonWriter& j, int id, uint64_t key_bytes, const std::string& kdf, const std::string& hash,
-                  uint64_t iterations, uint64_t memory, uint64_t cpus, int priority, uint64_t off, uint64_t size) {
-    j.begin_object();
-    j.key("keyslot"), j.number(id);
-    j.key("key_bits"), j.number(static_cast<int64_t>(key_bytes * 8));
-    j.key("priority"), j.string(priority == 0 ? "ignore" : priority == 2 ? "prefer" : "normal");
-    j.key("pbkdf"), j.string(kdf);
-    if (!hash.empty()) j.key("hash"), j.string(hash);
-    j.key(kdf == "pbkdf2" ? "iterations" : "time"), j.number(static_cast<int64_t>(iterations));
-    if (kdf != "pbkdf2") {
-        j.key("memory_kib"), j.number(static_cast<int64_t>(memory));
-        j.key("parallel"), j.number(static_cast<int64_t>(cpus));
-    }
-    j.key("area_offset"), j.number(static_cast<int64_t>(off));
-    j.key("area_size"), j.number(static_cast<int64_t>(size));
-    j.end_object();
-}
-
-void strings_json(JsonWriter& j, const char* name, const std::vector<std::string>& v) {
-    j.key(name);
-    j.begin_array();
-    for (const std::string& x : v) j.string(x);
-    j.end_array();
-}
-
-std::string dump_json(const Devices& d, const luks::Container& c) {
-    std::ostringstream out;
-    JsonWriter j(out);
-    j.begin_object();
-    j.key("device"), j.string(d.header_path);
-    if (c.version() == luks::Version::Luks1) {
-        const luks1::Header& h = c.luks1();
-        j.key("version"), j.number(1);
-        j.key("uuid"), j.string(h.uuid);
-        j.key("cipher"), j.string(h.cipher_spec());
-        j.key("key_bits"), j.number(h.key_bytes * 8);
-        j.key("sector_size"), j.number(512);
-        j.key("data_offset"), j.number(static_cast<int64_t>(uint64_t{h.payload_offset} * 512));
-        j.key("hash"), j.string(h.hash_spec);
-        j.key("keyslots");
-        j.begin_array();
-        for (unsigned k = 0; k < luks1::kNumKeyslots; ++k) {
-            const luks1::Keyslot& ks = h.keyslots[k];
-            if (!ks.enabled()) continue;
-            keyslot_json(j, static_cast<int>(k), h.key_bytes, "pbkdf2", h.hash_spec, ks.iterations, 0, 0, 1,
-                         uint64_t{ks.key_material_offset} * 512, luks1::af_sectors(h.key_bytes, ks.stripes) * 512);
-        }
-        j.end_array();
-        j.end_object();
-        return out.str();
-    }
-    const luks2::Metadata& md = c.luks2();
-    const luks2::Segment& seg = md.segments.at(0);
-    j.key("version"), j.number(2);
-    j.key("uuid"), j.string(md.hdr.uuid);
-    j.key("label"), j.string(md.hdr.label);
-    j.key("subsystem"), j.string(md.hdr.subsystem);
-    j.key("epoch"), j.number(static_cast<int64_t>(md.hdr.seqid));
-    j.key("metadata_size"), j.number(static_cast<int64_t>(md.metadata_size()));
-    j.key("keyslots_size"), j.number(static_cast<int64_t>(md.config.keyslots_size));
-    j.key("cipher"), j.string(seg.encryption);
-    j.key("key_bits"), j.number(static_cast<int64_t>(or_fail(c.volume_key_size()) * 8));
-    j.key("sector_size"), j.number(seg.sector_size);
-    j.key("data_offset"), j.number(static_cast<int64_t>(seg.offset));
-    if (seg.size) j.key("data_size"), j.number(static_cast<int64_t>(*seg.size));
-    strings_json(j, "flags", md.config.flags);
-    strings_json(j, "requirements", md.config.requirements);
-    j.key("keyslots");
-    j.begin_array();
-    for (const auto& [k, ks] : md.keyslots)
-        keyslot_json(j, k, ks.key_size, ks.kdf.type, ks.kdf.hash, ks.kdf.type == "pbkdf2" ? ks.kdf.iterations : ks.kdf.time,
-                     ks.kdf.memory, ks.kdf.cpus, ks.priority, ks.area_offset, ks.area_size);
-    j.end_array();
-    j.key("tokens");
-    j.begin_array();
-    for (const auto& [id, t] : md.tokens) {
-        j.begin_object();
-        j.key("token"), j.number(id);
-        j.key("type"), j.string(t.type);
-        j.key("keyslots");
-        j.begin_array();
-        for (int k : t.keyslots) j.number(k);
-        j.end_array();
-        j.end_object();
-    }
-    j.end_array();
-    j.end_object();
-    return out.str();
-}
 
 // IMAGE (the data) and the header device (--header, else IMAGE) opened, as
 // the driver's actions use them; dump reads the header at once, so its
@@ -343,7 +236,7 @@ public:
     // luksDump, --dump-json-metadata's JSON, or --json's object (docs/json.md).
     std::string dump() const override {
         refuse_given(vm_, {"key-slot"}, "only with --dump-volume-key");
-        if (vm_["json"].as<bool>()) return dump_json(d, *c_);
+        if (vm_["json"].as<bool>()) return or_fail(c_->dump_summary_json(d.header_path)) + "\n";
         return vm_["dump-json-metadata"].as<bool>() ? or_fail(c_->dump_json_metadata()) : c_->dump(d.header_path);
     }
     blkcrypt::SecureBuffer dump_volume_key() const override {
@@ -491,11 +384,7 @@ void start_format(const po::variables_map& vm, const std::string& image, bool de
             std::cout << "WARNING: Device " << header_path << " already contains a 'crypto_LUKS' superblock signature.\n"
                       << std::flush;
     }
-    confirm(vm, "\nWARNING!\n========\nThis will overwrite data on " + header_path + " irrevocably.\n");
-}
-
-int requested_keyslot(const po::variables_map& vm) {
-    return vm.count("key-slot") ? static_cast<int>(vm["key-slot"].as<unsigned>()) : -1;
+    yes_dialog(vm, "\nWARNING!\n========\nThis will overwrite data on " + header_path + " irrevocably.\n");
 }
 
 // luksFormat's options, parsed once for either version: --type picks it
@@ -562,7 +451,7 @@ int run_set_uuid(const po::variables_map& vm, const std::vector<std::string>& fi
     const Devices d = open_devices(vm, image);
     luks::Container c = load_container(d);
     or_fail(c.check_requirements());
-    confirm(vm, "Do you really want to change UUID of device?");
+    yes_dialog(vm, "Do you really want to change UUID of device?");
     make_writable(c, d);
     or_fail(c.set_uuid(uuid));
     return 0;
@@ -714,7 +603,10 @@ blkcrypt::SecureBuffer positional_or_prompt(const po::variables_map& vm, const s
 template <typename F>
 auto checked_passphrase(const po::variables_map& vm, const std::optional<std::string>& file, const std::string& prompt,
                         F check) {
-    const unsigned tries = prompt_tries(vm, file);
+    // cryptsetup's --tries (set_tries_tty): how often a passphrase typed at the
+    // terminal prompt is asked for after a wrong one (default 3, 0: no limit);
+    // a key file (positional or --key-file) and piped input are tried once.
+    const unsigned tries = file ? 1 : passphrase_tries(vm);
     for (unsigned t = 1;; ++t) {
         const blkcrypt::SecureBuffer pass = positional_or_prompt(vm, file, prompt, false);
         try {
@@ -821,7 +713,7 @@ int run_header_restore(const po::variables_map& vm, const std::vector<std::strin
     auto store = blkcrypt::open_file_store(path, true);
     if (!store) throw Failure(store.error().message);
     const bool has = luks::detect(**store).ok();
-    confirm(vm, "Device " + path + (has ? " already contains LUKS header. Replacing header will destroy existing keyslots."
+    yes_dialog(vm, "Device " + path + (has ? " already contains LUKS header. Replacing header will destroy existing keyslots."
                                         : " does not contain LUKS header. Replacing header can destroy data on that device."));
     or_fail(luks::header_restore(registry(), **store, **backup));
     return 0;
@@ -832,7 +724,7 @@ int run_header_restore(const po::variables_map& vm, const std::vector<std::strin
 int run_erase(const po::variables_map& vm, const std::vector<std::string>& files) {
     const Devices d = open_devices(vm, one_file(files, "erase"));
     version_of(d);  // "not a valid LUKS device" before the question
-    confirm(vm, "\nWARNING!\n========\nThis operation will erase all keyslots on device " + files[0] +
+    yes_dialog(vm, "\nWARNING!\n========\nThis operation will erase all keyslots on device " + files[0] +
                     ".\nDevice will become unusable after this operation.");
     value_or_exit(open_writable(d).erase());
     return 0;
@@ -840,7 +732,7 @@ int run_erase(const po::variables_map& vm, const std::vector<std::string>& files
 
 void confirm_last(const po::variables_map& vm, const luks::Container& c) {
     if (c.active_keyslots().size() == 1)
-        confirm(vm, "\nWARNING!\n========\nThis is the last keyslot. Device will become unusable after purging this key.");
+        yes_dialog(vm, "\nWARNING!\n========\nThis is the last keyslot. Device will become unusable after purging this key.");
 }
 
 int run_remove_key(const po::variables_map& vm, const std::vector<std::string>& files) {
@@ -887,7 +779,7 @@ int run_convert(const po::variables_map& vm, const std::vector<std::string>& fil
     if (to == luks::Version::Luks1) load_container(d);  // prints a damaged copy's warning
     // cryptsetup's words, blank lines and exit status (2) when not confirmed.
     try {
-        confirm(vm, "\nWARNING!\n========\nThis operation will convert " + d.header_path + " to " + name + " format.\n\n");
+        yes_dialog(vm, "\nWARNING!\n========\nThis operation will convert " + d.header_path + " to " + name + " format.\n\n");
     } catch (const Failure&) {
         throw StatusFailure("Operation aborted, device was NOT converted.", 2);
     }

@@ -7,7 +7,6 @@
 #include "container_driver.hpp"
 #include "number_option.hpp"
 #include "passphrase.hpp"
-#include "progress.hpp"
 
 #include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/tcrypt/tcrypt.hpp>

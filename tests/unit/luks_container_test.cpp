@@ -169,6 +169,15 @@ TEST_CASE("luks Container: keyslot actions behave the same on LUKS1 and LUKS2", 
         const std::string dump = restored->dump("dev");
         CHECK(dump.rfind(v == luks::Version::Luks1 ? "LUKS header information for dev" : "LUKS header information", 0) == 0);
         CHECK(restored->dump_json_metadata().ok() == (v == luks::Version::Luks2));
+        // dump --json's object: one line in the CLI's layout, the keyslots restored.
+        Result<std::string> summary = restored->dump_summary_json("dev");
+        REQUIRE(summary.ok());
+        CHECK(summary->rfind("{\"device\": \"dev\", \"version\": " + std::to_string(static_cast<int>(v)) + ", ", 0) == 0);
+        CHECK(summary->find("\"keyslots\": [{\"keyslot\": 0, \"key_bits\": 256, ") != std::string::npos);
+        CHECK(summary->back() == '}');
+        CHECK(summary->find('\n') == std::string::npos);
+        // LUKS2 without keyslots has no key size to report, as cryptsetup.
+        CHECK(c.dump_summary_json("dev").ok() == (v == luks::Version::Luks1));
         CHECK(restored->set_labels("a", "b").ok() == (v == luks::Version::Luks2));
     }
 }

@@ -238,6 +238,11 @@ public:
     SecureBuffer dump_volume_key(std::string_view device, ConstBytes volume_key) const;
     // luksDump --dump-json-metadata (LUKS2): Unsupported for LUKS1.
     Result<std::string> dump_json_metadata() const;
+    // blkcrypt's `luks dump --json` (docs/json.md): one object on one line,
+    // without the newline, with the fields both versions share where the
+    // formats agree and `device` naming the header device; never the key.
+    // Invalid as volume_key_size() for a LUKS2 header without a keyslot.
+    Result<std::string> dump_summary_json(std::string_view device) const;
 
     // cryptsetup config and token: LUKS2 only (Unsupported "Device ... is
     // not a valid LUKS2 device." for LUKS1). See luks2.hpp for each.
