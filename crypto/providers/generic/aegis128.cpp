@@ -157,14 +157,18 @@ constexpr uint8_t gf_mul(uint8_t a, uint8_t b) {
 constexpr uint8_t rotl8(uint8_t x, int n) { return static_cast<uint8_t>((x << n) | (x >> (8 - n))); }
 
 constexpr std::array<uint8_t, 256> make_sbox() {
+    // x^-1 from logarithms to the generator 3 (255 steps, not 254 products a
+    // byte: clang's constexpr step limit refuses those).
+    std::array<uint8_t, 256> exp{}, log{};
+    uint8_t p = 1;
+    for (int i = 0; i < 255; ++i) {
+        exp[i] = p;
+        log[p] = static_cast<uint8_t>(i);
+        p = static_cast<uint8_t>(p ^ xtime(p));  // p * 3
+    }
     std::array<uint8_t, 256> s{};
     for (int x = 0; x < 256; ++x) {
-        uint8_t inv = 0;  // x^254 = x^-1 in GF(2^8), 0 for 0
-        if (x) {
-            uint8_t p = 1;
-            for (int i = 0; i < 254; ++i) p = gf_mul(p, static_cast<uint8_t>(x));
-            inv = p;
-        }
+        const uint8_t inv = x ? exp[(255 - log[x]) % 255] : 0;
         s[x] = static_cast<uint8_t>(inv ^ rotl8(inv, 1) ^ rotl8(inv, 2) ^ rotl8(inv, 3) ^ rotl8(inv, 4) ^ 0x63);
     }
     return s;
