@@ -9,10 +9,13 @@
 #include <blkcrypt/integrity/geometry.hpp>
 #include <blkcrypt/integrity/journal.hpp>
 #include <blkcrypt/integrity/superblock.hpp>
+#include <blkcrypt/integrity/tag_hash.hpp>
+#include <blkcrypt/shash.hpp>
 
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -106,5 +109,92 @@ TEST_CASE("integrity journal: a formatted journal equals what the kernel wrote",
         // And the test sees something: a journal starts at 4 KiB with the
         // first entry's "unused" mark.
         CHECK(head[4096 + 4] == 0xFF);
+    }
+}
+
+namespace {
+
+const std::string kCrashed = std::string(BLKCRYPT_SOURCE_DIR) + "/tests/golden/integrity-journal/";
+
+std::string sha256_hex(ConstBytes b) {
+    auto h = Shash::alloc(testutil::registry(), "sha256");
+    REQUIRE(h.ok());
+    std::vector<uint8_t> d(32);
+    REQUIRE(h->digest(b, d) == Status::Ok);
+    return testutil::hex(d);
+}
+
+// What the mapping shows: every provided sector from its data offset.
+std::vector<uint8_t> mapping(const std::vector<uint8_t>& img, const Geometry& g) {
+    std::vector<uint8_t> out(g.provided_data_sectors * 512);
+    for (uint64_t s = 0; s < g.provided_data_sectors; ++s)
+        std::memcpy(out.data() + s * 512, img.data() + g.data_offset(s), 512);
+    return out;
+}
+
+// record.sh's block for a seed: 256 lines "SSS-LLLL-integr\n".
+std::vector<uint8_t> seeded_block(int seed) {
+    std::string s;
+    char line[32];
+    for (int n = 0; n < 256; ++n) {
+        std::snprintf(line, sizeof line, "%03d-%04d-integr\n", seed, n);
+        s += line;
+    }
+    return {s.begin(), s.end()};
+}
+
+std::string hash_name(const std::string& format_options) {
+    const auto at = format_options.find("-I ");
+    REQUIRE(at != std::string::npos);
+    return format_options.substr(at + 3, format_options.find(' ', at + 3) - (at + 3));
+}
+
+}  // namespace
+
+TEST_CASE("integrity journal: the kernel's crashed images replay to the kernel's bytes", "[integrity][journal][golden]") {
+    for (const char* name : {"one-section", "wrap", "sha256-4k"}) {
+        INFO(name);
+        const auto info = read_info(kCrashed + name + ".info");
+        REQUIRE(info.at("open J rc") == "0");
+        auto img = decompress("xz", kCrashed + name + ".crashed.img.xz");
+        REQUIRE(img.size() == 4194304);
+        CHECK(sha256_hex(img) == info.at("raw_crashed"));
+        auto sb = decode_superblock(img);
+        REQUIRE(sb.ok());
+        Devices dev;
+        dev.data_sectors = img.size() / 512;
+        auto g = open_geometry(*sb, dev);
+        REQUIRE(g.ok());
+        REQUIRE(g->provided_data_sectors == std::stoull(info.at("provided_sectors")));
+        // Before: the data area holds what mode R shows (no replay).
+        CHECK(sha256_hex(mapping(img, *g)) == info.at("mapping_before_replay"));
+
+        auto hash = TagHash::create(testutil::registry(), kernel_hash_name(hash_name(info.at("format_options"))), {}, *sb);
+        REQUIRE(hash.ok());
+        MemoryStore store(img.size());
+        store.data() = img;
+        ReplayOptions opts;
+        opts.tag_hash = &*hash;
+        auto j = Journal::read(store, *sb, *g, opts);
+        REQUIRE(j.ok());
+        CHECK_FALSE(j->empty());
+        CHECK(j->whole_sections() == g->journal_sections);
+        auto r = j->apply(store, store, store);
+        REQUIRE(r.ok());
+        CHECK_FALSE(r->reinitialised);  // J mode, whole journal: the kernel writes no journal
+        // After: the kernel's mapping and its raw disk, byte for byte.
+        CHECK(sha256_hex(mapping(store.data(), *g)) == info.at("mapping_after_replay"));
+        CHECK(sha256_hex(store.data()) == info.at("raw_after_replay"));
+        // And the last write of each block is there.
+        std::map<uint64_t, int> last;
+        std::istringstream ws(info.at("writes"));
+        std::string w;
+        while (ws >> w) last[std::stoull(w.substr(0, w.find(':')))] = std::stoi(w.substr(w.find(':') + 1));
+        const auto m = mapping(store.data(), *g);
+        for (const auto& [seek, seed] : last) {
+            INFO("block " << seek);
+            const auto want = seeded_block(seed);
+            CHECK(std::equal(want.begin(), want.end(), m.begin() + seek * 4096));
+        }
     }
 }
