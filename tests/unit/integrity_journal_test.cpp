@@ -19,6 +19,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <random>
 #include <sstream>
 #include <string>
 
@@ -196,5 +197,290 @@ TEST_CASE("integrity journal: the kernel's crashed images replay to the kernel's
             const auto want = seeded_block(seed);
             CHECK(std::equal(want.begin(), want.end(), m.begin() + seek * 4096));
         }
+    }
+}
+
+namespace {
+
+// A small formatted image (no kernel): superblock, clean journal of
+// `sections` sections, every block's tag valid for zeros.
+struct Small {
+    Superblock sb;
+    Geometry g;
+    std::optional<TagHash> hash;
+    std::vector<uint8_t> img;
+    uint32_t bs = 0;
+
+    Small(uint32_t sections, uint32_t sector_size = 512, uint16_t tag = 4, const char* alg = "crc32c") {
+        FormatParams p;
+        p.tag_size = tag;
+        p.sector_size = sector_size;
+        p.salt.fill(0x5A);
+        Devices dev;
+        dev.data_sectors = 4096;  // 2 MiB
+        // The section size for these parameters, then that many sections.
+        {
+            p.journal_sectors = 1;
+            auto probe = format_superblock(p, dev);
+            REQUIRE(probe.ok());
+            auto pg = open_geometry(*probe, dev);
+            REQUIRE(pg.ok());
+            p.journal_sectors = sections * pg->journal_section_sectors;
+        }
+        auto s = format_superblock(p, dev);
+        REQUIRE(s.ok());
+        sb = *s;
+        auto gg = open_geometry(sb, dev);
+        REQUIRE(gg.ok());
+        g = *gg;
+        REQUIRE(g.journal_sections == sections);
+        auto h = TagHash::create(testutil::registry(), alg, {}, sb);
+        REQUIRE(h.ok());
+        hash.emplace(std::move(*h));
+        bs = sb.sector_size();
+        MemoryStore m(dev.data_sectors * 512);
+        REQUIRE(m.write(0, encode_superblock(sb)) == Status::Ok);
+        REQUIRE(init_journal(m, sb, g).ok());
+        std::vector<uint8_t> zero(bs), t(g.tag_size);
+        for (uint64_t x = 0; x < g.provided_data_sectors; x += bs / 512) {
+            REQUIRE(hash->compute(x, zero, t) == Status::Ok);
+            REQUIRE(m.write(g.tag_offset(x), t) == Status::Ok);
+        }
+        img = m.data();
+    }
+    uint64_t blocks() const { return g.provided_data_sectors / (bs / 512); }
+    std::vector<uint8_t> tags_of(uint64_t first_block, ConstBytes data) const {
+        std::vector<uint8_t> t(data.size() / bs * g.tag_size);
+        REQUIRE(hash->compute(first_block * (bs / 512), data, t) == Status::Ok);
+        return t;
+    }
+    // The mapping's blocks and whether every tag matches its block.
+    std::vector<uint8_t> read_all(const std::vector<uint8_t>& image, uint64_t* bad_tag) const {
+        std::vector<uint8_t> out(blocks() * bs), tag(g.tag_size);
+        *bad_tag = UINT64_MAX;
+        for (uint64_t b = 0; b < blocks(); ++b) {
+            const uint64_t s = b * (bs / 512);
+            for (uint32_t x = 0; x < bs / 512; ++x)
+                std::memcpy(out.data() + b * bs + x * 512, image.data() + g.data_offset(s + x), 512);
+            REQUIRE(hash->compute(s, ConstBytes(out.data() + b * bs, bs), tag) == Status::Ok);
+            if (*bad_tag == UINT64_MAX && !std::equal(tag.begin(), tag.end(), image.begin() + g.tag_offset(s))) *bad_tag = b;
+        }
+        return out;
+    }
+};
+
+struct Write {
+    uint64_t block, count;
+    int seed;
+};
+
+}  // namespace
+
+TEST_CASE("integrity journal: a kill at any write of J-mode writes replays to old or new with valid tags",
+          "[integrity][journal][crash]") {
+    auto sector_size = GENERATE(512u, 4096u);
+    INFO("block size " << sector_size);
+    Small base(3, sector_size);
+    const uint32_t E = base.g.journal_section_entries;
+    // Writes of one entry, of several sections, of the whole journal (it
+    // wraps and the commit sequence moves on), over each other.
+    const std::vector<Write> writes = {
+        {0, 10, 1}, {5, E + 20, 2}, {3, 1, 3}, {100, 3 * E - 7, 4}, {0, 3, 5}, {E - 2, 2 * E, 6}, {7, 1, 7}};
+    std::mt19937 rng(99);
+    std::vector<std::vector<uint8_t>> payload;
+    for (const auto& w : writes) payload.push_back(testutil::random_bytes(rng, w.count * base.bs));
+    // The expected mapping after each write (states[0]: all zeros).
+    std::vector<std::vector<uint8_t>> states(1, std::vector<uint8_t>(base.blocks() * base.bs, 0));
+    for (std::size_t k = 0; k < writes.size(); ++k) {
+        states.push_back(states.back());
+        std::memcpy(states.back().data() + writes[k].block * base.bs, payload[k].data(), payload[k].size());
+    }
+
+    auto start_at = [&](BackingStore& s) {
+        auto j = Journal::read(s, base.sb, base.g, ReplayOptions{'J', &*base.hash, nullptr});
+        REQUIRE(j.ok());
+        return j->next();
+    };
+    // Without a crash: how many writes the sequence makes.
+    int total = 0;
+    {
+        testutil::TornStore s(base.img, 0);
+        JournalWriter w(s, s, s, base.sb, base.g, start_at(s));
+        for (std::size_t k = 0; k < writes.size(); ++k) {
+            auto t = base.tags_of(writes[k].block, payload[k]);
+            REQUIRE(w.write(writes[k].block * base.bs, payload[k], t).ok());
+        }
+        total = s.writes();
+        uint64_t bad = 0;
+        CHECK(base.read_all(s.image(), &bad) == states.back());
+        CHECK(bad == UINT64_MAX);
+    }
+    REQUIRE(total > int(writes.size()) * 3);
+
+    struct Tear {
+        std::size_t keep;
+        testutil::TornStore::Tear how;
+    };
+    const Tear tears[] = {{testutil::TornStore::kHalfBytes, testutil::TornStore::Tear::Prefix},
+                          {0, testutil::TornStore::Tear::Prefix},
+                          {1, testutil::TornStore::Tear::Prefix},
+                          {1, testutil::TornStore::Tear::Suffix},
+                          {9, testutil::TornStore::Tear::Suffix}};
+    int replayed_something = 0;
+    for (int cut = 1; cut <= total; ++cut) {
+        for (const auto& tear : tears) {
+            INFO("crash in write " << cut << " keeping " << tear.keep << (tear.how == testutil::TornStore::Tear::Suffix ? " (tail)" : ""));
+            testutil::TornStore s(base.img, cut, tear.keep, tear.how);
+            std::size_t failed = writes.size();
+            {
+                JournalWriter w(s, s, s, base.sb, base.g, start_at(s));
+                for (std::size_t k = 0; k < writes.size(); ++k) {
+                    auto t = base.tags_of(writes[k].block, payload[k]);
+                    if (!w.write(writes[k].block * base.bs, payload[k], t).ok()) {
+                        failed = k;
+                        break;
+                    }
+                }
+            }
+            REQUIRE(failed < writes.size());
+            // The image as the kill left it, replayed as the kernel would.
+            MemoryStore after(s.image().size());
+            after.data() = s.image();
+            auto j = Journal::read(after, base.sb, base.g, ReplayOptions{'J', &*base.hash, nullptr});
+            REQUIRE(j.ok());
+            if (!j->blocks().empty()) ++replayed_something;
+            auto r = j->apply(after, after, after);
+            REQUIRE(r.ok());
+            uint64_t bad = 0;
+            const auto got = base.read_all(after.data(), &bad);
+            CHECK(bad == UINT64_MAX);
+            const auto& old_state = states[failed];
+            const auto& new_state = states[failed + 1];
+            uint64_t wrong = UINT64_MAX;
+            for (uint64_t b = 0; b < base.blocks() && wrong == UINT64_MAX; ++b) {
+                const auto at = got.begin() + b * base.bs;
+                if (!std::equal(at, at + base.bs, old_state.begin() + b * base.bs) &&
+                    !std::equal(at, at + base.bs, new_state.begin() + b * base.bs))
+                    wrong = b;
+            }
+            INFO("write " << failed << " was in progress");
+            CHECK(wrong == UINT64_MAX);
+
+            // Writing on from where the replay left the journal: the rest of
+            // the writes land, and a second replay changes nothing.
+            {
+                JournalWriter w(after, after, after, base.sb, base.g, r->next);
+                for (std::size_t k = failed; k < writes.size(); ++k) {
+                    auto t = base.tags_of(writes[k].block, payload[k]);
+                    REQUIRE(w.write(writes[k].block * base.bs, payload[k], t).ok());
+                }
+            }
+            auto j2 = Journal::read(after, base.sb, base.g, ReplayOptions{'J', &*base.hash, nullptr});
+            REQUIRE(j2.ok());
+            REQUIRE(j2->apply(after, after, after).ok());
+            CHECK(base.read_all(after.data(), &bad) == states.back());
+            CHECK(bad == UINT64_MAX);
+        }
+    }
+    CHECK(replayed_something > 0);
+}
+
+TEST_CASE("integrity journal: the writer's clean close leaves what the kernel's suspend leaves", "[integrity][journal]") {
+    Small base(3);
+    MemoryStore s(base.img.size());
+    s.data() = base.img;
+    auto j = Journal::read(s, base.sb, base.g, ReplayOptions{'J', &*base.hash, nullptr});
+    REQUIRE(j.ok());
+    CHECK(j->empty());
+    CHECK(j->next().section == 0);
+    CHECK(j->next().commit_seq == 1);  // a formatted journal is sequence 0: the first commit is 1
+    JournalWriter w(s, s, s, base.sb, base.g, j->next());
+    std::vector<uint8_t> d(base.bs * 4, 0xAB);
+    REQUIRE(w.write(0, d, base.tags_of(0, d)).ok());
+    CHECK(w.position().section == 1);
+    REQUIRE(w.close().ok());
+    // Sections 1.. in sequence 1, section 0 in sequence 2, every entry unused.
+    auto j2 = Journal::read(s, base.sb, base.g, ReplayOptions{'J', &*base.hash, nullptr});
+    REQUIRE(j2.ok());
+    CHECK(j2->empty());
+    CHECK(j2->blocks().empty());
+    CHECK(j2->next().section == 1);
+    CHECK(j2->next().commit_seq == 2);
+    const uint8_t* sec0 = s.data().data() + journal_offset(base.g);
+    uint64_t id = 0;
+    std::memcpy(&id, sec0 + 504, 8);
+    CHECK(id == commit_id(0, 0, 2));
+}
+
+TEST_CASE("integrity journal: what makes the kernel fail the device is refused by name", "[integrity][journal]") {
+    Small base(2);
+    MemoryStore s(base.img.size());
+    s.data() = base.img;
+    auto pos = Journal::read(s, base.sb, base.g, {})->next();
+    JournalWriter w(s, s, s, base.sb, base.g, pos);
+    std::vector<uint8_t> d(base.bs * 3, 0x11);
+    REQUIRE(w.write(base.bs * 8, d, base.tags_of(8, d)).ok());
+    const std::vector<uint8_t> good = s.data();
+    const uint64_t jo = journal_offset(base.g);
+    ReplayOptions opts{'J', &*base.hash, nullptr};
+    auto parse = [&](const std::vector<uint8_t>& img) {
+        std::vector<uint8_t> bytes(img.begin() + jo, img.begin() + jo + journal_bytes(base.g));
+        return Journal::parse(std::move(bytes), base.sb, base.g, opts);
+    };
+    {
+        auto j = parse(good);
+        REQUIRE(j.ok());
+        CHECK(j->blocks().size() == 3);
+    }
+    SECTION("a commit id of no sequence") {
+        auto img = good;
+        img[jo + 9 * 512 + 507] ^= 1;
+        auto j = parse(img);
+        REQUIRE_FALSE(j.ok());
+        CHECK(j.status() == Status::Corrupt);
+        CHECK_THAT(j.error().message, Catch::Contains("section 0 sector 9") && Catch::Contains("journal commit id"));
+    }
+    SECTION("a journal byte of a block: its tag no longer matches") {
+        auto img = good;
+        img[jo + 9 * 512 + 100] ^= 1;  // entry 1's data
+        auto j = parse(img);
+        REQUIRE_FALSE(j.ok());
+        CHECK_THAT(j.error().message, Catch::Contains("tag of sector 9") && Catch::Contains("tag mismatch when replaying journal"));
+        // Without the internal hash (tags from dm-crypt above) it replays.
+        opts.tag_hash = nullptr;
+        CHECK(parse(img).ok());
+    }
+    SECTION("an entry's sector inside a block") {
+        Small b4(2, 4096);
+        MemoryStore s4(b4.img.size());
+        s4.data() = b4.img;
+        JournalWriter w4(s4, s4, s4, b4.sb, b4.g, Journal::read(s4, b4.sb, b4.g, {})->next());
+        std::vector<uint8_t> d4(4096, 0x22);
+        REQUIRE(w4.write(0, d4, b4.tags_of(0, d4)).ok());
+        const uint64_t jo4 = journal_offset(b4.g);
+        s4.data()[jo4] = 3;  // entry 0's sector: 3
+        auto j = Journal::read(s4, b4.sb, b4.g, {});
+        REQUIRE_FALSE(j.ok());
+        CHECK_THAT(j.error().message, Catch::Contains("invalid sector in journal"));
+    }
+    SECTION("a torn commit (one sector still old) is not replayed and the journal is rewritten") {
+        auto img = good;
+        // Section 0's sector 12 back in the formatted sequence 0.
+        uint64_t id = commit_id(0, 12, 0);
+        std::memcpy(img.data() + jo + 12 * 512 + 504, &id, 8);
+        auto j = parse(img);
+        REQUIRE(j.ok());
+        CHECK(j->blocks().empty());
+        CHECK(j->needs_reinit());
+    }
+    SECTION("a sector past the device is dropped, as the kernel drops it") {
+        auto img = good;
+        const uint64_t far = base.g.provided_data_sectors + 8;
+        std::memcpy(img.data() + jo + 2 * 512, &far, 8);  // entry 2
+        // Its entry sector changed: with the internal hash the other two
+        // still replay.
+        auto j = parse(img);
+        REQUIRE(j.ok());
+        CHECK(j->blocks().size() == 2);
     }
 }
