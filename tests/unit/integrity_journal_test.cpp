@@ -6,6 +6,7 @@
 #include "test_util.hpp"
 #include "torn_store.hpp"
 
+#include <blkcrypt/integrity/device.hpp>
 #include <blkcrypt/integrity/geometry.hpp>
 #include <blkcrypt/integrity/journal.hpp>
 #include <blkcrypt/integrity/superblock.hpp>
@@ -482,5 +483,92 @@ TEST_CASE("integrity journal: what makes the kernel fail the device is refused b
         auto j = parse(img);
         REQUIRE(j.ok());
         CHECK(j->blocks().size() == 2);
+    }
+}
+
+TEST_CASE("integrity journal: the target replays on open, and read-only opens show the replay untouched",
+          "[integrity][journal][golden]") {
+    const std::string name = "wrap";
+    const auto info = read_info(kCrashed + name + ".info");
+    const auto img = decompress("xz", kCrashed + name + ".crashed.img.xz");
+    OpenOptions o;
+    o.internal_hash = "crc32c";
+    SECTION("read-only: the mapping the kernel shows, the image unchanged") {
+        o.read_only = true;
+        auto store = std::make_shared<MemoryStore>(img.size());
+        store->data() = img;
+        auto t = IntegrityTarget::open(testutil::registry(), store, nullptr, o);
+        REQUIRE(t.ok());
+        std::vector<uint8_t> all((*t)->size());
+        REQUIRE((*t)->read_checked(0, all).ok());
+        CHECK(sha256_hex(all) == info.at("mapping_after_replay"));
+        CHECK(sha256_hex(store->data()) == info.at("raw_crashed"));
+    }
+    SECTION("writable: the replay writes what the kernel's writes") {
+        auto store = std::make_shared<MemoryStore>(img.size());
+        store->data() = img;
+        {
+            auto t = IntegrityTarget::open(testutil::registry(), store, nullptr, o);
+            REQUIRE(t.ok());
+            CHECK(sha256_hex(store->data()) == info.at("raw_after_replay"));
+            std::vector<uint8_t> all((*t)->size());
+            REQUIRE((*t)->read_checked(0, all).ok());
+            CHECK(sha256_hex(all) == info.at("mapping_after_replay"));
+        }
+        CHECK(sha256_hex(store->data()) == info.at("raw_after_replay"));  // nothing written, nothing to close
+    }
+    SECTION("mode R: no replay, the old data") {
+        o.mode = 'R';
+        auto store = std::make_shared<MemoryStore>(img.size());
+        store->data() = img;
+        auto t = IntegrityTarget::open(testutil::registry(), store, nullptr, o);
+        REQUIRE(t.ok());
+        std::vector<uint8_t> all((*t)->size());
+        REQUIRE((*t)->read_checked(0, all).ok());
+        CHECK(sha256_hex(all) == info.at("mapping_before_replay"));
+    }
+}
+
+TEST_CASE("integrity journal: J-mode writes of the target go through the journal", "[integrity][journal]") {
+    Small base(3);
+    auto store = std::make_shared<MemoryStore>(base.img.size());
+    store->data() = base.img;
+    OpenOptions o;
+    o.internal_hash = "crc32c";
+    std::vector<uint8_t> d(base.bs * 5);
+    for (std::size_t i = 0; i < d.size(); ++i) d[i] = uint8_t(i * 7 + 1);
+    {
+        auto t = IntegrityTarget::open(testutil::registry(), store, nullptr, o);
+        REQUIRE(t.ok());
+        REQUIRE((*t)->write_hashed(base.bs * 2, d).ok());
+        // Committed in section 0, sequence 1, and written back.
+        const auto j = Journal::read(*store, base.sb, base.g, ReplayOptions{'J', &*base.hash, nullptr});
+        REQUIRE(j.ok());
+        REQUIRE(j->blocks().size() == 5);
+        CHECK(j->blocks()[0].sector == 2);
+        CHECK(j->blocks()[0].section == 0);
+        uint64_t id = 0;
+        std::memcpy(&id, store->data().data() + journal_offset(base.g) + 504, 8);
+        CHECK(id == commit_id(0, 0, 1));
+        uint64_t bad = 0;
+        const auto all = base.read_all(store->data(), &bad);
+        CHECK(bad == UINT64_MAX);
+        CHECK(std::equal(d.begin(), d.end(), all.begin() + 2 * base.bs));
+        REQUIRE((*t)->close().ok());
+    }
+    // Closed: the journal clean again (section 0 in sequence 2, the rest in 1).
+    const auto j = Journal::read(*store, base.sb, base.g, ReplayOptions{'J', &*base.hash, nullptr});
+    REQUIRE(j.ok());
+    CHECK(j->empty());
+    CHECK(j->next().section == 1);
+    // D mode writes straight, leaving the journal as it is.
+    o.mode = 'D';
+    {
+        auto t = IntegrityTarget::open(testutil::registry(), store, nullptr, o);
+        REQUIRE(t.ok());
+        const auto before = std::vector<uint8_t>(store->data().begin() + journal_offset(base.g),
+                                                 store->data().begin() + journal_offset(base.g) + journal_bytes(base.g));
+        REQUIRE((*t)->write_hashed(0, d).ok());
+        CHECK(std::equal(before.begin(), before.end(), store->data().begin() + journal_offset(base.g)));
     }
 }
