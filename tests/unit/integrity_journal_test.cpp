@@ -16,6 +16,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -570,5 +571,156 @@ TEST_CASE("integrity journal: J-mode writes of the target go through the journal
                                                  store->data().begin() + journal_offset(base.g) + journal_bytes(base.g));
         REQUIRE((*t)->write_hashed(0, d).ok());
         CHECK(std::equal(before.begin(), before.end(), store->data().begin() + journal_offset(base.g)));
+    }
+}
+
+namespace {
+
+// Images our writer leaves when killed, for the kernel to open
+// (tests/golden/integrity-journal/record-ours.sh). A 4 MiB integritysetup
+// default (crc32c, fix_padding, fix_hmac) with a 3-section journal; four
+// J-mode writes, the last killed: "ours-committed" after its journal
+// commit (the kernel must replay it), "ours-torn" inside the commit (the
+// kernel must not, and rewrites the journal); "ours-bad-id" a clean
+// journal with one commit id changed (the kernel fails the device).
+struct Exported {
+    std::vector<uint8_t> image;
+    std::vector<uint8_t> mapping_expected;  // what the kernel's mapping must show
+};
+
+std::vector<Write> export_writes() { return {{0, 10, 1}, {5, 196, 2}, {3, 1, 3}, {100, 301, 4}}; }
+
+std::map<std::string, Exported> exported_images() {
+    FormatParams p;
+    p.salt.fill(0x3C);
+    p.journal_sectors = 3 * 176;
+    Devices dev;
+    dev.data_sectors = 8192;
+    auto sb = format_superblock(p, dev);
+    REQUIRE(sb.ok());
+    auto g = open_geometry(*sb, dev);
+    REQUIRE(g.ok());
+    REQUIRE(g->journal_sections == 3);
+    auto hash = TagHash::create(testutil::registry(), "crc32c", {}, *sb);
+    REQUIRE(hash.ok());
+    MemoryStore m(dev.data_sectors * 512);
+    REQUIRE(m.write(0, encode_superblock(*sb)) == Status::Ok);
+    REQUIRE(init_journal(m, *sb, *g).ok());
+    std::vector<uint8_t> zero(512), t(4);
+    for (uint64_t s = 0; s < g->provided_data_sectors; ++s) {
+        REQUIRE(hash->compute(s, zero, t) == Status::Ok);
+        REQUIRE(m.write(g->tag_offset(s), t) == Status::Ok);
+    }
+    const auto formatted = m.data();
+    const auto ws = export_writes();
+    // Text that differs in every line, block and write, yet compresses (the
+    // images are committed).
+    std::vector<std::vector<uint8_t>> payload;
+    for (std::size_t k = 0; k < ws.size(); ++k) {
+        std::string text;
+        char line[32];
+        for (uint64_t b = 0; b < ws[k].count; ++b)
+            for (int l = 0; l < 32; ++l) {
+                std::snprintf(line, sizeof line, "w%02d-b%06llu-%03d\n", int(k), (unsigned long long)(ws[k].block + b), l);
+                text += line;
+            }
+        payload.emplace_back(text.begin(), text.end());
+        REQUIRE(payload.back().size() == ws[k].count * 512);
+    }
+    std::vector<std::vector<uint8_t>> states(1, std::vector<uint8_t>(g->provided_data_sectors * 512, 0));
+    for (std::size_t k = 0; k < ws.size(); ++k) {
+        states.push_back(states.back());
+        std::memcpy(states.back().data() + ws[k].block * 512, payload[k].data(), payload[k].size());
+    }
+    // Runs the writes on a store that dies in write `cut` keeping `keep`
+    // sectors of it.
+    auto run = [&](int cut, std::size_t keep) {
+        testutil::TornStore s(formatted, cut, keep);
+        auto j = Journal::read(s, *sb, *g, {});
+        REQUIRE(j.ok());
+        JournalWriter w(s, s, s, *sb, *g, j->next());
+        for (std::size_t k = 0; k < ws.size(); ++k) {
+            std::vector<uint8_t> tags(ws[k].count * 4);
+            REQUIRE(hash->compute(ws[k].block, payload[k], tags) == Status::Ok);
+            if (!w.write(ws[k].block * 512, payload[k], tags).ok()) break;
+        }
+        return std::make_pair(s.image(), s.write_sizes());
+    };
+    // Without a kill: where the last write's journal commit is.
+    const auto sizes = run(0, 0).second;
+    int commit = 0, count = 0;
+    for (std::size_t i = 0; i < sizes.size(); ++i)
+        if (sizes[i] == 2 * 176 * 512 && ++count == 2) commit = int(i) + 1;  // the second two-section commit: write 4's
+    REQUIRE(commit > 0);
+    std::map<std::string, Exported> out;
+    out["ours-committed"] = {run(commit + 1, 0).first, states[4]};  // killed at its first data write
+    out["ours-torn"] = {run(commit, 100).first, states[3]};         // killed 100 sectors into its commit
+    auto bad = formatted;
+    bad[journal_offset(*g) + 176 * 512 + 40 * 512 + 504] ^= 0x80;  // section 1, sector 40
+    out["ours-bad-id"] = {bad, states[0]};
+    return out;
+}
+
+}  // namespace
+
+// Writes the images for record-ours.sh: BLKCRYPT_EXPORT=DIR blkcrypt_tests "[.journal-export]".
+TEST_CASE("integrity journal: export images for the kernel", "[.journal-export]") {
+    const char* dir = std::getenv("BLKCRYPT_EXPORT");
+    REQUIRE(dir);
+    for (const auto& [name, e] : exported_images()) {
+        std::ofstream f(std::string(dir) + "/" + name + ".img", std::ios::binary);
+        f.write(reinterpret_cast<const char*>(e.image.data()), std::streamsize(e.image.size()));
+        REQUIRE(f.good());
+    }
+}
+
+TEST_CASE("integrity journal: images our writer left when killed open in the kernel as our replay opens them",
+          "[integrity][journal][golden]") {
+    const auto images = exported_images();
+    for (const char* name : {"ours-committed", "ours-torn"}) {
+        INFO(name);
+        const auto info = read_info(kCrashed + name + ".info");
+        const auto& e = images.at(name);
+        // The committed image is the one this build makes.
+        CHECK(sha256_hex(decompress("xz", kCrashed + name + ".img.xz")) == sha256_hex(e.image));
+        CHECK(sha256_hex(e.image) == info.at("raw_before"));
+        REQUIRE(info.at("open rc") == "0");
+        REQUIRE(info.at("read rc") == "0");
+        auto sb = decode_superblock(e.image);
+        REQUIRE(sb.ok());
+        Devices dev;
+        dev.data_sectors = e.image.size() / 512;
+        auto g = open_geometry(*sb, dev);
+        REQUIRE(g.ok());
+        auto hash = TagHash::create(testutil::registry(), "crc32c", {}, *sb);
+        REQUIRE(hash.ok());
+        MemoryStore s(e.image.size());
+        s.data() = e.image;
+        auto r = replay_journal(s, s, s, *sb, *g, ReplayOptions{'J', &*hash, nullptr});
+        REQUIRE(r.ok());
+        CHECK(sha256_hex(mapping(s.data(), *g)) == info.at("mapping_after_replay"));
+        CHECK(sha256_hex(e.mapping_expected) == info.at("mapping_after_replay"));
+        CHECK(sha256_hex(s.data()) == info.at("raw_after_replay"));
+        CHECK(r->reinitialised == (std::string(name) == "ours-torn"));
+        CHECK(info.count("dmesg_error") == 0);
+    }
+    {
+        const auto info = read_info(kCrashed + std::string("ours-bad-id.info"));
+        const auto& e = images.at("ours-bad-id");
+        CHECK(sha256_hex(e.image) == info.at("raw_before"));
+        // The kernel opens it, then fails every read.
+        CHECK(info.at("read rc") != "0");
+        CHECK_THAT(info.at("dmesg_error"), Catch::Contains("journal commit id"));
+        auto sb = decode_superblock(e.image);
+        Devices dev;
+        dev.data_sectors = e.image.size() / 512;
+        auto g = open_geometry(*sb, dev);
+        REQUIRE(g.ok());
+        MemoryStore s(e.image.size());
+        s.data() = e.image;
+        auto r = replay_journal(s, s, s, *sb, *g, {});
+        REQUIRE_FALSE(r.ok());
+        CHECK(r.status() == Status::Corrupt);
+        CHECK_THAT(r.error().message, Catch::Contains("section 1 sector 40"));
     }
 }
