@@ -796,3 +796,48 @@ TEST_CASE("integrity journal: the journal MAC and superblock MAC equal the kerne
         CHECK(Journal::read(t, *sb, *g, ReplayOptions{'J', &*hash, nullptr}).status() == Status::Invalid);
     }
 }
+
+TEST_CASE("integrity journal: the target with a journal MAC", "[integrity][journal][golden]") {
+    const auto info = read_info(kCrashed + "mac-fixhmac.info");
+    const auto img = decompress("xz", kCrashed + "mac-fixhmac.crashed.img.xz");
+    std::vector<uint8_t> key(32);
+    for (int i = 0; i < 32; ++i) key[i] = uint8_t(i);
+    OpenOptions o;
+    o.internal_hash = "crc32c";
+    o.journal_mac = "hmac(sha256)";
+    o.journal_mac_key = SecureBuffer(key);
+    auto store = std::make_shared<MemoryStore>(img.size());
+    store->data() = img;
+    {
+        auto t = IntegrityTarget::open(testutil::registry(), store, nullptr, o);
+        REQUIRE(t.ok());
+        std::vector<uint8_t> all((*t)->size());
+        REQUIRE((*t)->read_checked(0, all).ok());
+        CHECK(sha256_hex(all) == info.at("mapping_after_replay"));
+        // A J-mode write: its section carries the MAC, the replay checks it.
+        std::vector<uint8_t> d(4096, 0x5C);
+        REQUIRE((*t)->write_hashed(8 * 512, d).ok());
+        auto sb = decode_superblock(store->data());
+        auto g = open_geometry(*sb, Devices{store->size() / 512, 0, std::nullopt, kDefaultBufferSectors});
+        REQUIRE(g.ok());
+        auto mac = JournalMac::create(testutil::registry(), "hmac(sha256)", key, *sb);
+        auto hash = TagHash::create(testutil::registry(), "crc32c", {}, *sb);
+        auto j = Journal::read(*store, *sb, *g, ReplayOptions{'J', &*hash, mac->get()});
+        REQUIRE(j.ok());
+        CHECK(j->blocks().size() == 8);
+        REQUIRE((*t)->close().ok());
+    }
+    SECTION("without the MAC, or with another key, it is refused") {
+        OpenOptions none;
+        none.internal_hash = "crc32c";
+        auto t = IntegrityTarget::open(testutil::registry(), store, nullptr, none);
+        REQUIRE_FALSE(t.ok());
+        CHECK_THAT(t.error().message, Catch::Contains("Journal mac mismatch"));
+        key[0] ^= 1;
+        o.journal_mac_key = SecureBuffer(key);
+        auto w = IntegrityTarget::open(testutil::registry(), store, nullptr, o);
+        REQUIRE_FALSE(w.ok());
+        CHECK(w.status() == Status::Corrupt);
+        CHECK_THAT(w.error().message, Catch::Contains("superblock's MAC"));
+    }
+}
