@@ -8,6 +8,7 @@
 #include "test_util.hpp"
 #include <blkcrypt/aead.hpp>
 #include <blkcrypt/dm/aead_target.hpp>
+#include <blkcrypt/dm/crypt_target.hpp>
 #include <blkcrypt/dm/dm_table.hpp>
 #include <blkcrypt/integrity/tagged_device.hpp>
 
@@ -516,4 +517,12 @@ TEST_CASE("dm table: a crypt line with integrity needs a tagged device below", "
     auto d = dm::build_dm_table(testutil::registry(), *lines, o);
     REQUIRE_FALSE(d);
     CHECK_THAT(d.error().message, Catch::Contains("line 1: crypt: Integrity profile not supported: plain.img keeps no"));
+}
+
+TEST_CASE("crypt integrity: the plain-file crypt target refuses integrity tables by name", "[aead-crypt]") {
+    auto t = dm::parse_crypt_args("capi:gcm(aes)-random " + std::string(64, '3') + " 0 1 integrity:28:aead");
+    REQUIRE(t);
+    auto c = dm::CryptTarget::create(testutil::registry(), *t, std::make_shared<MemoryStore>(1 << 16));
+    REQUIRE_FALSE(c);
+    CHECK_THAT(c.error().message, Catch::Contains("needs a dm-integrity device below"));
 }
