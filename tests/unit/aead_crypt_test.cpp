@@ -10,6 +10,8 @@
 #include <blkcrypt/dm/aead_target.hpp>
 #include <blkcrypt/dm/crypt_target.hpp>
 #include <blkcrypt/dm/dm_table.hpp>
+#include <blkcrypt/integrity/device.hpp>
+#include <blkcrypt/shash.hpp>
 #include <blkcrypt/integrity/tagged_device.hpp>
 
 #include <catch2/catch.hpp>
@@ -20,6 +22,7 @@
 #include <mutex>
 #include <random>
 #include <set>
+#include <sstream>
 #include <unistd.h>
 
 using namespace blkcrypt;
@@ -525,4 +528,83 @@ TEST_CASE("crypt integrity: the plain-file crypt target refuses integrity tables
     auto c = dm::CryptTarget::create(testutil::registry(), *t, std::make_shared<MemoryStore>(1 << 16));
     REQUIRE_FALSE(c);
     CHECK_THAT(c.error().message, Catch::Contains("needs a dm-integrity device below"));
+}
+
+// The kernel's own sectors: the LUKS2 --integrity images cryptsetup 2.6.1
+// wrote in the kernel (tests/golden/luks2-integrity, recorded by luksint's
+// record.sh), read through dm-integrity's target and this engine from the
+// recorded crypt table: the kernel's read-back hashes, and its failing
+// (never written) sectors fail here too.
+TEST_CASE("crypt integrity: kernel-written LUKS2 integrity images read as the kernel read them",
+          "[aead-crypt][kernel]") {
+    namespace fs = std::filesystem;
+    const fs::path dir = BLKCRYPT_SOURCE_DIR "/tests/golden/luks2-integrity";
+    if (!fs::is_directory(dir)) {
+        WARN("tests/golden/luks2-integrity not in this tree: not run");
+        return;
+    }
+    auto sha = Shash::alloc(testutil::registry(), "sha256");
+    REQUIRE(sha);
+    auto digest = [&](ConstBytes b) {
+        uint8_t d[32];
+        REQUIRE(sha->digest(b, Bytes(d, 32)) == Status::Ok);
+        return hex(ConstBytes(d, 32));
+    };
+    int cases = 0;
+    for (const auto& e : fs::directory_iterator(dir)) {
+        if (e.path().extension() != ".info") continue;
+        const std::string name = e.path().stem();
+        if (!fs::exists(dir / (name + ".img.xz")) || fs::exists(dir / (name + ".hdr.xz"))) continue;
+        INFO(name);
+        std::ifstream f(e.path());
+        std::string line, crypt, dif;
+        std::vector<std::string> checks;
+        while (std::getline(f, line)) {
+            if (line.starts_with("table_crypt=")) crypt = line.substr(12);
+            if (line.starts_with("table_dif=")) dif = line.substr(10);
+            if (line.starts_with("probe ") || line.starts_with("range ")) checks.push_back(line);
+        }
+        std::istringstream ds(dif);
+        std::vector<std::string> w;
+        for (std::string x; ds >> x;) w.push_back(x);
+        REQUIRE(w.size() > 5);
+        const fs::path img = fs::temp_directory_path() / ("blkcrypt-aead-" + std::to_string(::getpid()) + ".img");
+        REQUIRE(std::system(("xz -dc '" + (dir / (name + ".img.xz")).string() + "' > '" + img.string() + "'").c_str()) == 0);
+        auto store = open_file_store(img.string(), false);
+        REQUIRE(store);
+        integrity::OpenOptions o;
+        o.start = std::stoull(w[4]);  // <offset> of the integrity line
+        o.read_only = true;
+        auto lower = integrity::IntegrityTarget::open(testutil::registry(), *store, nullptr, o);
+        if (!lower) FAIL(lower.error().message);
+        auto t = dm::parse_table_line(crypt);
+        if (!t) FAIL(t.error().message);
+        dm::AeadCryptOptions ao;
+        ao.read_only = true;
+        auto d = dm::make_aead_crypt_device(testutil::registry(), *t, *lower, 0, ao);
+        if (!d) FAIL(d.error().message);
+        for (const std::string& c : checks) {
+            INFO(c);
+            std::istringstream cs(c);
+            std::string kind, label, res, want;
+            uint64_t off = 0, len = t->sector_size;
+            if (c.starts_with("range ")) {
+                cs >> kind >> label >> off >> len >> want;
+                res = "ok";
+            } else {
+                cs >> kind >> off >> res >> want;
+            }
+            std::vector<uint8_t> buf(len);
+            const Status s = dm::read_sync(**d, off, Bytes(buf.data(), len));
+            if (res == "ok") {
+                REQUIRE(s == Status::Ok);
+                CHECK(digest(ConstBytes(buf.data(), len)) == want);
+            } else {
+                CHECK(s == Status::BadMsg);
+            }
+        }
+        fs::remove(img);
+        ++cases;
+    }
+    CHECK(cases >= 10);
 }
