@@ -112,7 +112,7 @@ std::string opts_of(unsigned tag, const char* auth, std::size_t ss, bool large =
 std::shared_ptr<dm::BlockDevice> device(const dm::CryptTable& t, std::shared_ptr<MemTagged> m,
                                         dm::AeadCryptOptions o = {}) {
     if (!o.threads) o.threads = 2;
-    if (o.chunk == 64 * 1024) o.chunk = 8 * 1024;  // several chunks per I/O
+    if (o.chunk == dm::AeadCryptOptions{}.chunk) o.chunk = 8 * 1024;  // several chunks per I/O
     auto d = dm::make_aead_crypt_device(testutil::registry(), t, std::move(m), 0, o);
     INFO(t.cipher);
     if (!d) FAIL(d.error().message);
