@@ -608,3 +608,63 @@ TEST_CASE("crypt integrity: kernel-written LUKS2 integrity images read as the ke
     }
     CHECK(cases >= 10);
 }
+
+namespace {
+// A device below a table that offers tags (as a dm-integrity table's device does).
+class TaggedBelow final : public dm::BlockDevice {
+public:
+    explicit TaggedBelow(std::shared_ptr<MemTagged> t) : t_(std::move(t)) {}
+    uint64_t size() const override { return t_->size(); }
+    uint32_t block_size() const override { return t_->block_size(); }
+    bool read_only() const override { return false; }
+    Status submit_read(uint64_t, Bytes, Completion) override { return Status::Unsupported; }
+    Status submit_write(uint64_t, ConstBytes, Completion) override { return Status::Unsupported; }
+    Status flush() override { return Status::Ok; }
+    std::shared_ptr<integrity::TaggedDevice> tagged() override { return t_; }
+    void drain() override {}
+    std::string describe() const override { return "tagged"; }
+
+private:
+    std::shared_ptr<MemTagged> t_;
+};
+}  // namespace
+
+TEST_CASE("dm table: a crypt line with integrity stacks on the tags of the device below, at its offset",
+          "[aead-crypt]") {
+    std::mt19937 rng(21);
+    const auto key = rnd(rng, 32);
+    auto mem = std::make_shared<MemTagged>(64, 512, 28);
+    auto below = std::make_shared<TaggedBelow>(mem);
+    // 48 sectors from sector 8 of the device below.
+    const std::string text = "0 48 crypt capi:gcm(aes)-random " + hex(ConstBytes(key.data(), key.size())) +
+                             " 0 lower 8 1 integrity:28:aead\n";
+    auto lines = dm::parse_dm_table(text);
+    REQUIRE(lines);
+    dm::DmBuildOptions o;
+    o.threads = 2;
+    o.named = [&](const std::string& n) -> std::shared_ptr<dm::BlockDevice> {
+        return n == "lower" ? below : nullptr;
+    };
+    o.open = [](const std::string& p, bool) -> Result<std::shared_ptr<BackingStore>> {
+        return make_error(Status::NotFound, p);
+    };
+    auto d = dm::build_dm_table(testutil::registry(), *lines, o);
+    if (!d) FAIL(d.error().message);
+    CHECK((*d)->size() == 48 * 512);
+    const auto data = rnd(rng, 48 * 512);
+    REQUIRE(dm::write_sync(**d, 0, ConstBytes(data.data(), data.size())) == Status::Ok);
+    // Sectors 0..7 of the device below are untouched; 8..55 carry tags.
+    for (uint64_t b = 0; b < 64; ++b) {
+        const bool used = b >= 8 && b < 56;
+        INFO("block " << b);
+        CHECK(std::any_of(mem->tag(b), mem->tag(b) + 28, [](uint8_t c) { return c != 0; }) == used);
+    }
+    std::vector<uint8_t> back(data.size());
+    REQUIRE(dm::read_sync(**d, 0, Bytes(back.data(), back.size())) == Status::Ok);
+    CHECK(back == data);
+    // The AAD sector is relative to the target (0 for its first sector), not
+    // to the device below: the same bytes through a target at offset 0 fail.
+    auto t0 = table_of("capi:gcm(aes)-random", key, 0, "1 integrity:28:aead");
+    auto at0 = device(t0, mem);
+    CHECK(dm::read_sync(*at0, 8 * 512, Bytes(back.data(), 512)) == Status::BadMsg);
+}
