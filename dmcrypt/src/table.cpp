@@ -14,6 +14,17 @@ namespace {
 
 Error bad(std::string msg) { return make_error(Status::Invalid, std::move(msg)); }
 
+constexpr uint64_t kMaxTagSize = 480;  // dm-crypt's MAX_TAG_SIZE
+
+bool iequal(std::string_view a, std::string_view b) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        auto lc = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
+        if (lc(a[i]) != lc(b[i])) return false;
+    }
+    return true;
+}
+
 std::vector<std::string_view> words(std::string_view s) {
     std::vector<std::string_view> out;
     std::size_t i = 0;
@@ -58,8 +69,9 @@ Result<void> name_alg(CryptTable& t) {
         if (t.ivopts.empty()) return bad("Digest algorithm missing for ESSIV mode");
         t.alg_name = "plain64(essiv(" + t.api + "," + t.ivopts + "))";
     } else if (m == "random") {
-        return bad("IV mode 'random' needs per-sector integrity metadata (dm-integrity), "
-                   "which blkcrypt does not provide");
+        // Random IVs live in the integrity metadata; the engine passes them
+        // to the bare transform (check() refuses them without the feature).
+        t.alg_name = t.api;
     } else {
         // plain, plain64, benbi, lmk, ... or an IV template a plugin
         // registered: the crypt target's registry lookup decides. ivopts,
@@ -137,9 +149,21 @@ Result<void> parse_opts(std::span<const std::string_view> w, CryptTable& t) {
         else if (o == "no_read_workqueue") t.no_read_workqueue = true;
         else if (o == "no_write_workqueue") t.no_write_workqueue = true;
         else if (o == "iv_large_sectors") t.iv_large_sectors = true;
-        else if (o.starts_with("integrity:"))
-            return bad("integrity/AEAD modes need dm-integrity underneath, which blkcrypt does not provide");
-        else if (o.starts_with("sector_size:")) {
+        else if (o.starts_with("integrity:")) {
+            // crypt_ctr_optional: "integrity:%u:" then the profile, aead or none.
+            const std::string_view rest = o.substr(10);
+            const std::size_t c = rest.find(':');
+            uint64_t v = 0;
+            if (c == std::string_view::npos || !parse_u64(rest.substr(0, c), &v) || v == 0 || v > kMaxTagSize)
+                return bad("Invalid integrity arguments");
+            const std::string_view auth = rest.substr(c + 1);
+            if (!iequal(auth, "aead") && !iequal(auth, "none"))
+                return bad("Unknown integrity profile '" + std::string(auth) +
+                           "' (the kernel takes aead or none; an HMAC goes in the cipher: "
+                           "capi:authenc(hmac(sha256),xts(aes))-random with integrity:48:aead)");
+            t.integrity_tag_size = static_cast<unsigned>(v);
+            t.integrity_auth = std::string(auth);
+        } else if (o.starts_with("sector_size:")) {
             uint64_t ss = 0;
             if (!parse_u64(o.substr(12), &ss) || ss < 512 || ss > 4096 || !std::has_single_bit(ss))
                 return bad("Invalid feature value for sector_size");
@@ -151,7 +175,17 @@ Result<void> parse_opts(std::span<const std::string_view> w, CryptTable& t) {
     return {};
 }
 
-Result<void> check(const CryptTable& t) {
+Result<void> check(CryptTable& t) {
+    if (t.ivmode == "random" && !t.integrity_tag_size)
+        return bad("IV mode 'random' needs the integrity feature (integrity:<bytes>:aead|none over "
+                   "dm-integrity): the IVs are stored beside each sector");
+    if (t.integrity_tag_size) {
+        // crypt_ctr_cipher_old refuses AEAD in the legacy grammar.
+        if (t.integrity_aead() && !t.cipher.starts_with("capi:")) return bad("Bad cipher specification");
+        if (t.key_count != 1) return bad("the integrity feature takes a single key");
+        // The engine makes the IV per sector and gives it to the bare transform.
+        t.alg_name = t.api;
+    }
     uint64_t step = t.sector_size >> 9;
     if (t.iv_offset % step) return bad("Invalid iv_offset sector");
     if (t.sector_size != 512 && t.ivmode == "lmk") return bad("Unsupported sector size for LMK");
@@ -159,10 +193,12 @@ Result<void> check(const CryptTable& t) {
     return {};
 }
 
+Result<CryptTable> parse_cipher_only(std::string_view cipher);
+
 Result<CryptTable> parse_common(std::span<const std::string_view> w, bool with_device) {
     std::size_t fixed = with_device ? 5 : 3;
     if (w.size() < fixed) return bad("Not enough arguments");
-    auto t = parse_cipher_spec(w[0]);
+    auto t = parse_cipher_only(w[0]);
     if (!t) return t;
     if (auto r = parse_key(w[1], &t->key); !r) return r.error();
     if (!parse_u64(w[2], &t->iv_offset)) return bad("Invalid iv_offset sector");
@@ -175,9 +211,7 @@ Result<CryptTable> parse_common(std::span<const std::string_view> w, bool with_d
     return t;
 }
 
-}  // namespace
-
-Result<CryptTable> parse_cipher_spec(std::string_view cipher) {
+Result<CryptTable> parse_cipher_only(std::string_view cipher) {
     CryptTable t;
     t.cipher = std::string(cipher);
     auto r = cipher.starts_with("capi:") ? parse_capi(cipher, t) : parse_legacy(cipher, t);
@@ -185,6 +219,17 @@ Result<CryptTable> parse_cipher_spec(std::string_view cipher) {
     if (auto n = name_alg(t); !n) return n.error();
     return t;
 }
+
+}  // namespace
+
+Result<CryptTable> parse_cipher_spec(std::string_view cipher) {
+    auto t = parse_cipher_only(cipher);
+    if (!t) return t;
+    if (auto r = check(*t); !r) return r.error();  // random without integrity
+    return t;
+}
+
+bool CryptTable::integrity_aead() const { return iequal(integrity_auth, "aead"); }
 
 Result<CryptTable> parse_crypt_args(std::string_view args) {
     auto w = words(args);
@@ -217,6 +262,7 @@ std::string CryptTable::crypt_args(bool show_key) const {
     if (submit_from_crypt_cpus) o.push_back("submit_from_crypt_cpus");
     if (no_read_workqueue) o.push_back("no_read_workqueue");
     if (no_write_workqueue) o.push_back("no_write_workqueue");
+    if (integrity_tag_size) o.push_back("integrity:" + std::to_string(integrity_tag_size) + ":" + integrity_auth);
     if (sector_size != 512) o.push_back("sector_size:" + std::to_string(sector_size));
     if (iv_large_sectors) o.push_back("iv_large_sectors");
     if (!o.empty()) {

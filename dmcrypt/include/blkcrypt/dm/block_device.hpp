@@ -23,6 +23,10 @@
 #include <string>
 #include <vector>
 
+namespace blkcrypt::integrity {
+class TaggedDevice;
+}
+
 namespace blkcrypt::dm {
 
 class BlockDevice {
@@ -52,6 +56,10 @@ public:
     virtual std::vector<Extent> extents(uint64_t /*offset*/, uint64_t len, unsigned /*max*/) {
         return {{len, false, false}};
     }
+    // The device's data with its per-block tags (dm-integrity), for a
+    // dm-crypt target with the integrity feature stacked on it; nullptr
+    // when the device keeps no tags.
+    virtual std::shared_ptr<integrity::TaggedDevice> tagged() { return nullptr; }
     // Waits for every I/O submitted so far.
     virtual void drain() = 0;
     // For logs: what is served ("plain image.raw", "crypt aes-xts-plain64 over ...").

@@ -9,6 +9,10 @@
 // and becomes a registry name for the IV-generation template family:
 //   aes-xts-plain64 -> plain64(xts(aes)); aes-cbc-essiv:sha256 -> plain64(essiv(cbc(aes),sha256));
 //   aes-ecb -> ecb(aes) (no IV).
+// With the integrity feature (integrity:<bytes>:aead|none, dm-integrity
+// underneath) the IV is made per sector by the AEAD engine (aead_target.hpp)
+// and alg_name is the bare transform: capi:gcm(aes)-random -> gcm(aes). The
+// IV mode `random` is accepted only then, as only then can the kernel store it.
 #pragma once
 
 #include <blkcrypt/secure_buffer.hpp>
@@ -37,6 +41,14 @@ struct CryptTable {
     bool submit_from_crypt_cpus = false;
     bool no_read_workqueue = false;
     bool no_write_workqueue = false;
+    // integrity:<integrity_tag_size>:<integrity_auth>: bytes of dm-integrity
+    // metadata per crypt sector (auth tag, then the IV for random IVs, then
+    // zeros), 1..480; 0 without the feature. integrity_auth is "aead" (the
+    // cipher is an AEAD: AAD = le64 sector || IV, tag after the data) or
+    // "none" (a plain skcipher whose random IVs are stored), as written.
+    unsigned integrity_tag_size = 0;
+    std::string integrity_auth;
+    bool integrity_aead() const;
 
     // Only for a whole table line.
     uint64_t start = 0, length = 0;  // 512-byte sectors
@@ -56,6 +68,9 @@ Result<CryptTable> parse_crypt_args(std::string_view args);
 Result<CryptTable> parse_table_line(std::string_view line);
 
 // Map a cipher string to its parts and registry name (no key, no options).
+// Refuses the IV mode `random` (it needs the integrity option): for an
+// integrity table parse crypt args, e.g. "capi:gcm(aes)-random <key> 0 1
+// integrity:28:aead".
 Result<CryptTable> parse_cipher_spec(std::string_view cipher);
 
 }  // namespace blkcrypt::dm
