@@ -1,0 +1,155 @@
+// LUKS2 segments with integrity (cryptsetup luksFormat --integrity): the
+// kernel cipher and tag size cryptsetup derives from the segment, and the
+// two tables it stacks (lib/setup.c _open_and_activate_luks2 ->
+// LUKS2_activate with an integrity profile; lib/libdevmapper.c cipher_c2dm;
+// lib/integrity/integrity.c INTEGRITY_tag_size, INTEGRITY_activate).
+#include <blkcrypt/integrity/geometry.hpp>
+#include <blkcrypt/integrity/superblock.hpp>
+#include <blkcrypt/luks/container.hpp>
+
+#include <array>
+
+namespace blkcrypt::luks {
+
+namespace {
+
+Error unsupported(std::string_view enc, std::string_view integ) {
+    return make_error(Status::Unsupported, "LUKS2 cipher " + std::string(enc) + " with integrity " +
+                                               std::string(integ) + " has no kernel mapping in cryptsetup 2.6.1");
+}
+
+// An HMAC's key and digest bytes, or 0 for an unknown hash.
+uint32_t hmac_size(std::string_view integ) {
+    if (integ == "hmac(sha1)") return 20;
+    if (integ == "hmac(sha256)") return 32;
+    if (integ == "hmac(sha512)") return 64;
+    return 0;
+}
+
+}  // namespace
+
+Result<IntegrityProfile> integrity_profile(std::string_view enc, std::string_view integ) {
+    // cipher-mode-iv, or cipher-iv for the AEADs without a mode
+    // (aegis128-random, chacha20-random); crypt_parse_name_and_mode.
+    std::string_view c = enc, mode, iv;
+    const std::size_t d1 = enc.find('-');
+    if (d1 == std::string_view::npos) return unsupported(enc, integ);
+    c = enc.substr(0, d1);
+    std::string_view rest = enc.substr(d1 + 1);
+    if (const std::size_t d2 = rest.find('-'); d2 != std::string_view::npos) {
+        mode = rest.substr(0, d2);
+        iv = rest.substr(d2 + 1);
+    } else {
+        iv = rest;
+    }
+    if (c.empty() || iv.empty() || iv.find(':') != std::string_view::npos) return unsupported(enc, integ);
+
+    IntegrityProfile p;
+    uint32_t auth = 0;
+    std::string api;
+    if (integ == "aead") {
+        auth = 16;
+        if (mode == "gcm") api = "gcm(" + std::string(c) + ")";
+        else if (mode == "ccm") api = "rfc4309(ccm(" + std::string(c) + "))";
+        else if (mode.empty() && c.starts_with("aegis")) api = std::string(c);
+        else return unsupported(enc, integ);
+    } else if (integ == "poly1305") {
+        auth = 16;
+        if (c != "chacha20" || !mode.empty()) return unsupported(enc, integ);
+        api = "rfc7539(chacha20,poly1305)";
+    } else if (const uint32_t h = hmac_size(integ); h || integ == "cmac(aes)") {
+        // An authenc() pairing of the MAC with the block cipher mode; the MAC
+        // key follows the cipher key in the volume key.
+        if (mode.empty()) return unsupported(enc, integ);
+        auth = h ? h : 16;
+        p.key_size = h ? h : 16;
+        api = "authenc(" + std::string(integ) + "," + std::string(mode) + "(" + std::string(c) + "))";
+    } else {
+        return unsupported(enc, integ);
+    }
+    if (iv == "random") {
+        // INTEGRITY_tag_size: the IV the kernel stores beside the tag.
+        if (integ == "poly1305") p.iv_stored = 12;
+        else if (mode == "xts") p.iv_stored = 16;
+        else if (mode == "gcm") p.iv_stored = 12;
+        else if (mode == "ccm") p.iv_stored = 8;
+        else if (c == "aegis256") p.iv_stored = 32;
+        else p.iv_stored = 16;
+    }
+    p.cipher = "capi:" + api + "-" + std::string(iv);
+    p.tag_size = auth + p.iv_stored;
+    return p;
+}
+
+namespace {
+
+struct Opened {
+    integrity::Superblock sb;
+    integrity::Geometry geo;
+};
+
+// The superblock at the segment offset of `data` and the geometry the kernel
+// computes for it over the whole data device (INTEGRITY_activate maps the
+// whole device with the offset as the target's start).
+Result<Opened> read_integrity(const Volume& vol, BackingStore& data) {
+    const VolumeIntegrity& in = *vol.integrity;
+    const std::string who = data.name().empty() ? std::string("the data device") : data.name();
+    std::array<uint8_t, integrity::kSuperblockBytes> head{};
+    if (data.size() < in.offset * 512 + head.size())
+        return make_error(Status::Invalid, who + " ends before the dm-integrity superblock at sector " +
+                                               std::to_string(in.offset));
+    if (Status s = data.read(in.offset * 512, head); s != Status::Ok)
+        return make_error(s, who + ": cannot read the dm-integrity superblock");
+    if (!integrity::has_magic(head))
+        return make_error(Status::NotFound, who + ": no dm-integrity superblock at sector " +
+                                                std::to_string(in.offset) + " (the LUKS2 segment has integrity " +
+                                                in.type + ")");
+    auto sb = integrity::decode_superblock(head);
+    if (!sb) return sb.error();
+    if (sb->tag_size != in.tag_size)
+        return make_error(Status::Invalid, who + ": the dm-integrity superblock has " + std::to_string(sb->tag_size) +
+                                               "-byte tags, the LUKS2 segment needs " + std::to_string(in.tag_size));
+    if (sb->sector_size() != vol.table.sector_size)
+        return make_error(Status::Invalid, who + ": the dm-integrity block size " + std::to_string(sb->sector_size()) +
+                                               " is not the LUKS2 sector size " +
+                                               std::to_string(vol.table.sector_size));
+    integrity::Devices dev;
+    dev.data_sectors = data.size() / 512;
+    dev.start = in.offset;
+    auto geo = integrity::open_geometry(*sb, dev);
+    if (!geo) return geo.error();
+    return Opened{*sb, *geo};
+}
+
+}  // namespace
+
+Result<std::string> integrity_table_line(const Volume& vol, BackingStore& data, const std::string& device) {
+    if (!vol.integrity) return make_error(Status::Invalid, "the LUKS volume has no integrity");
+    auto o = read_integrity(vol, data);
+    if (!o) return o.error();
+    const integrity::Geometry& g = o->geo;
+    // dm-integrity's status (STATUSTYPE_TABLE): the arguments in the kernel's
+    // order, counted before they are printed.
+    std::vector<std::string> args;
+    if (g.log2_sectors_per_block) args.push_back("block_size:" + std::to_string(vol.table.sector_size));
+    args.push_back("journal_sectors:" + std::to_string(g.initial_sectors - 8));
+    args.push_back("interleave_sectors:" + std::to_string(uint64_t(1) << g.log2_interleave_sectors));
+    args.push_back("buffer_sectors:" + std::to_string(uint64_t(1) << g.log2_buffer_sectors));
+    args.push_back("journal_watermark:50");
+    args.push_back("commit_time:10000");
+    if (o->sb.has(integrity::kFlagFixedPadding)) args.push_back("fix_padding");
+    if (o->sb.has(integrity::kFlagFixedHmac)) args.push_back("fix_hmac");
+    std::string line = "0 " + std::to_string(g.provided_data_sectors) + " integrity " + device + " " +
+                       std::to_string(vol.integrity->offset) + " " + std::to_string(vol.integrity->tag_size) + " J " +
+                       std::to_string(args.size());
+    for (const std::string& a : args) line += " " + a;
+    return line + "\n";
+}
+
+Result<uint64_t> integrity_provided_sectors(const Volume& vol, BackingStore& data) {
+    auto o = read_integrity(vol, data);
+    if (!o) return o.error();
+    return o->geo.provided_data_sectors;
+}
+
+}  // namespace blkcrypt::luks
