@@ -63,7 +63,7 @@ constexpr ManSection kCrypt[] = {
 
 Without --table, the key is made as "cryptsetup open --type plain" makes it, from a key file or a passphrase (asked for without echo, or one line of stdin) hashed with --hash, with cryptsetup's defaults (aes-cbc-essiv:sha256, 256 bits, ripemd160); the ciphertext matches the kernel's through cryptsetup. A key never comes from the command line.
 
-IV modes: plain, plain64, plain64be, essiv:HASH, benbi, null, lmk (v2 and v3), tcw, eboiv and elephant, with any cipher of the registry, multi-key (aes:4-...), sector sizes 512 to 4096 and iv_large_sectors. The random IV mode and AEAD tables need dm-integrity underneath and are refused.
+IV modes: plain, plain64, plain64be, essiv:HASH, benbi, null, lmk (v2 and v3), tcw, eboiv and elephant, with any cipher of the registry, multi-key (aes:4-...), sector sizes 512 to 4096 and iv_large_sectors. Tables with the integrity feature (integrity:N:aead|none: capi:gcm(aes)-random, capi:rfc4309(ccm(aes))-random, capi:rfc7539(chacha20,poly1305)-random, capi:aegis128-random, capi:authenc(hmac(sha256),xts(aes))-plain64 or -random) need a dm-integrity device underneath: they are served by serve --dm-table over an integrity line, and refused here, as is the random IV mode without them.
 
 IN and OUT may be "-", FIFOs or character devices, so pipelines work; a stream without --size is read to its end. A block device OUT is written in place; --in-place writes an existing regular file directly instead of through a temporary file. table prints the full kernel table line for dmsetup (the key only with --show-key); serve exports the plaintext view over NBD, read-write unless --read-only.)P"},
     {"EXAMPLES", R"P(    head -c 64 /dev/urandom > k

@@ -226,6 +226,10 @@ Result<std::unique_ptr<CryptTarget>> CryptTarget::create(Registry& reg, const Cr
                                                          std::shared_ptr<BackingStore> store,
                                                          uint64_t length_sectors, CryptTargetOptions opts) {
     if (!store) return make_error(Status::Invalid, "no backing store");
+    if (table.integrity_tag_size)  // sealed sectors need tags beside them (aead_target.hpp)
+        return make_error(Status::Invalid, "the integrity feature (integrity:" +
+                                               std::to_string(table.integrity_tag_size) + ":" + table.integrity_auth +
+                                               ") needs a dm-integrity device below the crypt target, not a plain file");
     const std::size_t ss = table.sector_size;
     if (ss < 512 || ss > 4096 || !std::has_single_bit(ss))
         return make_error(Status::Invalid, "Invalid feature value for sector_size");

@@ -1,5 +1,6 @@
 // dmsetup table files: parsed line by line (crypt and verity arguments by
 // their own parsers) and built into a concatenation of block devices.
+#include <blkcrypt/dm/aead_target.hpp>
 #include <blkcrypt/dm/crypt_target.hpp>
 #include <blkcrypt/dm/dm_table.hpp>
 #include <blkcrypt/dm/targets.hpp>
@@ -181,6 +182,25 @@ Result<std::shared_ptr<BlockDevice>> build_dm_table(Registry& reg, const DmTable
             auto lower = device_of(l.device);
             if (!lower) return fail(lower.error());
             auto d = make_linear_device(*lower, l.offset * 512, bytes);
+            if (!d) return fail(d.error());
+            dev = *d;
+        } else if (l.crypt && l.crypt->integrity_tag_size) {
+            // As the kernel stacks it: the tags come from the device below
+            // (a dm-integrity table), which must keep them.
+            auto lower = device_of(l.crypt->device);
+            if (!lower) return fail(lower.error());
+            auto tagged = (*lower)->tagged();
+            if (!tagged)
+                return fail(make_error(Status::Invalid,
+                                       "Integrity profile not supported: " + l.crypt->device +
+                                           " keeps no integrity tags (integrity:" +
+                                           std::to_string(l.crypt->integrity_tag_size) + ":" +
+                                           l.crypt->integrity_auth +
+                                           " needs a dm-integrity device below, e.g. a table's integrity line)"));
+            AeadCryptOptions ao;
+            ao.threads = opts.threads;
+            ao.read_only = read_only;
+            auto d = make_aead_crypt_device(reg, *l.crypt, std::move(tagged), l.length, ao);
             if (!d) return fail(d.error());
             dev = *d;
         } else if (l.crypt) {

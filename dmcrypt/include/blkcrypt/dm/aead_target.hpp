@@ -23,6 +23,7 @@
 #include <blkcrypt/registry.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 namespace blkcrypt::dm {
@@ -47,6 +48,10 @@ struct AeadCryptOptions {
     std::size_t chunk = 64 * 1024;        // bytes of an I/O one worker converts at a time
     std::size_t queue_depth = 0;          // chunks in flight before submit blocks; 0 = 4 per worker
     bool read_only = false;
+    // Each failed sector conversion of a read (BadMsg: the tag does not
+    // match), with the sector the kernel logs ("INTEGRITY AEAD ERROR,
+    // sector N"): 512-byte units relative to the target. Any thread.
+    std::function<void(uint64_t sector, Status)> on_error;
 };
 
 // The crypt target of `table` (its integrity fields set) over `lower`, at
