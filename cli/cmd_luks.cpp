@@ -243,6 +243,11 @@ public:
         if (!line) return line.error();
         return std::vector<NamedTable>{{mapping_name() + "_dif", *line}};
     }
+    std::shared_ptr<blkcrypt::dm::BlockDevice> stacked_device(bool read_only, unsigned threads) const override {
+        auto dev = luks::integrity_device(registry(), *vol_, store, {.read_only = read_only, .threads = threads});
+        if (!dev) throw Failure(path + ": " + dev.error().message);
+        return std::move(dev).value();
+    }
     // As systemd-cryptsetup names a LUKS mapping: luks-UUID.
     std::string mapping_name() const override { return "luks-" + vol_->uuid; }
     // luksDump, --dump-json-metadata's JSON, or --json's object (docs/json.md).
@@ -317,6 +322,62 @@ int run_copy(const po::variables_map& vm, ImageCopy& job, const std::string& ima
     return 0;
 }
 
+// LUKS2 --integrity: the plaintext read through the two stacked targets
+// (luks::integrity_device), --start/--size in 512-byte sectors of it. A
+// block whose tag fails (tampered, or never written since a format with
+// --integrity-no-wipe) fails the command naming the sector, as the kernel's
+// read fails with EIO; OUT is then left as it was.
+int decrypt_integrity(const po::variables_map& vm, const luks::Volume& vol, const std::string& image, Output& out) {
+    constexpr uint64_t kSec = 512;  // --start and --size units
+    auto data = blkcrypt::open_file_store(image, false);
+    if (!data) throw Failure(data.error().message);
+    const unsigned threads = vm.count("threads") ? vm["threads"].as<unsigned>() : 0u;
+    auto dev = luks::integrity_device(registry(), vol, *data, {.read_only = true, .threads = threads});
+    if (!dev) throw Failure(image + ": " + dev.error().message);
+    const uint64_t total = (*dev)->size() / kSec;
+    const uint64_t step = vol.table.sector_size / kSec;
+    const uint64_t start = vm.count("start") ? vm["start"].as<uint64_t>() : 0;
+    if (start % step)
+        throw UsageError("--start must be a multiple of the sector size (" + std::to_string(step) + " sectors)");
+    if (start >= total)
+        throw UsageError("--start " + std::to_string(start) + " is past the " + std::to_string(total) +
+                         " sectors of the data segment");
+    uint64_t n = total - start;
+    if (vm.count("size")) {
+        n = vm["size"].as<uint64_t>();
+        if (n % step)
+            throw UsageError("--size must be a multiple of the sector size (" + std::to_string(step) + " sectors)");
+        if (n > total - start)
+            throw UsageError("--size " + std::to_string(n) + " is more than the " + std::to_string(total - start) +
+                             " sectors of the data segment" + (start ? " after --start" : ""));
+    }
+    if (out.kind() == Output::Kind::Temp) out.reserve(n * kSec);
+    blkcrypt::SecureBuffer buf(1u << 20);
+    for (uint64_t at = 0; at < n * kSec;) {
+        const std::size_t len = static_cast<std::size_t>(std::min<uint64_t>(buf.size(), n * kSec - at));
+        const blkcrypt::Bytes chunk = buf.span().first(len);
+        if (blkcrypt::Status st = blkcrypt::dm::read_sync(**dev, start * kSec + at, chunk);
+            st != blkcrypt::Status::Ok) {
+            // The engine names the failing sector; read it alone for its words.
+            std::string why = blkcrypt::to_string(st);
+            for (uint64_t b = 0; b < len; b += vol.table.sector_size) {
+                auto one = buf.span().subspan(b, vol.table.sector_size);
+                if (blkcrypt::dm::read_sync(**dev, start * kSec + at + b, one) != blkcrypt::Status::Ok) {
+                    why = "sector " + std::to_string(start + (at + b) / kSec) +
+                          " fails its integrity check (never written since a format with --integrity-no-wipe, "
+                          "or changed since)";
+                    break;
+                }
+            }
+            throw Failure(image + ": " + why);
+        }
+        out.write(chunk);
+        at += len;
+    }
+    out.commit();
+    return 0;
+}
+
 int run_decrypt(const po::variables_map& vm, const std::vector<std::string>& files) {
     if (files.size() != 2) throw UsageError("luks decrypt needs IMAGE and OUT");
     const std::string& image = files[0];
@@ -333,7 +394,7 @@ int run_decrypt(const po::variables_map& vm, const std::vector<std::string>& fil
                                                   {"the passphrase file", passphrase_path}}});
     const Devices d = open_devices(vm, image);
     const luks::Volume vol = unlock_volume(vm, d);
-    refuse_integrity_data(vol, "decrypt", image);
+    if (vol.integrity) return decrypt_integrity(vm, vol, image, out);
     ImageCopy job{.encrypt = false, .in_path = image, .out = out, .table = vol.table, .offset_from_header = true};
     set_range(vm, job, vol.length_sectors);
     return run_copy(vm, job, image);

@@ -213,7 +213,14 @@ int run_table(const ContainerFormat& f, const po::variables_map& vm, const Actio
 // maps it: a write lands encrypted in place.
 int run_serve(const ContainerFormat& f, const po::variables_map& vm, const ActionArgs& a) {
     const auto c = unlocked(f, vm, one_file(f, a), !vm["read-only"].as<bool>());
-    refuse_stacked(*c, "serve");
+    auto lower = c->lower_tables();
+    if (!lower) throw Failure(lower.error().message);
+    if (!lower->empty()) {
+        block_stop_signals();
+        auto dev = c->stacked_device(vm["read-only"].as<bool>(), vm.count("threads") ? vm["threads"].as<unsigned>() : 0u);
+        if (!dev) refuse_stacked(*c, "serve");
+        return serve_device(vm, std::move(dev));
+    }
     block_stop_signals();  // after the KDF, before the targets' threads exist
     const blkcrypt::dm::DmTable table = checked_table(*c);
     return serve_table(vm, table, c->store, c->serve_how(table));

@@ -3,6 +3,8 @@
 // two tables it stacks (lib/setup.c _open_and_activate_luks2 ->
 // LUKS2_activate with an integrity profile; lib/libdevmapper.c cipher_c2dm;
 // lib/integrity/integrity.c INTEGRITY_tag_size, INTEGRITY_activate).
+#include <blkcrypt/dm/aead_target.hpp>
+#include <blkcrypt/integrity/device.hpp>
 #include <blkcrypt/integrity/geometry.hpp>
 #include <blkcrypt/integrity/superblock.hpp>
 #include <blkcrypt/luks/container.hpp>
@@ -150,6 +152,28 @@ Result<uint64_t> integrity_provided_sectors(const Volume& vol, BackingStore& dat
     auto o = read_integrity(vol, data);
     if (!o) return o.error();
     return o->geo.provided_data_sectors;
+}
+
+Result<std::shared_ptr<dm::BlockDevice>> integrity_device(Registry& reg, const Volume& vol,
+                                                          std::shared_ptr<BackingStore> data,
+                                                          IntegrityDeviceOptions opts) {
+    if (!vol.integrity) return make_error(Status::Invalid, "the LUKS volume has no integrity");
+    if (!data) return make_error(Status::Invalid, "no data device");
+    // The same checks as the tables (superblock present, tag and block size
+    // agreeing with the segment), with their words.
+    if (auto o = read_integrity(vol, *data); !o) return o.error();
+    integrity::OpenOptions io;
+    io.start = vol.integrity->offset;
+    io.tag_size = static_cast<uint16_t>(vol.integrity->tag_size);
+    io.block_size = vol.table.sector_size;
+    io.mode = 'J';  // what cryptsetup loads
+    io.read_only = opts.read_only;
+    auto target = integrity::IntegrityTarget::open(reg, data, nullptr, io);
+    if (!target) return target.error();
+    dm::AeadCryptOptions ao;
+    ao.threads = opts.threads;
+    ao.read_only = opts.read_only;
+    return dm::make_aead_crypt_device(reg, vol.table, std::move(target).value(), 0, ao);
 }
 
 }  // namespace blkcrypt::luks

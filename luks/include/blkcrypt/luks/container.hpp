@@ -109,6 +109,21 @@ Result<dm::DmTable> dm_table(const Volume& vol, BackingStore& data, const std::s
 // it. NotFound without a dm-integrity superblock at the segment offset.
 Result<std::string> integrity_table_line(const Volume& vol, BackingStore& data, const std::string& device);
 
+// With integrity: the plaintext device cryptsetup's two tables make, built
+// as they stack: the dm-integrity target (journal mode; a committed journal
+// is replayed as the kernel replays it on open, or only shown when
+// read-only) on `data`, and the AEAD crypt target over its tags. A block
+// whose tag does not match (tampered, or never written since a format with
+// --integrity-no-wipe) fails to read with BadMsg naming its sector, as the
+// kernel's read fails with EIO ("INTEGRITY AEAD ERROR, sector N").
+struct IntegrityDeviceOptions {
+    bool read_only = true;
+    unsigned threads = 0;  // crypt workers; 0: one per core
+};
+Result<std::shared_ptr<dm::BlockDevice>> integrity_device(Registry& reg, const Volume& vol,
+                                                          std::shared_ptr<BackingStore> data,
+                                                          IntegrityDeviceOptions opts = {});
+
 // The KDF of a new keyslot, either version (cryptsetup's --pbkdf, --hash,
 // --pbkdf-force-iterations, --iter-time, --pbkdf-memory, --pbkdf-parallel).
 // LUKS1 keyslots are PBKDF2 over the header's hash: pbkdf, hash, memory_kib
