@@ -18,6 +18,7 @@
 
 #include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/luks/container.hpp>
+#include <blkcrypt/random.hpp>
 #include <blkcrypt/luks/convert.hpp>
 #include <blkcrypt/luks/fs_probe.hpp>
 #include <blkcrypt/luks/luks1.hpp>
@@ -495,7 +496,23 @@ luks::FormatOptions format_options(const po::variables_map& vm, bool detached) {
     if (vm.count("subsystem")) o.subsystem = vm["subsystem"].as<std::string>();
     if (vm.count("luks2-metadata-size")) o.metadata_size = vm["luks2-metadata-size"].as<uint64_t>();
     if (vm.count("luks2-keyslots-size")) o.keyslots_size = vm["luks2-keyslots-size"].as<uint64_t>();
+    if (vm.count("integrity")) o.integrity = vm["integrity"].as<std::string>();
+    if (vm["integrity-no-wipe"].as<bool>() && o.integrity.empty()) throw UsageError("--integrity-no-wipe needs --integrity");
     return o;
+}
+
+// luksFormat --integrity's second half: the dm-integrity superblock and
+// journal at the data offset of the data device, then (without
+// --integrity-no-wipe) every block's AEAD of zeros, as cryptsetup's wipe.
+void format_integrity_data(const po::variables_map& vm, blkcrypt::BackingStore& header, const std::string& data_path,
+                           const blkcrypt::SecureBuffer& vk) {
+    auto vol = luks::open_with_volume_key(registry(), header, vk);
+    if (!vol) throw Failure(vol.error().message);
+    auto data = blkcrypt::open_file_store(data_path, true);
+    if (!data) throw Failure(data.error().message);
+    luks::IntegrityFormatOptions io;
+    io.no_wipe = vm["integrity-no-wipe"].as<bool>();
+    if (auto r = luks::format_integrity(registry(), *vol, *data, io); !r) throw Failure(data_path + ": " + r.error().message);
 }
 
 // The options are checked and the layout known before anything is asked or
@@ -520,7 +537,14 @@ int run_format(const po::variables_map& vm, const std::vector<std::string>& file
     grow_file(target, layout.file_size);
     auto store = blkcrypt::open_file_store(target, true);
     if (!store) throw Failure(store.error().message);
+    // --integrity: the volume key is made here, to open the new header with
+    // and lay the dm-integrity device out on the data device.
+    if (!o.integrity.empty() && vk.size() == 0) {
+        vk = blkcrypt::SecureBuffer(layout.key_size);
+        if (auto r = blkcrypt::random_bytes(vk.span()); !r) throw Failure(r.error().message);
+    }
     usage_or_fail(luks::format(registry(), **store, o, vk, pass));
+    if (!o.integrity.empty()) format_integrity_data(vm, **store, into ? into->path : image, vk);
     if (!into && !detached && layout.data_offset >= (*store)->size())
         std::cerr << "Device " << image << " is too small for activation, there is no remaining space for data.\n";
     return 0;
@@ -970,6 +994,11 @@ void add_options(CommandLine& cl) {
         ("pbkdf-parallel", number_value<unsigned>(1, 4)->value_name("N"), "Argon2 threads (default: up to 4, one per core)")
         ("sector-size", number_value<unsigned>(512, 4096)->value_name("BYTES"),
          "format: LUKS2 encryption sector size (default: 4096, as cryptsetup picks for an image file)")
+        ("integrity", po::value<std::string>()->value_name("ALG"),
+         "format: LUKS2 with dm-integrity under dm-crypt: hmac-sha256, hmac-sha512, hmac-sha1, cmac-aes (with an "
+         "XTS or CBC cipher), aead (aes-gcm-random, aes-ccm-random, aegis128-random), poly1305 (chacha20-random)")
+        ("integrity-no-wipe", po::bool_switch(),
+         "format --integrity: leave the data and tags unwritten (every sector fails to read until written)")
         ("label", po::value<std::string>()->value_name("LABEL"), "format: LUKS2 label")
         ("subsystem", po::value<std::string>()->value_name("NAME"), "format: LUKS2 subsystem")
         ("priority", po::value<std::string>()->value_name("ignore|normal|prefer"), "config: keyslot priority ignore, normal or prefer (with --key-slot)")
@@ -1013,6 +1042,7 @@ void add_options(CommandLine& cl) {
     only_for(cl, {"format", "encrypt"}, {"cipher", "key-size", "offset", "align-payload", "verify-passphrase",
                                          "sector-size", "luks2-metadata-size", "luks2-keyslots-size"});
     only_for(cl, {"format", "config", "encrypt"}, {"label", "subsystem"});
+    only_for(cl, {"format"}, {"integrity", "integrity-no-wipe"});
     only_for(cl, {"format", "test-passphrase", "decrypt", "serve", "table", "encrypt", "add-key"}, {"volume-key-file"});
     only_for(cl, {"format", "uuid", "encrypt"}, {"uuid"});
 }

@@ -9,7 +9,11 @@
 #include <blkcrypt/integrity/superblock.hpp>
 #include <blkcrypt/luks/container.hpp>
 
+#include <blkcrypt/dm/block_device.hpp>
+#include <blkcrypt/integrity/journal.hpp>
+
 #include <array>
+#include <vector>
 
 namespace blkcrypt::luks {
 
@@ -166,7 +170,7 @@ Result<std::shared_ptr<dm::BlockDevice>> integrity_device(Registry& reg, const V
     io.start = vol.integrity->offset;
     io.tag_size = static_cast<uint16_t>(vol.integrity->tag_size);
     io.block_size = vol.table.sector_size;
-    io.mode = 'J';  // what cryptsetup loads
+    io.mode = opts.mode;
     io.read_only = opts.read_only;
     auto target = integrity::IntegrityTarget::open(reg, data, nullptr, io);
     if (!target) return target.error();
@@ -174,6 +178,56 @@ Result<std::shared_ptr<dm::BlockDevice>> integrity_device(Registry& reg, const V
     ao.threads = opts.threads;
     ao.read_only = opts.read_only;
     return dm::make_aead_crypt_device(reg, vol.table, std::move(target).value(), 0, ao);
+}
+
+Result<void> format_integrity(Registry& reg, const Volume& vol, std::shared_ptr<BackingStore> data,
+                              const IntegrityFormatOptions& opts) {
+    if (!vol.integrity) return make_error(Status::Invalid, "the LUKS volume has no integrity");
+    if (!data) return make_error(Status::Invalid, "no data device");
+    const uint64_t start = vol.integrity->offset;
+    integrity::FormatParams p;
+    p.tag_size = static_cast<uint16_t>(vol.integrity->tag_size);
+    p.sector_size = vol.table.sector_size;
+    p.internal_hash = false;  // dm-crypt above makes the tags
+    p.fix_padding = true;     // cryptsetup 2.6.1 on a kernel with target >= 1.4
+    p.fix_hmac = true;        // sent too; without a hash or MAC it sets no flag
+    integrity::Devices dev;
+    dev.data_sectors = data->size() / 512;
+    dev.start = start;
+    auto sb = integrity::format_superblock(p, dev);
+    if (!sb) return sb.error();
+    auto geo = integrity::open_geometry(*sb, dev);
+    if (!geo) return geo.error();
+    // "Wipe integrity superblock" first, so an interrupted format leaves none.
+    std::vector<uint8_t> zero(4096, 0);
+    if (Status s = data->write(start * 512, zero); s != Status::Ok)
+        return make_error(s, "cannot write the dm-integrity superblock area");
+    if (auto r = integrity::init_journal(*data, *sb, *geo); !r) return r.error();
+    if (Status s = data->flush(); s != Status::Ok) return make_error(s, "cannot flush the dm-integrity journal");
+    std::vector<uint8_t> head = integrity::encode_superblock(*sb);
+    head.resize(4096, 0);
+    if (Status s = data->write(start * 512, head); s != Status::Ok)
+        return make_error(s, "cannot write the dm-integrity superblock");
+    if (Status s = data->flush(); s != Status::Ok) return make_error(s, "cannot flush the dm-integrity superblock");
+    if (opts.no_wipe) return {};
+
+    // The wipe: zeros through both targets, the integrity one without its
+    // journal as cryptsetup activates it for this (CRYPT_ACTIVATE_NO_JOURNAL).
+    auto devc = integrity_device(reg, vol, data, {.read_only = false, .mode = 'D', .threads = opts.threads});
+    if (!devc) return devc.error();
+    dm::BlockDevice& d = **devc;
+    const uint64_t total = d.size();
+    std::vector<uint8_t> zeros(4u << 20, 0);
+    // Several chunks in flight: the crypt engine spreads each over its workers.
+    for (uint64_t at = 0; at < total;) {
+        const std::size_t len = static_cast<std::size_t>(std::min<uint64_t>(zeros.size(), total - at));
+        if (Status s = dm::write_sync(d, at, ConstBytes(zeros.data(), len)); s != Status::Ok)
+            return make_error(s, "cannot wipe the integrity device at byte " + std::to_string(at));
+        at += len;
+        if (opts.progress && !opts.progress(at, total)) return make_error(Status::Interrupted, "wipe interrupted");
+    }
+    if (Status s = d.flush(); s != Status::Ok) return make_error(s, "cannot flush the wiped integrity device");
+    return {};
 }
 
 }  // namespace blkcrypt::luks

@@ -130,3 +130,38 @@ dd if=/dev/zero of="$TMP/nosb.img" bs=4096 seek=256 count=1 conv=notrunc status=
 expect_exit 1 "$BLKCRYPT" luks table --volume-key-file "$TMP/vk" "$TMP/nosb.img"
 grep -q "no dm-integrity superblock at sector 2048" "$TMP/stderr" || fail "missing superblock: $(cat "$TMP/stderr")"
 echo "OK: $n LUKS2 integrity images"
+
+# luks format --integrity: a container cryptsetup reads, whose every sector
+# decrypts to zeros after the wipe (the AEAD of zeros, with valid tags), or
+# fails at sector 0 with --integrity-no-wipe; LUKS1 refused as cryptsetup does.
+printf 'format pass' >"$TMP/fpass"
+FMT=(-q --type luks2 --pbkdf pbkdf2 --pbkdf-force-iterations 1000 --key-file "$TMP/fpass")
+for spec in "aes-gcm-random aead 512" "aes-xts-plain64 hmac-sha256 4096" "chacha20-random poly1305 4096" \
+            "aes-xts-random hmac-sha512 4096" "aegis128-random aead 512"; do
+    read -r cipher integ ss <<<"$spec"
+    rm -f "$TMP/f.img"; truncate -s 24M "$TMP/f.img"
+    ks=(); [[ $cipher == aegis128* ]] && ks=(--key-size 128)
+    "$BLKCRYPT" luks format "${FMT[@]}" --cipher "$cipher" "${ks[@]}" --integrity "$integ" --sector-size "$ss" "$TMP/f.img" ||
+        fail "format --integrity $integ ($cipher)"
+    if [[ -n $HOST ]]; then
+        "$HOST" luksDump "$TMP/f.img" >"$TMP/want" || fail "cryptsetup cannot read our $cipher header"
+        "$BLKCRYPT" luks dump "$TMP/f.img" >"$TMP/got"
+        cmp "$TMP/want" "$TMP/got" || fail "$cipher: our dump of our header differs from cryptsetup's"
+        want=$integ; [[ $integ == hmac-* ]] && want="hmac(${integ#hmac-})"
+        grep -q "integrity: $want\$" "$TMP/want" || fail "$cipher: cryptsetup sees no integrity $want"
+    fi
+    "$BLKCRYPT" luks decrypt --key-file "$TMP/fpass" "$TMP/f.img" "$TMP/f.out" || fail "decrypt after format ($cipher)"
+    [[ $(stat -c %s "$TMP/f.out") -gt $((4 << 20)) ]] || fail "$cipher: a small device"
+    cmp "$TMP/f.out" <(head -c "$(stat -c %s "$TMP/f.out")" /dev/zero) || fail "$cipher: the wiped device is not zeros"
+    rm -f "$TMP/f.out"
+done
+rm -f "$TMP/f.img"; truncate -s 24M "$TMP/f.img"
+"$BLKCRYPT" luks format "${FMT[@]}" --cipher aes-gcm-random --integrity aead --integrity-no-wipe "$TMP/f.img" ||
+    fail "format --integrity-no-wipe"
+expect_exit 1 "$BLKCRYPT" luks decrypt --key-file "$TMP/fpass" "$TMP/f.img" "$TMP/f.out"
+grep -q "sector 0 fails its integrity check" "$TMP/stderr" || fail "no-wipe: $(cat "$TMP/stderr")"
+rm -f "$TMP/f.img"; truncate -s 24M "$TMP/f.img"
+expect_exit nonzero "$BLKCRYPT" luks format -q --type luks1 --key-file "$TMP/fpass" --integrity aead --cipher aes-gcm-random "$TMP/f.img"
+grep -q "Integrity option can be used only for LUKS2 format." "$TMP/stderr" || fail "luks1: $(cat "$TMP/stderr")"
+expect_exit nonzero "$BLKCRYPT" luks format "${FMT[@]}" --integrity-no-wipe "$TMP/f.img"
+echo "OK: format --integrity"

@@ -16,6 +16,7 @@
 #include <blkcrypt/status.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -118,6 +119,7 @@ Result<std::string> integrity_table_line(const Volume& vol, BackingStore& data, 
 // kernel's read fails with EIO ("INTEGRITY AEAD ERROR, sector N").
 struct IntegrityDeviceOptions {
     bool read_only = true;
+    char mode = 'J';       // what cryptsetup loads; 'D' for format's wipe (CRYPT_ACTIVATE_NO_JOURNAL)
     unsigned threads = 0;  // crypt workers; 0: one per core
 };
 Result<std::shared_ptr<dm::BlockDevice>> integrity_device(Registry& reg, const Volume& vol,
@@ -170,7 +172,12 @@ struct FormatOptions {
     std::optional<uint32_t> sector_size;  // 512..4096
     std::string label, subsystem;
     std::optional<uint64_t> metadata_size, keyslots_size;  // bytes
-    // dm-integrity (--integrity) is not formatted yet: format_layout refuses it.
+    // --integrity as cryptsetup takes it (hmac-sha256, hmac-sha512,
+    // hmac-sha1, cmac-aes, aead, poly1305); LUKS2 only. The volume key then
+    // holds the cipher key (--key-size) and the integrity key after it. The
+    // header is all format() writes: format_integrity then makes the data
+    // device's dm-integrity device.
+    std::string integrity;
 };
 
 // Where a checked format puts things, before anything is asked or written.
@@ -197,6 +204,24 @@ Result<FormatLayout> format_layout(Registry& reg, const FormatOptions& opts);
 // Errors as format_layout's; I/O errors keep their status.
 Result<void> format(Registry& reg, BackingStore& header, const FormatOptions& opts, ConstBytes volume_key,
                     ConstBytes passphrase);
+
+// luksFormat --integrity's second half, on the data device of a container
+// just formatted (vol: opened with its volume key): the 4 KiB superblock area
+// at the segment offset zeroed, the clean journal and the superblock the
+// kernel writes at format (initialize_superblock: no internal hash, so no
+// salt; fix_padding; journal mode), the superblock last after a flush. Then,
+// unless no_wipe, every block made valid as cryptsetup's wipe makes it: zeros
+// written through the crypt target (the AEAD of zeros and its tag; encrypted
+// zeros are not zeros, so the data is written). progress(done, total) may
+// stop the wipe (Interrupted). With no_wipe every block fails to read until
+// written, as with cryptsetup --integrity-no-wipe.
+struct IntegrityFormatOptions {
+    bool no_wipe = false;
+    unsigned threads = 0;
+    std::function<bool(uint64_t done, uint64_t total)> progress;
+};
+Result<void> format_integrity(Registry& reg, const Volume& vol, std::shared_ptr<BackingStore> data,
+                              const IntegrityFormatOptions& opts = {});
 
 // A passphrase's keyslot and the volume key it opened.
 struct Unlocked {

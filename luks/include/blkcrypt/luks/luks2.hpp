@@ -201,6 +201,9 @@ struct FormatOptions {
     std::string label, subsystem, uuid;  // uuid empty: a random one
     int keyslot = 0;
     ConstBytes volume_key = {};        // empty: a random key
+    // The segment's integrity type, kernel form ("hmac(sha256)", "aead",
+    // "poly1305"); empty: none. key_size then counts the integrity key too.
+    std::string integrity;
 };
 
 // Writes the keyslot area, then the primary and the secondary header copy
