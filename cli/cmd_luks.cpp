@@ -497,7 +497,8 @@ luks::FormatOptions format_options(const po::variables_map& vm, bool detached) {
     if (vm.count("luks2-metadata-size")) o.metadata_size = vm["luks2-metadata-size"].as<uint64_t>();
     if (vm.count("luks2-keyslots-size")) o.keyslots_size = vm["luks2-keyslots-size"].as<uint64_t>();
     if (vm.count("integrity")) o.integrity = vm["integrity"].as<std::string>();
-    if (vm["integrity-no-wipe"].as<bool>() && o.integrity.empty()) throw UsageError("--integrity-no-wipe needs --integrity");
+    for (const char* opt : {"integrity-no-wipe", "integrity-legacy-padding"})
+        if (vm[opt].as<bool>() && o.integrity.empty()) throw UsageError(std::string("--") + opt + " needs --integrity");
     return o;
 }
 
@@ -512,6 +513,7 @@ void format_integrity_data(const po::variables_map& vm, blkcrypt::BackingStore& 
     if (!data) throw Failure(data.error().message);
     luks::IntegrityFormatOptions io;
     io.no_wipe = vm["integrity-no-wipe"].as<bool>();
+    io.legacy_padding = vm["integrity-legacy-padding"].as<bool>();
     if (auto r = luks::format_integrity(registry(), *vol, *data, io); !r) throw Failure(data_path + ": " + r.error().message);
 }
 
@@ -997,6 +999,8 @@ void add_options(CommandLine& cl) {
         ("integrity", po::value<std::string>()->value_name("ALG"),
          "format: LUKS2 with dm-integrity under dm-crypt: hmac-sha256, hmac-sha512, hmac-sha1, cmac-aes (with an "
          "XTS or CBC cipher), aead (aes-gcm-random, aes-ccm-random, aegis128-random), poly1305 (chacha20-random)")
+        ("integrity-legacy-padding", po::bool_switch(),
+         "format --integrity: dm-integrity without fix_padding, as kernels before 4.19 laid it out")
         ("integrity-no-wipe", po::bool_switch(),
          "format --integrity: leave the data and tags unwritten (every sector fails to read until written)")
         ("label", po::value<std::string>()->value_name("LABEL"), "format: LUKS2 label")
@@ -1042,7 +1046,7 @@ void add_options(CommandLine& cl) {
     only_for(cl, {"format", "encrypt"}, {"cipher", "key-size", "offset", "align-payload", "verify-passphrase",
                                          "sector-size", "luks2-metadata-size", "luks2-keyslots-size"});
     only_for(cl, {"format", "config", "encrypt"}, {"label", "subsystem"});
-    only_for(cl, {"format"}, {"integrity", "integrity-no-wipe"});
+    only_for(cl, {"format"}, {"integrity", "integrity-no-wipe", "integrity-legacy-padding"});
     only_for(cl, {"format", "test-passphrase", "decrypt", "serve", "table", "encrypt", "add-key"}, {"volume-key-file"});
     only_for(cl, {"format", "uuid", "encrypt"}, {"uuid"});
 }

@@ -189,7 +189,7 @@ Result<void> format_integrity(Registry& reg, const Volume& vol, std::shared_ptr<
     p.tag_size = static_cast<uint16_t>(vol.integrity->tag_size);
     p.sector_size = vol.table.sector_size;
     p.internal_hash = false;  // dm-crypt above makes the tags
-    p.fix_padding = true;     // cryptsetup 2.6.1 on a kernel with target >= 1.4
+    p.fix_padding = !opts.legacy_padding;  // cryptsetup 2.6.1 on a kernel with target >= 1.4
     p.fix_hmac = true;        // sent too; without a hash or MAC it sets no flag
     integrity::Devices dev;
     dev.data_sectors = data->size() / 512;

@@ -165,3 +165,18 @@ expect_exit nonzero "$BLKCRYPT" luks format -q --type luks1 --key-file "$TMP/fpa
 grep -q "Integrity option can be used only for LUKS2 format." "$TMP/stderr" || fail "luks1: $(cat "$TMP/stderr")"
 expect_exit nonzero "$BLKCRYPT" luks format "${FMT[@]}" --integrity-no-wipe "$TMP/f.img"
 echo "OK: format --integrity"
+
+# Our format's dm-integrity layout is cryptsetup's: the same container shape
+# as two recorded images (6 MiB, data at 1 MiB, 4 KiB sectors, xts + HMAC,
+# with and without --integrity-legacy-padding) gives the kernel's table.
+for name in xts-hmac-sha256-4096 xts-hmac-sha256-legacy; do
+    rm -f "$TMP/f.img"; truncate -s 6M "$TMP/f.img"
+    legacy=(); [[ $name == *legacy ]] && legacy=(--integrity-legacy-padding)
+    "$BLKCRYPT" luks format "${FMT[@]}" --cipher aes-xts-plain64 --integrity hmac-sha256 --sector-size 4096 \
+        --offset 2048 --luks2-metadata-size 16384 --luks2-keyslots-size 524288 --integrity-no-wipe "${legacy[@]}" "$TMP/f.img" ||
+        fail "format like $name"
+    "$BLKCRYPT" luks table --key-file "$TMP/fpass" "$TMP/f.img" | head -1 | cut -d' ' -f2- | awk '{$4="DEV"; print}' >"$TMP/got"
+    info "$name" table_dif | awk '{$4="DEV"; print}' >"$TMP/want"
+    cmp "$TMP/want" "$TMP/got" || { diff "$TMP/want" "$TMP/got" >&2; fail "format like $name: another integrity table"; }
+done
+echo "OK: format layouts"

@@ -217,6 +217,7 @@ Result<void> format(Registry& reg, BackingStore& header, const FormatOptions& op
 // written, as with cryptsetup --integrity-no-wipe.
 struct IntegrityFormatOptions {
     bool no_wipe = false;
+    bool legacy_padding = false;  // --integrity-legacy-padding: no fix_padding (superblock version 1)
     unsigned threads = 0;
     std::function<bool(uint64_t done, uint64_t total)> progress;
 };
