@@ -308,14 +308,6 @@ void set_range(const po::variables_map& vm, ImageCopy& job, uint64_t segment_sec
     }
 }
 
-// LUKS2 --integrity: the data sits under dm-integrity, which the copy
-// engine does not build yet (`luks table` prints both tables).
-void refuse_integrity_data(const luks::Volume& vol, const std::string& action, const std::string& image) {
-    if (vol.integrity)
-        throw Failure(image + ": " + action + " of a container stacked on dm-integrity (LUKS2 --integrity " +
-                      vol.integrity->type + ") is not supported yet; `table` prints both tables");
-}
-
 // decrypt / encrypt: the copy with --threads and the progress options.
 int run_copy(const po::variables_map& vm, ImageCopy& job, const std::string& image) {
     set_copy_options(vm, job, image);
@@ -647,6 +639,63 @@ int run_encrypt_format(const po::variables_map& vm, const std::vector<std::strin
     return run_copy(vm, job, image);
 }
 
+// LUKS2 --integrity: IN written through the two stacked targets (the
+// integrity one in journal mode, as cryptsetup loads it, so an interrupted
+// run leaves every block old or new with a valid tag), from --start
+// (512-byte sectors of the mapping). IN must be whole sectors and fit.
+int encrypt_integrity(const po::variables_map& vm, const luks::Volume& vol, const std::string& in_path,
+                      const std::string& image, Output& out) {
+    constexpr uint64_t kSec = 512;
+    const uint32_t ss = vol.table.sector_size;
+    auto data = blkcrypt::open_file_store(out.write_path(), true);
+    if (!data) throw Failure(data.error().message);
+    const unsigned threads = vm.count("threads") ? vm["threads"].as<unsigned>() : 0u;
+    auto dev = luks::integrity_device(registry(), vol, *data, {.read_only = false, .threads = threads});
+    if (!dev) throw Failure(image + ": " + dev.error().message);
+    const uint64_t total = (*dev)->size();
+    const uint64_t start = (vm.count("start") ? vm["start"].as<uint64_t>() : 0) * kSec;
+    if (start % ss) throw UsageError("--start must be a multiple of the sector size (" + std::to_string(ss / kSec) + " sectors)");
+    if (start >= total) throw UsageError("--start is past the " + std::to_string(total / kSec) + " sectors of the data segment");
+    const uint64_t limit = vm.count("size") ? vm["size"].as<uint64_t>() * kSec : total - start;
+    if (limit % ss) throw UsageError("--size must be a multiple of the sector size (" + std::to_string(ss / kSec) + " sectors)");
+    if (limit > total - start)
+        throw UsageError("--size is more than the " + std::to_string((total - start) / kSec) + " sectors of the data segment");
+    const int fd = in_path == "-" ? STDIN_FILENO : ::open(in_path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw Failure(in_path + ": " + std::strerror(errno));
+    struct stat st {};
+    if (!vm.count("size") && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && uint64_t(st.st_size) > limit)
+        throw UsageError(in_path + ": " + std::to_string(st.st_size) + " bytes do not fit the " +
+                         std::to_string(limit) + " bytes of the data segment of " + image);
+    blkcrypt::SecureBuffer buf(1u << 20);
+    uint64_t done = 0;
+    for (bool eof = false; !eof && done < limit;) {
+        std::size_t have = 0;
+        const std::size_t want = static_cast<std::size_t>(std::min<uint64_t>(buf.size(), limit - done));
+        while (have < want) {
+            const ssize_t n = ::read(fd, buf.data() + have, want - have);
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0) throw Failure(in_path + ": " + std::strerror(errno));
+            if (n == 0) { eof = true; break; }
+            have += static_cast<std::size_t>(n);
+        }
+        if (have % ss)
+            throw Failure(in_path + ": its size is not a multiple of the sector size " + std::to_string(ss));
+        if (have && blkcrypt::dm::write_sync(**dev, start + done, blkcrypt::ConstBytes(buf.data(), have)) !=
+                        blkcrypt::Status::Ok)
+            throw Failure(image + ": cannot write at byte " + std::to_string(start + done) + " of the mapping");
+        done += have;
+    }
+    if (!vm.count("size") && done == limit) {
+        char extra = 0;
+        if (::read(fd, &extra, 1) == 1) throw UsageError(in_path + ": does not fit the data segment of " + image);
+    }
+    if (fd != STDIN_FILENO) ::close(fd);
+    if ((*dev)->flush() != blkcrypt::Status::Ok) throw Failure(image + ": cannot flush");
+    dev->reset();
+    out.commit();
+    return 0;
+}
+
 int run_encrypt(const po::variables_map& vm, const std::vector<std::string>& files) {
     if (vm["format"].as<bool>()) return run_encrypt_format(vm, files);
     refuse_given(vm, {"type", "cipher", "key-size", "offset", "align-payload", "verify-passphrase", "sector-size",
@@ -668,7 +717,7 @@ int run_encrypt(const po::variables_map& vm, const std::vector<std::string>& fil
                                     .inputs = {{"IN", in_path}, {"the header", header}, {"the key file", key_path}}});
     const Devices d = open_devices(vm, image);
     const luks::Volume vol = unlock_volume(vm, d);
-    refuse_integrity_data(vol, "encrypt", image);
+    if (vol.integrity) return encrypt_integrity(vm, vol, in_path, image, out);
     auto data = blkcrypt::open_file_store(image, false);
     if (!data) throw Failure(data.error().message);
     const uint64_t start = vol.table.offset * kSector;

@@ -11,7 +11,7 @@
 # kernel's read failed (never written); a whole decrypt fails on the first
 # never-written sector and leaves no OUT; `luks serve` serves the stack
 # read-write: blocks written through it decrypt back and fill the holes;
-# encrypt refuses the stack.
+# `luks encrypt` writes through the stack.
 source "$(dirname "$0")/lib.sh"
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 GOLD=$SRC/tests/golden/luks2-integrity
@@ -101,11 +101,21 @@ grep -q "sector 20 fails its integrity check" "$TMP/stderr" || fail "tamper: $(c
 "$BLKCRYPT" luks decrypt --volume-key-file "$TMP/vk" --start 21 --size 4 "$TMP/tamper.img" "$TMP/out" ||
     fail "the sectors after the tampered one"
 rm -f "$TMP/out"
-head -c 4096 /dev/zero >"$TMP/in"
+# encrypt: IN through both targets at --start; it then decrypts back, and the
+# kernel's range A beside it is intact. IN not whole sectors, or too big: refused.
+head -c 16384 /dev/urandom >"$TMP/in"
 cp "$TMP/$name.img" "$TMP/enc.img"
-expect_exit 1 "$BLKCRYPT" luks encrypt --volume-key-file "$TMP/vk" "$TMP/in" "$TMP/enc.img"
-expect_one_error_line
-cmp "$TMP/$name.img" "$TMP/enc.img" || fail "a refused encrypt changed IMAGE"
+"$BLKCRYPT" luks encrypt --volume-key-file "$TMP/vk" --start 2048 "$TMP/in" "$TMP/enc.img" || fail "encrypt"
+"$BLKCRYPT" luks decrypt --volume-key-file "$TMP/vk" --start 2048 --size 32 "$TMP/enc.img" "$TMP/back" || fail "decrypt after encrypt"
+cmp "$TMP/in" "$TMP/back" || fail "encrypt's data does not decrypt back"
+"$BLKCRYPT" luks decrypt --volume-key-file "$TMP/vk" --start 16 --size 72 "$TMP/enc.img" "$TMP/back" || fail "range A after encrypt"
+[[ $(sha256sum <"$TMP/back" | cut -c1-64) == "$(grep '^range A' "$GOLD/$name.info" | awk '{print $5}')" ]] ||
+    fail "encrypt changed range A"
+head -c 1000 /dev/urandom >"$TMP/odd"
+expect_exit 1 "$BLKCRYPT" luks encrypt --volume-key-file "$TMP/vk" "$TMP/odd" "$TMP/enc.img"
+head -c $((8 << 20)) /dev/zero >"$TMP/big"
+expect_exit nonzero "$BLKCRYPT" luks encrypt --volume-key-file "$TMP/vk" "$TMP/big" "$TMP/enc.img"
+cp "$TMP/enc.img" "$TMP/enc2.img"
 
 # serve: read-write through both targets; what a client writes decrypts back,
 # and a written block that was a hole reads from then on.
