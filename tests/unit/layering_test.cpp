@@ -34,7 +34,8 @@ TEST_CASE("verity sources include no dm-crypt header", "[layering]") {
 
 // Folder -> the header folders (<blkcrypt/NAME/...>) its sources may
 // include; "" is the core's top level, "internal" the core's internals. The
-// dm layer sits on verity (a table may hold verity lines), the formats on dm
+// dm layer sits on verity (a table may hold verity lines) and on integrity's
+// TaggedDevice (dm-crypt's integrity feature stacks on it), the formats on dm
 // (they unlock to a dm table), the NBD server on dm's BlockDevice alone.
 TEST_CASE("each layer includes only the layers below it", "[layering]") {
     namespace fs = std::filesystem;
@@ -49,7 +50,7 @@ TEST_CASE("each layer includes only the layers below it", "[layering]") {
         {"templates", core},
         {"verity", with({"verity"})},
         {"integrity", with({"integrity"})},
-        {"dmcrypt", with({"dm", "verity"})},
+        {"dmcrypt", with({"dm", "verity", "integrity"})},
         {"luks", with({"luks", "dm", "verity"})},
         {"tcrypt", with({"tcrypt", "dm", "verity"})},
         {"bitlk", with({"bitlk", "dm", "verity", "luks"})},      // luks: key dump lines

@@ -45,7 +45,7 @@ Result<AeadLayout> aead_layout(Registry& reg, const CryptTable& table);
 
 struct AeadCryptOptions {
     unsigned threads = 0;                 // crypt workers; 0 = one per core
-    std::size_t chunk = 64 * 1024;        // bytes of an I/O one worker converts at a time
+    std::size_t chunk = 256 * 1024;       // bytes of an I/O one worker converts at a time
     std::size_t queue_depth = 0;          // chunks in flight before submit blocks; 0 = 4 per worker
     bool read_only = false;
     // Each failed sector conversion of a read (BadMsg: the tag does not
