@@ -18,6 +18,7 @@
 
 #include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/luks/container.hpp>
+#include <blkcrypt/random.hpp>
 #include <blkcrypt/luks/convert.hpp>
 #include <blkcrypt/luks/fs_probe.hpp>
 #include <blkcrypt/luks/luks1.hpp>
@@ -232,7 +233,24 @@ public:
         vol_.emplace(unlock_volume(vm, d, true));
         if (vm["verbose"].as<bool>()) std::cout << "Key slot " << vol_->keyslot << " unlocked.\n";
     }
-    blkcrypt::Result<blkcrypt::dm::DmTable> table() const override { return luks::dm_table(*vol_, *store, path); }
+    blkcrypt::Result<blkcrypt::dm::DmTable> table() const override {
+        if (vol_->integrity) return luks::dm_table(*vol_, *store, "/dev/mapper/" + mapping_name() + "_dif");
+        return luks::dm_table(*vol_, *store, path);
+    }
+    // LUKS2 --integrity: NAME_dif, the dm-integrity device on the data device.
+    blkcrypt::Result<std::vector<NamedTable>> lower_tables() const override {
+        if (!vol_ || !vol_->integrity) return std::vector<NamedTable>{};
+        auto line = luks::integrity_table_line(*vol_, *store, path);
+        if (!line) return line.error();
+        return std::vector<NamedTable>{{mapping_name() + "_dif", *line}};
+    }
+    std::shared_ptr<blkcrypt::dm::BlockDevice> stacked_device(bool read_only, unsigned threads) const override {
+        auto dev = luks::integrity_device(registry(), *vol_, store, {.read_only = read_only, .threads = threads});
+        if (!dev) throw Failure(path + ": " + dev.error().message);
+        return std::move(dev).value();
+    }
+    // As systemd-cryptsetup names a LUKS mapping: luks-UUID.
+    std::string mapping_name() const override { return "luks-" + vol_->uuid; }
     // luksDump, --dump-json-metadata's JSON, or --json's object (docs/json.md).
     std::string dump() const override {
         refuse_given(vm_, {"key-slot"}, "only with --dump-volume-key");
@@ -297,6 +315,62 @@ int run_copy(const po::variables_map& vm, ImageCopy& job, const std::string& ima
     return 0;
 }
 
+// LUKS2 --integrity: the plaintext read through the two stacked targets
+// (luks::integrity_device), --start/--size in 512-byte sectors of it. A
+// block whose tag fails (tampered, or never written since a format with
+// --integrity-no-wipe) fails the command naming the sector, as the kernel's
+// read fails with EIO; OUT is then left as it was.
+int decrypt_integrity(const po::variables_map& vm, const luks::Volume& vol, const std::string& image, Output& out) {
+    constexpr uint64_t kSec = 512;  // --start and --size units
+    auto data = blkcrypt::open_file_store(image, false);
+    if (!data) throw Failure(data.error().message);
+    const unsigned threads = vm.count("threads") ? vm["threads"].as<unsigned>() : 0u;
+    auto dev = luks::integrity_device(registry(), vol, *data, {.read_only = true, .threads = threads});
+    if (!dev) throw Failure(image + ": " + dev.error().message);
+    const uint64_t total = (*dev)->size() / kSec;
+    const uint64_t step = vol.table.sector_size / kSec;
+    const uint64_t start = vm.count("start") ? vm["start"].as<uint64_t>() : 0;
+    if (start % step)
+        throw UsageError("--start must be a multiple of the sector size (" + std::to_string(step) + " sectors)");
+    if (start >= total)
+        throw UsageError("--start " + std::to_string(start) + " is past the " + std::to_string(total) +
+                         " sectors of the data segment");
+    uint64_t n = total - start;
+    if (vm.count("size")) {
+        n = vm["size"].as<uint64_t>();
+        if (n % step)
+            throw UsageError("--size must be a multiple of the sector size (" + std::to_string(step) + " sectors)");
+        if (n > total - start)
+            throw UsageError("--size " + std::to_string(n) + " is more than the " + std::to_string(total - start) +
+                             " sectors of the data segment" + (start ? " after --start" : ""));
+    }
+    if (out.kind() == Output::Kind::Temp) out.reserve(n * kSec);
+    blkcrypt::SecureBuffer buf(1u << 20);
+    for (uint64_t at = 0; at < n * kSec;) {
+        const std::size_t len = static_cast<std::size_t>(std::min<uint64_t>(buf.size(), n * kSec - at));
+        const blkcrypt::Bytes chunk = buf.span().first(len);
+        if (blkcrypt::Status st = blkcrypt::dm::read_sync(**dev, start * kSec + at, chunk);
+            st != blkcrypt::Status::Ok) {
+            // The engine names the failing sector; read it alone for its words.
+            std::string why = blkcrypt::to_string(st);
+            for (uint64_t b = 0; b < len; b += vol.table.sector_size) {
+                auto one = buf.span().subspan(b, vol.table.sector_size);
+                if (blkcrypt::dm::read_sync(**dev, start * kSec + at + b, one) != blkcrypt::Status::Ok) {
+                    why = "sector " + std::to_string(start + (at + b) / kSec) +
+                          " fails its integrity check (never written since a format with --integrity-no-wipe, "
+                          "or changed since)";
+                    break;
+                }
+            }
+            throw Failure(image + ": " + why);
+        }
+        out.write(chunk);
+        at += len;
+    }
+    out.commit();
+    return 0;
+}
+
 int run_decrypt(const po::variables_map& vm, const std::vector<std::string>& files) {
     if (files.size() != 2) throw UsageError("luks decrypt needs IMAGE and OUT");
     const std::string& image = files[0];
@@ -313,6 +387,7 @@ int run_decrypt(const po::variables_map& vm, const std::vector<std::string>& fil
                                                   {"the passphrase file", passphrase_path}}});
     const Devices d = open_devices(vm, image);
     const luks::Volume vol = unlock_volume(vm, d);
+    if (vol.integrity) return decrypt_integrity(vm, vol, image, out);
     ImageCopy job{.encrypt = false, .in_path = image, .out = out, .table = vol.table, .offset_from_header = true};
     set_range(vm, job, vol.length_sectors);
     return run_copy(vm, job, image);
@@ -413,7 +488,25 @@ luks::FormatOptions format_options(const po::variables_map& vm, bool detached) {
     if (vm.count("subsystem")) o.subsystem = vm["subsystem"].as<std::string>();
     if (vm.count("luks2-metadata-size")) o.metadata_size = vm["luks2-metadata-size"].as<uint64_t>();
     if (vm.count("luks2-keyslots-size")) o.keyslots_size = vm["luks2-keyslots-size"].as<uint64_t>();
+    if (vm.count("integrity")) o.integrity = vm["integrity"].as<std::string>();
+    for (const char* opt : {"integrity-no-wipe", "integrity-legacy-padding"})
+        if (vm[opt].as<bool>() && o.integrity.empty()) throw UsageError(std::string("--") + opt + " needs --integrity");
     return o;
+}
+
+// luksFormat --integrity's second half: the dm-integrity superblock and
+// journal at the data offset of the data device, then (without
+// --integrity-no-wipe) every block's AEAD of zeros, as cryptsetup's wipe.
+void format_integrity_data(const po::variables_map& vm, blkcrypt::BackingStore& header, const std::string& data_path,
+                           const blkcrypt::SecureBuffer& vk) {
+    auto vol = luks::open_with_volume_key(registry(), header, vk);
+    if (!vol) throw Failure(vol.error().message);
+    auto data = blkcrypt::open_file_store(data_path, true);
+    if (!data) throw Failure(data.error().message);
+    luks::IntegrityFormatOptions io;
+    io.no_wipe = vm["integrity-no-wipe"].as<bool>();
+    io.legacy_padding = vm["integrity-legacy-padding"].as<bool>();
+    if (auto r = luks::format_integrity(registry(), *vol, *data, io); !r) throw Failure(data_path + ": " + r.error().message);
 }
 
 // The options are checked and the layout known before anything is asked or
@@ -438,7 +531,14 @@ int run_format(const po::variables_map& vm, const std::vector<std::string>& file
     grow_file(target, layout.file_size);
     auto store = blkcrypt::open_file_store(target, true);
     if (!store) throw Failure(store.error().message);
+    // --integrity: the volume key is made here, to open the new header with
+    // and lay the dm-integrity device out on the data device.
+    if (!o.integrity.empty() && vk.size() == 0) {
+        vk = blkcrypt::SecureBuffer(layout.key_size);
+        if (auto r = blkcrypt::random_bytes(vk.span()); !r) throw Failure(r.error().message);
+    }
     usage_or_fail(luks::format(registry(), **store, o, vk, pass));
+    if (!o.integrity.empty()) format_integrity_data(vm, **store, into ? into->path : image, vk);
     if (!into && !detached && layout.data_offset >= (*store)->size())
         std::cerr << "Device " << image << " is too small for activation, there is no remaining space for data.\n";
     return 0;
@@ -539,6 +639,63 @@ int run_encrypt_format(const po::variables_map& vm, const std::vector<std::strin
     return run_copy(vm, job, image);
 }
 
+// LUKS2 --integrity: IN written through the two stacked targets (the
+// integrity one in journal mode, as cryptsetup loads it, so an interrupted
+// run leaves every block old or new with a valid tag), from --start
+// (512-byte sectors of the mapping). IN must be whole sectors and fit.
+int encrypt_integrity(const po::variables_map& vm, const luks::Volume& vol, const std::string& in_path,
+                      const std::string& image, Output& out) {
+    constexpr uint64_t kSec = 512;
+    const uint32_t ss = vol.table.sector_size;
+    auto data = blkcrypt::open_file_store(out.write_path(), true);
+    if (!data) throw Failure(data.error().message);
+    const unsigned threads = vm.count("threads") ? vm["threads"].as<unsigned>() : 0u;
+    auto dev = luks::integrity_device(registry(), vol, *data, {.read_only = false, .threads = threads});
+    if (!dev) throw Failure(image + ": " + dev.error().message);
+    const uint64_t total = (*dev)->size();
+    const uint64_t start = (vm.count("start") ? vm["start"].as<uint64_t>() : 0) * kSec;
+    if (start % ss) throw UsageError("--start must be a multiple of the sector size (" + std::to_string(ss / kSec) + " sectors)");
+    if (start >= total) throw UsageError("--start is past the " + std::to_string(total / kSec) + " sectors of the data segment");
+    const uint64_t limit = vm.count("size") ? vm["size"].as<uint64_t>() * kSec : total - start;
+    if (limit % ss) throw UsageError("--size must be a multiple of the sector size (" + std::to_string(ss / kSec) + " sectors)");
+    if (limit > total - start)
+        throw UsageError("--size is more than the " + std::to_string((total - start) / kSec) + " sectors of the data segment");
+    const int fd = in_path == "-" ? STDIN_FILENO : ::open(in_path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw Failure(in_path + ": " + std::strerror(errno));
+    struct stat st {};
+    if (!vm.count("size") && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && uint64_t(st.st_size) > limit)
+        throw UsageError(in_path + ": " + std::to_string(st.st_size) + " bytes do not fit the " +
+                         std::to_string(limit) + " bytes of the data segment of " + image);
+    blkcrypt::SecureBuffer buf(1u << 20);
+    uint64_t done = 0;
+    for (bool eof = false; !eof && done < limit;) {
+        std::size_t have = 0;
+        const std::size_t want = static_cast<std::size_t>(std::min<uint64_t>(buf.size(), limit - done));
+        while (have < want) {
+            const ssize_t n = ::read(fd, buf.data() + have, want - have);
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0) throw Failure(in_path + ": " + std::strerror(errno));
+            if (n == 0) { eof = true; break; }
+            have += static_cast<std::size_t>(n);
+        }
+        if (have % ss)
+            throw Failure(in_path + ": its size is not a multiple of the sector size " + std::to_string(ss));
+        if (have && blkcrypt::dm::write_sync(**dev, start + done, blkcrypt::ConstBytes(buf.data(), have)) !=
+                        blkcrypt::Status::Ok)
+            throw Failure(image + ": cannot write at byte " + std::to_string(start + done) + " of the mapping");
+        done += have;
+    }
+    if (!vm.count("size") && done == limit) {
+        char extra = 0;
+        if (::read(fd, &extra, 1) == 1) throw UsageError(in_path + ": does not fit the data segment of " + image);
+    }
+    if (fd != STDIN_FILENO) ::close(fd);
+    if ((*dev)->flush() != blkcrypt::Status::Ok) throw Failure(image + ": cannot flush");
+    dev->reset();
+    out.commit();
+    return 0;
+}
+
 int run_encrypt(const po::variables_map& vm, const std::vector<std::string>& files) {
     if (vm["format"].as<bool>()) return run_encrypt_format(vm, files);
     refuse_given(vm, {"type", "cipher", "key-size", "offset", "align-payload", "verify-passphrase", "sector-size",
@@ -560,6 +717,7 @@ int run_encrypt(const po::variables_map& vm, const std::vector<std::string>& fil
                                     .inputs = {{"IN", in_path}, {"the header", header}, {"the key file", key_path}}});
     const Devices d = open_devices(vm, image);
     const luks::Volume vol = unlock_volume(vm, d);
+    if (vol.integrity) return encrypt_integrity(vm, vol, in_path, image, out);
     auto data = blkcrypt::open_file_store(image, false);
     if (!data) throw Failure(data.error().message);
     const uint64_t start = vol.table.offset * kSector;
@@ -887,6 +1045,13 @@ void add_options(CommandLine& cl) {
         ("pbkdf-parallel", number_value<unsigned>(1, 4)->value_name("N"), "Argon2 threads (default: up to 4, one per core)")
         ("sector-size", number_value<unsigned>(512, 4096)->value_name("BYTES"),
          "format: LUKS2 encryption sector size (default: 4096, as cryptsetup picks for an image file)")
+        ("integrity", po::value<std::string>()->value_name("ALG"),
+         "format: LUKS2 with dm-integrity under dm-crypt: hmac-sha256, hmac-sha512, hmac-sha1, cmac-aes (with an "
+         "XTS or CBC cipher), aead (aes-gcm-random, aes-ccm-random, aegis128-random), poly1305 (chacha20-random)")
+        ("integrity-legacy-padding", po::bool_switch(),
+         "format --integrity: dm-integrity without fix_padding, as kernels before 4.19 laid it out")
+        ("integrity-no-wipe", po::bool_switch(),
+         "format --integrity: leave the data and tags unwritten (every sector fails to read until written)")
         ("label", po::value<std::string>()->value_name("LABEL"), "format: LUKS2 label")
         ("subsystem", po::value<std::string>()->value_name("NAME"), "format: LUKS2 subsystem")
         ("priority", po::value<std::string>()->value_name("ignore|normal|prefer"), "config: keyslot priority ignore, normal or prefer (with --key-slot)")
@@ -930,6 +1095,7 @@ void add_options(CommandLine& cl) {
     only_for(cl, {"format", "encrypt"}, {"cipher", "key-size", "offset", "align-payload", "verify-passphrase",
                                          "sector-size", "luks2-metadata-size", "luks2-keyslots-size"});
     only_for(cl, {"format", "config", "encrypt"}, {"label", "subsystem"});
+    only_for(cl, {"format"}, {"integrity", "integrity-no-wipe", "integrity-legacy-padding"});
     only_for(cl, {"format", "test-passphrase", "decrypt", "serve", "table", "encrypt", "add-key"}, {"volume-key-file"});
     only_for(cl, {"format", "uuid", "encrypt"}, {"uuid"});
 }

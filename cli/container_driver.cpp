@@ -153,6 +153,16 @@ std::unique_ptr<OpenedContainer> unlocked(const ContainerFormat& f, const po::va
     return c;
 }
 
+// A stacked table's device needs its lower tables built first; refused
+// until the dm layer builds dm-integrity lines.
+void refuse_stacked(const OpenedContainer& c, const std::string& action) {
+    auto lower = c.lower_tables();
+    if (!lower) throw Failure(lower.error().message);
+    if (!lower->empty())
+        throw Failure(c.path + ": " + action + " of a container stacked on dm-integrity (LUKS2 --integrity) is not "
+                      "supported yet; `table` prints both tables");
+}
+
 int run_decrypt(const ContainerFormat& f, const po::variables_map& vm, const ActionArgs& a) {
     if (a.files.size() != 2) throw UsageError(f.name + " decrypt needs IMAGE and OUT");
     const std::string& image = a.files[0];
@@ -177,6 +187,7 @@ int run_decrypt(const ContainerFormat& f, const po::variables_map& vm, const Act
     }
     c->unlock(vm);
     if (room.valid()) room.get();  // its Failure (a full disk), if any
+    refuse_stacked(*c, "decrypt");
     const blkcrypt::dm::DmTable table = checked_table(*c);
     copy_table({.table = table, .store = c->store, .out = out, .name = image,
                 .threads = vm.count("threads") ? vm["threads"].as<unsigned>() : 0u,
@@ -185,10 +196,31 @@ int run_decrypt(const ContainerFormat& f, const po::variables_map& vm, const Act
     return 0;
 }
 
+// The table action: with lower tables (LUKS2 --integrity), every table as
+// `dmsetup table` lists several devices, "NAME: line", lowest first.
+int run_table(const ContainerFormat& f, const po::variables_map& vm, const ActionArgs& a) {
+    const auto c = unlocked(f, vm, one_file(f, a), false);
+    auto lower = c->lower_tables();
+    if (!lower) throw Failure(lower.error().message);
+    if (lower->empty()) return print_table(vm, c->table());
+    const blkcrypt::dm::DmTable top = checked_table(*c);
+    for (const auto& t : *lower) std::cout << t.name << ": " << t.text;
+    std::cout << c->mapping_name() << ": " << blkcrypt::dm::format_dm_table(top, vm["show-key"].as<bool>());
+    return 0;
+}
+
 // The plaintext over NBD, read-write unless --read-only, as `cryptsetup open`
 // maps it: a write lands encrypted in place.
 int run_serve(const ContainerFormat& f, const po::variables_map& vm, const ActionArgs& a) {
     const auto c = unlocked(f, vm, one_file(f, a), !vm["read-only"].as<bool>());
+    auto lower = c->lower_tables();
+    if (!lower) throw Failure(lower.error().message);
+    if (!lower->empty()) {
+        block_stop_signals();
+        auto dev = c->stacked_device(vm["read-only"].as<bool>(), vm.count("threads") ? vm["threads"].as<unsigned>() : 0u);
+        if (!dev) refuse_stacked(*c, "serve");
+        return serve_device(vm, std::move(dev));
+    }
     block_stop_signals();  // after the KDF, before the targets' threads exist
     const blkcrypt::dm::DmTable table = checked_table(*c);
     return serve_table(vm, table, c->store, c->serve_how(table));
@@ -216,7 +248,7 @@ int run_container(const ContainerFormat& f, Args args) {
         if (a.action == "decrypt") return run_decrypt(f, *vm, a);
         if (a.action == "serve") return run_serve(f, *vm, a);
         // The dm table the activation loads, keys hidden unless --show-key.
-        if (a.action == "table") return print_table(*vm, unlocked(f, *vm, one_file(f, a), false)->table());
+        if (a.action == "table") return run_table(f, *vm, a);
     }
     const std::vector<Action> all = actions(f);
     std::string list;

@@ -40,6 +40,20 @@ public:
     // ContainerFormat::precheck) the table with an empty key: what the
     // activation refuses, refused before the secret is asked for.
     virtual blkcrypt::Result<blkcrypt::dm::DmTable> table() const = 0;
+    // The tables table()'s lines stack on, loaded first, as (NAME, table
+    // text as dmsetup prints it): LUKS2 --integrity's NAME_dif under the
+    // crypt table, which names it /dev/mapper/NAME_dif. None for most formats.
+    struct NamedTable {
+        std::string name, text;
+    };
+    virtual blkcrypt::Result<std::vector<NamedTable>> lower_tables() const { return std::vector<NamedTable>{}; }
+    // With lower tables: the device the stack makes, for serve (the dm
+    // layer builds one table at a time; the format stacks its own).
+    virtual std::shared_ptr<blkcrypt::dm::BlockDevice> stacked_device(bool /*read_only*/, unsigned /*threads*/) const {
+        return nullptr;
+    }
+    // The name the top table gets beside lower tables (dmsetup's NAME).
+    virtual std::string mapping_name() const { return ""; }
     // What dump prints; the volume-key dump after unlock().
     virtual std::string dump() const = 0;
     virtual blkcrypt::SecureBuffer dump_volume_key() const = 0;

@@ -26,6 +26,11 @@ public:
     Result<dm::DmTable> unlock(ConstBytes secret) override {
         auto vol = luks::open(reg_, *header_, secret);
         if (!vol) return vol.error();
+        // One table cannot hold LUKS2 --integrity's stack (dm-crypt over
+        // dm-integrity); `blkcrypt luks table` prints both.
+        if (vol->integrity)
+            return make_error(Status::Unsupported, path_ + ": LUKS2 with integrity (" + vol->integrity->type +
+                                                       ") maps to two stacked tables: use blkcrypt luks");
         auto table = luks::dm_table(*vol, *image_, path_);
         if (!table) return table.error();
         key_ = vol->table.key;

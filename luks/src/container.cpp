@@ -90,7 +90,18 @@ Result<Volume> open_with_volume_key(Registry& reg, BackingStore& header, ConstBy
     return luks1_volume(*h, SecureBuffer(volume_key), -1);  // no keyslot was used
 }
 
+// luks2_integrity.cpp: the dm-integrity device's size.
+Result<uint64_t> integrity_provided_sectors(const Volume& vol, BackingStore& data);
+
 Result<dm::DmTable> dm_table(const Volume& vol, BackingStore& data, const std::string& device) {
+    if (vol.integrity) {
+        // cryptsetup maps the crypt target over the whole integrity device
+        // (a dynamic segment: LUKS2 --integrity never sets a size).
+        auto provided = integrity_provided_sectors(vol, data);
+        if (!provided) return provided.error();
+        if (*provided == 0) return make_error(Status::Invalid, "the dm-integrity device provides no sectors");
+        return dm::DmTable{dm::crypt_line(vol.table, *provided, device)};
+    }
     const uint64_t sectors = data.size() / 512;
     if (sectors <= vol.table.offset)
         return make_error(Status::Invalid, (data.name().empty() ? std::string("the data device") : data.name()) +

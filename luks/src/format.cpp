@@ -127,6 +127,17 @@ Result<void> prepare_luks2(const FormatOptions& o, const KeyslotOptions& k, Prep
     luks2::copy_keyslot_costs(f, k);
     f.cipher = o.cipher;
     f.key_size = p.layout.key_size;
+    if (!o.integrity.empty()) {
+        // cryptsetup's --integrity names (crypt_parse_integrity_mode) to the
+        // kernel's, which the segment stores.
+        std::string t = o.integrity;
+        if (t.starts_with("hmac-") || t.starts_with("cmac-")) t = t.substr(0, 4) + "(" + t.substr(5) + ")";
+        auto prof = integrity_profile(o.cipher, t);
+        if (!prof) return refuse("Integrity " + o.integrity + " is not supported with cipher " + o.cipher + ".");
+        f.integrity = t;
+        f.key_size += prof->key_size;
+        p.layout.key_size = f.key_size;
+    }
     if (o.sector_size) {
         f.sector_size = *o.sector_size;
         if (f.sector_size < 512 || f.sector_size > 4096 || !is_power_of_two(f.sector_size))
@@ -199,6 +210,8 @@ Result<Prepared> prepare(Registry& reg, const FormatOptions& o) {
     Prepared p;
     p.layout.version = o.version;
     p.layout.key_size = bits / 8;
+    if (v1 && !o.integrity.empty())
+        return make_error(Status::Invalid, "Integrity option can be used only for LUKS2 format.");
     Result<void> r = v1 ? prepare_luks1(reg, o, *k, p) : prepare_luks2(o, *k, p);
     if (!r) return r.error();
     return p;

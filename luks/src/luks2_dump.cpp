@@ -112,7 +112,7 @@ std::string dump(const Metadata& md) {
         if (s.type == "crypt") {
             o += "\tcipher: " + s.encryption + "\n";
             appendf(o, "\tsector: %u [bytes]\n", s.sector_size);
-            if (s.integrity) o += "\tintegrity: " + *s.integrity + "\n";
+            if (s.integrity) o += "\tintegrity: " + s.integrity->type + "\n";
         }
         if (!s.flags.empty()) {
             o += "\tflags : " + s.flags[0];

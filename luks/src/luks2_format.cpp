@@ -61,6 +61,16 @@ Result<void> encrypt_area(Registry& reg, const std::string& cipher, ConstBytes k
     return {};
 }
 
+// The keyslot area's cipher and key bytes: the segment's, except that a
+// segment with integrity (an AEAD or random IVs: nothing a keyslot area can
+// use) gets cryptsetup's default aes-xts-plain64 with a 512-bit key
+// (LUKS2_keyslot_cipher_incompatible).
+std::pair<std::string, std::size_t> keyslot_cipher(const std::string& segment_cipher, bool integrity,
+                                                   std::size_t vk_size) {
+    if (integrity) return {"aes-xts-plain64", 64};
+    return {segment_cipher, vk_size};
+}
+
 struct NewKeyslot {
     json obj;
     std::vector<uint8_t> area;  // encrypted AF data, padded to 4 KiB
@@ -70,7 +80,7 @@ struct NewKeyslot {
 // cipher, which encrypts the AF-split volume key (cryptsetup: the area
 // cipher and key size are the segment's).
 Result<NewKeyslot> make_keyslot(Registry& reg, ConstBytes vk, ConstBytes passphrase, const KeyslotOptions& o,
-                                const std::string& cipher, uint64_t area_offset) {
+                                const std::string& cipher, std::size_t area_key_size, uint64_t area_offset) {
     const bool argon = o.pbkdf == "argon2i" || o.pbkdf == "argon2id";
     if (!argon && o.pbkdf != "pbkdf2") return bad("unknown PBKDF " + o.pbkdf);
     if (o.priority < 0 || o.priority > 2) return bad("priority must be 0, 1 or 2");
@@ -101,7 +111,7 @@ Result<NewKeyslot> make_keyslot(Registry& reg, ConstBytes vk, ConstBytes passphr
     out.area.assign(static_cast<std::size_t>((af_bytes + 4095) / 4096 * 4096), 0);
     std::vector<uint8_t> kdf_salt(32);
     if (auto r = random_bytes(kdf_salt); !r) return r.error();
-    SecureBuffer area_key(vk.size());
+    SecureBuffer area_key(area_key_size);
     Result<void> kr =
         argon ? argon2(o.pbkdf == "argon2id" ? Argon2Type::Id : Argon2Type::I, passphrase, kdf_salt, iterations,
                        memory, parallel, area_key.span())
@@ -129,7 +139,7 @@ Result<NewKeyslot> make_keyslot(Registry& reg, ConstBytes vk, ConstBytes passphr
     out.obj["key_size"] = vk.size();
     out.obj["af"] = json{{"type", "luks1"}, {"stripes", 4000}, {"hash", o.hash}};
     out.obj["area"] = json{{"type", "raw"}, {"offset", u64s(area_offset)}, {"size", u64s(out.area.size())},
-                            {"encryption", cipher}, {"key_size", vk.size()}};
+                            {"encryption", cipher}, {"key_size", area_key_size}};
     out.obj["kdf"] = kdf;
     if (o.priority != 1) out.obj["priority"] = o.priority;
     return out;
@@ -163,7 +173,11 @@ Result<luks::Volume> format(Registry& reg, BackingStore& header, ConstBytes pass
     if (!luks::valid_uuid(uuid)) return bad("Wrong LUKS UUID format provided.");
     if (o.label.size() >= 48 || o.subsystem.size() >= 48) return bad("label and subsystem: at most 47 characters");
     // The data cipher must exist and take this key before anything is written.
-    {
+    if (!o.integrity.empty()) {
+        auto prof = luks::integrity_profile(o.cipher, o.integrity);
+        if (!prof) return prof.error();
+        if (o.key_size <= prof->key_size) return bad("the volume key has no room for the cipher key");
+    } else {
         Result<dm::CryptTable> t = dm::parse_cipher_spec(o.cipher);
         if (!t) return t.error();
     }
@@ -181,7 +195,8 @@ Result<luks::Volume> format(Registry& reg, BackingStore& header, ConstBytes pass
     if (auto r = random_bytes(digest_salt); !r) return r.error();
     KeyslotOptions ko;
     copy_keyslot_costs(ko, o);
-    Result<NewKeyslot> nk = make_keyslot(reg, vk, passphrase, ko, o.cipher, area_offset);
+    const auto [area_cipher, area_key] = keyslot_cipher(o.cipher, !o.integrity.empty(), vk.size());
+    Result<NewKeyslot> nk = make_keyslot(reg, vk, passphrase, ko, area_cipher, area_key, area_offset);
     if (!nk) return nk.error();
     if (nk->area.size() > ks_size) return bad("the keyslots area is too small for one keyslot");
     std::vector<uint8_t>& area = nk->area;
@@ -199,6 +214,9 @@ Result<luks::Volume> format(Registry& reg, BackingStore& header, ConstBytes pass
     root["tokens"] = json::object();
     root["segments"]["0"] = json{{"type", "crypt"}, {"offset", u64s(o.data_offset)}, {"size", "dynamic"},
                                  {"iv_tweak", "0"}, {"encryption", o.cipher}, {"sector_size", o.sector_size}};
+    if (!o.integrity.empty())
+        root["segments"]["0"]["integrity"] =
+            json{{"type", o.integrity}, {"journal_encryption", "none"}, {"journal_integrity", "none"}};
     root["digests"]["0"] = json{{"type", "pbkdf2"},
                                 {"keyslots", json::array({std::to_string(o.keyslot)})},
                                 {"segments", json::array({"0"})},
@@ -312,12 +330,13 @@ Result<int> add_keyslot(Registry& reg, BackingStore& header, ConstBytes volume_k
     } else if (md.keyslots.count(k)) {
         return make_error(Status::Invalid, "Key slot " + std::to_string(k) + " is full, please select another one.");
     }
-    const std::string cipher = md.segments.at(0).encryption;
+    const auto [cipher, area_key] = keyslot_cipher(md.segments.at(0).encryption,
+                                                   md.segments.at(0).integrity.has_value(), volume_key.size());
     Result<uint64_t> gap = find_gap(md, volume_key.size());
     if (!gap) return gap.error();
     const uint64_t at = *gap;
 
-    Result<NewKeyslot> nk = make_keyslot(reg, volume_key, passphrase, o, cipher, at);
+    Result<NewKeyslot> nk = make_keyslot(reg, volume_key, passphrase, o, cipher, area_key, at);
     if (!nk) return nk.error();
     json root = json::parse(md.json, nullptr, false);
     root["keyslots"][std::to_string(k)] = nk->obj;
@@ -374,7 +393,8 @@ Result<int> change_keyslot(Registry& reg, BackingStore& header, ConstBytes old_p
     if (!gap) return gap.error();
     KeyslotOptions ko = o;
     ko.priority = old_ks.priority;
-    Result<NewKeyslot> nk = make_keyslot(reg, v->table.key, new_passphrase, ko, old_ks.area_encryption, *gap);
+    Result<NewKeyslot> nk =
+        make_keyslot(reg, v->table.key, new_passphrase, ko, old_ks.area_encryption, old_ks.area_key_size, *gap);
     if (!nk) return nk.error();
     json root = json::parse(md.json, nullptr, false);
     root["keyslots"][std::to_string(k)] = nk->obj;

@@ -272,9 +272,16 @@ Result<void> parse_crypt_segment(const std::string& where, const json& o, Segmen
     s.sector_size = *ss;
     if (const json* integ = member(o, "integrity")) {
         auto t = get_string(*integ, "type");
-        if (!t || !get_string(*integ, "journal_encryption") || !get_string(*integ, "journal_integrity"))
-            return bad(where + ": integrity needs type, journal_encryption, journal_integrity");
-        s.integrity = *t;
+        auto je = get_string(*integ, "journal_encryption");
+        auto ji = get_string(*integ, "journal_integrity");
+        if (!t || !je || !ji) return bad(where + ": integrity needs type, journal_encryption, journal_integrity");
+        SegmentIntegrity si{*t, *je, *ji, std::nullopt};
+        if (member(*integ, "key_size")) {
+            auto ks = get_u32(*integ, "key_size");
+            if (!ks || *ks == 0) return bad(where + ": integrity key_size must be a positive number");
+            si.key_size = *ks;
+        }
+        s.integrity = std::move(si);
     }
     return {};
 }

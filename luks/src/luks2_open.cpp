@@ -105,8 +105,21 @@ Result<luks::Volume> volume_from_key(Registry& reg, const Metadata& md, ConstByt
     if (sit == md.segments.end() || sit->second.type != "crypt")
         return make_error(Status::Unsupported, "LUKS2 segment 0 is not a crypt segment");
     const Segment& seg = sit->second;
-    if (seg.integrity)
-        return make_error(Status::Unsupported, "LUKS2 segments with integrity (" + *seg.integrity + ") are not supported");
+    std::optional<luks::IntegrityProfile> profile;
+    if (seg.integrity) {
+        // LUKS2 writes no journal encryption or MAC (cryptsetup 2.6.1 refuses
+        // to activate one it did not write either).
+        if (seg.integrity->journal_encryption != "none" || seg.integrity->journal_integrity != "none")
+            return make_error(Status::Unsupported, "LUKS2 integrity with journal encryption or integrity (" +
+                                                       seg.integrity->journal_encryption + ", " +
+                                                       seg.integrity->journal_integrity + ") is not supported");
+        auto p = luks::integrity_profile(seg.encryption, seg.integrity->type);
+        if (!p) return p.error();
+        const uint32_t ikey = seg.integrity->key_size.value_or(p->key_size);
+        if (volume_key.size() <= ikey)
+            return make_error(Status::Invalid, "the volume key is too short for integrity " + seg.integrity->type);
+        profile = std::move(p).value();
+    }
     // The volume key must match the segment's digest.
     bool checked = false;
     for (const auto& [id, d] : md.digests) {
@@ -118,7 +131,11 @@ Result<luks::Volume> volume_from_key(Registry& reg, const Metadata& md, ConstByt
     }
     if (!checked) return make_error(Status::Invalid, "segment 0 has no digest");
 
-    Result<dm::CryptTable> table = dm::parse_cipher_spec(seg.encryption);
+    // With integrity the kernel's capi: AEAD over the dm-integrity device
+    // (the key "-" here, set below).
+    Result<dm::CryptTable> table =
+        profile ? dm::parse_crypt_args(profile->cipher + " - 0 1 integrity:" + std::to_string(profile->tag_size) + ":aead")
+                : dm::parse_cipher_spec(seg.encryption);
     if (!table) return table.error();
     table->key.assign(volume_key);
     table->sector_size = seg.sector_size;
@@ -127,7 +144,7 @@ Result<luks::Volume> volume_from_key(Registry& reg, const Metadata& md, ConstByt
     // writes data that way (tests/unit/luks2_test.cpp checks it).
     table->iv_large_sectors = false;
     table->iv_offset = seg.iv_tweak;
-    table->offset = seg.offset / 512;
+    table->offset = profile ? 0 : seg.offset / 512;  // integrity: sector 0 of NAME_dif
     for (const std::string& f : md.config.flags) {
         if (f == "allow-discards") table->allow_discards = true;
         else if (f == "same-cpu-crypt") table->same_cpu_crypt = true;
@@ -137,6 +154,7 @@ Result<luks::Volume> volume_from_key(Registry& reg, const Metadata& md, ConstByt
     }
     luks::Volume v{luks::Version::Luks2, md.hdr.uuid, md.hdr.label, std::move(*table),
                    seg.size ? *seg.size / 512 : 0, keyslot};
+    if (profile) v.integrity = luks::VolumeIntegrity{seg.integrity->type, seg.offset / 512, profile->tag_size};
     return v;
 }
 

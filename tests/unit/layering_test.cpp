@@ -51,7 +51,7 @@ TEST_CASE("each layer includes only the layers below it", "[layering]") {
         {"verity", with({"verity"})},
         {"integrity", with({"integrity"})},
         {"dmcrypt", with({"dm", "verity", "integrity"})},  // integrity: table lines, tagged devices
-        {"luks", with({"luks", "dm", "verity"})},
+        {"luks", with({"luks", "dm", "verity", "integrity"})},  // integrity: LUKS2 --integrity stacks on it
         {"tcrypt", with({"tcrypt", "dm", "verity"})},
         {"bitlk", with({"bitlk", "dm", "verity", "luks"})},      // luks: key dump lines
         {"fvault2", with({"fvault2", "dm", "verity", "luks"})},  // luks: base64

@@ -16,6 +16,7 @@
 #include <blkcrypt/status.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -36,6 +37,28 @@ enum class Version { Luks1 = 1, Luks2 = 2 };
 // an unknown version).
 Result<Version> detect(BackingStore& header);
 
+// A LUKS2 segment with integrity (luksFormat --integrity): dm-crypt runs over
+// a dm-integrity device whose superblock sits at the segment offset of the
+// data device (even with a detached header), as cryptsetup stacks them.
+struct VolumeIntegrity {
+    std::string type;        // the segment's "integrity" type: "hmac(sha256)", "aead", "poly1305"
+    uint64_t offset = 0;     // 512-byte sectors: the dm-integrity superblock on the data device
+    uint32_t tag_size = 0;   // bytes of tag per crypt sector (integrity:N:aead)
+};
+
+// What cryptsetup derives from a segment's cipher and integrity type
+// (cipher_c2dm, INTEGRITY_tag_size, crypt_parse_integrity_mode): the
+// kernel's capi: cipher, the tag bytes per sector and the integrity key
+// bytes at the end of the volume key (an HMAC's). Unsupported for pairs
+// cryptsetup 2.6.1 cannot map.
+struct IntegrityProfile {
+    std::string cipher;      // "capi:authenc(hmac(sha256),xts(aes))-plain64", "capi:gcm(aes)-random"
+    uint32_t tag_size = 0;   // auth tag + stored IV (random IVs)
+    uint32_t iv_stored = 0;  // bytes of the tag that are the IV
+    uint32_t key_size = 0;   // integrity key bytes (0 for aead, poly1305)
+};
+Result<IntegrityProfile> integrity_profile(std::string_view encryption, std::string_view integrity);
+
 struct Volume {
     Version version = Version::Luks1;
     std::string uuid, label;
@@ -44,6 +67,9 @@ struct Volume {
     dm::CryptTable table;
     uint64_t length_sectors = 0;  // 0 = to the end of the data device
     int keyslot = -1;             // the keyslot that opened it
+    // LUKS2 --integrity: then `table` (integrity fields set, offset 0) maps
+    // the dm-integrity device, not the data device.
+    std::optional<VolumeIntegrity> integrity;
 };
 
 // One set of options for both versions (luks2::OpenOptions is this struct).
@@ -72,8 +98,33 @@ Result<Volume> open_with_volume_key(Registry& reg, BackingStore& header, ConstBy
 
 // The table `cryptsetup open` loads: one crypt line over the data segment
 // of `data`, which the line names `device`. Invalid when `data` ends before
-// the payload or before a fixed-size segment's end.
+// the payload or before a fixed-size segment's end. With integrity, the line
+// maps the dm-integrity device (`device` is its name, /dev/mapper/NAME_dif)
+// over its whole provided size, read from the superblock on `data`.
 Result<dm::DmTable> dm_table(const Volume& vol, BackingStore& data, const std::string& device);
+
+// With integrity: the dm-integrity line cryptsetup loads as NAME_dif, as
+// the kernel reports it back (`dmsetup table`): `device` (naming `data`),
+// the segment offset, the tag size, J, block_size, the journal, interleave
+// and buffer sizes the kernel derives, fix_padding when the superblock has
+// it. NotFound without a dm-integrity superblock at the segment offset.
+Result<std::string> integrity_table_line(const Volume& vol, BackingStore& data, const std::string& device);
+
+// With integrity: the plaintext device cryptsetup's two tables make, built
+// as they stack: the dm-integrity target (journal mode; a committed journal
+// is replayed as the kernel replays it on open, or only shown when
+// read-only) on `data`, and the AEAD crypt target over its tags. A block
+// whose tag does not match (tampered, or never written since a format with
+// --integrity-no-wipe) fails to read with BadMsg naming its sector, as the
+// kernel's read fails with EIO ("INTEGRITY AEAD ERROR, sector N").
+struct IntegrityDeviceOptions {
+    bool read_only = true;
+    char mode = 'J';       // what cryptsetup loads; 'D' for format's wipe (CRYPT_ACTIVATE_NO_JOURNAL)
+    unsigned threads = 0;  // crypt workers; 0: one per core
+};
+Result<std::shared_ptr<dm::BlockDevice>> integrity_device(Registry& reg, const Volume& vol,
+                                                          std::shared_ptr<BackingStore> data,
+                                                          IntegrityDeviceOptions opts = {});
 
 // The KDF of a new keyslot, either version (cryptsetup's --pbkdf, --hash,
 // --pbkdf-force-iterations, --iter-time, --pbkdf-memory, --pbkdf-parallel).
@@ -121,7 +172,12 @@ struct FormatOptions {
     std::optional<uint32_t> sector_size;  // 512..4096
     std::string label, subsystem;
     std::optional<uint64_t> metadata_size, keyslots_size;  // bytes
-    // dm-integrity (--integrity) is not formatted yet.
+    // --integrity as cryptsetup takes it (hmac-sha256, hmac-sha512,
+    // hmac-sha1, cmac-aes, aead, poly1305); LUKS2 only. The volume key then
+    // holds the cipher key (--key-size) and the integrity key after it. The
+    // header is all format() writes: format_integrity then makes the data
+    // device's dm-integrity device.
+    std::string integrity;
 };
 
 // Where a checked format puts things, before anything is asked or written.
@@ -148,6 +204,25 @@ Result<FormatLayout> format_layout(Registry& reg, const FormatOptions& opts);
 // Errors as format_layout's; I/O errors keep their status.
 Result<void> format(Registry& reg, BackingStore& header, const FormatOptions& opts, ConstBytes volume_key,
                     ConstBytes passphrase);
+
+// luksFormat --integrity's second half, on the data device of a container
+// just formatted (vol: opened with its volume key): the 4 KiB superblock area
+// at the segment offset zeroed, the clean journal and the superblock the
+// kernel writes at format (initialize_superblock: no internal hash, so no
+// salt; fix_padding; journal mode), the superblock last after a flush. Then,
+// unless no_wipe, every block made valid as cryptsetup's wipe makes it: zeros
+// written through the crypt target (the AEAD of zeros and its tag; encrypted
+// zeros are not zeros, so the data is written). progress(done, total) may
+// stop the wipe (Interrupted). With no_wipe every block fails to read until
+// written, as with cryptsetup --integrity-no-wipe.
+struct IntegrityFormatOptions {
+    bool no_wipe = false;
+    bool legacy_padding = false;  // --integrity-legacy-padding: no fix_padding (superblock version 1)
+    unsigned threads = 0;
+    std::function<bool(uint64_t done, uint64_t total)> progress;
+};
+Result<void> format_integrity(Registry& reg, const Volume& vol, std::shared_ptr<BackingStore> data,
+                              const IntegrityFormatOptions& opts = {});
 
 // A passphrase's keyslot and the volume key it opened.
 struct Unlocked {

@@ -73,6 +73,15 @@ struct Digest {
     std::vector<uint8_t> salt, digest;
 };
 
+// A crypt segment's "integrity" object (luksFormat --integrity): dm-crypt
+// runs over a dm-integrity device at the segment's offset of the data device.
+struct SegmentIntegrity {
+    std::string type;                // "hmac(sha256)", "aead", "poly1305", ...
+    std::string journal_encryption;  // "none": cryptsetup 2.6.1 writes nothing else
+    std::string journal_integrity;   // "none"
+    std::optional<uint32_t> key_size;  // bytes; cryptsetup 2.8's optional "key_size"
+};
+
 struct Segment {
     std::string type;                 // "crypt", or "linear" during reencryption
     uint64_t offset = 0;              // bytes
@@ -80,7 +89,7 @@ struct Segment {
     uint64_t iv_tweak = 0;            // 512-byte sectors
     std::string encryption;           // crypt only
     uint32_t sector_size = 512;       // crypt only
-    std::optional<std::string> integrity;  // its "type", when present
+    std::optional<SegmentIntegrity> integrity;  // crypt only, when present
     std::vector<std::string> flags;
 };
 
@@ -192,6 +201,9 @@ struct FormatOptions {
     std::string label, subsystem, uuid;  // uuid empty: a random one
     int keyslot = 0;
     ConstBytes volume_key = {};        // empty: a random key
+    // The segment's integrity type, kernel form ("hmac(sha256)", "aead",
+    // "poly1305"); empty: none. key_size then counts the integrity key too.
+    std::string integrity;
 };
 
 // Writes the keyslot area, then the primary and the secondary header copy
