@@ -1,0 +1,119 @@
+// The dm-integrity target on image files: the kernel's table arguments, its
+// superblock and geometry, data and tags read and written where the kernel
+// keeps them (drivers/md/dm-integrity.c), and with an internal hash the tag
+// check of every block the kernel's read path makes.
+#pragma once
+
+#include <blkcrypt/backing_store.hpp>
+#include <blkcrypt/integrity/geometry.hpp>
+#include <blkcrypt/integrity/superblock.hpp>
+#include <blkcrypt/integrity/tag_hash.hpp>
+#include <blkcrypt/integrity/tagged_device.hpp>
+#include <blkcrypt/registry.hpp>
+#include <blkcrypt/secure_buffer.hpp>
+
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <optional>
+#include <string>
+
+namespace blkcrypt::integrity {
+
+// The table's arguments (dm_integrity_ctr) that matter to an open image.
+struct OpenOptions {
+    uint64_t start = 0;           // <offset>, in 512-byte sectors: where the superblock is
+    char mode = 'J';              // J journal, D direct, B bitmap, R recovery (read-only, no checks)
+    std::string internal_hash;    // internal_hash:, kernel form ("crc32c", "hmac(sha256)");
+                                  // empty: the tags come from the target above (dm-crypt)
+    SecureBuffer internal_hash_key;
+    bool allow_discards = false;  // an all-0xF6 tag (a discarded block) reads unchecked
+    bool read_only = false;       // the table is loaded read-only
+    uint32_t buffer_sectors = kDefaultBufferSectors;
+    uint32_t journal_sectors = 0;      // journal_sectors: (0: not given); only used to format
+    uint32_t journal_watermark = 50;   // journal_watermark: percent
+    uint32_t commit_time = 10000;      // commit_time: milliseconds
+    uint64_t sectors_per_bit = 0;      // sectors_per_bit: (B mode; 0: the superblock's)
+    uint32_t bitmap_flush_interval = 10000;  // milliseconds (B mode)
+    bool recalculate = false;          // the kernel's recalculate: not done here; refused with an internal hash
+};
+
+class IntegrityTarget final : public TaggedDevice {
+public:
+    // Reads and checks the superblock at `start` (on `meta` when given, the
+    // metadata device, else on `dev`) and computes the kernel's geometry.
+    // NotFound when the area holds no superblock ("not initialized": an
+    // all-zero area is formatted by `integrity format`, not here); Corrupt
+    // for a superblock the kernel refuses; Invalid for bad options (a mode
+    // other than J/D/B/R, an internal hash on an image made without one or
+    // the reverse is accepted, as the kernel does, but its tags then fail).
+    static Result<std::shared_ptr<IntegrityTarget>> open(Registry& reg, std::shared_ptr<BackingStore> dev,
+                                                         std::shared_ptr<BackingStore> meta,
+                                                         const OpenOptions& opts);
+    ~IntegrityTarget() override;
+
+    const Superblock& superblock() const noexcept { return sb_; }
+    const Geometry& geometry() const noexcept { return geo_; }
+    char mode() const noexcept { return mode_; }
+    // The internal hash, or nullptr when the tags come from above.
+    const TagHash* tag_hash() const noexcept { return hash_ ? &*hash_ : nullptr; }
+
+    // TaggedDevice: data and the raw stored tags, unchecked.
+    uint64_t size() const override { return geo_.provided_data_sectors * kSectorSize; }
+    uint32_t block_size() const override { return sb_.sector_size(); }
+    uint32_t tag_size() const override { return sb_.tag_size; }
+    bool read_only() const override { return read_only_; }
+    Result<void> read(uint64_t offset, Bytes data, Bytes tags) override;
+    Result<void> write(uint64_t offset, ConstBytes data, ConstBytes tags) override;
+    Result<void> flush() override;
+    std::string describe() const override;
+
+    // With an internal hash: whole blocks at `offset`, each checked against
+    // its tag as the kernel checks it. A mismatch is Corrupt, its message
+    // naming the sector the kernel's "Checksum failed at sector 0x…" names.
+    // Mode R reads unchecked; with the recalculating flag, blocks at or past
+    // recalc_sector are unchecked; with allow_discards an all-0xF6 tag is
+    // accepted. Invalid without an internal hash.
+    Result<void> read_checked(uint64_t offset, Bytes data);
+    // With an internal hash: writes whole blocks with their computed tags.
+    Result<void> write_hashed(uint64_t offset, ConstBytes data);
+
+    // Leaves the image as the kernel leaves it at a clean close (B mode:
+    // the dirty-bitmap flag cleared). Called by the destructor too;
+    // explicit calls report errors.
+    Result<void> close();
+
+private:
+    IntegrityTarget() = default;
+
+    // Where every write ends up: data then tags straight to their places,
+    // as mode D writes them. write() routes through here in every mode
+    // today; J mode leaves the journal clean (an image the kernel replays
+    // nothing from). The journal (journal.cpp) hooks in at write(): it takes
+    // J-mode writes and calls write_direct when it writes sections back.
+    Result<void> write_direct(uint64_t offset, ConstBytes data, ConstBytes tags);
+    // B mode: before the first write, mark the image as the kernel marks a
+    // bitmap-mode image in use (dirty bitmap flag, bitmap of written regions).
+    Result<void> begin_bitmap_write(uint64_t offset, uint64_t len);
+    Result<void> check_range(uint64_t offset, std::size_t len, const char* what) const;
+
+    std::shared_ptr<BackingStore> dev_, meta_;
+    BackingStore* tags_store_ = nullptr;  // meta_ when given, else dev_
+    Superblock sb_;
+    Geometry geo_;
+    std::optional<TagHash> hash_;
+    char mode_ = 'J';
+    bool read_only_ = false;
+    bool allow_discards_ = false;
+    std::string name_;
+    // Reads share it, writes take it alone: a read overlapping a write sees
+    // each block with its matching tag.
+    mutable std::shared_mutex io_mu_;
+
+    std::mutex state_mu_;        // the superblock and bitmap state below
+    bool bitmap_dirty_ = false;  // B mode: the on-disk flag we set
+    std::vector<uint8_t> bitmap_;
+    bool closed_ = false;
+};
+
+}  // namespace blkcrypt::integrity
