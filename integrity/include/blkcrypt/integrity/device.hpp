@@ -17,12 +17,15 @@
 #include <shared_mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace blkcrypt::integrity {
 
 // The table's arguments (dm_integrity_ctr) that matter to an open image.
 struct OpenOptions {
     uint64_t start = 0;           // <offset>, in 512-byte sectors: where the superblock is
+    uint16_t tag_size = 0;        // <tag_size>: must match the superblock's (0: take it)
+    uint32_t block_size = 0;      // block_size: must match the superblock's (0: take it)
     char mode = 'J';              // J journal, D direct, B bitmap, R recovery (read-only, no checks)
     std::string internal_hash;    // internal_hash:, kernel form ("crc32c", "hmac(sha256)");
                                   // empty: the tags come from the target above (dm-crypt)
@@ -35,7 +38,8 @@ struct OpenOptions {
     uint32_t commit_time = 10000;      // commit_time: milliseconds
     uint64_t sectors_per_bit = 0;      // sectors_per_bit: (B mode; 0: the superblock's)
     uint32_t bitmap_flush_interval = 10000;  // milliseconds (B mode)
-    bool recalculate = false;          // the kernel's recalculate: not done here; refused with an internal hash
+    bool recalculate = false;          // recalculate: blocks from recalc_sector (0 when the flag was
+                                       // not set) on read unchecked; the tags are not recomputed here
 };
 
 class IntegrityTarget final : public TaggedDevice {
@@ -92,9 +96,15 @@ private:
     // nothing from). The journal (journal.cpp) hooks in at write(): it takes
     // J-mode writes and calls write_direct when it writes sections back.
     Result<void> write_direct(uint64_t offset, ConstBytes data, ConstBytes tags);
-    // B mode: before the first write, mark the image as the kernel marks a
-    // bitmap-mode image in use (dirty bitmap flag, bitmap of written regions).
-    Result<void> begin_bitmap_write(uint64_t offset, uint64_t len);
+    Result<void> read_raw(uint64_t offset, Bytes data, Bytes tags);
+    // B mode: the dirty flag and the bits of [offset, offset+len) on disk
+    // before the write (io_mu_ held).
+    Result<void> mark_bitmap(uint64_t offset, uint64_t len);
+    Result<void> write_superblock(const Superblock& sb);
+    Result<void> load_bitmap();
+    uint64_t bitmap_bytes() const;
+    uint64_t bitmap_offset() const;
+    bool bit_set(const std::vector<uint8_t>& bm, uint64_t sector) const;
     Result<void> check_range(uint64_t offset, std::size_t len, const char* what) const;
 
     std::shared_ptr<BackingStore> dev_, meta_;
@@ -110,9 +120,12 @@ private:
     // each block with its matching tag.
     mutable std::shared_mutex io_mu_;
 
-    std::mutex state_mu_;        // the superblock and bitmap state below
-    bool bitmap_dirty_ = false;  // B mode: the on-disk flag we set
-    std::vector<uint8_t> bitmap_;
+    std::optional<uint64_t> recalc_from_;  // blocks from here on read unchecked
+    // B mode. bitmap_: what is on disk; pending_: the regions flagged at open
+    // (a crash left them for the kernel to recalculate: read unchecked).
+    bool bitmap_dirty_ = false;  // the superblock on disk has DIRTY_BITMAP
+    std::vector<uint8_t> bitmap_, pending_;
+    bool wrote_ = false;
     bool closed_ = false;
 };
 
