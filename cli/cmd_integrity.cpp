@@ -38,7 +38,12 @@ namespace {
 namespace integrity = blkcrypt::integrity;
 using Store = std::shared_ptr<blkcrypt::BackingStore>;
 
-constexpr unsigned kMaxKeySize = 4096;  // integritysetup's MAX_KEY_SIZE (bytes)
+constexpr unsigned kMaxKeySize = 4096;
+
+// The target's messages name the device already; others get its name.
+std::string named(const std::string& path, const std::string& message) {
+    return message.starts_with(path) ? message : path + ": " + message;
+}  // integritysetup's MAX_KEY_SIZE (bytes)
 
 void add_integrity_options(po::options_description& o) {
     o.add_options()
@@ -170,8 +175,8 @@ int run_format(const po::variables_map& vm, const std::vector<std::string>& file
     auto f = integrity::format(reg, *image, data.get(), o);
     if (!f) {
         if (f.status() == blkcrypt::Status::Invalid || f.status() == blkcrypt::Status::NotFound)
-            throw UsageError("Cannot format integrity for device " + image_path + ": " + f.error().message);
-        throw Failure("Cannot format integrity for device " + image_path + ": " + f.error().message);
+            throw UsageError("Cannot format integrity for device " + named(image_path, f.error().message));
+        throw Failure("Cannot format integrity for device " + named(image_path, f.error().message));
     }
     if (o.compute_tags) progress.finish();
     if (!vm["batch-mode"].as<bool>())
@@ -210,8 +215,8 @@ Opened open_target(const po::variables_map& vm, const std::string& image_path, b
     if (!t) {
         if (t.status() == blkcrypt::Status::NotFound)
             throw Failure("Device " + image_path + " is not a valid INTEGRITY device.");
-        if (t.status() == blkcrypt::Status::Invalid) throw UsageError(image_path + ": " + t.error().message);
-        throw Failure(image_path + ": " + t.error().message);
+        if (t.status() == blkcrypt::Status::Invalid) throw UsageError(named(image_path, t.error().message));
+        throw Failure(named(image_path, t.error().message));
     }
     return {std::move(t).value(), image_path};
 }
@@ -244,7 +249,7 @@ int run_read(const po::variables_map& vm, const std::vector<std::string>& files)
     for (uint64_t pos = 0; pos < total;) {
         const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(buf.size(), total - pos));
         auto r = read_blocks(t, pos, blkcrypt::Bytes(buf).first(n));
-        if (!r) throw Failure(files[0] + ": " + r.error().message);
+        if (!r) throw Failure(named(files[0], r.error().message));
         out.write(blkcrypt::ConstBytes(buf).first(n));
         pos += n;
         progress.update(pos);
@@ -288,26 +293,26 @@ int run_write(const po::variables_map& vm, const std::vector<std::string>& files
             // as the page cache does for a partial block written to a device.
             std::vector<uint8_t> last(bs);
             auto r = read_blocks(t, pos + whole, last);
-            if (!r) throw Failure(image_path + ": " + r.error().message);
+            if (!r) throw Failure(named(image_path, r.error().message));
             std::copy(buf.begin() + static_cast<std::ptrdiff_t>(whole), buf.begin() + static_cast<std::ptrdiff_t>(n),
                       last.begin());
             if (whole) {
                 auto w = t.write_hashed(pos, blkcrypt::ConstBytes(buf).first(whole));
-                if (!w) throw Failure(image_path + ": " + w.error().message);
+                if (!w) throw Failure(named(image_path, w.error().message));
             }
             auto w = t.write_hashed(pos + whole, last);
-            if (!w) throw Failure(image_path + ": " + w.error().message);
+            if (!w) throw Failure(named(image_path, w.error().message));
             pos += n;
             if (in.read(buf) != 0) throw Failure(in_path + ": short read before its end");
             break;
         }
         auto w = t.write_hashed(pos, blkcrypt::ConstBytes(buf).first(n));
-        if (!w) throw Failure(image_path + ": " + w.error().message);
+        if (!w) throw Failure(named(image_path, w.error().message));
         pos += n;
         progress.update(pos);
     }
-    if (auto f = t.flush(); !f) throw Failure(image_path + ": " + f.error().message);
-    if (auto c = t.close(); !c) throw Failure(image_path + ": " + c.error().message);
+    if (auto f = t.flush(); !f) throw Failure(named(image_path, f.error().message));
+    if (auto c = t.close(); !c) throw Failure(named(image_path, c.error().message));
     progress.finish(pos);
     return 0;
 }
@@ -327,12 +332,12 @@ int run_verify(const po::variables_map& vm, const std::vector<std::string>& file
     for (uint64_t pos = 0; pos < total;) {
         const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(buf.size(), total - pos));
         if (auto r = t.read_checked(pos, blkcrypt::Bytes(buf).first(n)); !r) {
-            if (r.status() != blkcrypt::Status::Corrupt) throw Failure(files[0] + ": " + r.error().message);
+            if (r.status() != blkcrypt::Status::Corrupt) throw Failure(named(files[0], r.error().message));
             // Which blocks: each checked alone.
             for (uint64_t b = 0; b < n; b += bs) {
                 auto one = t.read_checked(pos + b, blkcrypt::Bytes(buf).subspan(static_cast<std::size_t>(b), bs));
                 if (!one) {
-                    if (one.status() != blkcrypt::Status::Corrupt) throw Failure(files[0] + ": " + one.error().message);
+                    if (one.status() != blkcrypt::Status::Corrupt) throw Failure(named(files[0], one.error().message));
                     bad.emplace_back((pos + b) / integrity::kSectorSize, one.error().message);
                 }
             }
@@ -399,7 +404,7 @@ int run_serve(po::variables_map vm, const std::vector<std::string>& files) {
     auto dev = blkcrypt::dm::make_store_device(store, so);
     if (!dev) throw Failure(dev.error().message);
     const int rc = serve_device(vm, *dev);
-    if (auto c = o.target->close(); !c) throw Failure(files[0] + ": " + c.error().message);
+    if (auto c = o.target->close(); !c) throw Failure(named(files[0], c.error().message));
     return rc;
 }
 

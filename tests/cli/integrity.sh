@@ -210,4 +210,123 @@ kib=$(du -k "$TMP/big" | cut -f1)
 printf 'integrity: 16 GiB format: %.2f s, %d MiB allocated\n' "$(echo "$end - $start" | bc)" $((kib / 1024))
 [[ $kib -lt $((512 * 1024)) ]] || fail "16 GiB format allocated $kib KiB"
 rm -f "$TMP/big"
+
+# --- read, write, verify ---------------------------------------------------------
+# A formatted image reads as zeros, every block checked; what write puts
+# through the target reads back; an image that held data before format
+# reads as zeros all the same (the data area made zero: holes punched).
+random_file "$TMP/old" $((24 << 20))
+cp "$TMP/old" "$TMP/rw"
+"$BLKCRYPT" integrity format -q --interleave-sectors 8192 "$TMP/rw" || fail "format over old data"
+"$BLKCRYPT" integrity read "$TMP/rw" "$TMP/rw.out" || fail "read of a fresh format"
+size=$(stat -c %s "$TMP/rw.out")
+[[ $size -gt $((23 << 20)) ]] || fail "read gave $size bytes"
+cmp -s "$TMP/rw.out" <(head -c "$size" /dev/zero) || fail "a fresh format does not read as zeros"
+"$BLKCRYPT" integrity verify "$TMP/rw" || fail "verify of a fresh format"
+random_file "$TMP/in" 5000001   # not a whole number of blocks
+"$BLKCRYPT" integrity write "$TMP/in" "$TMP/rw" || fail "write"
+"$BLKCRYPT" integrity read "$TMP/rw" "$TMP/rw.out" || fail "read after write"
+cmp -s -n 5000001 "$TMP/in" "$TMP/rw.out" || fail "write/read round trip differs"
+cmp -s <(tail -c +5000002 "$TMP/rw.out") <(head -c $((size - 5000001)) /dev/zero) || fail "past IN: not zeros"
+"$BLKCRYPT" integrity verify "$TMP/rw" || fail "verify after write"
+cat "$TMP/in" | "$BLKCRYPT" integrity write - "$TMP/rw" || fail "write from stdin"
+"$BLKCRYPT" integrity read "$TMP/rw" - >"$TMP/stdout.out" || fail "read to stdout"
+cmp -s -n 5000001 "$TMP/in" "$TMP/stdout.out" || fail "read to stdout differs"
+# The host's integritysetup agrees the image is one (it reads the superblock).
+[[ -z $HOST ]] || "$HOST" dump "$TMP/rw" >/dev/null || fail "integritysetup dump after write"
+
+# A flipped data byte: verify names its sector (the kernel's words), read
+# fails naming it and leaves no OUT; -R reads without checks.
+sector_of() {  # the logical sector whose data byte is at IMAGE offset $2
+    python3 - "$1" "$2" <<'PY'
+import struct, sys
+sb = open(sys.argv[1], "rb").read(64)
+l2i, tag, sections, provided, flags, l2spb = sb[9], struct.unpack_from("<H", sb, 10)[0], \
+    struct.unpack_from("<I", sb, 12)[0], struct.unpack_from("<Q", sb, 16)[0], struct.unpack_from("<I", sb, 24)[0], sb[28]
+spb = 1 << l2spb
+eps = (504 - (8 if flags & 1 else 0)) // ((8 + 8 * spb + tag + 7) // 8 * 8)
+initial = 8 + (eps * 8 * spb + 8) * sections
+pad = 4096 if flags & 8 else 131072
+mrun = (tag * ((1 << l2i) >> l2spb) + pad - 1) // pad * pad // 512
+off = int(sys.argv[2]) // 512 - initial
+area, within = divmod(off, (1 << l2i) + mrun)
+assert within >= mrun
+print(area * (1 << l2i) + within - mrun)
+PY
+}
+cp "$TMP/rw" "$TMP/bad"
+at=$((12 << 20))
+flip_byte "$TMP/bad" $at
+want=$(sector_of "$TMP/bad" $at)
+expect_exit 1 "$BLKCRYPT" integrity verify "$TMP/bad"
+grep_q "Checksum failed at sector $(printf '0x%x' "$want")" <"$TMP/stderr" || fail "verify: want sector $want: $(cat "$TMP/stderr")"
+grep_q "1 block(s)" <"$TMP/stderr" || fail "verify count: $(cat "$TMP/stderr")"
+rm -f "$TMP/bad.out"
+expect_exit 1 "$BLKCRYPT" integrity read "$TMP/bad" "$TMP/bad.out"
+grep_q "Checksum failed at sector $(printf '0x%x' "$want")" <"$TMP/stderr" || fail "read: $(cat "$TMP/stderr")"
+[[ ! -e $TMP/bad.out ]] || fail "a failed read left OUT"
+"$BLKCRYPT" integrity read -R "$TMP/bad" "$TMP/bad.out" || fail "read -R"
+
+# --no-wipe: the tags are what the file held (zeros), so the first block
+# fails, naming sector 0, as the kernel's read of it does.
+truncate -s 16M "$TMP/nowipe"
+"$BLKCRYPT" integrity format -q --no-wipe "$TMP/nowipe" || fail "format --no-wipe"
+expect_exit 1 "$BLKCRYPT" integrity read "$TMP/nowipe" "$TMP/nowipe.out"
+grep_q "Checksum failed at sector 0x0\$" <"$TMP/stderr" || fail "no-wipe read: $(cat "$TMP/stderr")"
+[[ ! -e $TMP/nowipe.out ]] || fail "a failed read left OUT"
+[[ $(du -k "$TMP/nowipe" | cut -f1) -lt 1024 ]] || fail "--no-wipe wrote tags"
+
+# Keyed and metadata-device images round-trip too.
+truncate -s 16M "$TMP/hm"
+keyopts=(-I hmac-sha256 --integrity-key-file "$TMP/key" --integrity-key-size 32)
+"$BLKCRYPT" integrity format -q "${keyopts[@]}" "$TMP/hm" || fail "format hmac"
+"$BLKCRYPT" integrity write "${keyopts[@]}" "$TMP/in" "$TMP/hm" || fail "write hmac"
+"$BLKCRYPT" integrity read "${keyopts[@]}" "$TMP/hm" "$TMP/hm.out" || fail "read hmac"
+cmp -s -n 5000001 "$TMP/in" "$TMP/hm.out" || fail "hmac round trip"
+printf 0123456789abcdef0123456789ABCDEX >"$TMP/key2"
+expect_exit 1 "$BLKCRYPT" integrity verify -I hmac-sha256 --integrity-key-file "$TMP/key2" --integrity-key-size 32 "$TMP/hm"
+truncate -s 4M "$TMP/meta"
+truncate -s 12M "$TMP/meta.data"
+"$BLKCRYPT" integrity format -q --data-device "$TMP/meta.data" "$TMP/meta" || fail "format --data-device"
+"$BLKCRYPT" integrity write --data-device "$TMP/meta.data" "$TMP/in" "$TMP/meta" || fail "write --data-device"
+cmp -s -n 5000001 "$TMP/in" "$TMP/meta.data" || fail "the data device does not hold the data in place"
+"$BLKCRYPT" integrity verify --data-device "$TMP/meta.data" "$TMP/meta" || fail "verify --data-device"
+
+# Outputs and inputs: OUT is never an input, a directory, or a FIFO that
+# cannot take it in order is refused; IN larger than the device is refused.
+expect_exit 2 "$BLKCRYPT" integrity read "$TMP/rw" "$TMP/rw"
+mkdir -p "$TMP/outdir"
+expect_exit 2 "$BLKCRYPT" integrity read "$TMP/rw" "$TMP/outdir"
+expect_exit 2 "$BLKCRYPT" integrity write "$TMP/rw" "$TMP/rw"
+random_file "$TMP/huge" $((25 << 20))
+expect_exit 1 "$BLKCRYPT" integrity write "$TMP/huge" "$TMP/rw"
+grep_q "the device provides" <"$TMP/stderr" || fail "too large: $(cat "$TMP/stderr")"
+expect_exit 4 "$BLKCRYPT" integrity read "$TMP/fifo" "$TMP/x.out"
+expect_exit 4 "$BLKCRYPT" integrity read "$TMP/absent" "$TMP/x.out"
+head -c 1M /dev/zero >"$TMP/notint"
+expect_exit 1 "$BLKCRYPT" integrity read "$TMP/notint" "$TMP/x.out"
+grep_q "is not a valid INTEGRITY device" <"$TMP/stderr" || fail "not integrity: $(cat "$TMP/stderr")"
+expect_exit 2 "$BLKCRYPT" integrity write -R "$TMP/in" "$TMP/rw"
+
+# --- serve / open ----------------------------------------------------------------
+source "$(dirname "$0")/nbd_lib.sh"
+need nbdcopy
+start_server integrity serve --socket "$SOCK" "$TMP/rw"
+T nbdcopy "$URI" "$TMP/served" || fail "nbdcopy from integrity serve"
+cmp -s "$TMP/served" "$TMP/rw.out" || fail "served data differs from read"
+random_file "$TMP/in2" 65536
+T nbdcopy "$TMP/in2" "$URI" || fail "nbdcopy to integrity serve"
+stop_server
+"$BLKCRYPT" integrity read "$TMP/rw" "$TMP/rw.out2" || fail "read after served write"
+cmp -s -n 65536 "$TMP/in2" "$TMP/rw.out2" || fail "a served write did not land"
+# integritysetup's open, and the detecting top-level open: NAME is the export.
+start_server integrity open --socket "$SOCK" "$TMP/rw" vol
+T nbdcopy "nbd+unix:///vol?socket=$SOCK" "$TMP/served" || fail "integrity open export vol"
+stop_server
+start_server open --socket "$SOCK" "$TMP/bad" vol
+rc=0
+T nbdcopy "nbd+unix:///vol?socket=$SOCK" "$TMP/served" 2>/dev/null || rc=$?
+[[ $rc != 0 ]] || fail "a tampered block was served"
+stop_server
+grep_q "Checksum failed at sector" <"$TMP/log" || fail "serve log: $(cat "$TMP/log")"
 echo "integrity: OK ($n golden superblocks, $formatted formats)"
