@@ -80,6 +80,12 @@ void add_integrity_options(po::options_description& o) {
         ("integrity-legacy-padding", po::bool_switch(), "accepted as integritysetup 2.6.1 does: its format keeps fix_padding all the same")
         ("integrity-legacy-hmac", po::bool_switch(), "format: no salt in the tags (no fix_hmac)")
         ("no-wipe", po::bool_switch(), "format: leave the tags as the device holds them (every block then fails to read)")
+        ("journal-watermark", number_value<unsigned>(0, 100)->value_name("PERCENT"),
+         "accepted: the kernel's journal flush point (no effect here)")
+        ("journal-commit-time", number_value<unsigned>(0, UINT32_MAX)->value_name("MS"),
+         "accepted: the kernel's journal commit interval (no effect here)")
+        ("bitmap-flush-time", number_value<unsigned>(0, UINT32_MAX)->value_name("MS"),
+         "accepted: the kernel's bitmap flush interval (no effect here)")
         ("allow-discards", po::bool_switch(), "accept discarded blocks' tags (all 0xF6) unchecked")
         ("threads", threads_value()->default_value(0)->value_name("N"), "worker threads (0: one per core)")
         ("max-errors", number_value<uint64_t>(0, UINT64_MAX)->default_value(20)->value_name("N"),
@@ -460,7 +466,8 @@ int run_integrity(Args args) {
     only_for(cl, opening, {"integrity", "integrity-key-file", "integrity-key-size", "data-device", "buffer-sectors",
                            "bitmap-sectors-per-bit", "journal-integrity", "journal-integrity-key-file",
                            "journal-integrity-key-size", "journal-crypt", "journal-crypt-key-file",
-                           "journal-crypt-key-size", "integrity-no-journal", "integrity-bitmap-mode", "threads"});
+                           "journal-crypt-key-size", "integrity-no-journal", "integrity-bitmap-mode", "threads",
+                           "journal-watermark", "journal-commit-time", "bitmap-flush-time"});
     only_for(cl, {"format"}, {"tag-size", "sector-size", "interleave-sectors", "journal-size", "no-wipe",
                               "integrity-legacy-padding", "integrity-legacy-hmac", "batch-mode"});
     only_for(cl, {"read", "write", "verify", "serve", "open"}, {"integrity-recovery-mode", "allow-discards"});
