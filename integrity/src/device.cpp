@@ -140,7 +140,28 @@ Result<std::shared_ptr<IntegrityTarget>> IntegrityTarget::open(Registry& reg, st
             }
         }
     }
+    if (auto r = t->open_journal(); !r) return r.error();
     return t;
+}
+
+// dm_integrity_resume: the journal is replayed, except in mode R and where
+// the journal area holds a dirty bitmap (B mode in use; other modes then
+// recalculate, see above, and the kernel writes a clean journal).
+Result<void> IntegrityTarget::open_journal() {
+    if (mode_ == 'R' || sb_.has(kFlagDirtyBitmap)) return {};
+    BackingStore& meta = meta_ ? *meta_ : *dev_;
+    ReplayOptions ro{mode_, hash_ ? &*hash_ : nullptr, nullptr};
+    auto j = Journal::read(meta, sb_, geo_, ro);
+    if (!j) return make_error(j.status(), "dm-integrity: " + name_ + ": " + j.error().message);
+    if (read_only_) {
+        for (std::size_t i = 0; i < j->blocks().size(); ++i) replayed_[j->blocks()[i].sector] = i;
+        if (!replayed_.empty()) replayed_journal_.emplace(std::move(*j));
+        return {};
+    }
+    auto r = j->apply(meta, *dev_, *tags_store_);
+    if (!r) return make_error(r.status(), "dm-integrity: " + name_ + ": " + r.error().message);
+    if (mode_ == 'J') journal_ = std::make_unique<JournalWriter>(meta, *dev_, *tags_store_, sb_, geo_, r->next);
+    return {};
 }
 
 IntegrityTarget::~IntegrityTarget() { (void)close(); }
@@ -216,6 +237,17 @@ Result<void> IntegrityTarget::read_raw(uint64_t offset, Bytes data, Bytes tags) 
     });
     if (st != Status::Ok)
         return make_error(st, "dm-integrity: cannot read " + name_ + " at sector " + hex(offset / kSectorSize));
+    if (!replayed_.empty()) {  // a read-only open over a journal to replay
+        const uint64_t spb = bs / kSectorSize;
+        for (std::size_t i = 0; i < data.size() / bs; ++i) {
+            const auto it = replayed_.find(offset / kSectorSize + i * spb);
+            if (it == replayed_.end()) continue;
+            const auto& b = replayed_journal_->blocks()[it->second];
+            replayed_journal_->block_data(b, data.subspan(i * bs, bs));
+            const auto t = replayed_journal_->block_tag(b);
+            std::copy(t.begin(), t.end(), tags.begin() + std::ptrdiff_t(i * ts));
+        }
+    }
     return {};
 }
 
@@ -265,10 +297,14 @@ Result<void> IntegrityTarget::write(uint64_t offset, ConstBytes data, ConstBytes
     if (auto r = check_range(offset, data.size(), "a write"); !r) return r;
     if (tags.size() != data.size() / block_size() * tag_size())
         return make_error(Status::Invalid, "dm-integrity: the tag buffer does not fit the blocks");
-    // The journal's seam: J mode writes go straight to data and tags, as D
-    // mode writes them, and the journal stays clean, so the kernel replays
-    // nothing from it. (Crash-atomic J-mode writes come with journal.cpp,
-    // which takes them here and writes sections back with write_direct.)
+    // J mode: through the journal, as the kernel writes (journal.cpp).
+    if (journal_) {
+        std::unique_lock lk(io_mu_);
+        wrote_ = true;
+        if (auto r = journal_->write(offset, data, tags); !r)
+            return make_error(r.status(), "dm-integrity: " + name_ + ": " + r.error().message);
+        return {};
+    }
     return write_direct(offset, data, tags);
 }
 
@@ -362,6 +398,8 @@ Result<void> IntegrityTarget::close() {
     if (closed_) return {};
     closed_ = true;
     if (read_only_ || !wrote_) return {};
+    if (journal_)  // the kernel's clean suspend: the journal written clean
+        if (auto r = journal_->close(); !r) return make_error(r.status(), "dm-integrity: " + name_ + ": " + r.error().message);
     if (auto r = flush(); !r) return r;
     if (mode_ == 'B' && bitmap_dirty_) {
         if (pending_.empty()) std::fill(bitmap_.begin(), bitmap_.end(), uint8_t(0));

@@ -5,7 +5,10 @@
 
 #include "journal_internal.hpp"
 
+#include <blkcrypt/shash.hpp>
+
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <vector>
 
@@ -62,16 +65,109 @@ void set_commit_ids(const Geometry& g, uint32_t section, unsigned seq, Bytes out
 
 }  // namespace detail
 
+namespace {
+
+// section_mac and sb_mac on a Shash.
+class ShashJournalMac final : public JournalMac {
+public:
+    ShashJournalMac(Shash h, const Superblock& sb) : h_(std::move(h)), fixed_(sb.has(kFlagFixedHmac)), salt_(sb.salt) {}
+
+    Result<void> write(const Geometry& g, uint32_t section, Bytes sec) const override {
+        uint8_t mac[kJournalMacSize];
+        if (auto r = compute(g, section, sec, mac); !r) return r;
+        for (uint32_t j = 0; j < kJournalBlockSectors; ++j)
+            std::memcpy(sec.data() + std::size_t(j) * kSectorSize + kJournalSectorData - kJournalMacPerSector,
+                        mac + j * kJournalMacPerSector, kJournalMacPerSector);
+        return {};
+    }
+    Result<bool> check(const Geometry& g, uint32_t section, ConstBytes sec) const override {
+        uint8_t mac[kJournalMacSize];
+        if (auto r = compute(g, section, sec, mac); !r) return r.error();
+        uint8_t diff = 0;
+        for (uint32_t j = 0; j < kJournalBlockSectors; ++j)
+            for (uint32_t b = 0; b < kJournalMacPerSector; ++b)
+                diff |= sec[std::size_t(j) * kSectorSize + kJournalSectorData - kJournalMacPerSector + b] ^
+                        mac[j * kJournalMacPerSector + b];
+        return diff == 0;
+    }
+    Result<void> write_superblock(Bytes area) const override {
+        const std::size_t n = h_.digestsize();
+        if (n + 64 > kSectorSize || area.size() < kSectorSize) return make_error(Status::Invalid, "digest is too long");
+        if (const Status st = h_.digest(area.first(kSectorSize - n), area.subspan(kSectorSize - n, n)); st != Status::Ok)
+            return make_error(st, "superblock MAC");
+        return {};
+    }
+    Result<bool> check_superblock(ConstBytes area) const override {
+        const std::size_t n = h_.digestsize();
+        if (n + 64 > kSectorSize || area.size() < kSectorSize) return make_error(Status::Invalid, "digest is too long");
+        std::vector<uint8_t> mac(n);
+        if (const Status st = h_.digest(area.first(kSectorSize - n), mac); st != Status::Ok)
+            return make_error(st, "superblock MAC");
+        uint8_t diff = 0;
+        for (std::size_t i = 0; i < n; ++i) diff |= mac[i] ^ area[kSectorSize - n + i];
+        return diff == 0;
+    }
+
+private:
+    // The salt and le64 section (fix_hmac), then every entry's 8-byte sector
+    // field; the first 64 bytes of the digest, zero-padded when shorter.
+    Result<void> compute(const Geometry& g, uint32_t section, ConstBytes sec, uint8_t out[kJournalMacSize]) const {
+        auto d = h_.new_desc();
+        if (!d) return d.error();
+        d->init();
+        if (fixed_) {
+            uint8_t le[8];
+            detail::put_le64(le, section);
+            d->update(salt_);
+            d->update(ConstBytes(le, 8));
+        }
+        for (uint32_t n = 0; n < g.journal_section_entries; ++n)
+            d->update(sec.subspan(detail::entry_offset(g, n), 8));
+        std::vector<uint8_t> digest(h_.digestsize());
+        if (const Status st = d->final(digest); st != Status::Ok) return make_error(st, "journal MAC");
+        std::memset(out, 0, kJournalMacSize);
+        std::memcpy(out, digest.data(), std::min<std::size_t>(digest.size(), kJournalMacSize));
+        return {};
+    }
+
+    Shash h_;
+    bool fixed_;
+    std::array<uint8_t, kSaltSize> salt_;
+};
+
+}  // namespace
+
+Result<std::shared_ptr<JournalMac>> JournalMac::create(Registry& reg, std::string_view alg, ConstBytes key,
+                                                        const Superblock& sb) {
+    auto h = Shash::alloc(reg, alg);
+    if (!h) return make_error(h.status(), "journal MAC " + std::string(alg) + ": " + h.error().message);
+    if (!key.empty()) {
+        if (const Status st = h->setkey(key); st != Status::Ok)
+            return make_error(Status::Invalid, "journal MAC " + std::string(alg) + ": the key is refused (" + to_string(st) + ")");
+    } else if (auto d = h->new_desc(); !d) {
+        return make_error(Status::Invalid, "journal MAC " + std::string(alg) + " needs a key (--journal-integrity-key-file)");
+    }
+    return std::shared_ptr<JournalMac>(std::make_shared<ShashJournalMac>(std::move(*h), sb));
+}
+
 Result<void> init_journal(BackingStore& meta, const Superblock& sb, const Geometry& g) {
-    if (sb.has(kFlagJournalMac))
-        return make_error(Status::Unsupported, "the journal has a MAC (journal_mac): its key is needed to write it");
-    return detail::write_clean(meta, g, 0, g.journal_sections, 0, nullptr);
+    return init_journal(meta, sb, g, nullptr);
+}
+
+Result<void> init_journal(BackingStore& meta, const Superblock& sb, const Geometry& g, const JournalMac* mac) {
+    if (sb.has(kFlagJournalMac) && !mac)
+        return make_error(Status::Unsupported, "the journal has a MAC (journal_mac): its algorithm and key are needed to write it");
+    if (!sb.has(kFlagJournalMac) && mac)
+        return make_error(Status::Invalid, "a journal MAC was given but the superblock has no journal MAC flag");
+    if (auto r = detail::write_clean(meta, g, 0, g.journal_sections, 0, mac); !r) return r;
+    if (const Status st = meta.flush(); st != Status::Ok) return detail::store_error(st, "flushing the journal", 0);
+    return {};
 }
 
 namespace detail {
 
 Result<void> write_clean(BackingStore& meta, const Geometry& g, uint32_t first, uint32_t count, unsigned seq,
-                         const SectionMac* mac) {
+                         const JournalMac* mac) {
     if (g.journal_sections == 0 || g.journal_section_sectors == 0)
         return make_error(Status::Invalid, "the geometry has no journal");
     const std::size_t section_bytes = std::size_t(g.journal_section_sectors) * kSectorSize;
@@ -92,10 +188,31 @@ Result<void> write_clean(BackingStore& meta, const Geometry& g, uint32_t first, 
             }
         }
         const uint64_t off = journal_offset(g) + uint64_t(s) * section_bytes;
-        if (const Status st = meta.write(off, buf); st != Status::Ok)
-            return make_error(st, "writing the journal at byte " + std::to_string(off) + ": " + to_string(st));
+        if (const Status st = meta.write(off, buf); st != Status::Ok) return store_error(st, "writing the journal", off);
         done += n;
     }
+    return {};
+}
+
+Result<void> store_error(Status st, const char* what, uint64_t off) {
+    return make_error(st, std::string(what) + " at byte " + std::to_string(off) + ": " + to_string(st));
+}
+
+Result<void> RunWriter::put(uint64_t off, ConstBytes in) {
+    constexpr std::size_t kCap = std::size_t(4) << 20;
+    if (!buf_.empty() && (off != start_ + buf_.size() || buf_.size() + in.size() > kCap)) {
+        if (auto r = finish(); !r) return r;
+    }
+    if (buf_.empty()) start_ = off;
+    buf_.insert(buf_.end(), in.begin(), in.end());
+    return {};
+}
+
+Result<void> RunWriter::finish() {
+    if (buf_.empty()) return {};
+    const Status st = s_.write(start_, buf_);
+    buf_.clear();
+    if (st != Status::Ok) return store_error(st, what_, start_);
     return {};
 }
 

@@ -8,17 +8,6 @@
 
 namespace blkcrypt::integrity {
 
-// The journal MAC (journal_mac:) of a section, written into and checked
-// against bytes 496..503 of its 8 metadata sectors.
-class SectionMac {
-public:
-    virtual ~SectionMac() = default;
-    // Stores the MAC of `section` (its bytes in `sec`) into `sec`.
-    virtual Result<void> write(const Geometry& g, uint32_t section, Bytes sec) const = 0;
-    // True when the stored MAC matches.
-    virtual Result<bool> check(const Geometry& g, uint32_t section, ConstBytes sec) const = 0;
-};
-
 namespace detail {
 
 void put_le64(uint8_t* p, uint64_t v) noexcept;
@@ -43,7 +32,24 @@ void set_commit_ids(const Geometry& g, uint32_t section, unsigned seq, Bytes out
 // init_journal(ic, first, count, seq): `count` clean sections from `first`
 // (wrapping), with their MAC when `mac` is given.
 Result<void> write_clean(BackingStore& meta, const Geometry& g, uint32_t first, uint32_t count, unsigned seq,
-                         const SectionMac* mac);
+                         const JournalMac* mac);
+
+// Writes `in` at `off`, merging writes that continue the previous one into
+// one (up to a cap): replay and write-back issue many small adjacent writes.
+class RunWriter {
+public:
+    explicit RunWriter(BackingStore& s, const char* what) : s_(s), what_(what) {}
+    Result<void> put(uint64_t off, ConstBytes in);
+    Result<void> finish();
+
+private:
+    BackingStore& s_;
+    const char* what_;
+    uint64_t start_ = 0;
+    std::vector<uint8_t> buf_;
+};
+
+Result<void> store_error(Status st, const char* what, uint64_t off);
 
 }  // namespace detail
 

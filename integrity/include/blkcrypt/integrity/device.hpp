@@ -6,6 +6,7 @@
 
 #include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/integrity/geometry.hpp>
+#include <blkcrypt/integrity/journal.hpp>
 #include <blkcrypt/integrity/superblock.hpp>
 #include <blkcrypt/integrity/tag_hash.hpp>
 #include <blkcrypt/integrity/tagged_device.hpp>
@@ -17,6 +18,7 @@
 #include <shared_mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace blkcrypt::integrity {
@@ -127,6 +129,15 @@ private:
     std::vector<uint8_t> bitmap_, pending_;
     bool wrote_ = false;
     bool closed_ = false;
+
+    // The journal (journal.cpp). Writable opens replay it as the kernel's
+    // resume does; J-mode writes then go through journal_. A read-only open
+    // writes nothing: what the replay would write is read from the journal
+    // instead (replayed_: the last entry for each sector).
+    Result<void> open_journal();
+    std::unique_ptr<JournalWriter> journal_;
+    std::optional<Journal> replayed_journal_;
+    std::unordered_map<uint64_t, std::size_t> replayed_;
 };
 
 }  // namespace blkcrypt::integrity
