@@ -12,7 +12,9 @@
 # integritysetup's; a 16 GiB format stays sparse (time and allocation
 # printed). read/write/verify: round trips through the target, a never-written
 # block of a --no-wipe image fails naming its sector, a flipped byte is
-# found; outputs that are no regular file are refused.
+# found; outputs that are no regular file are refused. The kernel's reads
+# of images blkcrypt formatted and wrote (tests/golden/integrity-format/)
+# equal blkcrypt's. serve and open: the checked device over NBD.
 source "$(dirname "$0")/lib.sh"
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 GOLD=$SRC/tests/golden/integrity
@@ -308,6 +310,41 @@ expect_exit 1 "$BLKCRYPT" integrity read "$TMP/notint" "$TMP/x.out"
 grep_q "is not a valid INTEGRITY device" <"$TMP/stderr" || fail "not integrity: $(cat "$TMP/stderr")"
 expect_exit 2 "$BLKCRYPT" integrity write -R "$TMP/in" "$TMP/rw"
 
+# --- the kernel on blkcrypt's images ----------------------------------------------
+# tests/golden/integrity-format/: images blkcrypt formatted and wrote, which
+# the kernel then opened and read whole (record.sh there). Where the kernel
+# logged no checksum failure, blkcrypt reads the same bytes; the --no-wipe
+# image fails in both at the sector the kernel named first.
+KGOLD=$SRC/tests/golden/integrity-format
+kernel_cases=0
+for k in "$KGOLD"/*.kernel; do
+    name=$(basename "$k" .kernel)
+    xz -dc "$KGOLD/$name.img.xz" >"$TMP/k.img"
+    opts=$(sed -n 's/^options=//p' "$k")
+    opts=${opts//KEY/$TMP/key}
+    if [[ -e $KGOLD/$name.data.xz ]]; then
+        xz -dc "$KGOLD/$name.data.xz" >"$TMP/k.data"
+        opts=${opts//DATA/$TMP/k.data}
+    fi
+    want=$(sed -n 's/^sha256=//p' "$k")
+    failures=$(sed -n 's/^checksum_failures=//p' "$k")
+    grep_q -x "open rc=0" <"$k" || fail "$name: the kernel did not open it"
+    if [[ $failures == 0 ]]; then
+        # shellcheck disable=SC2086
+        "$BLKCRYPT" integrity read $opts "$TMP/k.img" "$TMP/k.out" || fail "$name: read of the kernel-checked image"
+        [[ $(sha256sum <"$TMP/k.out" | cut -d' ' -f1) == "$want" ]] || fail "$name: not the bytes the kernel read"
+        # shellcheck disable=SC2086
+        "$BLKCRYPT" integrity verify $opts "$TMP/k.img" || fail "$name: verify"
+    else
+        first=$(grep -m1 -o 'Checksum failed at sector 0x[0-9a-f]*' "$k")
+        # shellcheck disable=SC2086
+        expect_exit 1 "$BLKCRYPT" integrity read $opts "$TMP/k.img" "$TMP/k.out"
+        grep_q "$first\$" <"$TMP/stderr" || fail "$name: want '$first': $(cat "$TMP/stderr")"
+    fi
+    kernel_cases=$((kernel_cases + 1))
+done
+[[ $kernel_cases -ge 12 ]] || fail "only $kernel_cases kernel-read images"
+
 # --- serve / open ----------------------------------------------------------------
 source "$(dirname "$0")/nbd_lib.sh"
 need nbdcopy
@@ -329,4 +366,4 @@ T nbdcopy "nbd+unix:///vol?socket=$SOCK" "$TMP/served" 2>/dev/null || rc=$?
 [[ $rc != 0 ]] || fail "a tampered block was served"
 stop_server
 grep_q "Checksum failed at sector" <"$TMP/log" || fail "serve log: $(cat "$TMP/log")"
-echo "integrity: OK ($n golden superblocks, $formatted formats)"
+echo "integrity: OK ($n golden superblocks, $formatted formats, $kernel_cases images the kernel read)"
