@@ -66,7 +66,8 @@ void add_integrity_options(po::options_description& o) {
          "the kernel's buffer size (shapes the tag area of a metadata device)")
         ("bitmap-sectors-per-bit", number_value<uint64_t>(1, UINT64_MAX)->value_name("N"),
          "format: 512-byte sectors per bitmap bit (default 32768)")
-        ("journal-integrity", po::value<std::string>()->value_name("ALG"), "journal MAC (not supported: refused)")
+        ("journal-integrity", po::value<std::string>()->value_name("ALG"),
+         "format: journal MAC (hmac-sha256, sha256...); images with one are not read here")
         ("journal-integrity-key-file", po::value<std::string>()->value_name("FILE"), "journal MAC key file")
         ("journal-integrity-key-size", number_value<unsigned>(1, kMaxKeySize)->value_name("BYTES"),
          "journal MAC key size")
@@ -107,11 +108,24 @@ std::string hash_option(const po::variables_map& vm) {
     return integrity::kernel_hash_name(vm.count("integrity") ? vm["integrity"].as<std::string>() : "crc32c");
 }
 
-// The journal MAC and encryption are not written or read here.
-void refuse_journal_protection(const po::variables_map& vm) {
-    refuse_given(vm, {"journal-integrity", "journal-integrity-key-file", "journal-integrity-key-size", "journal-crypt",
-                      "journal-crypt-key-file", "journal-crypt-key-size"},
-                 "a journal MAC or journal encryption is not supported by blkcrypt (docs/integrity.md)");
+// Journal encryption is neither written nor read here; a journal MAC is
+// written by format only (the target refuses such images).
+void refuse_journal_protection(const po::variables_map& vm, bool format) {
+    refuse_given(vm, {"journal-crypt", "journal-crypt-key-file", "journal-crypt-key-size"},
+                 "journal encryption is not supported by blkcrypt (docs/integrity.md)");
+    if (!format)
+        refuse_given(vm, {"journal-integrity", "journal-integrity-key-file", "journal-integrity-key-size"},
+                     "images with a journal MAC are formatted but not read by blkcrypt (docs/integrity.md)");
+}
+
+// --journal-integrity-key-file and --journal-integrity-key-size, together.
+blkcrypt::SecureBuffer journal_mac_key(const po::variables_map& vm) {
+    const bool file = vm.count("journal-integrity-key-file") > 0, size = vm.count("journal-integrity-key-size") > 0;
+    if (file != size) throw UsageError("Both journal integrity key file and key size options must be specified.");
+    if (!file) return {};
+    if (!vm.count("journal-integrity")) throw UsageError("--journal-integrity-key-file needs --journal-integrity");
+    return read_key_input(vm["journal-integrity-key-file"].as<std::string>(), 0,
+                          vm["journal-integrity-key-size"].as<unsigned>(), false);
 }
 
 char mode_option(const po::variables_map& vm) {
@@ -129,7 +143,7 @@ char mode_option(const po::variables_map& vm) {
 int run_format(const po::variables_map& vm, const std::vector<std::string>& files) {
     if (files.size() != 1) throw UsageError("integrity format needs exactly one IMAGE");
     const std::string& image_path = files[0];
-    refuse_journal_protection(vm);
+    refuse_journal_protection(vm, true);
     if (vm["integrity-recovery-mode"].as<bool>()) throw UsageError("-R: recovery mode is for reading, not format");
     const std::optional<std::string> data_path =
         vm.count("data-device") ? std::optional(vm["data-device"].as<std::string>()) : std::nullopt;
@@ -140,6 +154,11 @@ int run_format(const po::variables_map& vm, const std::vector<std::string>& file
     o.internal_hash = hash_option(vm);
     const blkcrypt::SecureBuffer key = integrity_key(vm);
     o.key = key;
+    const blkcrypt::SecureBuffer jkey = journal_mac_key(vm);
+    if (vm.count("journal-integrity")) {
+        o.journal_mac = integrity::kernel_hash_name(vm["journal-integrity"].as<std::string>());
+        o.journal_mac_key = jkey;
+    }
     auto& p = o.params;
     blkcrypt::Registry& reg = registry();
     p.tag_size = vm.count("tag-size") ? static_cast<uint16_t>(vm["tag-size"].as<unsigned>()) : 0;  // 0: the digest size
@@ -199,7 +218,7 @@ struct Opened {
 };
 
 Opened open_target(const po::variables_map& vm, const std::string& image_path, bool writable) {
-    refuse_journal_protection(vm);
+    refuse_journal_protection(vm, false);
     integrity::OpenOptions o;
     o.mode = mode_option(vm);
     if (o.mode == 'R' && writable) throw UsageError("-R: recovery mode is read-only");

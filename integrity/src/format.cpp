@@ -158,8 +158,7 @@ std::vector<Run> tag_runs(const Geometry& g, uint64_t max_blocks) {
 Result<Formatted> format(Registry& reg, BackingStore& image, BackingStore* data, const FormatOptions& o) {
     FormatParams p = o.params;
     p.internal_hash = true;
-    if (p.journal_mac)
-        return make_error(Status::Unsupported, "dm-integrity: a journal MAC (--journal-integrity) is not written here");
+    p.journal_mac = !o.journal_mac.empty();
     if (!o.random_salt) {
         // as given
     } else if (auto r = random_bytes(p.salt); !r) {
@@ -187,6 +186,12 @@ Result<Formatted> format(Registry& reg, BackingStore& image, BackingStore* data,
     if (!hash) return hash.error();
     auto zero_tags = ZeroTags::create(*hash);
     if (!zero_tags) return zero_tags.error();
+    std::shared_ptr<JournalMac> mac;
+    if (p.journal_mac) {
+        auto m = JournalMac::create(reg, o.journal_mac, o.journal_mac_key, *sb);
+        if (!m) return m.error();
+        mac = std::move(*m);
+    }
 
     // 1. The superblock area, zeroed first (cryptsetup's "wipe integrity
     // superblock"): an interrupted format leaves no superblock.
@@ -259,9 +264,14 @@ Result<Formatted> format(Registry& reg, BackingStore& image, BackingStore* data,
 
     // 3. The clean journal the kernel writes (init_journal), then the
     // superblock, last, as the kernel writes it (REQ_FUA).
-    if (auto j = init_journal(image, *sb, *geo); !j) return j.error();
+    if (auto j = init_journal(image, *sb, *geo, mac.get()); !j) return j.error();
     if (Status s = image.flush(); s != Status::Ok) return io_error(image, "flush", s);
-    if (Status s = image.write(0, encode_superblock(*sb)); s != Status::Ok)
+    auto area = encode_superblock(*sb);
+    // sb_mac: with fix_hmac and a journal MAC the kernel MACs the superblock.
+    if (mac && sb->has(kFlagFixedHmac)) {
+        if (auto m = mac->write_superblock(area); !m) return m.error();
+    }
+    if (Status s = image.write(0, area); s != Status::Ok)
         return io_error(image, "writing the superblock", s);
     if (Status s = image.flush(); s != Status::Ok) return io_error(image, "flush", s);
     if (data) {

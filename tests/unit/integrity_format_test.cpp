@@ -9,6 +9,7 @@
 #include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/integrity/format.hpp>
 #include <blkcrypt/integrity/geometry.hpp>
+#include <blkcrypt/integrity/journal.hpp>
 #include <blkcrypt/integrity/superblock.hpp>
 #include <blkcrypt/integrity/tag_hash.hpp>
 
@@ -216,8 +217,10 @@ TEST_CASE("integrity format: every tag of a formatted image checks, the data rea
 TEST_CASE("integrity format: refusals", "[integrity][format]") {
     MemoryStore image(16 << 20);
     FormatOptions o;
-    o.params.journal_mac = true;
-    CHECK(format(registry(), image, nullptr, o).status() == Status::Unsupported);
+    o.journal_mac = "hmac(sha256)";  // no key
+    CHECK(!format(registry(), image, nullptr, o));
+    o.journal_mac = "no-such-mac";
+    CHECK(format(registry(), image, nullptr, o).status() == Status::NotFound);
     o = {};
     o.internal_hash = "no-such-hash";
     CHECK(format(registry(), image, nullptr, o).status() == Status::NotFound);
@@ -313,6 +316,45 @@ TEST_CASE("integrity format: the tags of zeros equal the kernel's wiped tag area
             INFO(compared << " tags compared, " << written << " blocks written by the kernel skipped");
             CHECK(compared > 100);
             CHECK(written > 0);
+        }
+    }
+}
+
+// A journal MAC: the flag, the salt, the superblock's MAC (sb_mac, which
+// the kernel checks on every load: tests/golden/integrity-format/journal-mac
+// opened there) and a clean journal whose sections carry their MACs.
+TEST_CASE("integrity format: a journal MAC", "[integrity][format]") {
+    for (bool fix_hmac : {true, false}) {
+        DYNAMIC_SECTION((fix_hmac ? "fix_hmac" : "legacy hmac")) {
+            MemoryStore image(16 << 20);
+            FormatOptions o;
+            o.journal_mac = "hmac(sha256)";
+            o.journal_mac_key = ConstBytes(kHmacKey, 32);
+            o.params.fix_hmac = fix_hmac;
+            auto f = format(registry(), image, nullptr, o);
+            REQUIRE(f);
+            const Superblock& sb = f->superblock;
+            CHECK(sb.has(kFlagJournalMac));
+            CHECK(sb.has(kFlagFixedHmac) == fix_hmac);
+            CHECK(f->geometry.journal_entries_per_sector == 496 / 24);  // the MAC's 8 bytes out of every sector
+            auto mac = JournalMac::create(registry(), "hmac(sha256)", ConstBytes(kHmacKey, 32), sb);
+            REQUIRE(mac);
+            const auto area = ConstBytes(image.data()).first(512);
+            if (fix_hmac) {
+                CHECK((*mac)->check_superblock(area).value());
+                std::vector<uint8_t> bad(area.begin(), area.end());
+                bad[511] ^= 1;
+                CHECK(!(*mac)->check_superblock(bad).value());
+            } else {
+                CHECK(std::all_of(area.begin() + 64, area.end(), [](uint8_t b) { return b == 0; }));
+            }
+            const auto& g = f->geometry;
+            for (uint32_t sec = 0; sec < g.journal_sections; ++sec) {
+                const auto bytes = ConstBytes(image.data()).subspan(
+                    journal_offset(g) + uint64_t(sec) * g.journal_section_sectors * 512,
+                    std::size_t(g.journal_section_sectors) * 512);
+                CHECK((*mac)->check(g, sec, bytes).value());
+            }
         }
     }
 }

@@ -2,12 +2,13 @@
 # The kernel's verdict on images blkcrypt formats and writes: for each case
 # in CASES below, blkcrypt formats a sparse file (`integrity format -q`,
 # computed tags, no wipe pass) and writes 6000 random bytes through the
-# target (`integrity write`, a partial last block), on the host. Debian 12's
+# target (`integrity write`, a partial last block), on the host; the
+# --no-wipe and journal MAC images are only formatted. Debian 12's
 # kernel (6.1, integritysetup 2.6.1; ../shared/oracle, one boot) then opens
 # each with integritysetup, reads the whole mapping and counts the
 # "Checksum failed" lines dmesg gets.
 # Writes here: CASE.img.xz (the image as blkcrypt left it, before the kernel
-# saw it; CASE.meta.xz the metadata device of --data-device cases),
+# saw it; CASE.data.xz the data device of --data-device cases),
 # CASE.kernel (the open options, KEY and DATA standing for the key file and
 # the data device; then the kernel's open rc, mapping size and sha256, dd rc,
 # the checksum failures it logged), record.log (the whole guest output).
@@ -23,6 +24,7 @@ printf 0123456789abcdef0123456789ABCDEF > "$work/key"
 
 # name | size | blkcrypt format options | integritysetup open options | data device size (empty: none) | write (yes/no)
 KEY="--integrity-key-file KEY --integrity-key-size 32"
+JMAC="--journal-integrity hmac-sha256 --journal-integrity-key-file KEY --journal-integrity-key-size 32"
 CASES=(
   "crc32c|2097152|||"
   "crc32|2097152|-I crc32|-I crc32|"
@@ -37,6 +39,8 @@ CASES=(
   "legacy-hmac|2097152|--integrity-legacy-hmac||"
   "sector4096|4194304|--sector-size 4096||"
   "no-wipe|2097152|--no-wipe||"
+  "journal-mac|2097152|$JMAC|$JMAC|"
+  "journal-mac-legacy|2097152|$JMAC --integrity-legacy-hmac|$JMAC|"
 )
 
 g=$work/guest.sh
@@ -65,7 +69,8 @@ head -c 6000 /dev/urandom > "$work/pattern"
     # shellcheck disable=SC2086
     "$blk" integrity format -q $hopts "$img"
     # shellcheck disable=SC2086
-    [ "$name" = no-wipe ] || "$blk" integrity write $wopts "$work/pattern" "$img"
+    # (blkcrypt's target does not open images with a journal MAC: format only.)
+    case "$name" in no-wipe|journal-mac*) ;; *) "$blk" integrity write $wopts "$work/pattern" "$img" ;; esac
     xz -9e -T1 < "$img" > "$work/$name.img.xz"
     [ -z "$dsize" ] || xz -9e -T1 < "$img.data" > "$work/$name.data.xz"
     cat <<GUEST

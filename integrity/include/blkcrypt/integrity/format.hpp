@@ -53,6 +53,9 @@ struct FormatOptions {
     bool random_salt = true;          // the kernel draws it; tests give one
     std::string internal_hash = "crc32c";  // kernel form: crc32c, hmac(sha256)
     ConstBytes key;                   // --integrity-key-file, for keyed hashes
+    // journal_mac: (--journal-integrity), kernel form, and its key; empty: none.
+    std::string journal_mac;
+    ConstBytes journal_mac_key;
     // false (--no-wipe): tags and data are left as the device holds them,
     // so reading a block never written fails, as with cryptsetup.
     bool compute_tags = true;
@@ -74,8 +77,9 @@ struct Formatted {
 // or zeros written elsewhere) and every tag set to the tag of a zero block.
 // The superblock is written last, after a flush, so an interrupted format
 // leaves no superblock (the area is zeroed first). Invalid for parameters
-// the kernel refuses or devices too small; Unsupported for a journal MAC or
-// journal encryption (not written here).
+// the kernel refuses or devices too small. A journal MAC gives each journal
+// section its MAC and, with fix_hmac, the superblock its sb_mac, as the
+// kernel writes them; journal encryption is not written here.
 Result<Formatted> format(Registry& reg, BackingStore& image, BackingStore* data, const FormatOptions& o);
 
 }  // namespace blkcrypt::integrity
