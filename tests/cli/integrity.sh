@@ -191,6 +191,17 @@ grep_q "Both key file and key size options must be specified." <"$TMP/stderr" ||
 expect_exit nonzero "$BLKCRYPT" integrity format -q -I hmac-sha256 "$TMP/plain"
 expect_exit 2 "$BLKCRYPT" integrity format -q --journal-crypt aes "$TMP/plain"
 grep_q "journal" <"$TMP/stderr" || fail "journal-crypt: $(cat "$TMP/stderr")"
+expect_exit 2 "$BLKCRYPT" integrity format -q --journal-integrity hmac-sha256 --journal-integrity-key-file "$TMP/key" "$TMP/plain"
+grep_q "Both journal integrity key file and key size options must be specified." <"$TMP/stderr" ||
+    fail "journal key size: $(cat "$TMP/stderr")"
+"$BLKCRYPT" integrity format -q --journal-integrity hmac-sha256 --journal-integrity-key-file "$TMP/key" \
+    --journal-integrity-key-size 32 "$TMP/plain" || fail "format with a journal MAC"
+"$BLKCRYPT" integrity dump "$TMP/plain" | grep_q -x "flags have_journal_mac fix_padding fix_hmac " || fail "journal MAC flags"
+[[ -z $HOST ]] || "$HOST" dump "$TMP/plain" | grep_q -x "flags have_journal_mac fix_padding fix_hmac " ||
+    fail "integritysetup: journal MAC flags"
+expect_exit 1 "$BLKCRYPT" integrity read "$TMP/plain" "$TMP/x.out"
+grep_q "journal MAC" <"$TMP/stderr" || fail "read of a journal MAC image: $(cat "$TMP/stderr")"
+expect_exit 2 "$BLKCRYPT" integrity read --journal-integrity hmac-sha256 "$TMP/plain" "$TMP/x.out"
 expect_exit 2 "$BLKCRYPT" integrity format -q -I no-such-hash "$TMP/plain"
 expect_exit 2 "$BLKCRYPT" integrity format -q --sector-size 1000 "$TMP/plain"
 expect_exit 4 "$BLKCRYPT" integrity format -q "$TMP/fifo"
