@@ -159,10 +159,8 @@ Result<Formatted> format(Registry& reg, BackingStore& image, BackingStore* data,
     FormatParams p = o.params;
     p.internal_hash = true;
     p.journal_mac = !o.journal_mac.empty();
-    if (!o.random_salt) {
-        // as given
-    } else if (auto r = random_bytes(p.salt); !r) {
-        return r.error();
+    if (o.random_salt) {
+        if (auto r = random_bytes(p.salt); !r) return r.error();
     }
     if (p.tag_size == 0) {
         auto sh = Shash::alloc(reg, o.internal_hash);
@@ -266,6 +264,9 @@ Result<Formatted> format(Registry& reg, BackingStore& image, BackingStore* data,
     // superblock, last, as the kernel writes it (REQ_FUA).
     if (auto j = init_journal(image, *sb, *geo, mac.get()); !j) return j.error();
     if (Status s = image.flush(); s != Status::Ok) return io_error(image, "flush", s);
+    if (data) {
+        if (Status s = data->flush(); s != Status::Ok) return io_error(*data, "flush", s);
+    }
     auto area = encode_superblock(*sb);
     // sb_mac: with fix_hmac and a journal MAC the kernel MACs the superblock.
     if (mac && sb->has(kFlagFixedHmac)) {
@@ -274,9 +275,6 @@ Result<Formatted> format(Registry& reg, BackingStore& image, BackingStore* data,
     if (Status s = image.write(0, area); s != Status::Ok)
         return io_error(image, "writing the superblock", s);
     if (Status s = image.flush(); s != Status::Ok) return io_error(image, "flush", s);
-    if (data) {
-        if (Status s = data->flush(); s != Status::Ok) return io_error(*data, "flush", s);
-    }
     return out;
 }
 
