@@ -3,6 +3,7 @@
 #include <blkcrypt/dm/crypt_target.hpp>
 #include <blkcrypt/dm/dm_table.hpp>
 #include <blkcrypt/dm/targets.hpp>
+#include <blkcrypt/integrity/device.hpp>
 #include <blkcrypt/verity/target.hpp>
 
 #include <charconv>
@@ -38,6 +39,44 @@ bool number(std::string_view s, uint64_t& v) {
 }
 
 constexpr uint64_t kMaxSectors = UINT64_MAX / 512;
+
+// An integrity line's target over its device (and metadata device).
+template <class StoreOf>
+Result<std::shared_ptr<BlockDevice>> build_integrity(Registry& reg, const IntegrityTable& t, bool read_only,
+                                                     unsigned threads, StoreOf& store_of) {
+    if (!t.journal_crypt.empty())
+        return make_error(Status::Unsupported, "journal_crypt: (an encrypted journal) is not supported");
+    if (!t.journal_mac.empty())
+        return make_error(Status::Unsupported, "journal_mac: (a journal MAC) is not supported");
+    auto dev = store_of(t.device);
+    if (!dev) return dev.error();
+    std::shared_ptr<BackingStore> meta;
+    if (!t.meta_device.empty()) {
+        auto m = store_of(t.meta_device);
+        if (!m) return m.error();
+        meta = *m;
+    }
+    integrity::OpenOptions o;
+    o.start = t.offset;
+    o.tag_size = static_cast<uint16_t>(t.tag_size > UINT16_MAX ? 0 : t.tag_size);
+    if (t.tag_size > UINT16_MAX) return make_error(Status::Invalid, "Too big tag size");
+    o.block_size = t.block_size.value_or(0);
+    o.mode = t.mode;
+    o.internal_hash = t.internal_hash;
+    o.internal_hash_key = t.internal_hash_key;
+    o.allow_discards = t.allow_discards;
+    o.read_only = read_only;
+    if (t.buffer_sectors) o.buffer_sectors = *t.buffer_sectors;
+    o.journal_sectors = t.journal_sectors.value_or(0);
+    if (t.journal_watermark) o.journal_watermark = *t.journal_watermark;
+    if (t.commit_time) o.commit_time = *t.commit_time;
+    o.sectors_per_bit = t.sectors_per_bit.value_or(0);
+    if (t.bitmap_flush_interval) o.bitmap_flush_interval = *t.bitmap_flush_interval;
+    o.recalculate = t.recalculate;
+    auto target = integrity::IntegrityTarget::open(reg, *dev, meta, o);
+    if (!target) return target.error();
+    return make_integrity_device(std::move(target).value(), threads);
+}
 
 }  // namespace
 
@@ -88,8 +127,13 @@ Result<DmTable> parse_dm_table(std::string_view text) {
             t->start = l.start;
             t->length = l.length;
             l.verity = std::move(t).value();
+        } else if (l.target == "integrity") {
+            const std::size_t args_at = static_cast<std::size_t>(w[2].data() + w[2].size() - raw.data());
+            auto t = parse_integrity_args(raw.substr(args_at));
+            if (!t) return at_line(n, "integrity: " + t.error().message);
+            l.integrity = std::move(t).value();
         } else {
-            return at_line(n, "unknown target type '" + l.target + "' (linear, zero, error, crypt, verity)");
+            return at_line(n, "unknown target type '" + l.target + "' (linear, zero, error, crypt, verity, integrity)");
         }
         lines.push_back(std::move(l));
     }
@@ -118,6 +162,8 @@ std::string format_dm_table(const DmTable& table, bool show_key) {
             out += " " + l.crypt->crypt_args(show_key);
         else if (l.verity)
             out += " " + l.verity->args();
+        else if (l.integrity)
+            out += " " + l.integrity->args(show_key);
         out += "\n";
     }
     return out;
@@ -135,6 +181,10 @@ Result<std::shared_ptr<BlockDevice>> build_dm_table(Registry& reg, const DmTable
         for (const DmLine& l : lines) {
             if (l.target == "linear") written.insert(l.device);
             if (l.crypt) written.insert(l.crypt->device);
+            if (l.integrity) {
+                written.insert(l.integrity->device);
+                if (!l.integrity->meta_device.empty()) written.insert(l.integrity->meta_device);
+            }
         }
     }
 
@@ -209,6 +259,18 @@ Result<std::shared_ptr<BlockDevice>> build_dm_table(Registry& reg, const DmTable
             if (!d) return fail(d.error());
             dev = *d;
             if (dev->size() != bytes) {  // a target shorter than the tree
+                auto w = make_linear_device(dev, 0, bytes);
+                if (!w) return fail(w.error());
+                dev = *w;
+            }
+        } else if (l.integrity) {
+            auto d = build_integrity(reg, *l.integrity, read_only, opts.threads, store_of);
+            if (!d) return fail(d.error());
+            dev = *d;
+            if (dev->size() < bytes)
+                return fail(make_error(Status::Invalid, "Not enough provided sectors for requested mapping size (" +
+                                                            std::to_string(dev->size() / 512) + " provided)"));
+            if (dev->size() != bytes) {
                 auto w = make_linear_device(dev, 0, bytes);
                 if (!w) return fail(w.error());
                 dev = *w;

@@ -49,7 +49,7 @@ TEST_CASE("each layer includes only the layers below it", "[layering]") {
         {"templates", core},
         {"verity", with({"verity"})},
         {"integrity", with({"integrity"})},
-        {"dmcrypt", with({"dm", "verity"})},
+        {"dmcrypt", with({"dm", "verity", "integrity"})},  // integrity: table lines, tagged devices
         {"luks", with({"luks", "dm", "verity"})},
         {"tcrypt", with({"tcrypt", "dm", "verity"})},
         {"bitlk", with({"bitlk", "dm", "verity", "luks"})},      // luks: key dump lines

@@ -59,6 +59,11 @@ public:
         for (auto& s : segs_) s.dev->drain();
     }
     std::string describe() const override { return what_; }
+    // A one-line table is its line: a crypt line stacked on an integrity
+    // table reaches the tags through it.
+    std::shared_ptr<integrity::TaggedDevice> tagged() override {
+        return segs_.size() == 1 ? segs_[0].dev->tagged() : nullptr;
+    }
 
 private:
     // The parts of one I/O: `done` gets the first failure once all finished.

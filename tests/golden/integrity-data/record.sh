@@ -66,7 +66,7 @@ GUEST
 echo "=== case $name"
 integritysetup format -q $fopts $dev 2>&1; echo "format rc=\$?"
 integritysetup open $oopts $dev ic 2>&1; echo "open rc=\$?"
-dmsetup table ic 2>&1 | sed 's/ [0-9]*:[0-9]* / DEV /g; s/:[0-9]*:[0-9]* / DEV /g' | sed 's/^/table: /'
+dmsetup table ic 2>&1 | sed -E 's/meta_device:[0-9]+:[0-9]+/meta_device:DEV/; s/ [0-9]+:[0-9]+ / DEV /g' | sed 's/^/table: /'
 pages=\$(( \$(blockdev --getsize64 /dev/mapper/ic) / 4096 ))
 yes "blkcrypt integrity golden $name, written by the kernel through dd" | head -c 65536 > /tmp/pat
 dd if=/tmp/pat of=/dev/mapper/ic bs=4096 seek=0 count=2 2>&1 | grep -v records

@@ -23,6 +23,10 @@
 #include <string>
 #include <vector>
 
+namespace blkcrypt::integrity {
+class TaggedDevice;
+}
+
 namespace blkcrypt::dm {
 
 class BlockDevice {
@@ -56,6 +60,9 @@ public:
     virtual void drain() = 0;
     // For logs: what is served ("plain image.raw", "crypt aes-xts-plain64 over ...").
     virtual std::string describe() const = 0;
+    // Data with a tag per block (a dm-integrity device), for a crypt line
+    // with the integrity feature stacked on it; nullptr for every other device.
+    virtual std::shared_ptr<integrity::TaggedDevice> tagged() { return nullptr; }
 };
 
 // Submits and waits; returns the final status.

@@ -13,14 +13,16 @@
 //   crypt <cipher> <key> <iv_offset> <device> <offset> [<#opts> <opts>...]
 //   verity <version> <data_dev> <hash_dev> <data_bs> <hash_bs> <blocks>
 //          <hash_start> <alg> <root> <salt|-> [<#opts> <opts>...]
-// crypt and verity arguments go through their own parsers (dm/table.hpp,
-// verity/table.hpp). A table with a verity line is read-only as a whole: the
+//   integrity <dev> <offset> <tag_size> <mode> [<#opts> <opts>...]
+// crypt, verity and integrity arguments go through their own parsers
+// (dm/table.hpp, verity/table.hpp, dm/integrity_table.hpp). A table with a verity line is read-only as a whole: the
 // kernel refuses to load a verity target in a writable table.
 #pragma once
 
 #include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/dm/table.hpp>
 #include <blkcrypt/dm/block_device.hpp>
+#include <blkcrypt/dm/integrity_table.hpp>
 #include <blkcrypt/registry.hpp>
 #include <blkcrypt/status.hpp>
 #include <blkcrypt/verity/table.hpp>
@@ -44,11 +46,12 @@ namespace blkcrypt::dm {
 struct DmLine {
     unsigned line_no = 0;  // in the file, from 1
     uint64_t start = 0, length = 0;  // 512-byte sectors
-    std::string target;              // linear, zero, error, crypt, verity
+    std::string target;              // linear, zero, error, crypt, verity, integrity
     std::string device;              // linear
     uint64_t offset = 0;             // linear: sectors into device
     std::optional<dm::CryptTable> crypt;       // device and offset inside
     std::optional<verity::VerityTable> verity;  // data_dev, hash_dev inside
+    std::optional<IntegrityTable> integrity;    // device, meta_device inside
 };
 
 // A whole table: its lines in order, covering the device from sector 0.

@@ -1,5 +1,5 @@
 // The device-mapper targets as block devices: each kernel target type a
-// table line can name (linear, zero, error, crypt, verity) and the stack of
+// table line can name (linear, zero, error, crypt, verity, integrity) and the stack of
 // lines a table makes. One source file per type under src/targets/.
 #pragma once
 
@@ -14,6 +14,9 @@
 
 namespace blkcrypt::verity {
 class VerityTarget;
+}
+namespace blkcrypt::integrity {
+class IntegrityTarget;
 }
 
 namespace blkcrypt::dm {
@@ -39,6 +42,13 @@ std::shared_ptr<BlockDevice> make_crypt_device(std::shared_ptr<CryptTarget> targ
 // I/O threads (0: one per core); a block that fails verification fails its read.
 Result<std::shared_ptr<BlockDevice>> make_verity_device(std::unique_ptr<verity::VerityTarget> target,
                                                         unsigned threads, std::string description);
+
+// A dm-integrity target. With an internal hash, reads check every tag
+// (Corrupt on a mismatch) and writes compute them; without one, plain I/O
+// is refused (Unsupported) and tagged() gives the target above its data and
+// tags. On a pool of `threads` I/O threads (0: one per core).
+Result<std::shared_ptr<BlockDevice>> make_integrity_device(std::shared_ptr<integrity::IntegrityTarget> target,
+                                                           unsigned threads);
 
 // One line of a stack: a device placed at `start`.
 struct Segment {

@@ -1,0 +1,72 @@
+// dm-integrity as a block device. With an internal hash, reads check every
+// tag (a mismatch fails the read with Corrupt, as the kernel's EILSEQ) and
+// writes compute them. Without one the tags belong to the target above
+// (dm-crypt's integrity feature): plain reads and writes are refused, and
+// that target reaches data and tags through tagged().
+#include <blkcrypt/dm/targets.hpp>
+#include <blkcrypt/integrity/device.hpp>
+
+namespace blkcrypt::dm {
+namespace {
+
+// The checked view as a store, for a store device's I/O pool.
+class CheckedStore final : public BackingStore {
+public:
+    explicit CheckedStore(std::shared_ptr<integrity::IntegrityTarget> t) : t_(std::move(t)) {}
+    Status read(uint64_t offset, Bytes out) override {
+        if (!t_->tag_hash()) return Status::Unsupported;
+        return t_->read_checked(offset, out).status();
+    }
+    Status write(uint64_t offset, ConstBytes in) override {
+        if (!t_->tag_hash()) return Status::Unsupported;
+        return t_->write_hashed(offset, in).status();
+    }
+    Status flush() override { return t_->flush().status(); }
+    uint64_t size() const override { return t_->size(); }
+    std::string name() const override { return t_->describe(); }
+
+private:
+    std::shared_ptr<integrity::IntegrityTarget> t_;
+};
+
+// The store device, plus the tagged view for a crypt line stacked on it.
+class IntegrityDevice final : public BlockDevice {
+public:
+    IntegrityDevice(std::shared_ptr<BlockDevice> inner, std::shared_ptr<integrity::IntegrityTarget> t)
+        : inner_(std::move(inner)), t_(std::move(t)) {}
+    uint64_t size() const override { return inner_->size(); }
+    uint32_t block_size() const override { return inner_->block_size(); }
+    bool read_only() const override { return inner_->read_only(); }
+    Status submit_read(uint64_t offset, Bytes out, Completion done) override {
+        return inner_->submit_read(offset, out, std::move(done));
+    }
+    Status submit_write(uint64_t offset, ConstBytes in, Completion done) override {
+        return inner_->submit_write(offset, in, std::move(done));
+    }
+    Status flush() override { return inner_->flush(); }
+    void drain() override { inner_->drain(); }
+    std::string describe() const override { return inner_->describe(); }
+    std::shared_ptr<integrity::TaggedDevice> tagged() override { return t_; }
+
+private:
+    std::shared_ptr<BlockDevice> inner_;
+    std::shared_ptr<integrity::IntegrityTarget> t_;
+};
+
+}  // namespace
+
+Result<std::shared_ptr<BlockDevice>> make_integrity_device(std::shared_ptr<integrity::IntegrityTarget> target,
+                                                           unsigned threads) {
+    if (!target) return make_error(Status::Invalid, "no integrity target");
+    StoreDeviceOptions o;
+    o.read_only = target->read_only();
+    o.block_size = target->block_size();
+    o.threads = threads;
+    o.description = target->describe();
+    if (!target->tag_hash()) o.description += " (no internal hash: tags from the target above; plain I/O refused)";
+    auto d = make_store_device(std::make_shared<CheckedStore>(target), o);
+    if (!d) return d.error();
+    return std::shared_ptr<BlockDevice>(std::make_shared<IntegrityDevice>(*d, std::move(target)));
+}
+
+}  // namespace blkcrypt::dm
