@@ -84,9 +84,25 @@ Result<std::shared_ptr<IntegrityTarget>> IntegrityTarget::open(Registry& reg, st
     auto sb = decode_superblock(area);
     if (!sb) return sb.error();
     t->sb_ = *sb;
-    if (t->sb_.has(kFlagJournalMac))
-        return make_error(Status::Unsupported, "dm-integrity: images with a journal MAC (journal_mac:) are not "
-                                               "supported");
+    // The journal MAC: the kernel refuses a table whose journal_mac: does
+    // not match the flag ("Journal mac mismatch"), and with fix_hmac checks
+    // the superblock's MAC on every load but in mode R.
+    if (t->sb_.has(kFlagJournalMac) != !o.journal_mac.empty())
+        return make_error(Status::Invalid, t->sb_.has(kFlagJournalMac)
+                                               ? "dm-integrity: the image has a journal MAC: give its algorithm and key "
+                                                 "(journal_mac:, --journal-integrity) (\"Journal mac mismatch\")"
+                                               : "dm-integrity: the image has no journal MAC (\"Journal mac mismatch\")");
+    if (!o.journal_mac.empty()) {
+        auto m = JournalMac::create(reg, o.journal_mac, o.journal_mac_key, t->sb_);
+        if (!m) return make_error(m.status(), "dm-integrity: " + m.error().message);
+        t->journal_mac_ = *m;
+        if (o.mode != 'R' && t->sb_.has(kFlagFixedHmac)) {
+            auto ok = t->journal_mac_->check_superblock(area);
+            if (!ok) return make_error(ok.status(), "dm-integrity: " + ok.error().message);
+            if (!*ok) return make_error(Status::Corrupt, "dm-integrity: the superblock's MAC does not match (the kernel: "
+                                                         "\"Error reading superblock\", superblock mac)");
+        }
+    }
     if (o.tag_size && o.tag_size != t->sb_.tag_size)
         return make_error(Status::Invalid, "dm-integrity: tag size " + std::to_string(o.tag_size) +
                                                " doesn't match the superblock's (" +
@@ -150,7 +166,7 @@ Result<std::shared_ptr<IntegrityTarget>> IntegrityTarget::open(Registry& reg, st
 Result<void> IntegrityTarget::open_journal() {
     if (mode_ == 'R' || sb_.has(kFlagDirtyBitmap)) return {};
     BackingStore& meta = meta_ ? *meta_ : *dev_;
-    ReplayOptions ro{mode_, hash_ ? &*hash_ : nullptr, nullptr};
+    ReplayOptions ro{mode_, hash_ ? &*hash_ : nullptr, journal_mac_.get()};
     auto j = Journal::read(meta, sb_, geo_, ro);
     if (!j) return make_error(j.status(), "dm-integrity: " + name_ + ": " + j.error().message);
     if (read_only_) {
@@ -160,7 +176,8 @@ Result<void> IntegrityTarget::open_journal() {
     }
     auto r = j->apply(meta, *dev_, *tags_store_);
     if (!r) return make_error(r.status(), "dm-integrity: " + name_ + ": " + r.error().message);
-    if (mode_ == 'J') journal_ = std::make_unique<JournalWriter>(meta, *dev_, *tags_store_, sb_, geo_, r->next);
+    if (mode_ == 'J')
+        journal_ = std::make_unique<JournalWriter>(meta, *dev_, *tags_store_, sb_, geo_, r->next, journal_mac_.get());
     return {};
 }
 
@@ -368,7 +385,9 @@ Result<void> IntegrityTarget::mark_bitmap(uint64_t offset, uint64_t len) {
 }
 
 Result<void> IntegrityTarget::write_superblock(const Superblock& sb) {
-    const auto area = encode_superblock(sb);
+    auto area = encode_superblock(sb);
+    if (journal_mac_ && sb.has(kFlagFixedHmac))  // sync_rw_sb: the superblock's MAC (sb_mac)
+        if (auto r = journal_mac_->write_superblock(area); !r) return r;
     if (Status s = tags_store_->write(geo_.start * kSectorSize, area); s != Status::Ok)
         return make_error(s, "dm-integrity: cannot write the superblock of " + name_);
     if (Status s = tags_store_->flush(); s != Status::Ok)

@@ -724,3 +724,120 @@ TEST_CASE("integrity journal: images our writer left when killed open in the ker
         CHECK_THAT(r.error().message, Catch::Contains("section 1 sector 40"));
     }
 }
+
+TEST_CASE("integrity journal: the journal MAC and superblock MAC equal the kernel's", "[integrity][journal][golden]") {
+    for (const char* name : {"mac-fixhmac", "mac-legacy"}) {
+        INFO(name);
+        const auto info = read_info(kCrashed + name + ".info");
+        REQUIRE(info.at("format rc") == "0");
+        std::vector<uint8_t> key(32);
+        for (int i = 0; i < 32; ++i) key[i] = uint8_t(i);
+        REQUIRE(sha256_hex(key) == info.at("key_sha256"));
+        const auto head = decompress("gzip", kCrashed + name + ".head.gz");
+        REQUIRE(head.size() == 65536);
+        auto sb = decode_superblock(head);
+        REQUIRE(sb.ok());
+        REQUIRE(sb->has(kFlagJournalMac));
+        const bool fixed = std::string(name) == "mac-fixhmac";
+        CHECK(sb->has(kFlagFixedHmac) == fixed);
+        Devices dev;
+        dev.data_sectors = 8192;
+        auto g = open_geometry(*sb, dev);
+        REQUIRE(g.ok());
+        auto mac = JournalMac::create(testutil::registry(), "hmac(sha256)", key, *sb);
+        REQUIRE(mac.ok());
+
+        // The superblock: its MAC (with fix_hmac) over its first 480 bytes.
+        auto area = encode_superblock(*sb);
+        if (fixed) {
+            REQUIRE((*mac)->write_superblock(area).ok());
+            auto ok = (*mac)->check_superblock(head);
+            REQUIRE(ok.ok());
+            CHECK(*ok);
+        }
+        CHECK(std::equal(area.begin(), area.end(), head.begin()));
+        // The clean journal with a MAC in every metadata sector.
+        MemoryStore meta(journal_offset(*g) + journal_bytes(*g));
+        REQUIRE(meta.write(0, area) == Status::Ok);
+        REQUIRE(init_journal(meta, *sb, *g, mac->get()).ok());
+        const std::size_t n = std::min<std::size_t>(65536, meta.size());
+        std::size_t first_diff = 0;
+        while (first_diff < n && meta.data()[first_diff] == head[first_diff]) ++first_diff;
+        INFO("first difference at byte " << first_diff);
+        CHECK(first_diff == n);
+        // Without the key, a journal with a MAC cannot be written.
+        CHECK(init_journal(meta, *sb, *g).status() == Status::Unsupported);
+
+        // The kernel's committed sections, MACs checked, replay to its bytes.
+        auto img = decompress("xz", kCrashed + name + ".crashed.img.xz");
+        CHECK(sha256_hex(img) == info.at("raw_crashed"));
+        auto hash = TagHash::create(testutil::registry(), "crc32c", {}, *sb);
+        REQUIRE(hash.ok());
+        MemoryStore s(img.size());
+        s.data() = img;
+        ReplayOptions opts{'J', &*hash, mac->get()};
+        auto j = Journal::read(s, *sb, *g, opts);
+        REQUIRE(j.ok());
+        // The second write's page (sectors 96..103: busybox dd went through
+        // the page cache) in the section the first one was written back from.
+        REQUIRE(j->blocks().size() == 8);
+        CHECK(j->blocks()[0].sector == 96);
+        REQUIRE(j->apply(s, s, s).ok());
+        CHECK(sha256_hex(mapping(s.data(), *g)) == info.at("mapping_after_replay"));
+        CHECK(sha256_hex(mapping(s.data(), *g)) == info.at("mapping_written"));
+        // A section MAC byte flipped: the kernel's "journal mac" failure.
+        img[journal_offset(*g) + 3 * 512 + 497] ^= 1;
+        MemoryStore t(img.size());
+        t.data() = img;
+        auto bad = Journal::read(t, *sb, *g, opts);
+        REQUIRE_FALSE(bad.ok());
+        CHECK_THAT(bad.error().message, Catch::Contains("journal mac"));
+        // Without the MAC's key the journal is not read.
+        CHECK(Journal::read(t, *sb, *g, ReplayOptions{'J', &*hash, nullptr}).status() == Status::Invalid);
+    }
+}
+
+TEST_CASE("integrity journal: the target with a journal MAC", "[integrity][journal][golden]") {
+    const auto info = read_info(kCrashed + "mac-fixhmac.info");
+    const auto img = decompress("xz", kCrashed + "mac-fixhmac.crashed.img.xz");
+    std::vector<uint8_t> key(32);
+    for (int i = 0; i < 32; ++i) key[i] = uint8_t(i);
+    OpenOptions o;
+    o.internal_hash = "crc32c";
+    o.journal_mac = "hmac(sha256)";
+    o.journal_mac_key = SecureBuffer(key);
+    auto store = std::make_shared<MemoryStore>(img.size());
+    store->data() = img;
+    {
+        auto t = IntegrityTarget::open(testutil::registry(), store, nullptr, o);
+        REQUIRE(t.ok());
+        std::vector<uint8_t> all((*t)->size());
+        REQUIRE((*t)->read_checked(0, all).ok());
+        CHECK(sha256_hex(all) == info.at("mapping_after_replay"));
+        // A J-mode write: its section carries the MAC, the replay checks it.
+        std::vector<uint8_t> d(4096, 0x5C);
+        REQUIRE((*t)->write_hashed(8 * 512, d).ok());
+        auto sb = decode_superblock(store->data());
+        auto g = open_geometry(*sb, Devices{store->size() / 512, 0, std::nullopt, kDefaultBufferSectors});
+        REQUIRE(g.ok());
+        auto mac = JournalMac::create(testutil::registry(), "hmac(sha256)", key, *sb);
+        auto hash = TagHash::create(testutil::registry(), "crc32c", {}, *sb);
+        auto j = Journal::read(*store, *sb, *g, ReplayOptions{'J', &*hash, mac->get()});
+        REQUIRE(j.ok());
+        CHECK(j->blocks().size() == 8);
+        REQUIRE((*t)->close().ok());
+    }
+    SECTION("without the MAC, or with another key, it is refused") {
+        OpenOptions none;
+        none.internal_hash = "crc32c";
+        auto t = IntegrityTarget::open(testutil::registry(), store, nullptr, none);
+        REQUIRE_FALSE(t.ok());
+        CHECK_THAT(t.error().message, Catch::Contains("Journal mac mismatch"));
+        key[0] ^= 1;
+        o.journal_mac_key = SecureBuffer(key);
+        auto w = IntegrityTarget::open(testutil::registry(), store, nullptr, o);
+        REQUIRE_FALSE(w.ok());
+        CHECK(w.status() == Status::Corrupt);
+        CHECK_THAT(w.error().message, Catch::Contains("superblock's MAC"));
+    }
+}

@@ -32,6 +32,8 @@ struct OpenOptions {
     std::string internal_hash;    // internal_hash:, kernel form ("crc32c", "hmac(sha256)");
                                   // empty: the tags come from the target above (dm-crypt)
     SecureBuffer internal_hash_key;
+    std::string journal_mac;      // journal_mac:, kernel form ("hmac(sha256)"); required by images made with one
+    SecureBuffer journal_mac_key;
     bool allow_discards = false;  // an all-0xF6 tag (a discarded block) reads unchecked
     bool read_only = false;       // the table is loaded read-only
     uint32_t buffer_sectors = kDefaultBufferSectors;
@@ -135,6 +137,7 @@ private:
     // writes nothing: what the replay would write is read from the journal
     // instead (replayed_: the last entry for each sector).
     Result<void> open_journal();
+    std::shared_ptr<JournalMac> journal_mac_;
     std::unique_ptr<JournalWriter> journal_;
     std::optional<Journal> replayed_journal_;
     std::unordered_map<uint64_t, std::size_t> replayed_;
