@@ -67,7 +67,7 @@ void add_integrity_options(po::options_description& o) {
         ("bitmap-sectors-per-bit", number_value<uint64_t>(1, UINT64_MAX)->value_name("N"),
          "format: 512-byte sectors per bitmap bit (default 32768)")
         ("journal-integrity", po::value<std::string>()->value_name("ALG"),
-         "format: journal MAC (hmac-sha256, sha256...); images with one are not read here")
+         "journal MAC (hmac-sha256, sha256...): format writes it, the others need it for an image made with one")
         ("journal-integrity-key-file", po::value<std::string>()->value_name("FILE"), "journal MAC key file")
         ("journal-integrity-key-size", number_value<unsigned>(1, kMaxKeySize)->value_name("BYTES"),
          "journal MAC key size")
@@ -108,14 +108,10 @@ std::string hash_option(const po::variables_map& vm) {
     return integrity::kernel_hash_name(vm.count("integrity") ? vm["integrity"].as<std::string>() : "crc32c");
 }
 
-// Journal encryption is neither written nor read here; a journal MAC is
-// written by format only (the target refuses such images).
-void refuse_journal_protection(const po::variables_map& vm, bool format) {
+// Journal encryption is neither written nor read here.
+void refuse_journal_crypt(const po::variables_map& vm) {
     refuse_given(vm, {"journal-crypt", "journal-crypt-key-file", "journal-crypt-key-size"},
                  "journal encryption is not supported by blkcrypt (docs/integrity.md)");
-    if (!format)
-        refuse_given(vm, {"journal-integrity", "journal-integrity-key-file", "journal-integrity-key-size"},
-                     "images with a journal MAC are formatted but not read by blkcrypt (docs/integrity.md)");
 }
 
 // --journal-integrity-key-file and --journal-integrity-key-size, together.
@@ -143,7 +139,7 @@ char mode_option(const po::variables_map& vm) {
 int run_format(const po::variables_map& vm, const std::vector<std::string>& files) {
     if (files.size() != 1) throw UsageError("integrity format needs exactly one IMAGE");
     const std::string& image_path = files[0];
-    refuse_journal_protection(vm, true);
+    refuse_journal_crypt(vm);
     if (vm["integrity-recovery-mode"].as<bool>()) throw UsageError("-R: recovery mode is for reading, not format");
     const std::optional<std::string> data_path =
         vm.count("data-device") ? std::optional(vm["data-device"].as<std::string>()) : std::nullopt;
@@ -218,8 +214,11 @@ struct Opened {
 };
 
 Opened open_target(const po::variables_map& vm, const std::string& image_path, bool writable) {
-    refuse_journal_protection(vm, false);
+    refuse_journal_crypt(vm);
     integrity::OpenOptions o;
+    o.journal_mac_key = journal_mac_key(vm);
+    if (vm.count("journal-integrity"))
+        o.journal_mac = integrity::kernel_hash_name(vm["journal-integrity"].as<std::string>());
     o.mode = mode_option(vm);
     if (o.mode == 'R' && writable) throw UsageError("-R: recovery mode is read-only");
     o.internal_hash = hash_option(vm);
