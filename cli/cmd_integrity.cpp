@@ -382,8 +382,9 @@ int run_verify(const po::variables_map& vm, const std::vector<std::string>& file
 // --- serve --------------------------------------------------------------------
 
 // The checked device as a store, for the block-device pool: reads are
-// checked (a failure is logged naming its sector, and fails the request as
-// the kernel's EILSEQ fails a bio), writes computed tags.
+// checked, writes get computed tags. Unlike dm::make_integrity_device (the
+// table line's device), a failure is logged naming its sector, as the
+// kernel's dmesg line names it, before it fails the request (EIO).
 class CheckedStore final : public blkcrypt::BackingStore {
 public:
     explicit CheckedStore(std::shared_ptr<integrity::IntegrityTarget> t) : t_(std::move(t)) {}
