@@ -255,10 +255,10 @@ Routed route(std::string_view action, Args args, const po::options_description& 
         throw Failure(probe + " holds a dm-verity superblock: blkcrypt verity verify, read, table or serve " +
                       "reads it with its root hash");
     case Format::Integrity:
-        // No secret either; only its superblock is read so far (docs/integrity.md).
-        if (serve) return {};
-        if (action == "dump") return {.status = run_format(run_integrity, action, s.forward)};
-        throw Failure(probe + " holds a dm-integrity superblock: blkcrypt integrity dump reads it");
+        // No secret either: serve (open) serves the checked device, as
+        // integritysetup open maps it (--type raw serves the bytes as they are).
+        if (serve || action == "dump") return {.status = run_format(run_integrity, action, s.forward)};
+        throw Failure(probe + " holds a dm-integrity superblock: blkcrypt integrity read, verify or serve reads it");
     }
     throw Failure(probe + ": unknown format");
 }
@@ -295,9 +295,10 @@ constexpr Top kTops[] = {
 
 const std::string kDetectText =
     "\nThe format is read from IMAGE's signature (LUKS1, LUKS2, also from a secondary\n"
-    "LUKS2 header, BitLocker, FileVault 2, a dm-verity superblock), or named with\n"
-    "--type where there is none (tcrypt, loopaes, plain). The words then go to the\n"
-    "format's command (blkcrypt luks ACTION ...), whose options below all apply.";
+    "LUKS2 header, BitLocker, FileVault 2, a dm-verity or dm-integrity superblock),\n"
+    "or named with --type where there is none (tcrypt, loopaes, plain). The words\n"
+    "then go to the format's command (blkcrypt luks ACTION ...), whose options below\n"
+    "all apply.";
 
 // Adds to `out` the options of the format commands that have this action,
 // once each, within their scope.

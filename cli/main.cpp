@@ -33,7 +33,7 @@ constexpr Command kCommands[] = {
     {"crypt", "encrypt or decrypt an image as dm-crypt does", cli::run_crypt},
     {"verity", "build, check and read dm-verity hash trees", cli::run_verity},
     {"fsverity", "compute fs-verity file digests", cli::run_fsverity},
-    {"integrity", "read dm-integrity superblocks as integritysetup does, without root", cli::run_integrity},
+    {"integrity", "format, read, write and serve dm-integrity devices as integritysetup does, without root", cli::run_integrity},
     {"serve", "serve an image, or a container's plaintext, to NBD clients (nbdcopy, qemu-img, nbdfuse)", cli::run_serve},
     {"open", "unlock a container of any format and serve it, as cryptsetup open", cli::run_open},
     {"dump", "print a container's metadata, whatever its format", cli::run_dump_detected},

@@ -11,7 +11,7 @@ struct PageProse {
 };
 
 constexpr ManSection kMain[] = {
-    {"DESCRIPTION", R"P(Algorithms and templates are registered by name and composed on demand (xts(aes), essiv(cbc(aes),sha256), cryptd(sha256)); each implementation has a generic name, a driver name and a priority, and a lookup returns the best driver that passed its self-test. The dm-crypt engine's output is byte-identical to the kernel's dm-crypt, and the verity engines' trees and digests to veritysetup and fsverity digest. The container commands (luks, tcrypt, bitlk, fvault2, loopaes) open what cryptsetup opens, without root or device-mapper; integrity dump reads dm-integrity superblocks as integritysetup does; serve makes any of them a network block device.
+    {"DESCRIPTION", R"P(Algorithms and templates are registered by name and composed on demand (xts(aes), essiv(cbc(aes),sha256), cryptd(sha256)); each implementation has a generic name, a driver name and a priority, and a lookup returns the best driver that passed its self-test. The dm-crypt engine's output is byte-identical to the kernel's dm-crypt, and the verity engines' trees and digests to veritysetup and fsverity digest. The container commands (luks, tcrypt, bitlk, fvault2, loopaes) open what cryptsetup opens, without root or device-mapper; integrity formats, reads, writes and serves dm-integrity devices as integritysetup and the kernel do; serve makes any of them a network block device.
 
 cryptsetup's action names are accepted as commands: luksFormat, luksDump, luksAddKey, luksChangeKey, luksRemoveKey, luksKillSlot, luksErase, luksHeaderBackup, luksHeaderRestore, luksUUID, isLuks, convert, config, token, tcryptDump, bitlkDump and fvault2Dump. "blkcrypt help luksFormat" shows the help of the action.)P"},
     {"OUTPUT FILES", R"P(One policy holds for every command. A symlink is followed. A regular output is written under .NAME.blkcrypt-tmp.XXXXXX next to it, fsynced and renamed, keeping the mode and owner of the file it replaces (new plaintext or key outputs are 0600). A block device is written in place. "-", FIFOs and character devices are streamed to when the command writes in order, and refused otherwise. Nothing but a regular file is ever replaced.
@@ -244,9 +244,14 @@ constexpr ManSection kFvault2[] = {
 };
 
 constexpr ManSection kIntegrity[] = {
-    {"DESCRIPTION", R"P(blkcrypt integrity reads dm-integrity devices as integritysetup does, without root. dump IMAGE prints the superblock (versions 1 to 5: tag size, sector size, provided data sectors, journal sections, interleave, bitmap granularity and the flags fix_padding, fix_hmac, recalculating, dirty_bitmap, have_journal_mac) exactly as "integritysetup dump" prints it. With a separate metadata device (integritysetup --data-device), IMAGE is the metadata device. Reading, writing, formatting and serving the integrity target are not implemented yet (docs/integrity.md).)P"},
-    {"EXAMPLES", R"P(    blkcrypt integrity dump disk.img)P"},
-    {"NOTES", R"P(The example does what this does: integritysetup dump disk.img.)P"},
+    {"DESCRIPTION", R"P(blkcrypt integrity makes and opens dm-integrity devices as integritysetup and the kernel do, without root or device-mapper. format IMAGE writes what integritysetup format and the kernel write (the superblock, versions 1 to 5 with fix_padding and fix_hmac and a random salt, and a clean journal), then, instead of integritysetup's pass that writes zeros through the whole device, computes the tag of a zero block for every sector and writes the tag areas only: the data stays a hole, so a 16 GiB image formats in about a second and stays sparse. Without -q it asks integritysetup's question on a terminal. --no-wipe leaves the tags invalid, as integritysetup does. dump IMAGE prints the superblock exactly as "integritysetup dump" prints it. read IMAGE OUT writes what integritysetup open exposes, every block checked against its tag; a mismatch fails naming the sector as the kernel's log does, and -R reads without checks. write IN IMAGE writes IN through the target from its first sector, with computed tags. verify IMAGE names every block whose tag does not match. serve IMAGE (open IMAGE NAME, NAME being the export) serves the checked device over NBD. With --data-device DATA, IMAGE is the metadata device (superblock, journal, tags). format writes a journal MAC (--journal-integrity with its key options), and read, write, verify and serve need the same options for such an image; journal encryption is refused (docs/integrity.md).)P"},
+    {"EXAMPLES", R"P(    blkcrypt integrity format -q disk.img
+    blkcrypt integrity dump disk.img
+    blkcrypt integrity write fs.img disk.img
+    blkcrypt integrity read disk.img out.img
+    blkcrypt integrity verify disk.img
+    blkcrypt integrity open --socket /tmp/i.sock disk.img x)P"},
+    {"NOTES", R"P(The examples do what these do, as root: integritysetup format -q disk.img (then its wipe pass); integritysetup dump disk.img; integritysetup open disk.img x and dd if=fs.img of=/dev/mapper/x; dd if=/dev/mapper/x of=out.img; reading all of /dev/mapper/x and looking for "Checksum failed" in the kernel log; integritysetup open disk.img x.)P"},
 };
 
 constexpr PageProse kPages[] = {
