@@ -342,3 +342,32 @@ TEST_CASE("luks1 reencrypt: a crash at any store write resumes to the plaintext"
         }
     CHECK(resumed > 0);
 }
+
+TEST_CASE("luks1 reencrypt: an image cryptsetup left half converted in the kernel finishes", "[reencrypt-luks1]") {
+    // tests/golden/luks1-reencrypt-midway/record.sh: cryptsetup converted the
+    // first 1 MiB block as root with dm-crypt, then hit an I/O error and
+    // logged offset 1048576.
+    const std::string dir = std::string(BLKCRYPT_SOURCE_DIR) + "/tests/golden/luks1-reencrypt-midway/";
+    const std::string uuid = "7e3a5b2c-1d4f-4a6b-8c9d-0e1f2a3b4c5d", base = "LUKS-" + uuid;
+    TmpDir d;
+    put(d / (base + ".log"), slurp(dir + base + ".log"));
+    put(d / (base + ".org"), xz(dir + base + ".org.xz"));
+    put(d / (base + ".new"), xz(dir + base + ".new.xz"));
+    MemoryStore s(0);
+    s.data() = xz(dir + "img.xz");
+    Result<legacy::Leftover> lo = legacy::find(registry(), s, d.path);
+    REQUIRE(lo);
+    CHECK(lo->log.offset == 1048576);
+    CHECK(legacy::rollback(registry(), s, *lo).status() == Status::Invalid);  // data already converted
+    legacy::RunOptions ro;
+    ro.block_size = 256 * 1024;
+    REQUIRE(legacy::finish(registry(), s, *lo, text("midway-pass"), ro));
+    CHECK(leftover_gone(d, uuid));
+    const Opened o = open_image(s.data(), "midway-pass");
+    REQUIRE(!o.plain.empty());
+    std::ifstream f(dir + "plain.sha256");
+    std::string want;
+    f >> want;
+    CHECK(sha256(o.plain) == want);
+    CHECK(cryptsetup_opens(s.data(), "midway-pass"));
+}
