@@ -156,8 +156,12 @@ uint64_t get_le64(const uint8_t* p) {
     return v;
 }
 
-std::array<uint8_t, 512> blk_head(const BlkHead& h, const std::string& uuid, Direction d) {
+// The head names the run by its new header's master-key digest and salt
+// (random per run), so that a stale file from another run never matches.
+std::array<uint8_t, 512> blk_head(const BlkHead& h, const std::string& uuid, Direction d, const Header& neu) {
     std::array<uint8_t, 512> b{};
+    std::memcpy(b.data() + 104, neu.mk_digest.data(), kDigestSize);
+    std::memcpy(b.data() + 124, neu.mk_digest_salt.data(), kSaltSize);
     std::memcpy(b.data(), kBlkMagic, sizeof kBlkMagic);
     put_le64(b.data() + 16, h.log_offset);
     put_le64(b.data() + 24, h.phys);
@@ -170,13 +174,14 @@ std::array<uint8_t, 512> blk_head(const BlkHead& h, const std::string& uuid, Dir
 // Saves the old bytes of [phys, phys+len) before they are overwritten: the
 // bytes first, then the head naming them, each fsynced, so a head is only
 // ever found beside complete bytes.
-Result<void> journal_block(int fd, const BlkHead& h, const std::string& uuid, Direction d, ConstBytes old) {
+Result<void> journal_block(int fd, const BlkHead& h, const std::string& uuid, Direction d, const Header& neu,
+                           ConstBytes old) {
     // Invalidate the previous head first: a crash while the new bytes are
     // written must not leave the old head describing them.
     std::array<uint8_t, 512> zero{};
     if (!write_all(fd, 0, zero) || ::fdatasync(fd) != 0 || !write_all(fd, 512, old) || ::fdatasync(fd) != 0)
         return make_error(Status::IoError, "cannot write the reencryption block journal: " + errno_text());
-    std::array<uint8_t, 512> head = blk_head(h, uuid, d);
+    std::array<uint8_t, 512> head = blk_head(h, uuid, d, neu);
     if (!write_all(fd, 0, head) || ::fdatasync(fd) != 0)
         return make_error(Status::IoError, "cannot write the reencryption block journal: " + errno_text());
     return {};
@@ -420,6 +425,8 @@ Result<void> finish(Registry& reg, BackingStore& store, const Leftover& lo, Cons
         const ssize_t n = ::pread(blk.get(), head.data(), head.size(), 0);
         if (n == 512 && std::memcmp(head.data(), kBlkMagic, sizeof kBlkMagic) == 0 &&
             head[40] == static_cast<uint8_t>(log.direction) &&
+            std::memcmp(head.data() + 104, lo.neu.mk_digest.data(), kDigestSize) == 0 &&
+            std::memcmp(head.data() + 124, lo.neu.mk_digest_salt.data(), kSaltSize) == 0 &&
             std::string_view(reinterpret_cast<const char*>(head.data() + 64), strnlen(reinterpret_cast<const char*>(head.data() + 64), 40)) == lo.uuid) {
             BlkHead h{get_le64(head.data() + 16), get_le64(head.data() + 24), get_le64(head.data() + 32)};
             if (h.log_offset == log.offset && h.len <= opts.block_size * 4 + kSector && h.phys + h.len <= total) {
@@ -453,7 +460,7 @@ Result<void> finish(Registry& reg, BackingStore& store, const Leftover& lo, Cons
         if (Status s = store.read(dst_base + start, Bytes(saved).first(n)); s != Status::Ok)
             return make_error(s, store.name() + ": read error during reencryption");
         if (Result<void> r = journal_block(blk.get(), BlkHead{log.offset, dst_base + start, len}, lo.uuid, log.direction,
-                                           ConstBytes(saved).first(n));
+                                           lo.neu, ConstBytes(saved).first(n));
             !r)
             return r;
         if (Status s = bio_sync(**dst, dm::BioDir::Write, start, plain.data(), n); s != Status::Ok)
@@ -522,6 +529,9 @@ Result<void> reencrypt(Registry& reg, BackingStore& store, ConstBytes passphrase
         (void)::unlink(names.new_path.c_str());
         return e;
     };
+    // A block journal left by an earlier run of this UUID (finished by
+    // cryptsetup, which ignores it) belongs to nothing now.
+    (void)::unlink(names.blk_path.c_str());
     const std::array<uint8_t, kLogSize> text = format_log(log);
     if (Result<void> r = create_file(names.log_path, text, 0600); !r) return r;
     created_log = true;
