@@ -371,3 +371,51 @@ TEST_CASE("luks1 reencrypt: an image cryptsetup left half converted in the kerne
     CHECK(sha256(o.plain) == want);
     CHECK(cryptsetup_opens(s.data(), "midway-pass"));
 }
+
+TEST_CASE("luks1 reencrypt: cryptsetup's leftover, finish crashing at each write, resumed", "[reencrypt-luks1]") {
+    legacy::RunOptions ro;
+    ro.block_size = 32 * 1024;  // two blocks, then the header
+    for (int at = 1; at <= 3; ++at) {
+        INFO("crash at write " << at);
+        TmpDir d;
+        TornStore s(golden_leftover(d), at);
+        Result<legacy::Leftover> lo = legacy::find(registry(), s, d.path);
+        REQUIRE(lo);
+        REQUIRE(!legacy::finish(registry(), s, *lo, text(kPass), ro));
+        MemoryStore after(0);
+        after.data() = s.image();
+        Result<legacy::Leftover> again = legacy::find(registry(), after, d.path);
+        if (again) REQUIRE(legacy::finish(registry(), after, *again, text(kPass), ro));
+        CHECK(sha256(open_image(after.data(), kPass).plain) == golden_plain_sha());
+    }
+}
+
+TEST_CASE("luks1 reencrypt: a block journal of another run is not replayed", "[reencrypt-luks1]") {
+    const std::string uuid = "2a1b2c3d-4e5f-4061-8293-a4b5c6d7e8f9";
+    std::vector<uint8_t> plain_a = pattern(256 * 1024), plain_b = plain_a;
+    for (auto& c : plain_a) c ^= 0xff;
+    legacy::ReencryptParams p;
+    p.force_iterations = 1000;
+    legacy::RunOptions ro;
+    ro.block_size = 64 * 1024;
+    TmpDir da, db;
+    // Run A crashes inside its third block: its journal names log offset 131072.
+    p.dir = da.path;
+    TornStore a(make_image(plain_a, "pw", uuid), 4);
+    REQUIRE(!legacy::reencrypt(registry(), a, text("pw"), p, ro));
+    // Run B (another image, the same UUID) stops cleanly at offset 131072.
+    p.dir = db.path;
+    MemoryStore b(0);
+    b.data() = make_image(plain_b, "pw", uuid);
+    legacy::RunOptions stop = ro;
+    int blocks = 0;
+    stop.progress = [&](uint64_t, uint64_t) { return ++blocks < 2; };
+    REQUIRE(legacy::reencrypt(registry(), b, text("pw"), p, stop).status() == Status::Interrupted);
+    const std::string blk = "LUKS-" + uuid + ".blk";
+    std::filesystem::copy_file(da / blk, db / blk, std::filesystem::copy_options::overwrite_existing);
+    Result<legacy::Leftover> lo = legacy::find(registry(), b, db.path);
+    REQUIRE(lo);
+    REQUIRE(lo->log.offset == 131072);
+    REQUIRE(legacy::finish(registry(), b, *lo, text("pw"), ro));
+    CHECK(open_image(b.data(), "pw").plain == plain_b);
+}
