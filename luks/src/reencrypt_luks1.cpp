@@ -139,6 +139,8 @@ std::optional<T> leading_number(std::string_view s) {
 
 // --- the journal of the block in flight (ours): a 512-byte head, then the bytes.
 
+constexpr uint64_t kMaxJournal = uint64_t{1} << 30;  // a sanity bound on a saved block
+
 constexpr char kBlkMagic[16] = {'b', 'l', 'k', 'c', 'r', 'y', 'p', 't', '-', 'l', '1', 'r', 'e', 'n', 'c', 0};
 
 struct BlkHead {
@@ -386,7 +388,7 @@ Result<void> finish(Registry& reg, BackingStore& store, const Leftover& lo, Cons
                                                    std::string(lo.log.mode == Mode::Encrypt ? "encryption" : "decryption") +
                                                    " (log mode " + std::to_string(static_cast<int>(lo.log.mode)) +
                                                    ") is not supported here; run cryptsetup reencrypt as root to resume it");
-    if (opts.block_size < kSector || opts.block_size % kSector)
+    if (opts.block_size < kSector || opts.block_size % kSector || opts.block_size > kMaxJournal)
         return invalid("block size must be a multiple of 512 bytes");
     Result<uint64_t> size = mapping_size(store, lo);
     if (!size) return size.error();
@@ -429,7 +431,9 @@ Result<void> finish(Registry& reg, BackingStore& store, const Leftover& lo, Cons
             std::memcmp(head.data() + 124, lo.neu.mk_digest_salt.data(), kSaltSize) == 0 &&
             std::string_view(reinterpret_cast<const char*>(head.data() + 64), strnlen(reinterpret_cast<const char*>(head.data() + 64), 40)) == lo.uuid) {
             BlkHead h{get_le64(head.data() + 16), get_le64(head.data() + 24), get_le64(head.data() + 32)};
-            if (h.log_offset == log.offset && h.len <= opts.block_size * 4 + kSector && h.phys + h.len <= total) {
+            // Any block size (the run may have used another one), within the image.
+            if (h.log_offset == log.offset && h.len > 0 && h.len <= kMaxJournal && h.len <= total &&
+                h.phys <= total - h.len) {
                 std::vector<uint8_t> old(h.len);
                 if (::pread(blk.get(), old.data(), old.size(), 512) != static_cast<ssize_t>(old.size()))
                     return make_error(Status::IoError, lo.blk_path + ": cannot read the saved block");
