@@ -1,0 +1,487 @@
+// LUKS2 reencryption metadata against cryptsetup 2.6.1: the headers its
+// `reencrypt --init-only` writes (tests/golden/reencrypt, record.sh there)
+// parsed and their verification digest recomputed; the mangled metadata of
+// its tests/luks2-reencryption-mangle-test refused; and, run live when
+// cryptsetup is installed, headers we initialise (and step, and finish)
+// taken up by `cryptsetup reencrypt --resume-only`, the plaintext intact.
+#include "test_util.hpp"
+
+#include <blkcrypt/backing_store.hpp>
+#include <blkcrypt/dm/crypt_target.hpp>
+#include <blkcrypt/luks/luks2.hpp>
+#include <blkcrypt/luks/reencrypt.hpp>
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+#include <stdlib.h>
+
+using namespace blkcrypt;
+using namespace blkcrypt::luks;
+using testutil::registry;
+using testutil::text;
+using json = nlohmann::ordered_json;
+
+namespace {
+
+const std::vector<uint8_t> kOldKey(64, 'A'), kNewKey(64, 'B');  // record.sh's --volume-key-file keys
+
+// Keys for data: XTS keys of two equal halves are refused by OpenSSL 3
+// (cryptsetup's userspace cipher), so the live tests use these.
+std::vector<uint8_t> counting_key(uint8_t from) {
+    std::vector<uint8_t> k(64);
+    for (std::size_t i = 0; i < k.size(); ++i) k[i] = static_cast<uint8_t>(from + i);
+    return k;
+}
+const std::vector<uint8_t> kDataOld = counting_key(0), kDataNew = counting_key(100);
+
+std::vector<uint8_t> gunzip(const std::string& path) {
+    std::vector<uint8_t> out;
+    FILE* f = ::popen(("gzip -dc '" + path + "'").c_str(), "r");
+    REQUIRE(f != nullptr);
+    uint8_t buf[65536];
+    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) out.insert(out.end(), buf, buf + n);
+    REQUIRE(::pclose(f) == 0);
+    return out;
+}
+
+std::vector<uint8_t> fixture(const std::string& name) {
+    return gunzip(std::string(BLKCRYPT_SOURCE_DIR) + "/tests/golden/reencrypt/" + name + ".hdr.gz");
+}
+
+luks2::Metadata metadata_of(std::vector<uint8_t> image) {
+    MemoryStore s(0);
+    s.data() = std::move(image);
+    Result<luks2::Header> h = luks2::read_header(registry(), s);
+    REQUIRE(h.ok());
+    CHECK(h->primary_ok);
+    CHECK(h->secondary_ok);
+    return h->md;
+}
+
+// The header of `image` with its JSON replaced by edit(json), both copies
+// rewritten with fresh checksums but no validation (as the mangle test's
+// img_update_json does).
+std::vector<uint8_t> mangled(const std::vector<uint8_t>& image, const std::function<void(json&)>& edit) {
+    const luks2::Metadata md = metadata_of(image);
+    json root = json::parse(md.json);
+    edit(root);
+    std::vector<uint8_t> out = image;
+    for (int c = 0; c < 2; ++c) {
+        Result<std::vector<uint8_t>> copy = luks2::build_copy(registry(), md.hdr, c == 1, root.dump());
+        REQUIRE(copy.ok());
+        std::copy(copy->begin(), copy->end(), out.begin() + static_cast<std::ptrdiff_t>(c * md.hdr.hdr_size));
+    }
+    return out;
+}
+
+// Whether we take `image`'s reencryption as cryptsetup's repair does:
+// metadata valid, reencryption state valid, verification digest matching.
+bool accepted(const std::vector<uint8_t>& image, const std::vector<uint8_t>& vk_old,
+              const std::vector<uint8_t>& vk_new) {
+    MemoryStore s(0);
+    s.data() = image;
+    Result<luks2::Header> h = luks2::read_header(registry(), s);
+    if (!h) return false;
+    Result<std::optional<luks2::ReencryptState>> st = luks2::reencrypt_state(h->md);
+    if (!st || !*st || (*st)->repair_needed) return false;
+    return luks2::reencrypt_verify(registry(), h->md, **st, vk_old, vk_new).ok();
+}
+
+bool have_cryptsetup() {
+    static const bool have = std::system("cryptsetup --version >/dev/null 2>&1") == 0;
+    return have;
+}
+
+struct TmpDir {
+    std::string path;
+    TmpDir() {
+        char tmpl[] = "/tmp/blkcrypt-reenc-XXXXXX";
+        REQUIRE(::mkdtemp(tmpl) != nullptr);
+        path = tmpl;
+    }
+    ~TmpDir() { (void)std::system(("rm -rf '" + path + "'").c_str()); }
+    void put(const std::string& name, const std::vector<uint8_t>& b) const {
+        std::ofstream(path + "/" + name, std::ios::binary)
+            .write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+    }
+    std::vector<uint8_t> get(const std::string& name) const {
+        std::vector<uint8_t> b;
+        REQUIRE(testutil::read_file(path + "/" + name, &b));
+        return b;
+    }
+    int run(const std::string& cmd) const { return std::system(("cd '" + path + "' && " + cmd).c_str()); }
+};
+
+constexpr uint64_t kImage = 16u << 20, kDataOffset = 2u << 20;
+
+// Our own 16 MiB LUKS2 image (pbkdf2 at 1000, 16 KiB metadata, 1 MiB
+// keyslots, data at 2 MiB, 4 KiB sectors) holding `plain`.
+std::vector<uint8_t> our_image(const std::vector<uint8_t>& plain) {
+    auto s = std::make_shared<MemoryStore>(kImage);
+    luks2::FormatOptions fo;
+    fo.pbkdf = "pbkdf2";
+    fo.iterations = 1000;
+    fo.keyslots_size = 1u << 20;
+    fo.data_offset = kDataOffset;
+    fo.volume_key = kDataOld;
+    Result<luks::Volume> v = luks2::format(registry(), *s, text("pass"), fo);
+    REQUIRE(v.ok());
+    Result<std::unique_ptr<dm::CryptTarget>> t = dm::CryptTarget::create(registry(), v->table, s);
+    REQUIRE(t.ok());
+    std::vector<uint8_t> buf = plain;
+    dm::Bio bio;
+    bio.dir = dm::BioDir::Write;
+    bio.vecs.push_back(SgEntry{buf.data(), buf.size()});
+    REQUIRE((*t)->submit_sync(bio) == Status::Ok);
+    return s->data();
+}
+
+// The data of `image` read through the segment a passphrase opens, and
+// that segment's volume key.
+std::vector<uint8_t> plaintext(const std::vector<uint8_t>& image, std::vector<uint8_t>* key = nullptr) {
+    auto s = std::make_shared<MemoryStore>(0);
+    s->data() = image;
+    Result<luks::Volume> v = luks2::open(registry(), *s, text("pass"));
+    REQUIRE(v.ok());
+    if (key) key->assign(v->table.key.data(), v->table.key.data() + v->table.key.size());
+    Result<std::unique_ptr<dm::CryptTarget>> t = dm::CryptTarget::create(registry(), v->table, s);
+    REQUIRE(t.ok());
+    std::vector<uint8_t> buf(kImage - kDataOffset);
+    dm::Bio bio;
+    bio.dir = dm::BioDir::Read;
+    bio.vecs.push_back(SgEntry{buf.data(), buf.size()});
+    REQUIRE((*t)->submit_sync(bio) == Status::Ok);
+    return buf;
+}
+
+// Re-encrypts [done0, done1) of the data from the old to the new key
+// (same cipher and sector size): the data part of a step, for the tests.
+void rekey_range(std::vector<uint8_t>& image, uint64_t done0, uint64_t done1) {
+    std::vector<uint8_t> buf(done1 - done0);
+    for (int pass = 0; pass < 2; ++pass) {
+        auto s = std::make_shared<MemoryStore>(0);
+        s->data() = image;
+        Result<dm::CryptTable> tbl = dm::parse_cipher_spec("aes-xts-plain64");
+        REQUIRE(tbl.ok());
+        tbl->key.assign(pass == 0 ? kDataOld : kDataNew);
+        tbl->sector_size = 4096;
+        tbl->offset = (kDataOffset + done0) / 512;
+        tbl->iv_offset = done0 / 512;
+        Result<std::unique_ptr<dm::CryptTarget>> t =
+            dm::CryptTarget::create(registry(), *tbl, s, (done1 - done0) / 512);
+        REQUIRE(t.ok());
+        dm::Bio bio;
+        bio.dir = pass == 0 ? dm::BioDir::Read : dm::BioDir::Write;
+        bio.vecs.push_back(SgEntry{buf.data(), buf.size()});
+        REQUIRE((*t)->submit_sync(bio) == Status::Ok);
+        t->reset();  // the target's queued work is done before the store is read
+        image = s->data();
+    }
+}
+
+const char* kCsFlags = "-q --disable-locks --force-offline-reencrypt";
+
+}  // namespace
+
+TEST_CASE("luks2 reencrypt: cryptsetup's --init-only headers parse and their digest is recomputed", "[reencrypt]") {
+    struct Case {
+        const char* name;
+        int version;
+        const char* mode;
+        const char* direction;
+        const char* area;
+        bool old_key, new_key, moved;
+    };
+    const Case cases[] = {
+        {"checksum", 2, "reencrypt", "forward", "checksum", true, true, false},
+        {"journal", 2, "reencrypt", "forward", "journal", true, true, false},
+        {"none", 2, "reencrypt", "forward", "none", true, true, false},
+        {"encrypt-datashift", 2, "encrypt", "backward", "datashift", false, true, true},
+        {"decrypt-datashift-checksum", 3, "decrypt", "forward", "datashift-checksum", true, false, true},
+    };
+    for (const Case& c : cases) {
+        INFO(c.name);
+        const std::vector<uint8_t> img = fixture(c.name);
+        const luks2::Metadata md = metadata_of(img);
+        Result<std::optional<luks2::ReencryptState>> st = luks2::reencrypt_state(md);
+        REQUIRE(st.ok());
+        REQUIRE(st->has_value());
+        const luks2::ReencryptState& r = **st;
+        CHECK(r.version == c.version);
+        CHECK(r.mode == c.mode);
+        CHECK(r.direction == c.direction);
+        CHECK(r.area_type == c.area);
+        CHECK_FALSE(r.crashed);
+        CHECK_FALSE(r.repair_needed);
+        CHECK((r.digest_old >= 0) == c.old_key);
+        CHECK((r.digest_new >= 0) == c.new_key);
+        CHECK((r.seg_moved >= 0) == c.moved);
+        if (r.area_type == "checksum") {
+            CHECK(r.hash == "sha256");
+            CHECK(r.hash_block == 4096);
+        }
+        if (c.moved) CHECK(r.shift_size > 0);
+        const std::vector<uint8_t> none;
+        const auto& vo = c.old_key ? kOldKey : none;
+        const auto& vn = c.new_key ? kNewKey : none;
+        CHECK(luks2::reencrypt_verify(registry(), md, r, vo, vn).ok());
+        // Another key, or the keys swapped, is not cryptsetup's digest.
+        std::vector<uint8_t> other = c.old_key ? kOldKey : kNewKey;
+        other[5] ^= 1;
+        CHECK_FALSE(luks2::reencrypt_verify(registry(), md, r, c.old_key ? other : vo, c.old_key ? vn : other).ok());
+        if (c.old_key && c.new_key) CHECK_FALSE(luks2::reencrypt_verify(registry(), md, r, vn, vo).ok());
+    }
+    // A header without reencryption has no state.
+    MemoryStore plain(0);
+    plain.data() = our_image(std::vector<uint8_t>(kImage - kDataOffset, 0));
+    Result<luks2::Header> h = luks2::read_header(registry(), plain);
+    REQUIRE(h.ok());
+    Result<std::optional<luks2::ReencryptState>> none = luks2::reencrypt_state(h->md);
+    REQUIRE(none.ok());
+    CHECK_FALSE(none->has_value());
+}
+
+TEST_CASE("luks2 reencrypt: luks2-reencryption-mangle-test's metadata is refused as cryptsetup refuses it", "[reencrypt]") {
+    // cryptsetup's img_prepare: reencrypt --init-only --resilience none;
+    // keyslots 0 old, 1 new, 2 reencrypt; digests likewise; segments 0 the
+    // data, 1 backup-previous, 2 backup-final.
+    const std::vector<uint8_t> img = fixture("none");
+    REQUIRE(accepted(img, kOldKey, kNewKey));
+    using Edit = std::function<void(json&)>;
+    const std::pair<const char*, Edit> refused[] = {
+        {"unknown requirement", [](json& j) { j["config"]["requirements"]["mandatory"] = {"online-reencryptx"}; }},
+        {"legacy requirement, no digest (repair needed)",
+         [](json& j) {
+             j["digests"].erase("2");
+             j["config"]["requirements"]["mandatory"] = {"online-reencrypt"};
+         }},
+        {"no reencryption digest", [](json& j) { j["digests"].erase("2"); }},
+        {"area type checksum",
+         [](json& j) {
+             j["keyslots"]["2"]["area"]["type"] = "checksum";
+             j["keyslots"]["2"]["area"]["hash"] = "sha256";
+             j["keyslots"]["2"]["area"]["sector_size"] = 4096;
+         }},
+        {"area type journal", [](json& j) { j["keyslots"]["2"]["area"]["type"] = "journal"; }},
+        {"mode decrypt", [](json& j) { j["keyslots"]["2"]["mode"] = "decrypt"; }},
+        {"direction backward", [](json& j) { j["keyslots"]["2"]["direction"] = "backward"; }},
+        {"key_size 16", [](json& j) { j["keyslots"]["2"]["key_size"] = 16; }},
+        {"no backup-previous segment", [](json& j) { j["segments"].erase("1"); }},
+        {"segment 0 cipher", [](json& j) { j["segments"]["0"]["encryption"] = "aes-cbc-null"; }},
+        {"segment 1 cipher", [](json& j) { j["segments"]["1"]["encryption"] = "aes-cbc-null"; }},
+        {"segment 2 cipher", [](json& j) { j["segments"]["2"]["encryption"] = "aes-cbc-null"; }},
+        {"digest 2 copied from digest 0",
+         [](json& j) {
+             j["digests"]["2"] = j["digests"]["0"];
+             j["digests"]["2"]["keyslots"] = {"2"};
+             j["digests"]["2"]["segments"] = json::array();
+         }},
+        {"digest 2 iterations", [](json& j) { j["digests"]["2"]["iterations"] = 1111; }},
+        {"requirement removed", [](json& j) { j["config"]["requirements"]["mandatory"] = json::array(); }},
+        {"unknown area type", [](json& j) { j["keyslots"]["2"]["area"]["type"] = "noop"; }},
+        {"checksum sector_size 1000",
+         [](json& j) {
+             j["keyslots"]["2"]["area"]["type"] = "checksum";
+             j["keyslots"]["2"]["area"]["hash"] = "sha256";
+             j["keyslots"]["2"]["area"]["sector_size"] = 1000;
+         }},
+    };
+    for (const auto& [what, edit] : refused) {
+        INFO(what);
+        CHECK_FALSE(accepted(mangled(img, edit), kOldKey, kNewKey));
+    }
+    // The datashift case: a halved shift_size breaks the digest.
+    const std::vector<uint8_t> enc = fixture("encrypt-datashift");
+    CHECK(accepted(enc, {}, kNewKey));
+    CHECK_FALSE(accepted(mangled(enc,
+                                 [](json& j) {
+                                     for (auto& [k, ks] : j["keyslots"].items())
+                                         if (ks["type"] == "reencrypt") ks["area"]["shift_size"] = "2097152";
+                                 }),
+                         {}, kNewKey));
+
+    const std::pair<const char*, Edit> ok[] = {
+        {"correct progress (1 MiB done)",
+         [](json& j) {
+             const json s0 = j["segments"]["0"], s1 = j["segments"]["1"], s2 = j["segments"]["2"];
+             json a = s0, b = s0;
+             a["size"] = std::to_string(1u << 20);
+             b["offset"] = std::to_string(std::stoull(s0["offset"].get<std::string>()) + (1u << 20));
+             b["iv_tweak"] = std::to_string((1u << 20) / 512);
+             j["segments"] = {{"0", a}, {"1", b}, {"2", s1}, {"3", s2}};
+             j["digests"]["0"]["segments"] = {"1", "2"};
+             j["digests"]["1"]["segments"] = {"0", "3"};
+         }},
+        {"reencrypt keyslot without priority", [](json& j) { j["keyslots"]["2"].erase("priority"); }},
+        {"unknown segment flag", [](json& j) { j["segments"]["0"]["flags"] = {"dead-parrot"}; }},
+    };
+    for (const auto& [what, edit] : ok) {
+        INFO(what);
+        CHECK(accepted(mangled(img, edit), kOldKey, kNewKey));
+    }
+}
+
+TEST_CASE("luks2 reencrypt: init refuses what it cannot start and writes nothing then", "[reencrypt]") {
+    const std::vector<uint8_t> plain(kImage - kDataOffset, 0x5a);
+    const std::vector<uint8_t> img = our_image(plain);
+    luks2::ReencryptInitOptions o;
+    o.keyslot.pbkdf = "pbkdf2";
+    o.keyslot.iterations = 1000;
+    {
+        INFO("an integrity profile (cryptsetup: not supported)");
+        std::vector<uint8_t> integ = mangled(img, [](json& j) {
+            j["segments"]["0"]["integrity"] = {
+                {"type", "hmac(sha256)"}, {"journal_encryption", "none"}, {"journal_integrity", "none"}};
+        });
+        MemoryStore s(0);
+        s.data() = integ;
+        Result<luks2::ReencryptState> r = luks2::reencrypt_init(registry(), s, text("pass"), o);
+        CHECK(r.status() == Status::Unsupported);
+        CHECK(s.data() == integ);
+    }
+    {
+        INFO("a wrong passphrase");
+        MemoryStore s(0);
+        s.data() = img;
+        CHECK(luks2::reencrypt_init(registry(), s, text("wrong"), o).status() == Status::NoKey);
+        CHECK(s.data() == img);
+    }
+    {
+        INFO("a reencryption already initialised");
+        MemoryStore s(0);
+        s.data() = img;
+        REQUIRE(luks2::reencrypt_init(registry(), s, text("pass"), o).ok());
+        const std::vector<uint8_t> once = s.data();
+        CHECK_FALSE(luks2::reencrypt_init(registry(), s, text("pass"), o).ok());
+        CHECK(s.data() == once);
+    }
+}
+
+TEST_CASE("luks2 reencrypt: cryptsetup resumes and finishes a reencryption we initialise", "[reencrypt]") {
+    if (!have_cryptsetup()) {
+        WARN("cryptsetup not installed: the live resume is not checked");
+        return;
+    }
+    std::vector<uint8_t> plain(kImage - kDataOffset);
+    for (std::size_t i = 0; i < plain.size(); ++i) plain[i] = static_cast<uint8_t>(i * 2654435761u >> 13);
+    const std::vector<uint8_t> img = our_image(plain);
+    for (const char* resilience : {"checksum", "journal", "none"}) {
+        INFO(resilience);
+        MemoryStore s(0);
+        s.data() = img;
+        luks2::ReencryptInitOptions o;
+        o.resilience = resilience;
+        o.keyslot.pbkdf = "pbkdf2";
+        o.keyslot.iterations = 1000;
+        o.new_key = kDataNew;
+        Result<luks2::ReencryptState> st = luks2::reencrypt_init(registry(), s, text("pass"), o);
+        REQUIRE(st.ok());
+        CHECK(st->area_type == resilience);
+        CHECK(accepted(s.data(), kDataOld, kDataNew));
+        // The keys come back from the passphrase.
+        {
+            Result<luks2::Header> h = luks2::read_header(registry(), s);
+            REQUIRE(h.ok());
+            CHECK(h->md.hdr.seqid == 2);
+            Result<luks2::ReencryptKeys> k = luks2::reencrypt_unlock(registry(), s, h->md, *st, text("pass"));
+            REQUIRE(k.ok());
+            CHECK(std::vector<uint8_t>(k->old_key.data(), k->old_key.data() + k->old_key.size()) == kDataOld);
+            CHECK(std::vector<uint8_t>(k->new_key.data(), k->new_key.data() + k->new_key.size()) == kDataNew);
+        }
+        TmpDir d;
+        d.put("img", s.data());
+        d.put("pw", std::vector<uint8_t>{'p', 'a', 's', 's'});
+        REQUIRE(d.run(std::string("cryptsetup reencrypt ") + kCsFlags + " --resume-only --key-file pw img") == 0);
+        CHECK(d.run("cryptsetup open --test-passphrase --key-file pw img") == 0);
+        std::vector<uint8_t> key;
+        CHECK(plaintext(d.get("img"), &key) == plain);
+        CHECK(key == kDataNew);
+    }
+}
+
+TEST_CASE("luks2 reencrypt: cryptsetup resumes our step's segment map; our finish is a clean LUKS2 header", "[reencrypt]") {
+    std::vector<uint8_t> plain(kImage - kDataOffset);
+    for (std::size_t i = 0; i < plain.size(); ++i) plain[i] = static_cast<uint8_t>(i * 40503u >> 7);
+    std::vector<uint8_t> img = our_image(plain);
+    luks2::ReencryptInitOptions o;
+    o.resilience = "checksum";
+    o.keyslot.pbkdf = "pbkdf2";
+    o.keyslot.iterations = 1000;
+    o.new_key = kDataNew;
+    {
+        MemoryStore s(0);
+        s.data() = img;
+        REQUIRE(luks2::reencrypt_init(registry(), s, text("pass"), o).ok());
+        img = s.data();
+    }
+    const uint64_t data = kImage - kDataOffset, done = 5u << 20;
+    // One step's data (first 5 MiB) then its metadata: new | old.
+    rekey_range(img, 0, done);
+    {
+        MemoryStore s(0);
+        s.data() = img;
+        const luks2::Metadata md = metadata_of(img);
+        Result<std::optional<luks2::ReencryptState>> st = luks2::reencrypt_state(md);
+        REQUIRE(st.ok());
+        REQUIRE(st->has_value());
+        // The map a crash mid-step leaves: new | hot | old, the hot one in both digests.
+        Result<std::string> hot = luks2::reencrypt_progress_json(md, **st, data, done, 1u << 20);
+        REQUIRE(hot.ok());
+        const json hj = json::parse(*hot);
+        CHECK(hj["segments"].size() == 5);
+        CHECK(hj["segments"]["1"]["flags"] == json::array({"in-reencryption"}));
+        CHECK(hj["segments"]["1"]["iv_tweak"] == std::to_string(done / 512));
+        CHECK(hj["segments"]["2"]["offset"] == std::to_string(kDataOffset + done + (1u << 20)));
+        REQUIRE(luks2::reencrypt_write_progress(registry(), s, md, **st, data, done, 0).ok());
+        img = s.data();
+        const luks2::Metadata md2 = metadata_of(img);
+        CHECK(md2.hdr.seqid == md.hdr.seqid + 1);
+        CHECK(md2.segments.size() == 4);
+        CHECK(md2.segments.at(0).size == done);
+        CHECK(md2.segments.at(1).iv_tweak == done / 512);
+        CHECK(accepted(img, kDataOld, kDataNew));
+    }
+    if (have_cryptsetup()) {
+        TmpDir d;
+        d.put("img", img);
+        d.put("pw", std::vector<uint8_t>{'p', 'a', 's', 's'});
+        REQUIRE(d.run(std::string("cryptsetup reencrypt ") + kCsFlags + " --resume-only --key-file pw img") == 0);
+        std::vector<uint8_t> key;
+        CHECK(plaintext(d.get("img"), &key) == plain);
+        CHECK(key == kDataNew);
+    } else {
+        WARN("cryptsetup not installed: the live resume is not checked");
+    }
+    // The rest of the data, then our own finish.
+    rekey_range(img, done, data);
+    MemoryStore s(0);
+    s.data() = img;
+    const luks2::Metadata md = metadata_of(img);
+    Result<std::optional<luks2::ReencryptState>> st = luks2::reencrypt_state(md);
+    REQUIRE(st.ok());
+    REQUIRE(st->has_value());
+    REQUIRE(luks2::reencrypt_finish(registry(), s, md, **st).ok());
+    const luks2::Metadata fin = metadata_of(s.data());
+    CHECK(fin.config.requirements.empty());
+    CHECK(fin.segments.size() == 1);
+    CHECK(fin.keyslots.size() == 1);
+    CHECK(fin.digests.size() == 1);
+    CHECK(luks2::check_requirements(fin).ok());
+    std::vector<uint8_t> key;
+    CHECK(plaintext(s.data(), &key) == plain);
+    CHECK(key == kDataNew);
+    if (have_cryptsetup()) {
+        TmpDir d;
+        d.put("img", s.data());
+        d.put("pw", std::vector<uint8_t>{'p', 'a', 's', 's'});
+        CHECK(d.run("cryptsetup open --test-passphrase --key-file pw img") == 0);
+        CHECK(d.run("cryptsetup luksDump img | grep -q 'Requirements:'") != 0);
+    }
+}
