@@ -248,66 +248,64 @@ TEST_CASE("luks2 reencrypt: cryptsetup's --init-only headers parse and their dig
     CHECK_FALSE(none->has_value());
 }
 
-TEST_CASE("luks2 reencrypt: luks2-reencryption-mangle-test's metadata is refused as cryptsetup refuses it", "[reencrypt]") {
-    // cryptsetup's img_prepare: reencrypt --init-only --resilience none;
-    // keyslots 0 old, 1 new, 2 reencrypt; digests likewise; segments 0 the
-    // data, 1 backup-previous, 2 backup-final.
-    const std::vector<uint8_t> img = fixture("none");
-    REQUIRE(accepted(img, kOldKey, kNewKey));
-    using Edit = std::function<void(json&)>;
-    const std::pair<const char*, Edit> refused[] = {
-        {"unknown requirement", [](json& j) { j["config"]["requirements"]["mandatory"] = {"online-reencryptx"}; }},
-        {"legacy requirement, no digest (repair needed)",
+namespace {
+
+using Edit = std::function<void(json&)>;
+enum class Verdict { Refused, RepairNeeded, Ok };
+struct Mangle {
+    const char* what;
+    Edit edit;
+    Verdict verdict;
+};
+
+// cryptsetup's luks2-reencryption-mangle-test cases (and a few more), on a
+// header as `reencrypt --init-only --resilience none` leaves it: keyslots 0
+// old, 1 new, 2 reencrypt; digests likewise; segments 0 the data, 1
+// backup-previous, 2 backup-final.
+std::vector<Mangle> mangles() {
+    return {
+        {"unknown requirement", [](json& j) { j["config"]["requirements"]["mandatory"] = {"online-reencryptx"}; },
+         Verdict::Refused},
+        {"legacy requirement, no digest",
          [](json& j) {
              j["digests"].erase("2");
              j["config"]["requirements"]["mandatory"] = {"online-reencrypt"};
-         }},
-        {"no reencryption digest", [](json& j) { j["digests"].erase("2"); }},
+         },
+         Verdict::RepairNeeded},
+        {"no reencryption digest", [](json& j) { j["digests"].erase("2"); }, Verdict::RepairNeeded},
         {"area type checksum",
          [](json& j) {
              j["keyslots"]["2"]["area"]["type"] = "checksum";
              j["keyslots"]["2"]["area"]["hash"] = "sha256";
              j["keyslots"]["2"]["area"]["sector_size"] = 4096;
-         }},
-        {"area type journal", [](json& j) { j["keyslots"]["2"]["area"]["type"] = "journal"; }},
-        {"mode decrypt", [](json& j) { j["keyslots"]["2"]["mode"] = "decrypt"; }},
-        {"direction backward", [](json& j) { j["keyslots"]["2"]["direction"] = "backward"; }},
-        {"key_size 16", [](json& j) { j["keyslots"]["2"]["key_size"] = 16; }},
-        {"no backup-previous segment", [](json& j) { j["segments"].erase("1"); }},
-        {"segment 0 cipher", [](json& j) { j["segments"]["0"]["encryption"] = "aes-cbc-null"; }},
-        {"segment 1 cipher", [](json& j) { j["segments"]["1"]["encryption"] = "aes-cbc-null"; }},
-        {"segment 2 cipher", [](json& j) { j["segments"]["2"]["encryption"] = "aes-cbc-null"; }},
+         },
+         Verdict::Refused},
+        {"area type journal", [](json& j) { j["keyslots"]["2"]["area"]["type"] = "journal"; }, Verdict::Refused},
+        {"mode decrypt", [](json& j) { j["keyslots"]["2"]["mode"] = "decrypt"; }, Verdict::Refused},
+        {"direction backward", [](json& j) { j["keyslots"]["2"]["direction"] = "backward"; }, Verdict::Refused},
+        {"key_size 16", [](json& j) { j["keyslots"]["2"]["key_size"] = 16; }, Verdict::Refused},
+        {"no backup-previous segment", [](json& j) { j["segments"].erase("1"); }, Verdict::Refused},
+        {"segment 0 cipher", [](json& j) { j["segments"]["0"]["encryption"] = "aes-cbc-null"; }, Verdict::Refused},
+        {"segment 1 cipher", [](json& j) { j["segments"]["1"]["encryption"] = "aes-cbc-null"; }, Verdict::Refused},
+        {"segment 2 cipher", [](json& j) { j["segments"]["2"]["encryption"] = "aes-cbc-null"; }, Verdict::Refused},
         {"digest 2 copied from digest 0",
          [](json& j) {
              j["digests"]["2"] = j["digests"]["0"];
              j["digests"]["2"]["keyslots"] = {"2"};
              j["digests"]["2"]["segments"] = json::array();
-         }},
-        {"digest 2 iterations", [](json& j) { j["digests"]["2"]["iterations"] = 1111; }},
-        {"requirement removed", [](json& j) { j["config"]["requirements"]["mandatory"] = json::array(); }},
-        {"unknown area type", [](json& j) { j["keyslots"]["2"]["area"]["type"] = "noop"; }},
+         },
+         Verdict::Refused},
+        {"digest 2 iterations", [](json& j) { j["digests"]["2"]["iterations"] = 1111; }, Verdict::Refused},
+        {"requirement removed", [](json& j) { j["config"]["requirements"]["mandatory"] = json::array(); },
+         Verdict::Refused},
+        {"unknown area type", [](json& j) { j["keyslots"]["2"]["area"]["type"] = "noop"; }, Verdict::Refused},
         {"checksum sector_size 1000",
          [](json& j) {
              j["keyslots"]["2"]["area"]["type"] = "checksum";
              j["keyslots"]["2"]["area"]["hash"] = "sha256";
              j["keyslots"]["2"]["area"]["sector_size"] = 1000;
-         }},
-    };
-    for (const auto& [what, edit] : refused) {
-        INFO(what);
-        CHECK_FALSE(accepted(mangled(img, edit), kOldKey, kNewKey));
-    }
-    // The datashift case: a halved shift_size breaks the digest.
-    const std::vector<uint8_t> enc = fixture("encrypt-datashift");
-    CHECK(accepted(enc, {}, kNewKey));
-    CHECK_FALSE(accepted(mangled(enc,
-                                 [](json& j) {
-                                     for (auto& [k, ks] : j["keyslots"].items())
-                                         if (ks["type"] == "reencrypt") ks["area"]["shift_size"] = "2097152";
-                                 }),
-                         {}, kNewKey));
-
-    const std::pair<const char*, Edit> ok[] = {
+         },
+         Verdict::Refused},
         {"correct progress (1 MiB done)",
          [](json& j) {
              const json s0 = j["segments"]["0"], s1 = j["segments"]["1"], s2 = j["segments"]["2"];
@@ -318,14 +316,48 @@ TEST_CASE("luks2 reencrypt: luks2-reencryption-mangle-test's metadata is refused
              j["segments"] = {{"0", a}, {"1", b}, {"2", s1}, {"3", s2}};
              j["digests"]["0"]["segments"] = {"1", "2"};
              j["digests"]["1"]["segments"] = {"0", "3"};
-         }},
-        {"reencrypt keyslot without priority", [](json& j) { j["keyslots"]["2"].erase("priority"); }},
-        {"unknown segment flag", [](json& j) { j["segments"]["0"]["flags"] = {"dead-parrot"}; }},
+         },
+         Verdict::Ok},
+        {"reencrypt keyslot without priority", [](json& j) { j["keyslots"]["2"].erase("priority"); }, Verdict::Ok},
+        {"unknown segment flag", [](json& j) { j["segments"]["0"]["flags"] = {"dead-parrot"}; }, Verdict::Ok},
     };
-    for (const auto& [what, edit] : ok) {
-        INFO(what);
-        CHECK(accepted(mangled(img, edit), kOldKey, kNewKey));
+}
+
+// Our verdict on image: refused (metadata or state invalid, digest
+// mismatch), repair needed, or accepted.
+Verdict our_verdict(const std::vector<uint8_t>& image, const std::vector<uint8_t>& vk_old,
+                    const std::vector<uint8_t>& vk_new) {
+    MemoryStore s(0);
+    s.data() = image;
+    Result<luks2::Header> h = luks2::read_header(registry(), s);
+    if (!h) return Verdict::Refused;
+    Result<std::optional<luks2::ReencryptState>> st = luks2::reencrypt_state(h->md);
+    if (!st || !*st) return Verdict::Refused;
+    if ((*st)->repair_needed) {
+        CHECK_FALSE(luks2::reencrypt_verify(registry(), h->md, **st, vk_old, vk_new).ok());
+        return Verdict::RepairNeeded;
     }
+    return luks2::reencrypt_verify(registry(), h->md, **st, vk_old, vk_new).ok() ? Verdict::Ok : Verdict::Refused;
+}
+
+}  // namespace
+
+TEST_CASE("luks2 reencrypt: luks2-reencryption-mangle-test's metadata is refused as cryptsetup refuses it", "[reencrypt]") {
+    const std::vector<uint8_t> img = fixture("none");
+    REQUIRE(accepted(img, kOldKey, kNewKey));
+    for (const Mangle& m : mangles()) {
+        INFO(m.what);
+        CHECK(our_verdict(mangled(img, m.edit), kOldKey, kNewKey) == m.verdict);
+    }
+    // The datashift case: a halved shift_size breaks the digest.
+    const std::vector<uint8_t> enc = fixture("encrypt-datashift");
+    CHECK(accepted(enc, {}, kNewKey));
+    CHECK_FALSE(accepted(mangled(enc,
+                                 [](json& j) {
+                                     for (auto& [k, ks] : j["keyslots"].items())
+                                         if (ks["type"] == "reencrypt") ks["area"]["shift_size"] = "2097152";
+                                 }),
+                         {}, kNewKey));
 }
 
 TEST_CASE("luks2 reencrypt: init refuses what it cannot start and writes nothing then", "[reencrypt]") {
@@ -483,5 +515,38 @@ TEST_CASE("luks2 reencrypt: cryptsetup resumes our step's segment map; our finis
         d.put("pw", std::vector<uint8_t>{'p', 'a', 's', 's'});
         CHECK(d.run("cryptsetup open --test-passphrase --key-file pw img") == 0);
         CHECK(d.run("cryptsetup luksDump img | grep -q 'Requirements:'") != 0);
+    }
+}
+
+TEST_CASE("luks2 reencrypt: on each mangled header our verdict is cryptsetup repair's", "[reencrypt]") {
+    if (!have_cryptsetup()) {
+        WARN("cryptsetup not installed: the mangled headers are not checked against it");
+        return;
+    }
+    MemoryStore s(0);
+    s.data() = our_image(std::vector<uint8_t>(kImage - kDataOffset, 0x33));
+    luks2::ReencryptInitOptions o;
+    o.resilience = "none";
+    o.keyslot.pbkdf = "pbkdf2";
+    o.keyslot.iterations = 1000;
+    o.new_key = kDataNew;
+    REQUIRE(luks2::reencrypt_init(registry(), s, text("pass"), o).ok());
+    const std::vector<uint8_t> img = s.data();
+    TmpDir d;
+    d.put("pw", std::vector<uint8_t>{'p', 'a', 's', 's'});
+    for (const Mangle& m : mangles()) {
+        INFO(m.what);
+        const std::vector<uint8_t> bad = mangled(img, m.edit);
+        const Verdict ours = our_verdict(bad, kDataOld, kDataNew);
+        CHECK(ours == m.verdict);
+        d.put("img", bad);
+        // cryptsetup repair refuses what is invalid without writing, and
+        // rewrites what needs repair (the mangle test's img_check_fail /
+        // img_check_fail_repair_ok / img_check_ok).
+        const bool repaired = d.run("cryptsetup repair -q --disable-locks --key-file pw img 2>/dev/null") == 0;
+        CHECK(repaired == (ours != Verdict::Refused));
+        if (!repaired) CHECK(d.get("img") == bad);
+        // What it repaired we accept as it is then.
+        if (repaired) CHECK(our_verdict(d.get("img"), kDataOld, kDataNew) == Verdict::Ok);
     }
 }
