@@ -253,7 +253,10 @@ Result<std::optional<ReencryptState>> reencrypt_state(const Metadata& md) {
         st.shift_size = *shift;
     }
 
-    for (const auto& [id, s] : md.segments) {
+    for (const auto& [seg_id, seg] : md.segments) {
+        // Named copies: clang cannot capture structured bindings.
+        const int id = seg_id;
+        const Segment& s = seg;
         auto mark = [&](const char* flag, int& slot) -> Result<void> {
             if (!has_flag(s, flag)) return {};
             if (slot >= 0) return bad(std::string("two segments flagged ") + flag);

@@ -13,6 +13,7 @@
 #include <blkcrypt/status.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -121,5 +122,36 @@ Result<std::string> reencrypt_progress_json(const Metadata& md, const ReencryptS
 // the old keyslot areas and the resilience area are wiped (after the header,
 // so a crash before leaves a header whose keyslots are intact).
 Result<void> reencrypt_finish(Registry& reg, BackingStore& header, const Metadata& md, const ReencryptState& st);
+
+}  // namespace blkcrypt::luks::luks2
+
+namespace blkcrypt::luks::luks2 {
+
+// The engine: runs (or resumes) a forward re-key (mode reencrypt, forward;
+// resilience checksum, journal or none) on `device`, which holds the header
+// and the data, to the end, as cryptsetup's reencrypt --resume-only does.
+// A header left mid-way by either tool resumes at its segment map; a crashed
+// hotzone (an "in-reencryption" segment) is recovered first as
+// reencrypt_recover_segment does: checksum = each block whose hash still
+// matches the area's is the old ciphertext and is re-encrypted, the others
+// are done; journal = the area's copy of the old ciphertext is re-encrypted
+// whole; none cannot be recovered. Each step: the hotzone's old ciphertext
+// is read, its checksums (or its copy) written to the area, the header
+// marks it in-reencryption, the data is re-encrypted through the dm-crypt
+// engine, the header advances; every write flushed before the next stage.
+// At the end the metadata is cleaned up (reencrypt_finish).
+struct ReencryptRunOptions {
+    uint64_t hotzone_size = 0;  // bytes; 0: as cryptsetup sizes it (capped by the area)
+    // Called after each step with the bytes done and the total; false stops
+    // (the header is then left mid-way, resumable).
+    std::function<bool(uint64_t done, uint64_t total)> progress;
+};
+struct ReencryptRunResult {
+    uint64_t data_size = 0, hotzone = 0;
+    bool recovered = false;  // a crashed hotzone was recovered first
+    bool finished = false;
+};
+Result<ReencryptRunResult> reencrypt_run(Registry& reg, BackingStore& device, ConstBytes passphrase,
+                                         const ReencryptRunOptions& opts = {});
 
 }  // namespace blkcrypt::luks::luks2
