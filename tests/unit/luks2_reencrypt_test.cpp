@@ -732,3 +732,63 @@ TEST_CASE("luks2 reencrypt: cryptsetup repairs and resumes our crash; we resume 
                         << " in a hotzone) and finished by us");
     }
 }
+
+TEST_CASE("luks2 reencrypt: a re-key to another cipher, key size and sector size, by us and by cryptsetup", "[reencrypt]") {
+    std::vector<uint8_t> plain((4u << 20) - kDataOffset);
+    for (std::size_t i = 0; i < plain.size(); ++i) plain[i] = static_cast<uint8_t>(i * 131u >> 5);
+    std::vector<uint8_t> img;
+    {
+        auto s = std::make_shared<MemoryStore>(4u << 20);
+        luks2::FormatOptions fo;
+        fo.pbkdf = "pbkdf2";
+        fo.iterations = 1000;
+        fo.keyslots_size = 1u << 20;
+        fo.data_offset = kDataOffset;
+        fo.volume_key = kDataOld;
+        Result<luks::Volume> v = luks2::format(registry(), *s, text("pass"), fo);
+        REQUIRE(v.ok());
+        Result<std::unique_ptr<dm::CryptTarget>> t = dm::CryptTarget::create(registry(), v->table, s);
+        REQUIRE(t.ok());
+        std::vector<uint8_t> buf = plain;
+        dm::Bio bio;
+        bio.dir = dm::BioDir::Write;
+        bio.vecs.push_back(SgEntry{buf.data(), buf.size()});
+        REQUIRE((*t)->submit_sync(bio) == Status::Ok);
+        t->reset();
+        luks2::ReencryptInitOptions o;
+        o.resilience = "checksum";
+        o.cipher = "aes-cbc-essiv:sha256";
+        o.key_size = 32;
+        o.sector_size = 512;
+        o.keyslot.pbkdf = "pbkdf2";
+        o.keyslot.iterations = 1000;
+        Result<luks2::ReencryptState> st = luks2::reencrypt_init(registry(), *s, text("pass"), o);
+        REQUIRE(st.ok());
+        img = s->data();
+    }
+    const luks2::Metadata md = metadata_of(img);
+    CHECK(md.segments.at(2).encryption == "aes-cbc-essiv:sha256");
+    CHECK(md.segments.at(2).sector_size == 512);
+    {
+        MemoryStore s(0);
+        s.data() = img;
+        luks2::ReencryptRunOptions ro;
+        ro.hotzone_size = 256u << 10;
+        Result<luks2::ReencryptRunResult> r = luks2::reencrypt_run(registry(), s, text("pass"), ro);
+        REQUIRE(r.ok());
+        CHECK(r->finished);
+        std::vector<uint8_t> key;
+        CHECK(same(plaintext_n(s.data(), plain.size(), &key), plain));
+        CHECK(key.size() == 32);
+        CHECK(metadata_of(s.data()).segments.at(0).encryption == "aes-cbc-essiv:sha256");
+    }
+    if (have_cryptsetup()) {
+        TmpDir d;
+        d.put("pw", std::vector<uint8_t>{'p', 'a', 's', 's'});
+        d.put("img", img);
+        REQUIRE(d.run(std::string("cryptsetup reencrypt ") + kCsFlags + " --resume-only --key-file pw img") == 0);
+        std::vector<uint8_t> key;
+        CHECK(same(plaintext_n(d.get("img"), plain.size(), &key), plain));
+        CHECK(d.run("cryptsetup luksDump img | grep -q 'cipher: aes-cbc-essiv:sha256'") == 0);
+    }
+}
