@@ -792,3 +792,58 @@ TEST_CASE("luks2 reencrypt: a re-key to another cipher, key size and sector size
         CHECK(d.run("cryptsetup luksDump img | grep -q 'cipher: aes-cbc-essiv:sha256'") == 0);
     }
 }
+
+TEST_CASE("luks2 reencrypt: init and finish crashed at any write leave the old or the new header", "[reencrypt]") {
+    std::vector<uint8_t> img;
+    {
+        auto s = std::make_shared<MemoryStore>(4u << 20);
+        luks2::FormatOptions fo;
+        fo.pbkdf = "pbkdf2";
+        fo.iterations = 1000;
+        fo.keyslots_size = 1u << 20;
+        fo.data_offset = kDataOffset;
+        fo.volume_key = kDataOld;
+        REQUIRE(luks2::format(registry(), *s, text("pass"), fo).ok());
+        img = s->data();
+    }
+    luks2::ReencryptInitOptions o;
+    o.keyslot.pbkdf = "pbkdf2";
+    o.keyslot.iterations = 1000;
+    o.new_key = kDataNew;
+    testutil::TornStore clean(img, 0, 0);
+    REQUIRE(luks2::reencrypt_init(registry(), clean, text("pass"), o).ok());
+    const int n = clean.writes();
+    CHECK(n == 3);  // the new keyslot's area, then the two header copies
+    for (int at = 1; at <= n; ++at) {
+        for (std::size_t keep : {std::size_t{0}, std::size_t{1}, testutil::TornStore::kHalfBytes}) {
+            INFO("init crashed at write " << at << " keeping " << keep);
+            testutil::TornStore torn(img, at, keep);
+            CHECK_FALSE(luks2::reencrypt_init(registry(), torn, text("pass"), o).ok());
+            const luks2::Metadata md = metadata_of(torn.image(), true);
+            Result<std::optional<luks2::ReencryptState>> st = luks2::reencrypt_state(md);
+            REQUIRE(st.ok());
+            if (st->has_value()) {
+                CHECK(accepted(torn.image(), kDataOld, kDataNew));
+            } else {
+                std::vector<uint8_t> key;
+                (void)plaintext_n(torn.image(), 4096, &key);
+                CHECK(key == kDataOld);
+            }
+        }
+    }
+    // The finish: the cleaned header or the one in reencryption, never neither.
+    const std::vector<uint8_t> inited = clean.image();
+    Result<std::optional<luks2::ReencryptState>> st0 = luks2::reencrypt_state(metadata_of(inited));
+    REQUIRE(st0.ok());
+    REQUIRE(st0->has_value());
+    for (int at = 1; at <= 2; ++at) {
+        INFO("finish crashed at write " << at);
+        testutil::TornStore torn(inited, at, testutil::TornStore::kHalfBytes);
+        CHECK_FALSE(luks2::reencrypt_finish(registry(), torn, metadata_of(inited), **st0).ok());
+        const luks2::Metadata md = metadata_of(torn.image(), true);
+        Result<std::optional<luks2::ReencryptState>> st = luks2::reencrypt_state(md);
+        REQUIRE(st.ok());
+        if (st->has_value()) CHECK(accepted(torn.image(), kDataOld, kDataNew));
+        else CHECK(luks2::check_requirements(md).ok());
+    }
+}
