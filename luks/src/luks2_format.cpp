@@ -527,3 +527,19 @@ Result<void> header_restore(Registry& reg, BackingStore& device, BackingStore& b
 }
 
 }  // namespace blkcrypt::luks::luks2
+
+namespace blkcrypt::luks::luks2::detail {
+
+// For reencryption (reencrypt_meta.cpp): a keyslot object and its area, and
+// the gap it goes in, as luksAddKey makes them.
+Result<std::pair<std::string, std::vector<uint8_t>>> new_keyslot(Registry& reg, ConstBytes vk, ConstBytes passphrase,
+                                                                  const KeyslotOptions& o, const std::string& cipher,
+                                                                  uint64_t area_offset) {
+    Result<NewKeyslot> nk = make_keyslot(reg, vk, passphrase, o, cipher, area_offset);
+    if (!nk) return nk.error();
+    return std::make_pair(nk->obj.dump(), std::move(nk->area));
+}
+
+Result<uint64_t> keyslot_gap(const Metadata& md, std::size_t key_size) { return find_gap(md, key_size); }
+
+}  // namespace blkcrypt::luks::luks2::detail

@@ -1,0 +1,255 @@
+// The LUKS2 reencryption engine: a forward re-key step by step, with
+// cryptsetup 2.6.1's resilience (luks2_reencrypt.c reencrypt_step,
+// reencrypt_hotzone_protect_final, reencrypt_recover_segment). Ciphers are
+// named and run by the dm-crypt engine; the metadata is reencrypt_meta.cpp's.
+#include <blkcrypt/dm/crypt_target.hpp>
+#include <blkcrypt/dm/plain_key.hpp>
+#include <blkcrypt/luks/reencrypt.hpp>
+#include <blkcrypt/registry.hpp>
+#include <blkcrypt/shash.hpp>
+
+#include <algorithm>
+#include <memory>
+
+namespace blkcrypt::luks::luks2 {
+
+namespace {
+
+Error bad(std::string msg) { return make_error(Status::Invalid, std::move(msg)); }
+
+constexpr uint64_t kMaxHotzone = 1ull << 30;      // LUKS2_REENCRYPT_MAX_HOTZONE_LENGTH
+constexpr uint64_t kNoneHotzone = 20ull << 20;    // cryptsetup's default step without resilience
+constexpr std::size_t kIoChunk = 4u << 20;        // memory per transform pass
+
+bool has_flag(const Segment& s, std::string_view f) { return std::count(s.flags.begin(), s.flags.end(), f) > 0; }
+
+// Encrypts or decrypts buf in place as segment seg's data at IV sector
+// iv_sector (512-byte units), through a dm-crypt target over memory.
+Result<void> crypt_mem(Registry& reg, const Segment& seg, ConstBytes key, uint64_t iv_sector, Bytes buf, bool encrypt) {
+    Result<dm::CryptTable> table = dm::parse_cipher_spec(seg.encryption);
+    if (!table) return table.error();
+    table->key.assign(key);
+    table->sector_size = seg.sector_size;
+    table->iv_offset = iv_sector;
+    auto store = std::make_shared<MemoryStore>(buf.size());
+    if (!encrypt) std::copy(buf.begin(), buf.end(), store->data().begin());
+    Result<std::unique_ptr<dm::CryptTarget>> t = dm::CryptTarget::create(reg, *table, store, buf.size() / 512);
+    if (!t) return t.error();
+    dm::Bio bio;
+    bio.dir = encrypt ? dm::BioDir::Write : dm::BioDir::Read;
+    bio.vecs.push_back(SgEntry{buf.data(), buf.size()});
+    if (Status s = (*t)->submit_sync(bio); s != Status::Ok)
+        return make_error(s, std::string("cannot ") + (encrypt ? "encrypt" : "decrypt") + " with " + seg.encryption);
+    t->reset();
+    if (encrypt) std::copy(store->data().begin(), store->data().end(), buf.begin());
+    return {};
+}
+
+Status write_all(BackingStore& dev, uint64_t off, ConstBytes b) {
+    if (Status s = dev.write(off, b); s != Status::Ok) return s;
+    return dev.flush();
+}
+
+struct Run {
+    Registry& reg;
+    BackingStore& dev;
+    Metadata md;
+    ReencryptState st;
+    SecureBuffer vk_old, vk_new;
+    Segment old_seg, new_seg;  // the backups: the data's two forms
+    uint64_t base = 0, tweak = 0, data_size = 0, align = 512;
+
+    Result<void> reload() {
+        Result<Header> h = read_header(reg, dev);
+        if (!h) return h.error();
+        md = std::move(h->md);
+        Result<std::optional<ReencryptState>> s = reencrypt_state(md);
+        if (!s) return s.error();
+        if (!*s) return bad("Device is not marked for LUKS2 reencryption.");
+        st = std::move(**s);
+        return {};
+    }
+
+    // Re-encrypts [at, at + len) of the data (offsets relative to the
+    // data start), old key to new, only where keep(block) says so when given.
+    Result<void> rekey(uint64_t at, uint64_t len, const std::vector<bool>* redo = nullptr, uint64_t block = 0) {
+        std::vector<uint8_t> buf;
+        for (uint64_t pos = 0; pos < len;) {
+            const uint64_t n = std::min<uint64_t>(kIoChunk, len - pos);
+            buf.resize(static_cast<std::size_t>(n));
+            if (Status s = dev.read(base + at + pos, buf); s != Status::Ok) return make_error(s, "cannot read the data");
+            if (auto r = crypt_mem(reg, old_seg, vk_old, tweak + (at + pos) / 512, buf, false); !r) return r;
+            if (auto r = crypt_mem(reg, new_seg, vk_new, tweak + (at + pos) / 512, buf, true); !r) return r;
+            if (!redo) {
+                if (Status s = dev.write(base + at + pos, buf); s != Status::Ok) return make_error(s, "cannot write the data");
+            } else {
+                for (uint64_t b = 0; b < n; b += block)
+                    if ((*redo)[static_cast<std::size_t>((pos + b) / block)])
+                        if (Status s = dev.write(base + at + pos + b, ConstBytes(buf.data() + b, block)); s != Status::Ok)
+                            return make_error(s, "cannot write the data");
+            }
+            pos += n;
+        }
+        if (Status s = dev.flush(); s != Status::Ok) return make_error(s, "cannot flush the data");
+        return {};
+    }
+
+    Result<Shash> checksum_hash() const {
+        Result<Shash> h = Shash::alloc(reg, dm::plain_hash_alg(st.hash));
+        if (!h) return make_error(Status::Unsupported, "Hash algorithm " + st.hash + " is not available.");
+        return h;
+    }
+
+    // The resilience data of the hotzone [at, at + len) before it changes:
+    // hashes of its old ciphertext blocks, or a copy of that ciphertext.
+    Result<void> protect(uint64_t at, uint64_t len) {
+        if (st.area_type == "none") return {};
+        std::vector<uint8_t> raw(static_cast<std::size_t>(len));
+        if (Status s = dev.read(base + at, raw); s != Status::Ok) return make_error(s, "cannot read the hotzone");
+        if (st.area_type == "journal") {
+            if (Status s = write_all(dev, st.area_offset, raw); s != Status::Ok) return make_error(s, "cannot write the journal");
+            return {};
+        }
+        Result<Shash> h = checksum_hash();
+        if (!h) return h.error();
+        const std::size_t hs = h->digestsize();
+        std::vector<uint8_t> sums(static_cast<std::size_t>(len / st.hash_block) * hs);
+        for (std::size_t i = 0; i < sums.size() / hs; ++i)
+            if (Status s = h->digest(ConstBytes(raw.data() + i * st.hash_block, st.hash_block),
+                                     Bytes(sums.data() + i * hs, hs));
+                s != Status::Ok)
+                return make_error(s, "cannot hash the hotzone");
+        if (Status s = write_all(dev, st.area_offset, sums); s != Status::Ok) return make_error(s, "cannot write the checksums");
+        return {};
+    }
+
+    // reencrypt_recover_segment for the crashed hotzone [at, at + len).
+    Result<void> recover(uint64_t at, uint64_t len) {
+        if (st.area_type == "journal") {
+            if (len > st.area_size) return bad("the crashed hotzone is larger than the journal");
+            std::vector<uint8_t> copy(static_cast<std::size_t>(len));
+            if (Status s = dev.read(st.area_offset, copy); s != Status::Ok) return make_error(s, "cannot read the journal");
+            if (Status s = write_all(dev, base + at, copy); s != Status::Ok)
+                return make_error(s, "cannot restore the hotzone from the journal");
+            return rekey(at, len);
+        }
+        if (st.area_type == "checksum") {
+            Result<Shash> h = checksum_hash();
+            if (!h) return h.error();
+            const std::size_t hs = h->digestsize();
+            const uint64_t blocks = len / st.hash_block;
+            if (blocks * hs > st.area_size) return bad("the crashed hotzone has more blocks than the checksum area");
+            std::vector<uint8_t> sums(static_cast<std::size_t>(blocks * hs)), raw(st.hash_block), cur(hs);
+            if (Status s = dev.read(st.area_offset, sums); s != Status::Ok) return make_error(s, "cannot read the checksums");
+            std::vector<bool> redo(static_cast<std::size_t>(blocks));
+            for (uint64_t b = 0; b < blocks; ++b) {
+                if (Status s = dev.read(base + at + b * st.hash_block, raw); s != Status::Ok)
+                    return make_error(s, "cannot read the hotzone");
+                if (Status s = h->digest(raw, cur); s != Status::Ok) return make_error(s, "cannot hash the hotzone");
+                // Still the old ciphertext: not yet re-encrypted.
+                redo[static_cast<std::size_t>(b)] = std::equal(cur.begin(), cur.end(), sums.begin() + static_cast<std::ptrdiff_t>(b * hs));
+            }
+            return rekey(at, len, &redo, st.hash_block);
+        }
+        return make_error(Status::Unsupported,
+                          "the crashed hotzone cannot be recovered with resilience " + st.area_type);
+    }
+
+    uint64_t hotzone(uint64_t want) const {
+        uint64_t len = kNoneHotzone;
+        if (st.area_type == "journal") len = st.area_size;
+        if (st.area_type == "checksum") {
+            Result<Shash> h = checksum_hash();
+            len = h ? st.area_size / h->digestsize() * st.hash_block : 0;
+        }
+        len = std::min(len, kMaxHotzone);
+        if (want) len = std::min(len, want);
+        return len / align * align;
+    }
+};
+
+}  // namespace
+
+Result<ReencryptRunResult> reencrypt_run(Registry& reg, BackingStore& device, ConstBytes passphrase,
+                                         const ReencryptRunOptions& opts) {
+    Run run{reg, device, {}, {}, {}, {}, {}, {}};
+    if (auto r = run.reload(); !r) return r.error();
+    if (run.st.repair_needed) return bad("Reencryption metadata is invalid; run cryptsetup repair first.");
+    if (run.st.mode != "reencrypt" || run.st.direction != "forward" || run.st.seg_moved >= 0 ||
+        (run.st.area_type != "checksum" && run.st.area_type != "journal" && run.st.area_type != "none"))
+        return make_error(Status::Unsupported, "only a forward re-key (checksum, journal or none) is run yet");
+    Result<ReencryptKeys> keys = reencrypt_unlock(reg, device, run.md, run.st, passphrase);
+    if (!keys) return keys.error();
+    if (keys->old_key.empty() || keys->new_key.empty())
+        return make_error(Status::NoKey, "the passphrase opens only one of the two volume keys");
+    run.vk_old = std::move(keys->old_key);
+    run.vk_new = std::move(keys->new_key);
+    if (auto r = reencrypt_verify(reg, run.md, run.st, run.vk_old, run.vk_new); !r) return r.error();
+
+    run.old_seg = run.md.segments.at(run.st.seg_previous);
+    run.new_seg = run.md.segments.at(run.st.seg_final);
+    if (run.old_seg.offset != run.new_seg.offset || run.old_seg.iv_tweak != run.new_seg.iv_tweak)
+        return bad("the backup segments of a re-key differ in place");
+    run.base = run.old_seg.offset;
+    run.tweak = run.old_seg.iv_tweak;
+    run.align = std::max(run.old_seg.sector_size, run.new_seg.sector_size);
+    if (run.old_seg.size) {
+        run.data_size = *run.old_seg.size;
+    } else {
+        if (device.size() < run.base) return bad("the device ends before its data");
+        run.data_size = (device.size() - run.base) / run.align * run.align;
+    }
+    if (run.st.area_type == "checksum" && (run.st.hash_block % 512 || run.align % 512))
+        return bad("bad checksum block size");
+
+    ReencryptRunResult out;
+    out.data_size = run.data_size;
+    out.hotzone = run.hotzone(opts.hotzone_size);
+    if (out.hotzone == 0) return bad("the resilience area holds no hotzone");
+
+    // Where the data stands: new segments from the start, a crashed hotzone.
+    uint64_t done = 0;
+    std::optional<std::pair<uint64_t, uint64_t>> hot;
+    for (const auto& [sid, seg] : run.md.segments) {
+        const int id = sid;
+        const Segment& s = seg;
+        if (id == run.st.seg_previous || id == run.st.seg_final) continue;
+        const bool is_hot = has_flag(s, "in-reencryption");
+        if (s.offset < run.base) return bad("a segment before the data start");
+        const uint64_t rel = s.offset - run.base;
+        const uint64_t len = s.size ? *s.size : run.data_size - std::min(rel, run.data_size);
+        if (is_hot) {
+            hot = std::make_pair(rel, len);
+        } else {
+            bool is_new = false;
+            for (const auto& [did, d] : run.md.digests)
+                if (did == run.st.digest_new && std::count(d.segments.begin(), d.segments.end(), id)) is_new = true;
+            if (is_new && rel == 0) done = len;
+        }
+    }
+    if (hot) {
+        if (hot->first != done) return bad("the crashed hotzone does not follow the finished data");
+        if (auto r = run.recover(hot->first, hot->second); !r) return r.error();
+        done = hot->first + hot->second;
+        if (auto r = reencrypt_write_progress(reg, device, run.md, run.st, run.data_size, done, 0); !r) return r.error();
+        if (auto r = run.reload(); !r) return r.error();
+        out.recovered = true;
+    }
+
+    while (done < run.data_size) {
+        const uint64_t len = std::min(out.hotzone, run.data_size - done);
+        if (auto r = run.protect(done, len); !r) return r.error();
+        if (auto r = reencrypt_write_progress(reg, device, run.md, run.st, run.data_size, done, len); !r) return r.error();
+        if (auto r = run.reload(); !r) return r.error();
+        if (auto r = run.rekey(done, len); !r) return r.error();
+        done += len;
+        if (auto r = reencrypt_write_progress(reg, device, run.md, run.st, run.data_size, done, 0); !r) return r.error();
+        if (auto r = run.reload(); !r) return r.error();
+        if (opts.progress && !opts.progress(done, run.data_size)) return out;
+    }
+    if (auto r = reencrypt_finish(reg, device, run.md, run.st); !r) return r.error();
+    out.finished = true;
+    return out;
+}
+
+}  // namespace blkcrypt::luks::luks2
