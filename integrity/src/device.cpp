@@ -254,6 +254,9 @@ Result<void> IntegrityTarget::read_raw(uint64_t offset, Bytes data, Bytes tags) 
     });
     if (st != Status::Ok)
         return make_error(st, "dm-integrity: cannot read " + name_ + " at sector " + hex(offset / kSectorSize));
+    if (journal_)  // J mode: writes not yet committed are newer than the device
+        if (auto r = journal_->overlay(offset, data, tags); !r)
+            return make_error(r.status(), "dm-integrity: " + name_ + ": " + r.error().message);
     if (!replayed_.empty()) {  // a read-only open over a journal to replay
         const uint64_t spb = bs / kSectorSize;
         for (std::size_t i = 0; i < data.size() / bs; ++i) {
@@ -314,11 +317,12 @@ Result<void> IntegrityTarget::write(uint64_t offset, ConstBytes data, ConstBytes
     if (auto r = check_range(offset, data.size(), "a write"); !r) return r;
     if (tags.size() != data.size() / block_size() * tag_size())
         return make_error(Status::Invalid, "dm-integrity: the tag buffer does not fit the blocks");
-    // J mode: through the journal, as the kernel writes (journal.cpp).
+    // J mode: into the journal, as the kernel writes (journal_writer.cpp);
+    // committed when the journal fills, or at flush() or close().
     if (journal_) {
         std::unique_lock lk(io_mu_);
         wrote_ = true;
-        if (auto r = journal_->write(offset, data, tags); !r)
+        if (auto r = journal_->add(offset, data, tags); !r)
             return make_error(r.status(), "dm-integrity: " + name_ + ": " + r.error().message);
         return {};
     }
@@ -395,8 +399,19 @@ Result<void> IntegrityTarget::write_superblock(const Superblock& sb) {
     return {};
 }
 
+// A flush makes every completed write durable: in J mode the pending
+// journal entries are committed (and written back) first, as the kernel
+// commits on REQ_PREFLUSH.
 Result<void> IntegrityTarget::flush() {
     if (read_only_) return {};
+    if (journal_) {
+        std::unique_lock lk(io_mu_);
+        if (auto r = journal_->commit(); !r) return make_error(r.status(), "dm-integrity: " + name_ + ": " + r.error().message);
+    }
+    return flush_stores();
+}
+
+Result<void> IntegrityTarget::flush_stores() {
     if (Status s = dev_->flush(); s != Status::Ok) return make_error(s, "dm-integrity: cannot flush " + name_);
     if (meta_)
         if (Status s = meta_->flush(); s != Status::Ok)
@@ -419,7 +434,7 @@ Result<void> IntegrityTarget::close() {
     if (read_only_ || !wrote_) return {};
     if (journal_)  // the kernel's clean suspend: the journal written clean
         if (auto r = journal_->close(); !r) return make_error(r.status(), "dm-integrity: " + name_ + ": " + r.error().message);
-    if (auto r = flush(); !r) return r;
+    if (auto r = flush_stores(); !r) return r;
     if (mode_ == 'B' && bitmap_dirty_) {
         if (pending_.empty()) std::fill(bitmap_.begin(), bitmap_.end(), uint8_t(0));
         else bitmap_ = pending_;

@@ -92,6 +92,7 @@ public:
     Result<void> close();
 
 private:
+    Result<void> flush_stores();
     IntegrityTarget() = default;
 
     // Where every write ends up: data then tags straight to their places,

@@ -27,8 +27,10 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace blkcrypt::integrity {
@@ -165,13 +167,14 @@ Result<ReplayResult> replay_journal(BackingStore& meta, BackingStore& data, Back
 
 // J-mode writes as the kernel makes them: each write's blocks become
 // entries of the next free sections (data blocks with the commit ids in
-// their last 8 bytes, the displaced bytes and the tag in the entry), the
-// sections get the commit ids of the current sequence (the next one past
-// the last section) and are written and flushed (integrity_commit,
-// write_journal), then every block is copied to its place with its tag and
-// flushed (do_journal_write), and the sections are free again. A kill at
-// any point leaves an image whose replay gives every block old or new with
-// its tag. Serialised: one write at a time.
+// their last 8 bytes, the displaced bytes and the tag in the entry). A
+// commit gives the sections the commit ids of the current sequence (the
+// next one past the last section), writes and flushes them
+// (integrity_commit, write_journal), then copies every block to its place
+// with its tag and flushes (do_journal_write), and the sections are free
+// again. A kill at any point leaves an image whose replay gives every block
+// a version written since the last completed commit, with its tag.
+// Serialised: one call at a time.
 class JournalWriter {
 public:
     // From `at`: where the replay left the journal (Journal::next() or
@@ -180,17 +183,31 @@ public:
                   const Geometry& g, JournalPosition at, const JournalMac* mac = nullptr);
 
     // Whole blocks at byte `offset` of the target's device; tags: tag_size
-    // bytes per block, in order.
+    // bytes per block, in order. add() batches as the kernel does: the
+    // entries wait in memory and are committed when they fill the journal
+    // (or at commit(), close()); write() is add() then commit().
+    Result<void> add(uint64_t offset, ConstBytes data, ConstBytes tags);
     Result<void> write(uint64_t offset, ConstBytes data, ConstBytes tags);
-    // The kernel's clean suspend (dm_integrity_postsuspend): once something
-    // went through the journal, every section written clean again, those
-    // from the next free one in the current sequence, the ones before it in
-    // the next.
+    // Every added block committed and written back (nothing to do when none
+    // waits). After a failed commit every later call fails, as the kernel
+    // fails the device on a journal I/O error.
+    Result<void> commit();
+    // Reads must see the newest data: the waiting blocks (the newest entry
+    // of each sector) over what was read from the device at `offset`.
+    Result<void> overlay(uint64_t offset, Bytes data, Bytes tags) const;
+    // The kernel's clean suspend (dm_integrity_postsuspend): a commit, then,
+    // once something went through the journal, every section written clean
+    // again, those from the next free one in the current sequence, the ones
+    // before it in the next.
     Result<void> close();
+    // Where the next commit starts.
     JournalPosition position() const;
 
 private:
-    Result<void> commit_chunk(uint64_t sector, ConstBytes data, ConstBytes tags);
+    Result<void> check(uint64_t offset, ConstBytes data, ConstBytes tags) const;
+    Result<void> add_locked(uint64_t offset, ConstBytes data, ConstBytes tags);
+    Result<void> commit_locked();
+    void pending_block(uint64_t b, Bytes data, Bytes tag) const;
 
     BackingStore &meta_, &data_, &tags_;
     Geometry g_;
@@ -199,7 +216,13 @@ private:
     mutable std::mutex mu_;
     JournalPosition at_;
     bool wrote_ = false;
+    std::optional<Error> failed_;
+    // The pending commit: its sections from at_, filled entry by entry; each
+    // entry's logical sector; the newest entry of each sector.
     std::vector<uint8_t> buf_;
+    uint64_t pending_ = 0;
+    std::vector<uint64_t> pending_sectors_;
+    std::unordered_map<uint64_t, uint64_t> newest_;
 };
 
 }  // namespace blkcrypt::integrity
