@@ -19,6 +19,7 @@
 #include <blkcrypt/dm/block_device.hpp>
 #include <blkcrypt/integrity/device.hpp>
 #include <blkcrypt/integrity/format.hpp>
+#include <blkcrypt/integrity/journal_crypt.hpp>
 #include <blkcrypt/integrity/superblock.hpp>
 #include <blkcrypt/integrity/tag_hash.hpp>
 
@@ -71,7 +72,7 @@ void add_integrity_options(po::options_description& o) {
         ("journal-integrity-key-file", po::value<std::string>()->value_name("FILE"), "journal MAC key file")
         ("journal-integrity-key-size", number_value<unsigned>(1, kMaxKeySize)->value_name("BYTES"),
          "journal MAC key size")
-        ("journal-crypt", po::value<std::string>()->value_name("ALG"), "journal encryption (not supported: refused)")
+        ("journal-crypt", po::value<std::string>()->value_name("ALG"), "journal encryption (ctr-aes, chacha20, cbc-aes...): format writes it, the others need it for an image made with one")
         ("journal-crypt-key-file", po::value<std::string>()->value_name("FILE"), "journal encryption key file")
         ("journal-crypt-key-size", number_value<unsigned>(1, kMaxKeySize)->value_name("BYTES"),
          "journal encryption key size")
@@ -108,10 +109,18 @@ std::string hash_option(const po::variables_map& vm) {
     return integrity::kernel_hash_name(vm.count("integrity") ? vm["integrity"].as<std::string>() : "crc32c");
 }
 
-// Journal encryption is neither written nor read here.
-void refuse_journal_crypt(const po::variables_map& vm) {
-    refuse_given(vm, {"journal-crypt", "journal-crypt-key-file", "journal-crypt-key-size"},
-                 "journal encryption is not supported by blkcrypt (docs/integrity.md)");
+// --journal-crypt-key-file and --journal-crypt-key-size, together, as
+// integritysetup wants them.
+blkcrypt::SecureBuffer journal_crypt_key(const po::variables_map& vm) {
+    const bool file = vm.count("journal-crypt-key-file") > 0, size = vm.count("journal-crypt-key-size") > 0;
+    if (file != size) throw UsageError("Both journal encryption key file and key size options must be specified.");
+    if (!file) {
+        if (vm.count("journal-crypt")) throw UsageError("--journal-crypt needs --journal-crypt-key-file");
+        return {};
+    }
+    if (!vm.count("journal-crypt")) throw UsageError("--journal-crypt-key-file needs --journal-crypt");
+    return read_key_input(vm["journal-crypt-key-file"].as<std::string>(), 0, vm["journal-crypt-key-size"].as<unsigned>(),
+                          false);
 }
 
 // --journal-integrity-key-file and --journal-integrity-key-size, together.
@@ -139,7 +148,6 @@ char mode_option(const po::variables_map& vm) {
 int run_format(const po::variables_map& vm, const std::vector<std::string>& files) {
     if (files.size() != 1) throw UsageError("integrity format needs exactly one IMAGE");
     const std::string& image_path = files[0];
-    refuse_journal_crypt(vm);
     if (vm["integrity-recovery-mode"].as<bool>()) throw UsageError("-R: recovery mode is for reading, not format");
     const std::optional<std::string> data_path =
         vm.count("data-device") ? std::optional(vm["data-device"].as<std::string>()) : std::nullopt;
@@ -154,6 +162,11 @@ int run_format(const po::variables_map& vm, const std::vector<std::string>& file
     if (vm.count("journal-integrity")) {
         o.journal_mac = integrity::kernel_hash_name(vm["journal-integrity"].as<std::string>());
         o.journal_mac_key = jkey;
+    }
+    const blkcrypt::SecureBuffer ckey = journal_crypt_key(vm);
+    if (vm.count("journal-crypt")) {
+        o.journal_crypt = integrity::journal_crypt_kernel_name(vm["journal-crypt"].as<std::string>());
+        o.journal_crypt_key = ckey;
     }
     auto& p = o.params;
     blkcrypt::Registry& reg = registry();
@@ -214,8 +227,10 @@ struct Opened {
 };
 
 Opened open_target(const po::variables_map& vm, const std::string& image_path, bool writable) {
-    refuse_journal_crypt(vm);
     integrity::OpenOptions o;
+    o.journal_crypt_key = journal_crypt_key(vm);
+    if (vm.count("journal-crypt"))
+        o.journal_crypt = integrity::journal_crypt_kernel_name(vm["journal-crypt"].as<std::string>());
     o.journal_mac_key = journal_mac_key(vm);
     if (vm.count("journal-integrity"))
         o.journal_mac = integrity::kernel_hash_name(vm["journal-integrity"].as<std::string>());

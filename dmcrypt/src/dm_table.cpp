@@ -45,8 +45,6 @@ constexpr uint64_t kMaxSectors = UINT64_MAX / 512;
 template <class StoreOf>
 Result<std::shared_ptr<BlockDevice>> build_integrity(Registry& reg, const IntegrityTable& t, bool read_only,
                                                      unsigned threads, StoreOf& store_of) {
-    if (!t.journal_crypt.empty())
-        return make_error(Status::Unsupported, "journal_crypt: (an encrypted journal) is not supported");
     if (!t.journal_mac.empty())
         return make_error(Status::Unsupported, "journal_mac: (a journal MAC) is not supported");
     auto dev = store_of(t.device);
@@ -65,6 +63,8 @@ Result<std::shared_ptr<BlockDevice>> build_integrity(Registry& reg, const Integr
     o.mode = t.mode;
     o.internal_hash = t.internal_hash;
     o.internal_hash_key = t.internal_hash_key;
+    o.journal_crypt = t.journal_crypt;
+    o.journal_crypt_key = t.journal_crypt_key;
     o.allow_discards = t.allow_discards;
     o.read_only = read_only;
     if (t.buffer_sectors) o.buffer_sectors = *t.buffer_sectors;

@@ -106,9 +106,27 @@ Result<IntegrityTable> parse_integrity_args(std::string_view args) {
                     t.internal_hash_key[j] = static_cast<uint8_t>(nib(k[2 * j]) << 4 | nib(k[2 * j + 1]));
                 }
             }
-        } else if (o.starts_with("journal_crypt:") || o.starts_with("journal_mac:")) {
-            // Kept without the key: they are refused when the table is built.
-            const bool crypt = o.starts_with("journal_crypt:");
+        } else if (o.starts_with("journal_crypt:")) {
+            const std::string_view v = o.substr(14);
+            const auto colon = v.find(':');
+            t.journal_crypt = std::string(v.substr(0, colon));
+            t.journal_crypt_key = SecureBuffer();
+            t.journal_crypt_key_hex = 0;
+            if (colon != std::string_view::npos) {
+                const std::string_view k = v.substr(colon + 1);
+                if (k.size() % 2) return invalid("Invalid journal_crypt argument");
+                for (char c : k)
+                    if (!hex_digit(c)) return invalid("Invalid journal_crypt argument");
+                t.journal_crypt_key.resize(k.size() / 2);
+                for (std::size_t j = 0; j < k.size() / 2; ++j) {
+                    auto nib = [](char c) { return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10; };
+                    t.journal_crypt_key[j] = static_cast<uint8_t>(nib(k[2 * j]) << 4 | nib(k[2 * j + 1]));
+                }
+                t.journal_crypt_key_hex = k.size();
+            }
+        } else if (o.starts_with("journal_mac:")) {
+            // Kept without the key: it is refused when the table is built.
+            const bool crypt = false;
             const std::string_view v = o.substr(crypt ? 14 : 12);
             const auto colon = v.find(':');
             (crypt ? t.journal_crypt : t.journal_mac) = std::string(v.substr(0, colon));
@@ -165,10 +183,13 @@ std::string IntegrityTable::args(bool show_key) const {
             a += ":" + (show_key ? hex_encode(internal_hash_key) : std::string(2 * internal_hash_key.size(), '0'));
         o.push_back(std::move(a));
     }
-    // The journal keys are not kept (see the header): zeros, as dmsetup hides them.
-    if (!journal_crypt.empty())
-        o.push_back("journal_crypt:" + journal_crypt +
-                    (journal_crypt_key_hex ? ":" + std::string(journal_crypt_key_hex, '0') : ""));
+    if (!journal_crypt.empty()) {
+        std::string a = "journal_crypt:" + journal_crypt;
+        if (!journal_crypt_key.empty())
+            a += ":" + (show_key ? hex_encode(journal_crypt_key) : std::string(2 * journal_crypt_key.size(), '0'));
+        o.push_back(std::move(a));
+    }
+    // The journal MAC key is not kept (see the header): zeros, as dmsetup hides it.
     if (!journal_mac.empty())
         o.push_back("journal_mac:" + journal_mac +
                     (journal_mac_key_hex ? ":" + std::string(journal_mac_key_hex, '0') : ""));

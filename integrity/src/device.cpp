@@ -3,6 +3,7 @@
 // their tags another (the kernel packs tags), so a run of blocks costs one
 // read of data and one of tags, whatever its length.
 #include <blkcrypt/integrity/device.hpp>
+#include <blkcrypt/integrity/journal_crypt.hpp>
 
 #include <blkcrypt/internal/bytes_util.hpp>
 
@@ -121,6 +122,16 @@ Result<std::shared_ptr<IntegrityTarget>> IntegrityTarget::open(Registry& reg, st
     if (!g) return g.error();
     t->geo_ = *g;
     if (o.sectors_per_bit) t->geo_.log2_blocks_per_bitmap_bit = log2_blocks_per_bit(t->geo_, o.sectors_per_bit);
+    if (!o.journal_crypt.empty()) {
+        // B mode keeps its bitmap in the journal area: not done with an
+        // encrypted journal here.
+        if (o.mode == 'B')
+            return make_error(Status::Unsupported, "dm-integrity: journal_crypt: in bitmap mode (B) is not supported");
+        auto c = JournalCrypt::create(reg, o.journal_crypt, o.journal_crypt_key, t->geo_);
+        if (!c) return make_error(c.status(), "dm-integrity: " + c.error().message);
+        std::shared_ptr<BackingStore> m = t->meta_ ? t->meta_ : t->dev_;
+        t->journal_store_ = journal_crypt_store(std::move(m), *c, t->geo_);
+    }
 
     if (!o.internal_hash.empty()) {
         auto h = TagHash::create(reg, o.internal_hash, o.internal_hash_key, t->sb_);
@@ -165,7 +176,7 @@ Result<std::shared_ptr<IntegrityTarget>> IntegrityTarget::open(Registry& reg, st
 // recalculate, see above, and the kernel writes a clean journal).
 Result<void> IntegrityTarget::open_journal() {
     if (mode_ == 'R' || sb_.has(kFlagDirtyBitmap)) return {};
-    BackingStore& meta = meta_ ? *meta_ : *dev_;
+    BackingStore& meta = journal_store_ ? *journal_store_ : meta_ ? *meta_ : *dev_;
     ReplayOptions ro{mode_, hash_ ? &*hash_ : nullptr, journal_mac_.get()};
     auto j = Journal::read(meta, sb_, geo_, ro);
     if (!j) return make_error(j.status(), "dm-integrity: " + name_ + ": " + j.error().message);

@@ -3,6 +3,7 @@
 #include <blkcrypt/integrity/format.hpp>
 
 #include <blkcrypt/integrity/journal.hpp>
+#include <blkcrypt/integrity/journal_crypt.hpp>
 #include <blkcrypt/random.hpp>
 #include <blkcrypt/shash.hpp>
 
@@ -190,6 +191,12 @@ Result<Formatted> format(Registry& reg, BackingStore& image, BackingStore* data,
         if (!m) return m.error();
         mac = std::move(*m);
     }
+    std::shared_ptr<JournalCrypt> jcrypt;
+    if (!o.journal_crypt.empty()) {
+        auto c = JournalCrypt::create(reg, o.journal_crypt, o.journal_crypt_key, *geo);
+        if (!c) return c.error();
+        jcrypt = std::move(*c);
+    }
 
     // 1. The superblock area, zeroed first (cryptsetup's "wipe integrity
     // superblock"): an interrupted format leaves no superblock.
@@ -262,7 +269,13 @@ Result<Formatted> format(Registry& reg, BackingStore& image, BackingStore* data,
 
     // 3. The clean journal the kernel writes (init_journal), then the
     // superblock, last, as the kernel writes it (REQ_FUA).
-    if (auto j = init_journal(image, *sb, *geo, mac.get()); !j) return j.error();
+    if (jcrypt) {
+        // The store is only borrowed for the call.
+        auto jstore = journal_crypt_store(std::shared_ptr<BackingStore>(&image, [](BackingStore*) {}), jcrypt, *geo);
+        if (auto j = init_journal(*jstore, *sb, *geo, mac.get()); !j) return j.error();
+    } else if (auto j = init_journal(image, *sb, *geo, mac.get()); !j) {
+        return j.error();
+    }
     if (Status s = image.flush(); s != Status::Ok) return io_error(image, "flush", s);
     if (data) {
         if (Status s = data->flush(); s != Status::Ok) return io_error(*data, "flush", s);

@@ -208,6 +208,19 @@ cmp -s -n 32 "$TMP/key" "$TMP/x.out" || fail "journal MAC round trip"
 printf 0123456789abcdef0123456789ABCDEX >"$TMP/key3"
 expect_exit nonzero "$BLKCRYPT" integrity read --journal-integrity hmac-sha256 --journal-integrity-key-file "$TMP/key3" \
     --journal-integrity-key-size 32 "$TMP/plain" "$TMP/x.out"
+# Journal encryption (integritysetup's names and options): format writes
+# the journal encrypted; read and write need the cipher and key.
+expect_exit 2 "$BLKCRYPT" integrity format -q --journal-crypt ctr-aes --journal-crypt-key-file "$TMP/key" "$TMP/plain"
+grep_q "Both journal encryption key file and key size options must be specified." <"$TMP/stderr" ||
+    fail "journal crypt key size: $(cat "$TMP/stderr")"
+jcrypt=(--journal-crypt chacha20 --journal-crypt-key-file "$TMP/key" --journal-crypt-key-size 32)
+"$BLKCRYPT" integrity format -q "${jcrypt[@]}" "$TMP/plain" || fail "format with journal encryption"
+expect_exit nonzero "$BLKCRYPT" integrity read "$TMP/plain" "$TMP/x.out"
+"$BLKCRYPT" integrity write "${jcrypt[@]}" "$TMP/key" "$TMP/plain" || fail "write with journal encryption"
+"$BLKCRYPT" integrity read "${jcrypt[@]}" "$TMP/plain" "$TMP/x.out" || fail "read with journal encryption"
+cmp -s -n 32 "$TMP/key" "$TMP/x.out" || fail "journal encryption round trip"
+expect_exit nonzero "$BLKCRYPT" integrity read --journal-crypt chacha20 --journal-crypt-key-file "$TMP/key3" \
+    --journal-crypt-key-size 32 "$TMP/plain" "$TMP/x.out"
 expect_exit 2 "$BLKCRYPT" integrity format -q -I no-such-hash "$TMP/plain"
 expect_exit 2 "$BLKCRYPT" integrity format -q --sector-size 1000 "$TMP/plain"
 expect_exit 4 "$BLKCRYPT" integrity format -q "$TMP/fifo"

@@ -652,8 +652,10 @@ TEST_CASE("integrity dm: tampered reads fail, tags-from-above devices refuse pla
     refused("0 3656 integrity " + img + " 0 4 B 0", "Bitmap mode can be only used with internal hash");
     refused("0 3656 integrity " + img + " 0 4 J 1 allow_discards", "Discard can be only used with internal hash");
     refused("0 3656 integrity " + img + " 0 4 J 1 internal_hash:crc32c:abc", "Invalid internal_hash argument");
+    // journal_crypt: is taken (integrity_jcrypt_test.cpp); a key AES refuses is not.
     refused("0 3656 integrity " + img + " 0 4 J 2 internal_hash:crc32c journal_crypt:ctr(aes):00112233",
-            "journal_crypt: (an encrypted journal) is not supported");
+            "the key is refused");
+    refused("0 3656 integrity " + img + " 0 4 J 2 internal_hash:crc32c journal_crypt:ctr(aes):001", "Invalid journal_crypt argument");
     refused("0 3656 integrity " + img + " 0 4 J 2 internal_hash:crc32c journal_mac:hmac(sha256):0011",
             "journal_mac: (a journal MAC) is not supported");
     refused("0 3657 integrity " + img + " 0 4 J 1 internal_hash:crc32c", "Not enough provided sectors");
@@ -663,6 +665,10 @@ TEST_CASE("integrity dm: tampered reads fail, tags-from-above devices refuse pla
     REQUIRE(k.ok());
     CHECK(dm::format_dm_table(*k, false) == "0 8 integrity x 0 32 J 1 internal_hash:hmac(sha256):0000\n");
     CHECK(dm::format_dm_table(*k, true) == "0 8 integrity x 0 32 J 1 internal_hash:hmac(sha256):00ff\n");
+    auto jc = dm::parse_dm_table("0 8 integrity x 0 4 J 1 journal_crypt:ctr(aes):00ff");
+    REQUIRE(jc.ok());
+    CHECK(dm::format_dm_table(*jc, false) == "0 8 integrity x 0 4 J 1 journal_crypt:ctr(aes):0000\n");
+    CHECK(dm::format_dm_table(*jc, true) == "0 8 integrity x 0 4 J 1 journal_crypt:ctr(aes):00ff\n");
     auto bad = dm::parse_dm_table("0 8 integrity x 0 32 J 1 internal_hash:hmac(sha256):00fg");
     REQUIRE_FALSE(bad.ok());
     CHECK(bad.error().message.find("00fg") == std::string::npos);

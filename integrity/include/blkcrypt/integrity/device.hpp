@@ -34,6 +34,8 @@ struct OpenOptions {
     SecureBuffer internal_hash_key;
     std::string journal_mac;      // journal_mac:, kernel form ("hmac(sha256)"); required by images made with one
     SecureBuffer journal_mac_key;
+    std::string journal_crypt;    // journal_crypt:, kernel form ("ctr(aes)", "chacha20", "cbc(aes)"); the
+    SecureBuffer journal_crypt_key;  // journal is encrypted with it (journal_crypt.hpp); not B mode
     bool allow_discards = false;  // an all-0xF6 tag (a discarded block) reads unchecked
     bool read_only = false;       // the table is loaded read-only
     uint32_t buffer_sectors = kDefaultBufferSectors;
@@ -139,6 +141,7 @@ private:
     // instead (replayed_: the last entry for each sector).
     Result<void> open_journal();
     std::shared_ptr<JournalMac> journal_mac_;
+    std::shared_ptr<BackingStore> journal_store_;  // meta seen through journal_crypt: (journal_crypt.hpp)
     std::unique_ptr<JournalWriter> journal_;
     std::optional<Journal> replayed_journal_;
     std::unordered_map<uint64_t, std::size_t> replayed_;

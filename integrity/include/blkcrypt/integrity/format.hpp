@@ -56,6 +56,10 @@ struct FormatOptions {
     // journal_mac: (--journal-integrity), kernel form, and its key; empty: none.
     std::string journal_mac;
     ConstBytes journal_mac_key;
+    // journal_crypt: (--journal-crypt), kernel form, and its key; empty: the
+    // journal is written in the clear.
+    std::string journal_crypt;
+    ConstBytes journal_crypt_key;
     // false (--no-wipe): tags and data are left as the device holds them,
     // so reading a block never written fails, as with cryptsetup.
     bool compute_tags = true;
