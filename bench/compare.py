@@ -33,6 +33,15 @@ same generated data (page cache warm), printing the ratio for each target:
                                             vs crypt decrypt with the same table    >= 0.9x
                                             (also through its clear key: the data path
                                             without the 2^20-round passphrase stretch)
+  integrity (issue 24; LUKS2 images made by `luks format --integrity`, 2 cores; in /dev/shm when
+  it exists, as openssl speed runs in memory):
+  luks encrypt / luks decrypt, aes-gcm-random + aead
+                                            vs openssl speed -evp aes-256-gcm (4 KiB), one core   >= 1.5x
+  luks encrypt / luks decrypt, aes-xts-plain64 + hmac-sha256
+                                            vs openssl aes-256-xts then hmac(sha256) chained (4 KiB),
+                                               one core                                      >= 1.5x
+  integrity read (crc32c, 512-byte blocks)  vs crypt decrypt aes-xts-plain64, the same size   >= 0.8x
+  integrity format of a 16 GiB sparse file (default options)   < 10 s, < 512 MiB allocated
   peak RSS of every blkcrypt command                                                    < 64 MiB
 
   small inputs (the fixed cost of a command; image builders call once per file):
@@ -43,7 +52,8 @@ same generated data (page cache warm), printing the ratio for each target:
   checks one image per invocation, so verity has no such row)   (reported)
   Each is the median of SMALL_RUNS runs (default 41), the tools run in turn.
 
---only SECTIONS (comma-separated: verity, fsverity, crypt, nbd, engine, luks, tcrypt, bitlk, small)
+--only SECTIONS (comma-separated: verity, fsverity, crypt, nbd, engine, luks, tcrypt, bitlk, integrity,
+small)
 runs only those rows (nbd includes what crypt makes for it); default: all.
 
 With --cold, only the cold-cache comparison runs: before each run the page
@@ -294,6 +304,98 @@ def luks_comparison(work, data, rows, times, rss):
     os.remove(c)
 
 
+def openssl_speed_4k(args, label):
+    """Single-core MiB/s of `openssl speed ARGS -bytes 4096`, from its result line."""
+    out = subprocess.run(["openssl", "speed"] + args + ["-bytes", "4096", "-seconds", "2"],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=True).stdout.decode()
+    m = re.search(r"^" + re.escape(label) + r"\s+([\d.]+)k\s*$", out, re.M | re.I)
+    if not m:
+        sys.exit("cannot parse openssl speed output:\n" + out)
+    return float(m.group(1)) * 1000 / (1 << 20)
+
+
+def integrity_comparison(work, data, rows, rss, notes):
+    """AEAD and authenc LUKS2 containers against the primitives' single-core
+    speed, standalone crc32c integrity against the plain dm-crypt engine, and
+    the sparse 16 GiB format."""
+    quiet = dict(check=True, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    # openssl speed runs in memory; so do these images where a tmpfs exists,
+    # or every row would time the disk's writeback (every command syncs).
+    if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
+        work = tempfile.mkdtemp(prefix="blkcrypt-cmp-", dir="/dev/shm")
+        shm_data = os.path.join(work, "data.img")
+        shutil.copyfile(data, shm_data)
+        data = shm_data
+    pw = os.path.join(work, "integrity.pass")
+    with open(pw, "wb") as f:
+        f.write(b"compare.py passphrase")
+    gcm = openssl_speed_4k(["-evp", "aes-256-gcm"], "aes-256-gcm")
+    xts = openssl_speed_4k(["-evp", "aes-256-xts"], "aes-256-xts")
+    hmac = openssl_speed_4k(["-hmac", "sha256"], "hmac(sha256)")
+    chained = 1 / (1 / xts + 1 / hmac)
+    c = os.path.join(work, "i.luks")
+    out = os.path.join(work, "i.out")
+    for label, opts, peer in (("aes-gcm-random", ["--cipher", "aes-gcm-random", "--integrity", "aead"], gcm),
+                              ("xts-plain64+hmac-sha256", ["--cipher", "aes-xts-plain64", "--integrity",
+                                                           "hmac-sha256"], chained)):
+        with open(c, "wb") as f:  # room for the plaintext, its tags and the journal
+            f.truncate((SIZE_MIB << 20) * 21 // 20 + (96 << 20))
+        fmt = [BLKCRYPT, "luks", "format", "--type", "luks2", "-q", "--pbkdf", "pbkdf2",
+               "--pbkdf-force-iterations", "1000", "--key-file", pw] + opts + [c]
+        t0 = time.monotonic()
+        subprocess.run(fmt, **quiet)
+        notes.append(f"luks format --integrity {label}, {SIZE_MIB * 21 // 20 + 96} MiB file: "
+                     f"{time.monotonic() - t0:.2f} s")
+        enc = [BLKCRYPT, "luks", "encrypt", "--key-file", pw, data, c]
+        dec = [BLKCRYPT, "luks", "decrypt", "--key-file", pw, "--size", str(SIZE_MIB * 2048), c, out]
+        t_e, _ = run(enc, keep_stdout=False, settle=True)
+        t_d, _ = run(dec, keep_stdout=False, settle=True)
+        if subprocess.run(["cmp", "-s", data, out]).returncode != 0:
+            sys.exit(f"{' '.join(dec)}: the plaintext differs")
+        rss[f"luks decrypt {label}"] = peak_rss_mib(dec)
+        os.remove(out)
+        # openssl's single-core MiB/s as the time it would take for SIZE_MIB
+        rows.append((f"luks encrypt {label} / openssl 1 core", SIZE_MIB / peer, t_e, 1.5))
+        rows.append((f"luks decrypt {label} / openssl 1 core", SIZE_MIB / peer, t_d, 1.5))
+        os.remove(c)
+
+    # Standalone crc32c against the dm-crypt engine on the same bytes.
+    img = os.path.join(work, "i.img")
+    with open(img, "wb") as f:
+        f.truncate((SIZE_MIB << 20) * 21 // 20 + (96 << 20))
+    subprocess.run([BLKCRYPT, "integrity", "format", "-q", img], **quiet)
+    subprocess.run([BLKCRYPT, "integrity", "write", data, img], **quiet)
+    provided = int(field(subprocess.run([BLKCRYPT, "integrity", "dump", img], stdout=subprocess.PIPE, check=True)
+                         .stdout.decode(), "provided_data_sectors")) * 512
+    rd = [BLKCRYPT, "integrity", "read", img, out]  # the whole device: timed per SIZE_MIB below
+    key = os.path.join(work, "i.key")
+    with open(key, "wb") as f:
+        f.write(os.urandom(64))
+    cd = [BLKCRYPT, "crypt", "decrypt", "--cipher", "aes-xts-plain64", "--key-file", key, "--key-size", "512",
+          data, out + ".crypt"]
+    t_r, t_c = run_in_turn([rd, cd], keep_stdout=False, settle=True)
+    if subprocess.run(["cmp", "-s", "-n", str(SIZE_MIB << 20), data, out]).returncode != 0:
+        sys.exit(f"{' '.join(rd)}: the data differs")
+    rss["integrity read"] = peak_rss_mib(rd)
+    rows.append(("integrity read crc32c / crypt decrypt", t_c, t_r * (SIZE_MIB << 20) / provided, 0.8))
+    for f in (img, out, out + ".crypt", key):
+        os.remove(f)
+
+    # The 16 GiB format without a wipe pass: tags of zeros, the data a hole.
+    big = os.path.join(work, "i16.img")
+    with open(big, "wb") as f:
+        f.truncate(16 << 30)
+    t0 = time.monotonic()
+    subprocess.run([BLKCRYPT, "integrity", "format", "-q", big], **quiet)
+    t_f = time.monotonic() - t0
+    alloc = os.stat(big).st_blocks * 512 / (1 << 20)
+    notes.append(f"integrity format 16 GiB sparse: {t_f:.2f} s (target < 10 s), {alloc:.0f} MiB allocated "
+                 f"(target < 512 MiB): {'yes' if t_f < 10 and alloc < 512 else 'NO'}")
+    os.remove(big)
+    if work.startswith("/dev/shm/"):
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def tcrypt_comparison(work, rows, rss):
     """A VeraCrypt volume from the test-side generator, decrypted by `tcrypt
     decrypt` (KDF search limited to sha512, as a user who knows it would) and
@@ -439,7 +541,7 @@ def main():
         print(__doc__)
         return
     cold = "--cold" in sys.argv[1:]
-    sections = {"verity", "fsverity", "crypt", "nbd", "engine", "luks", "tcrypt", "bitlk", "small"}
+    sections = {"verity", "fsverity", "crypt", "nbd", "engine", "luks", "tcrypt", "bitlk", "integrity", "small"}
     if "--only" in sys.argv[1:]:
         i = sys.argv.index("--only")
         wanted = set(sys.argv[i + 1].split(",")) if i + 1 < len(sys.argv) else set()
@@ -452,7 +554,7 @@ def main():
             sys.exit(f"no {f}: build first (scripts/build.sh) or set BUILD")
     work = os.environ.get("WORKDIR") or tempfile.mkdtemp(prefix="blkcrypt-cmp-")
     data = os.path.join(work, "data.img")
-    rows, times, rss, iops, small = [], [], {}, [], []
+    rows, times, rss, iops, small, notes = [], [], {}, [], [], []
     big = cold or bool(sections - {"small"})  # the small rows need no SIZE_MIB image
     try:
         if big:
@@ -558,6 +660,8 @@ def main():
             tcrypt_comparison(work, rows, rss)
         if "bitlk" in sections:
             bitlk_comparison(work, rows, rss)
+        if "integrity" in sections:
+            integrity_comparison(work, data, rows, rss, notes)
         if "small" in sections:
             small_comparison(work, small)
     finally:
@@ -615,6 +719,8 @@ def main():
         ratio = ours / peer
         print(f"{name:44} {peer * 1000:6.1f} ms {ours * 1000:6.1f} ms {ratio:6.2f}x "
               f"{f'<={target}x' if target else '-':>8}  {'-' if not target else 'yes' if ratio <= target else 'NO'}")
+    for line in notes:
+        print(line)
     for name, mib in rss.items():
         print(f"{'peak RSS ' + name:36} {'':>9} {mib:6.1f} MiB {'':>7} {'<64MiB':>8}  {'yes' if mib < 64 else 'NO'}")
 

@@ -535,7 +535,7 @@ namespace blkcrypt::luks::luks2::detail {
 Result<std::pair<std::string, std::vector<uint8_t>>> new_keyslot(Registry& reg, ConstBytes vk, ConstBytes passphrase,
                                                                   const KeyslotOptions& o, const std::string& cipher,
                                                                   uint64_t area_offset) {
-    Result<NewKeyslot> nk = make_keyslot(reg, vk, passphrase, o, cipher, area_offset);
+    Result<NewKeyslot> nk = make_keyslot(reg, vk, passphrase, o, cipher, vk.size(), area_offset);
     if (!nk) return nk.error();
     return std::make_pair(nk->obj.dump(), std::move(nk->area));
 }
