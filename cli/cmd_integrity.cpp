@@ -16,7 +16,7 @@
 #include "serve.hpp"
 
 #include <blkcrypt/backing_store.hpp>
-#include <blkcrypt/dm/block_device.hpp>
+#include <blkcrypt/dm/targets.hpp>
 #include <blkcrypt/integrity/device.hpp>
 #include <blkcrypt/integrity/format.hpp>
 #include <blkcrypt/integrity/journal_crypt.hpp>
@@ -26,7 +26,6 @@
 #include <algorithm>
 #include <array>
 #include <iostream>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -61,7 +60,7 @@ void add_integrity_options(po::options_description& o) {
          "format: block size, 512 to 4096, a power of two (default 512)")
         ("interleave-sectors", number_value<uint32_t>(1, UINT32_MAX)->value_name("SECTORS"),
          "format: data sectors between tag runs (default 32768)")
-        ("journal-size,j", number_value<uint64_t>(0, UINT64_MAX)->value_name("BYTES"),
+        ("journal-size,j", bytes_value<uint64_t>(0, UINT64_MAX)->value_name("BYTES"),
          "format: journal size (default: 1/128 of the device, at most 64 MiB)")
         ("buffer-sectors", number_value<uint32_t>(1, UINT32_MAX)->value_name("SECTORS"),
          "the kernel's buffer size (shapes the tag area of a metadata device)")
@@ -396,32 +395,6 @@ int run_verify(const po::variables_map& vm, const std::vector<std::string>& file
 
 // --- serve --------------------------------------------------------------------
 
-// The checked device as a store, for the block-device pool: reads are
-// checked, writes get computed tags. Unlike dm::make_integrity_device (the
-// table line's device), a failure is logged naming its sector, as the
-// kernel's dmesg line names it, before it fails the request (EIO).
-class CheckedStore final : public blkcrypt::BackingStore {
-public:
-    explicit CheckedStore(std::shared_ptr<integrity::IntegrityTarget> t) : t_(std::move(t)) {}
-    blkcrypt::Status read(uint64_t offset, blkcrypt::Bytes out) override { return report(read_blocks(*t_, offset, out)); }
-    blkcrypt::Status write(uint64_t offset, blkcrypt::ConstBytes in) override {
-        return report(t_->write_hashed(offset, in));
-    }
-    uint64_t size() const override { return t_->size(); }
-    blkcrypt::Status flush() override { return report(t_->flush()); }
-    std::string name() const override { return t_->describe(); }
-
-private:
-    blkcrypt::Status report(const blkcrypt::Result<void>& r) {
-        if (r) return blkcrypt::Status::Ok;
-        std::lock_guard lk(mu_);
-        std::cerr << "blkcrypt: " << r.error().message << "\n";
-        return r.status() == blkcrypt::Status::Corrupt ? blkcrypt::Status::IoError : r.status();
-    }
-    std::shared_ptr<integrity::IntegrityTarget> t_;
-    std::mutex mu_;
-};
-
 int run_serve(po::variables_map vm, const std::vector<std::string>& files) {
     if (files.empty() || files.size() > 2) throw UsageError("integrity serve takes IMAGE [NAME]");
     if (files.size() == 2) {
@@ -435,13 +408,12 @@ int run_serve(po::variables_map vm, const std::vector<std::string>& files) {
     const bool read_only = vm["read-only"].as<bool>() || vm["integrity-recovery-mode"].as<bool>();
     block_stop_signals();  // before any thread exists
     Opened o = open_target(vm, files[0], !read_only);
-    auto store = std::make_shared<CheckedStore>(o.target);
-    blkcrypt::dm::StoreDeviceOptions so;
-    so.block_size = o.target->block_size();
-    so.read_only = read_only;
-    so.threads = vm["threads"].as<unsigned>();
-    so.description = o.target->describe();
-    auto dev = blkcrypt::dm::make_store_device(store, so);
+    // Each failed request logged naming its sector, as the kernel's dmesg
+    // line names it, before it fails (EIO).
+    auto dev = blkcrypt::dm::make_integrity_device(o.target, vm["threads"].as<unsigned>(),
+                                                   [](const blkcrypt::Error& e) {
+                                                       std::cerr << "blkcrypt: " << e.message << "\n";
+                                                   });
     if (!dev) throw Failure(dev.error().message);
     const int rc = serve_device(vm, *dev);
     if (auto c = o.target->close(); !c) throw Failure(named(files[0], c.error().message));

@@ -244,11 +244,6 @@ public:
         if (!line) return line.error();
         return std::vector<NamedTable>{{mapping_name() + "_dif", *line}};
     }
-    std::shared_ptr<blkcrypt::dm::BlockDevice> stacked_device(bool read_only, unsigned threads) const override {
-        auto dev = luks::integrity_device(registry(), *vol_, store, {.read_only = read_only, .threads = threads});
-        if (!dev) throw Failure(path + ": " + dev.error().message);
-        return std::move(dev).value();
-    }
     // As systemd-cryptsetup names a LUKS mapping: luks-UUID.
     std::string mapping_name() const override { return "luks-" + vol_->uuid; }
     // luksDump, --dump-json-metadata's JSON, or --json's object (docs/json.md).
@@ -1059,9 +1054,9 @@ void add_options(CommandLine& cl) {
         ("json-file", po::value<std::string>()->value_name("FILE"), "token import: the token's JSON (default: stdin)")
         ("token-replace", po::bool_switch(), "token import: replace the token --token-id names")
         ("key-description", po::value<std::string>()->value_name("DESC"), "token add: the kernel keyring description (luks2-keyring)")
-        ("luks2-metadata-size", number_value<uint64_t>(16384, 4194304)->value_name("BYTES"),
+        ("luks2-metadata-size", bytes_value<uint64_t>(16384, 4194304)->value_name("BYTES"),
          "format: each LUKS2 header copy, 16 KiB..4 MiB, a power of two (default: 16 KiB)")
-        ("luks2-keyslots-size", number_value<uint64_t>(4096, 128u << 20)->value_name("BYTES"),
+        ("luks2-keyslots-size", bytes_value<uint64_t>(4096, 128u << 20)->value_name("BYTES"),
          "format: the LUKS2 keyslots area (default: up to the data offset, at most 128 MiB)")
         ("volume-key-file", po::value<std::string>()->value_name("FILE"),
          "the volume key from FILE instead of a passphrase (format: instead of a random one)")

@@ -215,15 +215,18 @@ int run_serve(const ContainerFormat& f, const po::variables_map& vm, const Actio
     const auto c = unlocked(f, vm, one_file(f, a), !vm["read-only"].as<bool>());
     auto lower = c->lower_tables();
     if (!lower) throw Failure(lower.error().message);
-    if (!lower->empty()) {
-        block_stop_signals();
-        auto dev = c->stacked_device(vm["read-only"].as<bool>(), vm.count("threads") ? vm["threads"].as<unsigned>() : 0u);
-        if (!dev) refuse_stacked(*c, "serve");
-        return serve_device(vm, std::move(dev));
-    }
-    block_stop_signals();  // after the KDF, before the targets' threads exist
     const blkcrypt::dm::DmTable table = checked_table(*c);
-    return serve_table(vm, table, c->store, c->serve_how(table));
+    // The lower tables as the table action prints them, then the top one:
+    // the stack dmsetup loads, built by the dm layer.
+    std::vector<blkcrypt::dm::NamedDmTable> stack;
+    for (const auto& t : *lower) {
+        auto parsed = blkcrypt::dm::parse_dm_table(t.text);
+        if (!parsed) throw Failure(c->path + ": " + t.name + ": " + parsed.error().message);
+        stack.push_back({t.name, std::move(parsed).value()});
+    }
+    stack.push_back({c->mapping_name(), table});
+    block_stop_signals();  // after the KDF, before the targets' threads exist
+    return serve_table(vm, stack, c->store, c->serve_how(table));
 }
 
 }  // namespace

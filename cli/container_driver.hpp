@@ -47,11 +47,6 @@ public:
         std::string name, text;
     };
     virtual blkcrypt::Result<std::vector<NamedTable>> lower_tables() const { return std::vector<NamedTable>{}; }
-    // With lower tables: the device the stack makes, for serve (the dm
-    // layer builds one table at a time; the format stacks its own).
-    virtual std::shared_ptr<blkcrypt::dm::BlockDevice> stacked_device(bool /*read_only*/, unsigned /*threads*/) const {
-        return nullptr;
-    }
     // The name the top table gets beside lower tables (dmsetup's NAME).
     virtual std::string mapping_name() const { return ""; }
     // What dump prints; the volume-key dump after unlock().

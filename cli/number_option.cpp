@@ -19,6 +19,32 @@ std::optional<uint64_t> parse_unsigned(const std::string& s) {
     return v;
 }
 
+std::optional<uint64_t> parse_bytes(const std::string& s) {
+    const size_t digits = s.find_first_not_of("0123456789");
+    if (digits == 0) return std::nullopt;
+    const auto n = parse_unsigned(s.substr(0, digits));
+    if (!n || digits == std::string::npos) return n;
+    const std::string unit = s.substr(digits);
+    // The unit letter, then nothing (binary), "B" (decimal) or "iB" (binary).
+    uint64_t base = 0;
+    if (unit.size() == 1 || (unit.size() == 3 && unit.compare(1, 2, "iB") == 0)) base = 1024;
+    else if (unit.size() == 2 && unit[1] == 'B') base = 1000;
+    else return std::nullopt;
+    uint64_t mult = 1;
+    switch (unit[0]) {
+        case 's': case 'S': mult = 512; break;
+        case 'e': case 'E': mult *= base; [[fallthrough]];
+        case 'p': case 'P': mult *= base; [[fallthrough]];
+        case 't': case 'T': mult *= base; [[fallthrough]];
+        case 'g': case 'G': mult *= base; [[fallthrough]];
+        case 'm': case 'M': mult *= base; [[fallthrough]];
+        case 'k': case 'K': mult *= base; break;
+        default: return std::nullopt;
+    }
+    if (*n != 0 && mult > UINT64_MAX / *n) return std::nullopt;
+    return *n * mult;
+}
+
 std::optional<double> parse_decimal(const std::string& s) {
     // Digits with at most one point; strtod alone would take "-1", "1e9", "inf", " 1".
     if (s.empty() || s.size() > 32 || s == ".") return std::nullopt;

@@ -21,6 +21,11 @@ inline constexpr unsigned kMaxThreads = 256;
 
 // Decimal digits only (no sign, space or suffix), no overflow.
 std::optional<uint64_t> parse_unsigned(const std::string& s);
+// A byte size as cryptsetup 2.6.1 reads one (tools_string_to_size): decimal
+// digits, then optionally a unit K M G T P E (either case) for 1024^n, with
+// "B" after it for 1000^n or "iB" for 1024^n, or s/S for 512-byte sectors
+// ("16k", "16KiB" = 16384; "16KB" = 16000; "32s" = 16384). No overflow.
+std::optional<uint64_t> parse_bytes(const std::string& s);
 // A finite decimal number ("0.25", "2"), no sign, no exponent, no "inf"/"nan".
 std::optional<double> parse_decimal(const std::string& s);
 
@@ -38,7 +43,8 @@ public:
 template <class T>
 class NumberValue final : public boost::program_options::typed_value<T> {
 public:
-    NumberValue(T min, T max) : boost::program_options::typed_value<T>(nullptr), min_(min), max_(max) {}
+    NumberValue(T min, T max, bool bytes = false)
+        : boost::program_options::typed_value<T>(nullptr), min_(min), max_(max), bytes_(bytes) {}
 
     void xparse(boost::any& store, const std::vector<std::string>& tokens) const override {
         namespace po = boost::program_options;
@@ -49,7 +55,7 @@ public:
             if (!v || *v < min_ || *v > max_) throw NumberError(s, range());
             store = static_cast<T>(*v);
         } else {
-            const auto v = parse_unsigned(s);
+            const auto v = bytes_ ? parse_bytes(s) : parse_unsigned(s);
             if (!v || *v < static_cast<uint64_t>(min_) || *v > static_cast<uint64_t>(max_))
                 throw NumberError(s, range());
             store = static_cast<T>(*v);
@@ -68,9 +74,11 @@ private:
                 return std::to_string(v);
             }
         };
+        if (bytes_) return "a size from " + str(min_) + " to " + str(max_) + " bytes (suffixes k, KiB, KB, M, ..., s)";
         return "a number from " + str(min_) + " to " + str(max_);
     }
     T min_, max_;
+    bool bytes_;
 };
 
 // The value semantic for a numeric option accepting [min, max]:
@@ -81,6 +89,14 @@ NumberValue<T>* number_value(T min, T max) {
     static_assert(std::is_arithmetic_v<T> && !std::is_same_v<T, bool>);
     static_assert(std::is_floating_point_v<T> || std::is_unsigned_v<T>, "counts are never negative");
     return new NumberValue<T>(min, max);
+}
+
+// A byte-size option that cryptsetup parses with unit suffixes
+// (parse_bytes): --luks2-metadata-size 16k works as typed for cryptsetup.
+template <class T>
+NumberValue<T>* bytes_value(T min, T max) {
+    static_assert(std::is_unsigned_v<T> && !std::is_same_v<T, bool>);
+    return new NumberValue<T>(min, max, true);
 }
 
 // The common case: a --threads option, 0 = one per core.

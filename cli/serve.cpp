@@ -219,6 +219,12 @@ void block_stop_signals() {
 std::shared_ptr<blkcrypt::dm::BlockDevice> table_device(const blkcrypt::dm::DmTable& table,
                                                         std::shared_ptr<blkcrypt::BackingStore> store,
                                                         const TableDevice& how) {
+    return table_device(std::vector<blkcrypt::dm::NamedDmTable>{{"", table}}, std::move(store), how);
+}
+
+std::shared_ptr<blkcrypt::dm::BlockDevice> table_device(const std::vector<blkcrypt::dm::NamedDmTable>& stack,
+                                                        std::shared_ptr<blkcrypt::BackingStore> store,
+                                                        const TableDevice& how) {
     blkcrypt::dm::DmBuildOptions o;
     o.read_only = how.read_only;
     o.threads = how.threads;
@@ -226,7 +232,7 @@ std::shared_ptr<blkcrypt::dm::BlockDevice> table_device(const blkcrypt::dm::DmTa
     o.open = [&store](const std::string&, bool) -> blkcrypt::Result<std::shared_ptr<blkcrypt::BackingStore>> {
         return store;
     };
-    auto dev = blkcrypt::dm::build_dm_table(registry(), table, o);
+    auto dev = blkcrypt::dm::build_dm_stack(registry(), stack, o);
     if (!dev) {
         const auto s = dev.error().status;
         if (how.usage_faults && s != blkcrypt::Status::IoError && s != blkcrypt::Status::NoMem)
@@ -373,9 +379,14 @@ blkcrypt::Status run_until_signal(blkcrypt::nbd::Server& server, Events& events)
 
 int serve_table(const po::variables_map& vm, const blkcrypt::dm::DmTable& table,
                 std::shared_ptr<blkcrypt::BackingStore> image, TableDevice how) {
+    return serve_table(vm, std::vector<blkcrypt::dm::NamedDmTable>{{"", table}}, std::move(image), std::move(how));
+}
+
+int serve_table(const po::variables_map& vm, const std::vector<blkcrypt::dm::NamedDmTable>& stack,
+                std::shared_ptr<blkcrypt::BackingStore> image, TableDevice how) {
     how.read_only = vm.count("read-only") && vm["read-only"].as<bool>();
     how.threads = vm.count("threads") ? vm["threads"].as<unsigned>() : 0;
-    return serve_device(vm, table_device(table, std::move(image), how));
+    return serve_device(vm, table_device(stack, std::move(image), how));
 }
 
 int print_table(const po::variables_map& vm, const blkcrypt::Result<blkcrypt::dm::DmTable>& table) {

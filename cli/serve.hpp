@@ -37,10 +37,17 @@ struct TableDevice {
 std::shared_ptr<blkcrypt::dm::BlockDevice> table_device(const blkcrypt::dm::DmTable& table,
                                                         std::shared_ptr<blkcrypt::BackingStore> store,
                                                         const TableDevice& how);
+// Tables that stack, lowest first (dm::build_dm_stack): LUKS2 --integrity's
+// NAME_dif and NAME. Every path they name is `store`.
+std::shared_ptr<blkcrypt::dm::BlockDevice> table_device(const std::vector<blkcrypt::dm::NamedDmTable>& stack,
+                                                        std::shared_ptr<blkcrypt::BackingStore> store,
+                                                        const TableDevice& how);
 
 // A format's serve action once unlocked: table_device over IMAGE with the
 // command line's --read-only and --threads, served until a stop signal.
 int serve_table(const po::variables_map& vm, const blkcrypt::dm::DmTable& table,
+                std::shared_ptr<blkcrypt::BackingStore> image, TableDevice how);
+int serve_table(const po::variables_map& vm, const std::vector<blkcrypt::dm::NamedDmTable>& stack,
                 std::shared_ptr<blkcrypt::BackingStore> image, TableDevice how);
 
 // A format's table action: the lines `cryptsetup open` loads, the key hidden

@@ -63,7 +63,10 @@ int main(int argc, char** argv) {
     dm::DmBuildOptions o;
     o.read_only = true;
     o.open = [](const std::string& path, bool) { return open_file_store(path, false); };
-    auto dev = dm::build_dm_table(reg, *table, o);
+    // LUKS2 --integrity stacks its table on a dm-integrity one; the others have none below.
+    std::vector<dm::NamedDmTable> stack = (*opened)->lower_tables();
+    stack.push_back({"top", std::move(table).value()});
+    auto dev = dm::build_dm_stack(reg, stack, o);
     if (!dev) return fail(dev.error().message);
     if (offset > (*dev)->size() || length > (*dev)->size() - offset)
         return fail("the plaintext is " + std::to_string((*dev)->size()) + " bytes");

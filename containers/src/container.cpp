@@ -26,17 +26,25 @@ public:
     Result<dm::DmTable> unlock(ConstBytes secret) override {
         auto vol = luks::open(reg_, *header_, secret);
         if (!vol) return vol.error();
-        // One table cannot hold LUKS2 --integrity's stack (dm-crypt over
-        // dm-integrity); `blkcrypt luks table` prints both.
-        if (vol->integrity)
-            return make_error(Status::Unsupported, path_ + ": LUKS2 with integrity (" + vol->integrity->type +
-                                                       ") maps to two stacked tables: use blkcrypt luks");
+        if (vol->integrity) {
+            // Two tables, as cryptsetup stacks them; named as
+            // systemd-cryptsetup names a LUKS mapping.
+            auto tables = luks::integrity_tables(*vol, *image_, path_, "luks-" + vol->uuid);
+            if (!tables) return tables.error();
+            dm::DmTable top = std::move(tables->back().table);
+            tables->pop_back();
+            lower_ = std::move(tables).value();
+            key_ = vol->table.key;
+            return top;
+        }
         auto table = luks::dm_table(*vol, *image_, path_);
         if (!table) return table.error();
+        lower_.clear();
         key_ = vol->table.key;
         return table;
     }
     const SecureBuffer& volume_key() const override { return key_; }
+    const std::vector<dm::NamedDmTable>& lower_tables() const override { return lower_; }
 
 private:
     Registry& reg_;
@@ -44,6 +52,7 @@ private:
     std::string path_, header_path_;
     luks::Version version_;
     SecureBuffer key_;
+    std::vector<dm::NamedDmTable> lower_;
 };
 
 // What the formats with one metadata struct share: the image, its metadata

@@ -7,6 +7,8 @@
 #include <blkcrypt/integrity/device.hpp>
 #include <blkcrypt/verity/target.hpp>
 
+#include "table_words.hpp"
+
 #include <charconv>
 #include <map>
 #include <set>
@@ -18,33 +20,16 @@ Error at_line(unsigned n, const std::string& msg, Status s = Status::Invalid) {
     return make_error(s, "line " + std::to_string(n) + ": " + msg);
 }
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
-
-std::vector<std::string_view> split_words(std::string_view s) {
-    std::vector<std::string_view> w;
-    std::size_t i = 0;
-    while (i < s.size()) {
-        while (i < s.size() && is_space(s[i])) ++i;
-        const std::size_t b = i;
-        while (i < s.size() && !is_space(s[i])) ++i;
-        if (i > b) w.push_back(s.substr(b, i - b));
-    }
-    return w;
-}
-
-// Decimal digits only, as the kernel's sscanf "%llu%c" accepts them.
-bool number(std::string_view s, uint64_t& v) {
-    if (s.empty() || s.size() > 20) return false;
-    const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
-    return r.ec == std::errc() && r.ptr == s.data() + s.size();
-}
+using detail::table_words;
+bool number(std::string_view s, uint64_t& v) { return detail::table_number(s, v); }
 
 constexpr uint64_t kMaxSectors = UINT64_MAX / 512;
 
 // An integrity line's target over its device (and metadata device).
 template <class StoreOf>
 Result<std::shared_ptr<BlockDevice>> build_integrity(Registry& reg, const IntegrityTable& t, bool read_only,
-                                                     unsigned threads, StoreOf& store_of) {
+                                                     unsigned threads, const IntegrityFailure& on_failure,
+                                                     StoreOf& store_of) {
     if (!t.journal_mac.empty())
         return make_error(Status::Unsupported, "journal_mac: (a journal MAC) is not supported");
     auto dev = store_of(t.device);
@@ -76,7 +61,7 @@ Result<std::shared_ptr<BlockDevice>> build_integrity(Registry& reg, const Integr
     o.recalculate = t.recalculate;
     auto target = integrity::IntegrityTarget::open(reg, *dev, meta, o);
     if (!target) return target.error();
-    return make_integrity_device(std::move(target).value(), threads);
+    return make_integrity_device(std::move(target).value(), threads, on_failure);
 }
 
 }  // namespace
@@ -90,7 +75,7 @@ Result<DmTable> parse_dm_table(std::string_view text) {
         const std::string_view raw = text.substr(0, nl);
         text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
         ++n;
-        const auto w = split_words(raw);
+        const auto w = table_words(raw);
         if (w.empty() || w[0].front() == '#') continue;
         if (w.size() < 3) return at_line(n, "expected '<start> <length> <target> [<args>...]'");
         DmLine l;
@@ -284,7 +269,7 @@ Result<std::shared_ptr<BlockDevice>> build_dm_table(Registry& reg, const DmTable
                 dev = *w;
             }
         } else if (l.integrity) {
-            auto d = build_integrity(reg, *l.integrity, read_only, opts.threads, store_of);
+            auto d = build_integrity(reg, *l.integrity, read_only, opts.threads, opts.on_integrity_failure, store_of);
             if (!d) return fail(d.error());
             dev = *d;
             if (dev->size() < bytes)
@@ -307,6 +292,25 @@ Result<std::shared_ptr<BlockDevice>> build_dm_table(Registry& reg, const DmTable
         what += ")";
     }
     return make_concat_device(std::move(segs), read_only, what);
+}
+
+Result<std::shared_ptr<BlockDevice>> build_dm_stack(Registry& reg, const std::vector<NamedDmTable>& tables,
+                                                    const DmBuildOptions& opts) {
+    if (tables.empty()) return make_error(Status::Invalid, "no table to build");
+    std::map<std::string, std::shared_ptr<BlockDevice>> built;
+    std::shared_ptr<BlockDevice> top;
+    for (const NamedDmTable& t : tables) {
+        DmBuildOptions o = opts;
+        o.named = [&](const std::string& name) -> std::shared_ptr<BlockDevice> {
+            if (auto it = built.find(name); it != built.end()) return it->second;
+            return opts.named ? opts.named(name) : nullptr;
+        };
+        auto d = build_dm_table(reg, t.table, o);
+        if (!d) return d.error();
+        top = *d;
+        built["/dev/mapper/" + t.name] = top;
+    }
+    return top;
 }
 
 }  // namespace blkcrypt::dm

@@ -5,6 +5,8 @@
 
 #include <blkcrypt/hex.hpp>
 
+#include "table_words.hpp"
+
 #include <charconv>
 #include <vector>
 
@@ -13,26 +15,9 @@ namespace {
 
 constexpr unsigned kMaxOptions = 18;  // dm_integrity_ctr's feature-argument limit
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f'; }
-
-std::vector<std::string_view> words(std::string_view s) {
-    std::vector<std::string_view> w;
-    std::size_t i = 0;
-    while (i < s.size()) {
-        while (i < s.size() && is_space(s[i])) ++i;
-        const std::size_t b = i;
-        while (i < s.size() && !is_space(s[i])) ++i;
-        if (i > b) w.push_back(s.substr(b, i - b));
-    }
-    return w;
-}
-
+using detail::table_words;
 template <class T>
-bool number(std::string_view s, T& v) {
-    if (s.empty() || s.size() > 20) return false;
-    const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
-    return r.ec == std::errc() && r.ptr == s.data() + s.size();
-}
+bool number(std::string_view s, T& v) { return detail::table_number(s, v); }
 
 Error invalid(std::string msg) { return make_error(Status::Invalid, std::move(msg)); }
 
@@ -51,7 +36,7 @@ bool hex_digit(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')
 }  // namespace
 
 Result<IntegrityTable> parse_integrity_args(std::string_view args) {
-    const auto w = words(args);
+    const auto w = table_words(args);
     if (w.size() < 4) return invalid("expected '<dev> <offset> <tag_size> <mode> [<#opts> <opts>...]'");
     IntegrityTable t;
     t.device = std::string(w[0]);

@@ -3,8 +3,7 @@
 // two tables it stacks (lib/setup.c _open_and_activate_luks2 ->
 // LUKS2_activate with an integrity profile; lib/libdevmapper.c cipher_c2dm;
 // lib/integrity/integrity.c INTEGRITY_tag_size, INTEGRITY_activate).
-#include <blkcrypt/dm/aead_target.hpp>
-#include <blkcrypt/integrity/device.hpp>
+#include <blkcrypt/dm/dm_table.hpp>
 #include <blkcrypt/integrity/geometry.hpp>
 #include <blkcrypt/integrity/superblock.hpp>
 #include <blkcrypt/luks/container.hpp>
@@ -18,6 +17,9 @@
 namespace blkcrypt::luks {
 
 namespace {
+
+// The names integrity_device gives its stack: nothing outside it sees them.
+const std::string kDataName = "DATA", kStackName = "luks";
 
 Error unsupported(std::string_view enc, std::string_view integ) {
     return make_error(Status::Unsupported, "LUKS2 cipher " + std::string(enc) + " with integrity " +
@@ -166,18 +168,31 @@ Result<std::shared_ptr<dm::BlockDevice>> integrity_device(Registry& reg, const V
     // The same checks as the tables (superblock present, tag and block size
     // agreeing with the segment), with their words.
     if (auto o = read_integrity(vol, *data); !o) return o.error();
-    integrity::OpenOptions io;
-    io.start = vol.integrity->offset;
-    io.tag_size = static_cast<uint16_t>(vol.integrity->tag_size);
-    io.block_size = vol.table.sector_size;
-    io.mode = opts.mode;
-    io.read_only = opts.read_only;
-    auto target = integrity::IntegrityTarget::open(reg, data, nullptr, io);
-    if (!target) return target.error();
-    dm::AeadCryptOptions ao;
-    ao.threads = opts.threads;
-    ao.read_only = opts.read_only;
-    return dm::make_aead_crypt_device(reg, vol.table, std::move(target).value(), 0, ao);
+    auto tables = integrity_tables(vol, *data, kDataName, kStackName);
+    if (!tables) return tables.error();
+    dm::IntegrityTable& lower = *(*tables)[0].table.front().integrity;
+    lower.mode = opts.mode;
+    dm::DmBuildOptions bo;
+    bo.read_only = opts.read_only;
+    bo.threads = opts.threads;
+    bo.open = [&](const std::string& path, bool) -> Result<std::shared_ptr<BackingStore>> {
+        if (path == kDataName) return data;
+        return make_error(Status::Invalid, "the LUKS2 integrity tables name " + path);
+    };
+    return dm::build_dm_stack(reg, *tables, bo);
+}
+
+Result<std::vector<dm::NamedDmTable>> integrity_tables(const Volume& vol, BackingStore& data,
+                                                       const std::string& device, const std::string& name) {
+    auto line = integrity_table_line(vol, data, device);
+    if (!line) return line.error();
+    auto lower = dm::parse_dm_table(*line);
+    if (!lower) return lower.error();
+    // Built here, not read from a file: errors are the target's own.
+    for (dm::DmLine& l : *lower) l.line_no = 0;
+    auto top = dm_table(vol, data, "/dev/mapper/" + name + "_dif");
+    if (!top) return top.error();
+    return std::vector<dm::NamedDmTable>{{name + "_dif", std::move(lower).value()}, {name, std::move(top).value()}};
 }
 
 Result<void> format_integrity(Registry& reg, const Volume& vol, std::shared_ptr<BackingStore> data,

@@ -223,6 +223,15 @@ expect_exit nonzero "$BLKCRYPT" integrity read --journal-crypt chacha20 --journa
     --journal-crypt-key-size 32 "$TMP/plain" "$TMP/x.out"
 expect_exit 2 "$BLKCRYPT" integrity format -q -I no-such-hash "$TMP/plain"
 expect_exit 2 "$BLKCRYPT" integrity format -q --sector-size 1000 "$TMP/plain"
+# --journal-size takes integritysetup's units (k/KiB binary, KB decimal, s sectors).
+for js in 131072 128k 128KiB 256s; do
+    rm -f "$TMP/js" && truncate -s 16M "$TMP/js"
+    "$BLKCRYPT" integrity format -q --journal-size "$js" "$TMP/js" || fail "--journal-size $js"
+    "$BLKCRYPT" integrity dump "$TMP/js" | grep '^journal_sections' >"$TMP/js-$js" || fail "dump after --journal-size $js"
+    cmp -s "$TMP/js-131072" "$TMP/js-$js" || fail "--journal-size $js is not 131072 bytes"
+done
+expect_exit 2 "$BLKCRYPT" integrity format -q --journal-size 128x "$TMP/js"
+expect_exit 2 "$BLKCRYPT" integrity format -q --journal-size 128Ki "$TMP/js"
 expect_exit 4 "$BLKCRYPT" integrity format -q "$TMP/fifo"
 mkdir -p "$TMP/dir"
 expect_exit 4 "$BLKCRYPT" integrity format -q "$TMP/dir"

@@ -226,8 +226,8 @@ cmp -s <(head -c $((1024 * 1024)) "$TMP/back") "$TMP/plain" || fail "decrypt our
 # Options: a detached header, sizes, sector 512, subsystem, pbkdf2 with a hash.
 rm -f "$TMP/d.hdr" && truncate -s 1M "$TMP/d.img"
 "$BLKCRYPT" luksFormat -q --type luks2 --header "$TMP/d.hdr" "${PBKDF2[@]}" --hash sha512 --sector-size 512 \
-    --cipher aes-cbc-essiv:sha256 --key-size 256 --subsystem sub --luks2-metadata-size 65536 \
-    --luks2-keyslots-size 262144 --key-file "$TMP/p1" "$TMP/d.img" || fail "detached format"
+    --cipher aes-cbc-essiv:sha256 --key-size 256 --subsystem sub --luks2-metadata-size 64k \
+    --luks2-keyslots-size 256KiB --key-file "$TMP/p1" "$TMP/d.img" || fail "detached format"
 cryptsetup luksDump "$TMP/d.hdr" >"$TMP/theirs" || fail "cryptsetup: our detached header"
 grep -q "^Metadata area: 	65536 \[bytes\]$" "$TMP/theirs" || fail "metadata size"
 grep -q "^Keyslots area: 	262144 \[bytes\]$" "$TMP/theirs" || fail "keyslots size"
@@ -236,6 +236,20 @@ grep -q "^	sector: 512 \[bytes\]$" "$TMP/theirs" || fail "sector 512"
 grep -q "^Subsystem:     	sub$" "$TMP/theirs" || fail "subsystem"
 grep -q "^	Hash:       sha512$" "$TMP/theirs" || fail "hash"
 cryptsetup open --test-passphrase --header "$TMP/d.hdr" --key-file "$TMP/p1" "$TMP/d.img" || fail "detached open"
+# Sizes with cryptsetup's units (tools_string_to_size): k/KiB binary, KB
+# decimal, s sectors; cryptsetup reads the same spellings to the same sizes.
+for spec in "16384 16384" "16k 16384" "16KiB 16384" "32s 16384" "1M 1048576" "4MiB 4194304"; do
+    set -- $spec
+    rm -f "$TMP/u.hdr" && truncate -s 1M "$TMP/u.img"
+    "$BLKCRYPT" luksFormat -q --type luks2 --header "$TMP/u.hdr" "${PBKDF2[@]}" --luks2-metadata-size "$1" \
+        --key-file "$TMP/p1" "$TMP/u.img" || fail "--luks2-metadata-size $1"
+    cryptsetup luksDump "$TMP/u.hdr" | grep -q "^Metadata area: 	$2 \[bytes\]$" || fail "--luks2-metadata-size $1 is not $2"
+done
+# 16KB is 16000 (not a power of two), k is no number, 16Ki and 0x4000 no size:
+# cryptsetup refuses all four too.
+for bad in 16KB k 16Ki 0x4000 16kb " 16k" 20000000000000000000k; do
+    expect_exit 2 "$BLKCRYPT" luks format -q --type luks2 --luks2-metadata-size "$bad" "${PBKDF2[@]}" --key-file "$TMP/p1" "$img"
+done
 expect_exit 1 "$BLKCRYPT" luks format -q --type luks2 --pbkdf pbkdf2 --pbkdf-force-iterations 999 --key-file "$TMP/p1" "$img"
 expect_exit 1 "$BLKCRYPT" luks format -q --type luks2 --sector-size 1000 "${PBKDF2[@]}" --key-file "$TMP/p1" "$img"
 # (cryptsetup ignores --label for luks1; we refuse it, as every option outside its scope.)

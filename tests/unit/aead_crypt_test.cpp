@@ -5,6 +5,8 @@
 // (AESGCM, AESCCM, ChaCha20Poly1305, AES-XTS + HMAC) from the same key, IV
 // and AAD, aegis128 through its kernel AF_ALG golden, and tampering that
 // fails exactly the sector touched.
+#include "kernel_probes.hpp"
+#include "golden_files.hpp"
 #include "test_util.hpp"
 #include <blkcrypt/aead.hpp>
 #include <blkcrypt/dm/aead_target.hpp>
@@ -160,20 +162,7 @@ std::vector<std::string> python_peer(const std::vector<std::string>& lines) {
         std::ofstream in(input);
         for (const auto& l : lines) in << l << "\n";
     }
-    std::vector<std::string> out;
-    const std::string cmd = "python3 '" + script.string() + "' '" + input.string() + "'";
-    FILE* p = ::popen(cmd.c_str(), "r");
-    REQUIRE(p != nullptr);
-    std::string cur;
-    for (int ch; (ch = std::fgetc(p)) != EOF;) {
-        if (ch == '\n') {
-            out.push_back(cur);
-            cur.clear();
-        } else {
-            cur += static_cast<char>(ch);
-        }
-    }
-    CHECK(::pclose(p) == 0);
+    auto out = testutil::command_lines("python3 '" + script.string() + "' '" + input.string() + "'");
     fs::remove(script);
     fs::remove(input);
     return out;
@@ -543,13 +532,6 @@ TEST_CASE("crypt integrity: kernel-written LUKS2 integrity images read as the ke
         WARN("tests/golden/luks2-integrity not in this tree: not run");
         return;
     }
-    auto sha = Shash::alloc(testutil::registry(), "sha256");
-    REQUIRE(sha);
-    auto digest = [&](ConstBytes b) {
-        uint8_t d[32];
-        REQUIRE(sha->digest(b, Bytes(d, 32)) == Status::Ok);
-        return hex(ConstBytes(d, 32));
-    };
     int cases = 0;
     for (const auto& e : fs::directory_iterator(dir)) {
         if (e.path().extension() != ".info") continue;
@@ -558,11 +540,9 @@ TEST_CASE("crypt integrity: kernel-written LUKS2 integrity images read as the ke
         INFO(name);
         std::ifstream f(e.path());
         std::string line, crypt, dif;
-        std::vector<std::string> checks;
         while (std::getline(f, line)) {
             if (line.starts_with("table_crypt=")) crypt = line.substr(12);
             if (line.starts_with("table_dif=")) dif = line.substr(10);
-            if (line.starts_with("probe ") || line.starts_with("range ")) checks.push_back(line);
         }
         std::istringstream ds(dif);
         std::vector<std::string> w;
@@ -583,26 +563,7 @@ TEST_CASE("crypt integrity: kernel-written LUKS2 integrity images read as the ke
         ao.read_only = true;
         auto d = dm::make_aead_crypt_device(testutil::registry(), *t, *lower, 0, ao);
         if (!d) FAIL(d.error().message);
-        for (const std::string& c : checks) {
-            INFO(c);
-            std::istringstream cs(c);
-            std::string kind, label, res, want;
-            uint64_t off = 0, len = t->sector_size;
-            if (c.starts_with("range ")) {
-                cs >> kind >> label >> off >> len >> want;
-                res = "ok";
-            } else {
-                cs >> kind >> off >> res >> want;
-            }
-            std::vector<uint8_t> buf(len);
-            const Status s = dm::read_sync(**d, off, Bytes(buf.data(), len));
-            if (res == "ok") {
-                REQUIRE(s == Status::Ok);
-                CHECK(digest(ConstBytes(buf.data(), len)) == want);
-            } else {
-                CHECK(s == Status::BadMsg);
-            }
-        }
+        CHECK(testutil::kernel_probe_mismatches(**d, e.path().string(), t->sector_size) == std::vector<std::string>{});
         fs::remove(img);
         ++cases;
     }

@@ -6,6 +6,7 @@
 // The templates are addressed by driver name where another provider also
 // offers the algorithm (OpenSSL registers gcm-aes-openssl above gcm(aes-
 // cryptopp)), so that these tests always exercise the template code.
+#include "golden_files.hpp"
 #include "test_util.hpp"
 #include <blkcrypt/aead.hpp>
 #include <blkcrypt/internal/testvec.hpp>
@@ -744,22 +745,7 @@ TEST_CASE("gcm, ccm and rfc7539 agree with python3-cryptography (live, random in
             in << c.alg << ',' << hex(c.key) << ',' << hex(c.nonce) << ',' << hex(c.ad) << ','
                << hex(c.pt) << ',' << c.tag << '\n';
     }
-    std::vector<std::string> lines;
-    {
-        const std::string cmd = "python3 '" + script.string() + "' '" + input.string() + "'";
-        FILE* p = ::popen(cmd.c_str(), "r");
-        REQUIRE(p != nullptr);
-        std::string cur;
-        for (int ch; (ch = std::fgetc(p)) != EOF;) {
-            if (ch == '\n') {
-                lines.push_back(cur);
-                cur.clear();
-            } else {
-                cur += static_cast<char>(ch);
-            }
-        }
-        CHECK(::pclose(p) == 0);
-    }
+    const auto lines = testutil::command_lines("python3 '" + script.string() + "' '" + input.string() + "'");
     fs::remove(script);
     fs::remove(input);
     REQUIRE(lines.size() == cases.size());

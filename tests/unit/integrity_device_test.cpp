@@ -3,6 +3,7 @@
 // (with the wipe), wrote a pattern into with dd, and read whole (CASE.sha256);
 // tamper.log holds the sectors its dmesg named for flipped bytes. record.sh
 // there recorded them in ../shared/oracle, in one boot.
+#include "golden_files.hpp"
 #include "test_util.hpp"
 
 #include <blkcrypt/backing_store.hpp>
@@ -28,14 +29,6 @@ namespace {
 
 const std::string kGolden = std::string(BLKCRYPT_SOURCE_DIR) + "/tests/golden/integrity-data/";
 const char kKey[] = "0123456789abcdef0123456789ABCDEF";  // record.sh's /tmp/key
-
-std::string read_text(const std::string& path) {
-    std::ifstream f(path);
-    REQUIRE(f);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
 
 // A temporary directory, removed at scope exit.
 struct TempDir {
@@ -144,7 +137,7 @@ Result<std::string> checked_sha256(IntegrityTarget& t) {
 
 std::map<std::string, std::string> kernel_read(const std::string& name) {
     std::map<std::string, std::string> kv;
-    std::istringstream in(read_text(kGolden + name + ".sha256"));
+    std::istringstream in(testutil::read_text(kGolden + name + ".sha256"));
     std::string line;
     while (std::getline(in, line))
         if (auto eq = line.find('='); eq != std::string::npos) kv[line.substr(0, eq)] = line.substr(eq + 1);
@@ -171,7 +164,7 @@ struct Tamper {
 // tamper.log: "=== tamper NAME", "flipped byte N of DEV", "Checksum failed at sector 0xS".
 std::vector<Tamper> tampers() {
     std::vector<Tamper> v;
-    std::istringstream in(read_text(kGolden + "tamper.log"));
+    std::istringstream in(testutil::read_text(kGolden + "tamper.log"));
     std::string line;
     std::smatch m;
     while (std::getline(in, line)) {
@@ -513,7 +506,7 @@ namespace {
 
 // CASE.table: the line `dmsetup table` printed, devices as DEV.
 std::string kernel_table(const std::string& name) {
-    std::string t = read_text(kGolden + name + ".table");
+    std::string t = testutil::read_text(kGolden + name + ".table");
     while (!t.empty() && (t.back() == '\n' || t.back() == '\r')) t.pop_back();
     return t;
 }
@@ -711,7 +704,7 @@ TEST_CASE("integrity device: the kernel reads images blkcrypt wrote to blkcrypt'
           "[integrity][golden]") {
     // record-blkcrypt.log: "NAME kernel_sha256=HEX errors=N" per case.
     std::map<std::string, std::pair<std::string, std::string>> kernel;
-    std::istringstream in(read_text(kGolden + "record-blkcrypt.log"));
+    std::istringstream in(testutil::read_text(kGolden + "record-blkcrypt.log"));
     std::string line;
     std::smatch m;
     while (std::getline(in, line))

@@ -4,6 +4,7 @@
 // (tests/golden/integrity/CASE.head.gz); the tags of zeros that replace the
 // wipe pass equal TagHash's for every hash, and, with ZeroTags' fast path,
 // for every sector.
+#include "golden_files.hpp"
 #include "test_util.hpp"
 
 #include <blkcrypt/backing_store.hpp>
@@ -29,30 +30,6 @@ using testutil::registry;
 namespace {
 
 const std::string kGolden = std::string(BLKCRYPT_SOURCE_DIR) + "/tests/golden/integrity/";
-
-std::vector<uint8_t> gunzip(const std::string& path) {
-    std::vector<uint8_t> out;
-    FILE* p = ::popen(("gzip -dc '" + path + "'").c_str(), "r");
-    REQUIRE(p);
-    uint8_t buf[65536];
-    std::size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.insert(out.end(), buf, buf + n);
-    REQUIRE(::pclose(p) == 0);
-    return out;
-}
-
-std::map<std::string, std::string> read_info(const std::string& name) {
-    std::ifstream f(kGolden + name + ".info");
-    REQUIRE(f);
-    std::map<std::string, std::string> kv;
-    std::string line;
-    while (std::getline(f, line)) {
-        if (line.empty() || line[0] == '#') continue;
-        const auto eq = line.find('=');
-        if (eq != std::string::npos) kv[line.substr(0, eq)] = line.substr(eq + 1);
-    }
-    return kv;
-}
 
 struct GoldenCase {
     const char* name;
@@ -104,8 +81,8 @@ FormatOptions options_for(const GoldenCase& c, const std::array<uint8_t, kSaltSi
 TEST_CASE("integrity format: superblock and journal head equal the kernel's", "[integrity][format][golden]") {
     for (const auto& c : kCases) {
         DYNAMIC_SECTION(c.name) {
-            const auto info = read_info(c.name);
-            const auto head = gunzip(kGolden + std::string(c.name) + ".head.gz");
+            const auto info = testutil::read_info(kGolden + c.name + ".info");
+            const auto head = testutil::decompress("gzip", kGolden + std::string(c.name) + ".head.gz");
             REQUIRE(head.size() == 65536);
             std::array<uint8_t, kSaltSize> salt{};
             std::memcpy(salt.data(), head.data() + 48, kSaltSize);
@@ -238,17 +215,6 @@ TEST_CASE("integrity format: refusals", "[integrity][format]") {
 
 namespace {
 
-std::vector<uint8_t> unxz(const std::string& path) {
-    std::vector<uint8_t> out;
-    FILE* p = ::popen(("xz -dc '" + path + "'").c_str(), "r");
-    REQUIRE(p);
-    uint8_t buf[65536];
-    std::size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.insert(out.end(), buf, buf + n);
-    REQUIRE(::pclose(p) == 0);
-    return out;
-}
-
 std::string read_line(const std::string& path) {
     std::ifstream f(path);
     REQUIRE(f);
@@ -273,8 +239,8 @@ TEST_CASE("integrity format: the tags of zeros equal the kernel's wiped tag area
             const std::string table = read_line(dir + name + ".table");
             const bool meta = table.find(" meta_device") != std::string::npos;
             // With a metadata device, .img is the data and .meta holds the rest.
-            const auto kdata = unxz(dir + name + ".img.xz");
-            const auto kmeta = meta ? unxz(dir + name + ".meta.xz") : kdata;
+            const auto kdata = testutil::decompress("xz", dir + name + ".img.xz");
+            const auto kmeta = meta ? testutil::decompress("xz", dir + name + ".meta.xz") : kdata;
             auto ksb = decode_superblock(kmeta);
             REQUIRE(ksb);
             FormatOptions o;

@@ -3,6 +3,7 @@
 // each case (CASE.head.gz: the superblock and the start of the journal);
 // tests/golden/integrity-journal/ an image the kernel left with committed
 // journal sections after a power-off, and the bytes its replay gave.
+#include "golden_files.hpp"
 #include "test_util.hpp"
 #include "torn_store.hpp"
 
@@ -25,6 +26,8 @@
 #include <sstream>
 #include <string>
 
+using testutil::decompress;
+using testutil::read_info;
 using namespace blkcrypt;
 using namespace blkcrypt::integrity;
 using testutil::read_file;
@@ -32,31 +35,6 @@ using testutil::read_file;
 namespace {
 
 const std::string kGolden = std::string(BLKCRYPT_SOURCE_DIR) + "/tests/golden/integrity/";
-
-// A compressed golden through its tool (gzip -dc, xz -dc).
-std::vector<uint8_t> decompress(const std::string& tool, const std::string& path) {
-    std::vector<uint8_t> out;
-    FILE* p = ::popen((tool + " -dc '" + path + "'").c_str(), "r");
-    REQUIRE(p);
-    uint8_t buf[65536];
-    std::size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.insert(out.end(), buf, buf + n);
-    REQUIRE(::pclose(p) == 0);
-    return out;
-}
-
-std::map<std::string, std::string> read_info(const std::string& path) {
-    std::ifstream f(path);
-    REQUIRE(f);
-    std::map<std::string, std::string> kv;
-    std::string line;
-    while (std::getline(f, line)) {
-        if (line.empty() || line[0] == '#') continue;
-        const auto eq = line.find('=');
-        if (eq != std::string::npos) kv[line.substr(0, eq)] = line.substr(eq + 1);
-    }
-    return kv;
-}
 
 // The devices a recorded case ran on: integritysetup's DEVICE holds the
 // superblock and journal; --data-device the data.

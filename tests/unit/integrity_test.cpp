@@ -4,6 +4,7 @@
 // size of the mapping the kernel then opened (record.sh there recorded them
 // in ../shared/oracle). Also cryptsetup's tests/integrity-compat-test size
 // checksums, which pin provided_data_sectors without a kernel.
+#include "golden_files.hpp"
 #include "test_util.hpp"
 
 #include <blkcrypt/containers/container.hpp>
@@ -28,27 +29,6 @@ using testutil::registry;
 namespace {
 
 const std::string kGolden = std::string(BLKCRYPT_SOURCE_DIR) + "/tests/golden/integrity/";
-
-std::string read_text(const std::string& path) {
-    std::ifstream f(path);
-    REQUIRE(f);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
-
-// CASE.info: key=value lines (# comments).
-std::map<std::string, std::string> read_info(const std::string& name) {
-    std::map<std::string, std::string> kv;
-    std::istringstream in(read_text(kGolden + name + ".info"));
-    std::string line;
-    while (std::getline(in, line)) {
-        if (line.empty() || line[0] == '#') continue;
-        const auto eq = line.find('=');
-        if (eq != std::string::npos) kv[line.substr(0, eq)] = line.substr(eq + 1);
-    }
-    return kv;
-}
 
 uint64_t number(const std::map<std::string, std::string>& kv, const std::string& key) {
     const auto it = kv.find(key);
@@ -143,7 +123,7 @@ TEST_CASE("integrity: integritysetup's superblocks parse, re-encode and dump byt
         REQUIRE(sb.ok());
         // The whole 4 KiB area, zeros included, is what the kernel wrote.
         CHECK(encode_superblock(*sb) == area);
-        const std::string dump = read_text(kGolden + c.name + ".dump");
+        const std::string dump = testutil::read_text(kGolden + c.name + ".dump");
         CHECK(dump_text(*sb, dumped_device(dump)) == dump);
     }
 }
@@ -151,7 +131,7 @@ TEST_CASE("integrity: integritysetup's superblocks parse, re-encode and dump byt
 TEST_CASE("integrity: geometry equals the kernel's for integritysetup's superblocks", "[integrity][golden]") {
     for (const auto& c : recorded_cases()) {
         INFO(c.name);
-        const auto info = read_info(c.name);
+        const auto info = testutil::read_info(kGolden + c.name + ".info");
         CHECK(info.at("format rc") == "0");
         CHECK(info.at("dump rc") == "0");
         CHECK(info.at("open rc") == "0");

@@ -3,9 +3,12 @@
 // record.sh): the segment's integrity object, the kernel cipher and tag size
 // cryptsetup derives, and the two tables it stacks, equal to what the
 // kernel reported for each image (`dmsetup table --showkeys`).
+#include "kernel_probes.hpp"
+#include "golden_files.hpp"
 #include "test_util.hpp"
 
 #include <blkcrypt/backing_store.hpp>
+#include <blkcrypt/containers/container.hpp>
 #include <blkcrypt/dm/dm_table.hpp>
 #include <blkcrypt/luks/container.hpp>
 #include <blkcrypt/luks/luks2.hpp>
@@ -17,8 +20,11 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 namespace fs = std::filesystem;
 using namespace blkcrypt;
@@ -29,23 +35,11 @@ namespace {
 
 const fs::path kGold = fs::path(BLKCRYPT_SOURCE_DIR) / "tests/golden/luks2-integrity";
 
-std::map<std::string, std::string> read_info(const fs::path& p) {
-    std::map<std::string, std::string> m;
-    std::ifstream in(p);
-    for (std::string line; std::getline(in, line);)
-        if (auto eq = line.find('='); eq != std::string::npos && line[0] != '#' && line.find(' ') > eq)
-            m[line.substr(0, eq)] = line.substr(eq + 1);
-    return m;
-}
+std::map<std::string, std::string> read_info(const fs::path& p) { return testutil::read_info(p.string()); }
 
 // The image, decompressed by xz (as the CLI tests do) into memory.
 std::shared_ptr<MemoryStore> unxz(const fs::path& p) {
-    std::vector<uint8_t> bytes;
-    FILE* f = popen(("xz -dc '" + p.string() + "'").c_str(), "r");
-    REQUIRE(f);
-    uint8_t buf[65536];
-    for (std::size_t n; (n = fread(buf, 1, sizeof buf, f)) > 0;) bytes.insert(bytes.end(), buf, buf + n);
-    REQUIRE(pclose(f) == 0);
+    auto bytes = testutil::decompress("xz", p.string());
     auto s = std::make_shared<MemoryStore>(bytes.size());
     s->data() = std::move(bytes);
     return s;
@@ -163,4 +157,45 @@ TEST_CASE("luks2 integrity: the segment's integrity object, with 2.8's key_size"
     CHECK(with_key->md.segments.at(0).integrity->key_size == 32u);
     CHECK(!rewrite("\"journal_integrity\":\"none\"", "\"journal_integrity\":\"none\",\"key_size\":\"32\""));
     CHECK(!rewrite(",\"journal_integrity\":\"none\"", ""));
+}
+
+// containers::open unlocks a LUKS2 --integrity image to its two tables (the
+// crypt one, and below it luks-UUID_dif), which the dm layer stacks into the
+// plaintext the kernel read: each probe and range of record.sh.
+TEST_CASE("luks2 integrity: containers::open unlocks to the two tables", "[luks2][integrity]") {
+    int checked = 0;
+    for (const std::string& name : cases()) {
+        CAPTURE(name);
+        auto info = read_info(kGold / (name + ".info"));
+        if (fs::exists(kGold / (name + ".hdr.xz")) || !info.at("keyslot_area").starts_with("kept")) continue;
+        const fs::path img = fs::temp_directory_path() / ("blkcrypt-l2i-" + std::to_string(::getpid()) + ".img");
+        REQUIRE(std::system(("xz -dc '" + (kGold / (name + ".img.xz")).string() + "' > '" + img.string() + "'").c_str()) == 0);
+        auto c = containers::open(registry(), img.string());
+        REQUIRE(c);
+        const std::string pw = info.at("passphrase");
+        auto top = (*c)->unlock(ConstBytes(reinterpret_cast<const uint8_t*>(pw.data()), pw.size()));
+        if (!top) FAIL(top.error().message);
+        const auto& lower = (*c)->lower_tables();
+        REQUIRE(lower.size() == 1);
+        REQUIRE(lower[0].table.size() == 1);
+        CHECK(lower[0].table[0].target == "integrity");
+        CHECK(lower[0].table[0].integrity->device == img.string());
+        REQUIRE(top->size() == 1);
+        REQUIRE(top->front().crypt);
+        CHECK(top->front().crypt->device == "/dev/mapper/" + lower[0].name);
+        CHECK(testutil::hex((*c)->volume_key()) == info.at("volume_key"));
+
+        std::vector<dm::NamedDmTable> stack = lower;
+        stack.push_back({"top", *top});
+        dm::DmBuildOptions o;
+        o.read_only = true;
+        o.open = [](const std::string& path, bool) { return open_file_store(path, false); };
+        auto dev = dm::build_dm_stack(registry(), stack, o);
+        if (!dev) FAIL(dev.error().message);
+        CHECK(testutil::kernel_probe_mismatches(**dev, (kGold / (name + ".info")).string(),
+                                                top->front().crypt->sector_size) == std::vector<std::string>{});
+        fs::remove(img);
+        ++checked;
+    }
+    CHECK(checked >= 2);
 }

@@ -6,27 +6,41 @@
 #include <blkcrypt/dm/targets.hpp>
 #include <blkcrypt/integrity/device.hpp>
 
+#include <mutex>
+
 namespace blkcrypt::dm {
 namespace {
 
 // The checked view as a store, for a store device's I/O pool.
 class CheckedStore final : public BackingStore {
 public:
-    explicit CheckedStore(std::shared_ptr<integrity::IntegrityTarget> t) : t_(std::move(t)) {}
+    CheckedStore(std::shared_ptr<integrity::IntegrityTarget> t, IntegrityFailure on_failure)
+        : t_(std::move(t)), on_failure_(std::move(on_failure)) {}
     Status read(uint64_t offset, Bytes out) override {
         if (!t_->tag_hash()) return Status::Unsupported;
-        return t_->read_checked(offset, out).status();
+        return report(t_->read_checked(offset, out));
     }
     Status write(uint64_t offset, ConstBytes in) override {
         if (!t_->tag_hash()) return Status::Unsupported;
-        return t_->write_hashed(offset, in).status();
+        return report(t_->write_hashed(offset, in));
     }
-    Status flush() override { return t_->flush().status(); }
+    Status flush() override { return report(t_->flush()); }
     uint64_t size() const override { return t_->size(); }
     std::string name() const override { return t_->describe(); }
 
 private:
+    // The status alone loses the message (and with it the failing sector).
+    Status report(const Result<void>& r) {
+        if (r) return Status::Ok;
+        if (on_failure_) {
+            std::lock_guard lk(mu_);
+            on_failure_(r.error());
+        }
+        return r.status();
+    }
     std::shared_ptr<integrity::IntegrityTarget> t_;
+    IntegrityFailure on_failure_;
+    std::mutex mu_;
 };
 
 // The store device, plus the tagged view for a crypt line stacked on it.
@@ -56,7 +70,7 @@ private:
 }  // namespace
 
 Result<std::shared_ptr<BlockDevice>> make_integrity_device(std::shared_ptr<integrity::IntegrityTarget> target,
-                                                           unsigned threads) {
+                                                           unsigned threads, IntegrityFailure on_failure) {
     if (!target) return make_error(Status::Invalid, "no integrity target");
     StoreDeviceOptions o;
     o.read_only = target->read_only();
@@ -64,7 +78,7 @@ Result<std::shared_ptr<BlockDevice>> make_integrity_device(std::shared_ptr<integ
     o.threads = threads;
     o.description = target->describe();
     if (!target->tag_hash()) o.description += " (no internal hash: tags from the target above; plain I/O refused)";
-    auto d = make_store_device(std::make_shared<CheckedStore>(target), o);
+    auto d = make_store_device(std::make_shared<CheckedStore>(target, std::move(on_failure)), o);
     if (!d) return d.error();
     return std::shared_ptr<BlockDevice>(std::make_shared<IntegrityDevice>(*d, std::move(target)));
 }

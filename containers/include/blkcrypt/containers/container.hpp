@@ -46,9 +46,19 @@ public:
     // .BEK file's bytes; an empty secret opens a clear key). NoKey with
     // cryptsetup's words when it opens nothing. The table's lines name the
     // image by the path open() was given.
+    // LUKS2 --integrity: the crypt table over /dev/mapper/luks-UUID_dif,
+    // which lower_tables() holds (see there).
     virtual Result<dm::DmTable> unlock(ConstBytes secret) = 0;
+    // The tables the last unlocked table stacks on, lowest first, as
+    // cryptsetup loads them (LUKS2 --integrity: luks-UUID_dif, the
+    // dm-integrity table on the image); empty for the other formats.
+    // dm::build_dm_stack builds these, then {name, the unlocked table}.
+    virtual const std::vector<dm::NamedDmTable>& lower_tables() const { return no_tables_; }
     // The volume key of the last successful unlock; empty before one.
     virtual const SecureBuffer& volume_key() const = 0;
+
+private:
+    static inline const std::vector<dm::NamedDmTable> no_tables_{};
 };
 
 // Opens the image at `image` read-only, detects its format and reads its

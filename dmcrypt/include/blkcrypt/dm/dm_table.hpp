@@ -70,6 +70,7 @@ struct DmBuildOptions {
     std::function<std::shared_ptr<BlockDevice>(const std::string& name)> named;
     std::function<Result<std::shared_ptr<BackingStore>>(const std::string& path, bool writable)> open;
     std::function<void(const verity::Corruption&)> on_corruption;  // verity: each corruption found
+    std::function<void(const Error&)> on_integrity_failure;  // integrity: each failed request (make_integrity_device)
     std::string description;  // for describe()
 };
 
@@ -85,6 +86,18 @@ std::string format_dm_table(const DmTable& table, bool show_key);
 
 // The device a parsed table describes.
 Result<std::shared_ptr<BlockDevice>> build_dm_table(Registry& reg, const DmTable& lines,
+                                                    const DmBuildOptions& opts);
+
+// Tables that stack, lowest first, as `dmsetup create` loads them one after
+// the other (LUKS2 --integrity: NAME_dif, then NAME over /dev/mapper/NAME_dif).
+// Each is built with build_dm_table; a later table's /dev/mapper/NAME is the
+// device of the earlier table called NAME (before opts.named is asked).
+// The top table's device.
+struct NamedDmTable {
+    std::string name;
+    DmTable table;
+};
+Result<std::shared_ptr<BlockDevice>> build_dm_stack(Registry& reg, const std::vector<NamedDmTable>& tables,
                                                     const DmBuildOptions& opts);
 
 }  // namespace blkcrypt::dm

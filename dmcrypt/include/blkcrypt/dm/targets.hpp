@@ -8,6 +8,7 @@
 #include <blkcrypt/status.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,8 +48,12 @@ Result<std::shared_ptr<BlockDevice>> make_verity_device(std::unique_ptr<verity::
 // (Corrupt on a mismatch) and writes compute them; without one, plain I/O
 // is refused (Unsupported) and tagged() gives the target above its data and
 // tags. On a pool of `threads` I/O threads (0: one per core).
+// on_failure, when set, hears each request the target fails before it fails
+// (from the I/O threads, one at a time): a tag mismatch's message names the
+// block as the kernel's log line does ("...: Checksum failed at sector 0x..").
+using IntegrityFailure = std::function<void(const Error&)>;
 Result<std::shared_ptr<BlockDevice>> make_integrity_device(std::shared_ptr<integrity::IntegrityTarget> target,
-                                                           unsigned threads);
+                                                           unsigned threads, IntegrityFailure on_failure = {});
 
 // One line of a stack: a device placed at `start`.
 struct Segment {

@@ -110,10 +110,17 @@ Result<dm::DmTable> dm_table(const Volume& vol, BackingStore& data, const std::s
 // it. NotFound without a dm-integrity superblock at the segment offset.
 Result<std::string> integrity_table_line(const Volume& vol, BackingStore& data, const std::string& device);
 
+// With integrity: the two tables cryptsetup loads, lowest first, as
+// dm::build_dm_stack builds them: NAME_dif (integrity_table_line, naming
+// `data` `device`) and NAME (dm_table over /dev/mapper/NAME_dif).
+Result<std::vector<dm::NamedDmTable>> integrity_tables(const Volume& vol, BackingStore& data,
+                                                       const std::string& device, const std::string& name);
+
 // With integrity: the plaintext device cryptsetup's two tables make, built
-// as they stack: the dm-integrity target (journal mode; a committed journal
-// is replayed as the kernel replays it on open, or only shown when
-// read-only) on `data`, and the AEAD crypt target over its tags. A block
+// from integrity_tables through the dm layer: the dm-integrity target
+// (journal mode; a committed journal is replayed as the kernel replays it
+// on open, or only shown when read-only) on `data`, and the AEAD crypt
+// target over its tags. A block
 // whose tag does not match (tampered, or never written since a format with
 // --integrity-no-wipe) fails to read with BadMsg naming its sector, as the
 // kernel's read fails with EIO ("INTEGRITY AEAD ERROR, sector N").
