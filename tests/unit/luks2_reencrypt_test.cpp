@@ -447,7 +447,7 @@ TEST_CASE("luks2 reencrypt: cryptsetup resumes and finishes a reencryption we in
     }
 }
 
-TEST_CASE("luks2 reencrypt: cryptsetup resumes our step's segment map; our finish is a clean LUKS2 header", "[reencrypt]") {
+TEST_CASE("luks2 reencrypt: cryptsetup resumes our step's segment map, and our finish is a clean LUKS2 header", "[reencrypt]") {
     std::vector<uint8_t> plain(kImage - kDataOffset);
     for (std::size_t i = 0; i < plain.size(); ++i) plain[i] = static_cast<uint8_t>(i * 40503u >> 7);
     std::vector<uint8_t> img = our_image(plain);
@@ -660,7 +660,7 @@ TEST_CASE("luks2 reencrypt: the engine re-keys in steps, and resumes after a cra
     }
 }
 
-TEST_CASE("luks2 reencrypt: cryptsetup repairs and resumes our crash; we resume cryptsetup killed mid-way", "[reencrypt]") {
+TEST_CASE("luks2 reencrypt: cryptsetup repairs and resumes our crash, and we resume cryptsetup killed mid-way", "[reencrypt]") {
     if (!have_cryptsetup()) {
         WARN("cryptsetup not installed: the crash interop is not checked");
         return;
