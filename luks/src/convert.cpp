@@ -157,7 +157,13 @@ Result<void> convert_to_luks2(Registry& reg, BackingStore& store) {
                 return invalid("LUKS1 keyslot areas " + std::to_string(a) + " and " + std::to_string(b) +
                                " overlap once rounded to 4 KiB; cannot convert.");
 
-    const std::string text = luks1_json(h, at, asize, keyslots_size).dump(-1, ' ', false, json::error_handler_t::strict);
+    std::string text;
+    try {
+        text = luks1_json(h, at, asize, keyslots_size).dump(-1, ' ', false, json::error_handler_t::strict);
+    } catch (const json::type_error&) {
+        // A LUKS1 name field (cipher, mode, hash) that is not UTF-8 cannot be a JSON string.
+        return invalid("the LUKS1 header holds a cipher or hash name that is not text; cannot convert.");
+    }
     luks2::BinaryHeader bh;
     bh.hdr_size = kHdr16K;
     bh.seqid = 2;  // what cryptsetup's converter leaves (it writes seqid 1 + 1)
