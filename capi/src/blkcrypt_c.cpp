@@ -35,6 +35,7 @@
 #include <optional>
 #include <shared_mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 using namespace blkcrypt;
@@ -440,17 +441,20 @@ int blk_verity_format(const char* data, const char* hash, const char* hash_name,
         auto geometry = verity::plan_tree(*reg, p);
         if (!geometry) return fail(geometry.error());
         const uint64_t need = geometry->hash_device_size(p);
-        // A missing HASH is created; a regular file is grown to hold the tree.
-        // Anything else (a device) is used as it is.
-        const int fd = ::open(hash, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-        if (fd < 0) return fail(BLK_ERR_IO, std::string(hash) + ": " + std::strerror(errno));
-        struct stat st{};
-        int rc = ::fstat(fd, &st);
-        if (rc == 0 && S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) < need)
-            rc = ::ftruncate(fd, static_cast<off_t>(need));
-        const int saved = errno;
-        ::close(fd);
-        if (rc != 0) return fail(BLK_ERR_IO, std::string(hash) + ": " + std::strerror(saved));
+        // A missing HASH file is created; a regular file is grown to hold the
+        // tree. Anything else (a device, a URI the store opener takes) is used
+        // as it is.
+        if (std::string_view(hash).find("://") == std::string_view::npos) {
+            const int fd = ::open(hash, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+            if (fd < 0) return fail(BLK_ERR_IO, std::string(hash) + ": " + std::strerror(errno));
+            struct stat st{};
+            int rc = ::fstat(fd, &st);
+            if (rc == 0 && S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) < need)
+                rc = ::ftruncate(fd, static_cast<off_t>(need));
+            const int saved = errno;
+            ::close(fd);
+            if (rc != 0) return fail(BLK_ERR_IO, std::string(hash) + ": " + std::strerror(saved));
+        }
         auto hash_store = open_file_store(hash, true);
         if (!hash_store) return fail(hash_store.error());
         auto r = verity::format_tree(*reg, p, **data_store, **hash_store);
