@@ -27,13 +27,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <new>
 #include <optional>
-#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -110,6 +110,60 @@ Result<SecureBuffer> read_whole(const std::string& path) {
 
 }  // namespace
 
+namespace {
+
+// Sequential reads (a file object read from start to end, one small read at
+// a time) would otherwise wait for each chunk to be read and decrypted in
+// turn, one request in flight, where the CLI's copy keeps several: the
+// chunks after the one asked for are read ahead, each into slot
+// chunk % kDepth. Any other read goes straight to the device.
+struct ReadAhead {
+    static constexpr uint64_t kChunk = uint64_t(1) << 20;
+    static constexpr unsigned kDepth = 4;
+    static constexpr uint64_t kNone = UINT64_MAX;
+    struct Slot {
+        uint64_t chunk = kNone;
+        std::vector<uint8_t> buf;
+        bool busy = false;  // a read is in flight into buf
+        Status status = Status::Ok;
+    };
+    // Everything here; the device's completions take it too, possibly on the
+    // submitting thread inside submit_read (hence recursive).
+    std::recursive_mutex mu;
+    std::condition_variable_any cv;
+    Slot slots[kDepth];
+    uint64_t next = 0;  // where the last read ended: a read from here is sequential
+
+    // Starts reading chunk c into its slot (the caller holds mu, the slot is not busy).
+    void start(std::unique_lock<std::recursive_mutex>& lk, dm::BlockDevice& dev, uint64_t c) {
+        (void)lk;
+        Slot& s = slots[c % kDepth];
+        const uint64_t at = c * kChunk, len = std::min(kChunk, dev.size() - at);
+        s.buf.resize(kChunk);
+        s.chunk = c;
+        s.busy = true;
+        const Status st = dev.submit_read(at, Bytes(s.buf.data(), len), [this, &s](Status done) {
+            std::lock_guard g(mu);
+            s.status = done;
+            s.busy = false;
+            cv.notify_all();
+        });
+        if (st != Status::InProgress) {  // refused: no completion comes
+            s.status = st;
+            s.busy = false;
+        }
+    }
+    // Waits for what is in flight and forgets every chunk (after a write, a new unlock).
+    void drop(std::unique_lock<std::recursive_mutex>& lk) {
+        for (Slot& s : slots) {
+            cv.wait(lk, [&] { return !s.busy; });
+            s.chunk = kNone;
+        }
+    }
+};
+
+}  // namespace
+
 struct blk_image {
     std::string path;
     bool writable = false;
@@ -117,7 +171,9 @@ struct blk_image {
     std::unique_ptr<containers::Container> container;  // the formats with a signature
     std::optional<tcrypt::Volume> tc;                  // TrueCrypt/VeraCrypt once unlocked
     std::shared_ptr<dm::BlockDevice> dev;              // the plaintext once unlocked
-    std::mutex write_lock;  // a partial-block write is a read-modify-write
+    // Reads and writes of one handle take turns here (a partial-block write
+    // is a read-modify-write; a read-ahead chunk must not outlive a write).
+    ReadAhead ra;
 };
 
 namespace {
@@ -130,6 +186,9 @@ int build_device(blk_image* img, Registry& reg, std::vector<dm::NamedDmTable> st
     stack.push_back({"top", std::move(top)});
     auto dev = dm::build_dm_stack(reg, stack, o);
     if (!dev) return fail(dev.error());
+    std::unique_lock lk(img->ra.mu);
+    img->ra.drop(lk);
+    img->ra.next = 0;
     if (img->dev) img->dev->drain();
     img->dev = std::move(dev).value();
     return BLK_OK;
@@ -293,6 +352,35 @@ int64_t blk_pread(blk_image* img, void* buf, size_t len, uint64_t offset) {
         const uint64_t n = std::min<uint64_t>(len, size - offset);
         if (n > static_cast<uint64_t>(INT64_MAX)) return fail(BLK_ERR_INVALID, "blk_pread: length too large");
         auto* out = static_cast<uint8_t*>(buf);
+        ReadAhead& ra = img->ra;
+        std::unique_lock lk(ra.mu);
+        if (offset == ra.next) {
+            // Sequential: from the read-ahead chunks, the next ones started first.
+            const uint64_t last = (size - 1) / ReadAhead::kChunk;
+            for (uint64_t at = offset; at < offset + n;) {
+                const uint64_t c = at / ReadAhead::kChunk;
+                for (uint64_t k = c; k <= std::min(last, c + ReadAhead::kDepth - 1); k++) {
+                    ReadAhead::Slot& s = ra.slots[k % ReadAhead::kDepth];
+                    if (s.chunk == k) continue;
+                    if (k == c) ra.cv.wait(lk, [&] { return !s.busy; });  // the slot's older chunk
+                    if (!s.busy) ra.start(lk, dev, k);
+                }
+                ReadAhead::Slot& s = ra.slots[c % ReadAhead::kDepth];
+                ra.cv.wait(lk, [&] { return !s.busy; });
+                if (s.status != Status::Ok) {
+                    s.chunk = ReadAhead::kNone;
+                    ra.next = ReadAhead::kNone;
+                    return fail(s.status, img->path + ": reading plaintext at byte " +
+                                              std::to_string(c * ReadAhead::kChunk));
+                }
+                const uint64_t to = std::min((c + 1) * ReadAhead::kChunk, offset + n);
+                std::memcpy(out + (at - offset), s.buf.data() + (at - c * ReadAhead::kChunk), to - at);
+                at = to;
+            }
+            ra.next = offset + n;
+            return static_cast<int64_t>(n);
+        }
+        ra.next = offset + n;
         const uint64_t bs = dev.block_size();
         // Aligned: straight into the caller's buffer.
         const uint64_t head = offset % bs, whole_end = (offset + n) / bs * bs;
@@ -333,7 +421,8 @@ int64_t blk_pwrite(blk_image* img, const void* buf, size_t len, uint64_t offset)
         if (len == 0) return 0;
         const auto* in = static_cast<const uint8_t*>(buf);
         const uint64_t bs = dev.block_size();
-        std::lock_guard lock(img->write_lock);
+        std::unique_lock lock(img->ra.mu);
+        img->ra.drop(lock);
         uint64_t at = offset;
         const uint64_t end = offset + len;
         std::vector<uint8_t> tmp;
