@@ -118,45 +118,58 @@ namespace {
 // chunks after the one asked for are read ahead, each into slot
 // chunk % kDepth. Any other read goes straight to the device.
 struct ReadAhead {
-    static constexpr uint64_t kChunk = uint64_t(1) << 20;
-    static constexpr unsigned kDepth = 4;
+    static constexpr uint64_t kChunk = uint64_t(4) << 20;
+    static constexpr unsigned kDepth = 8;
     static constexpr uint64_t kNone = UINT64_MAX;
     struct Slot {
         uint64_t chunk = kNone;
         std::vector<uint8_t> buf;
-        bool busy = false;  // a read is in flight into buf
+        bool busy = false;  // a read is in flight into buf (done_mu)
         Status status = Status::Ok;
     };
-    // Everything here; the device's completions take it too, possibly on the
-    // submitting thread inside submit_read (hence recursive).
-    std::recursive_mutex mu;
-    std::condition_variable_any cv;
+    std::mutex mu;  // the handle's calls take turns here
+    // Only the completions' flags: a completion may run inside submit_read,
+    // or wait behind a submit that blocks on a full queue, so it must never
+    // need `mu`, which the submitter holds.
+    std::mutex done_mu;
+    std::condition_variable cv;
     Slot slots[kDepth];
     uint64_t next = 0;  // where the last read ended: a read from here is sequential
 
-    // Starts reading chunk c into its slot (the caller holds mu, the slot is not busy).
-    void start(std::unique_lock<std::recursive_mutex>& lk, dm::BlockDevice& dev, uint64_t c) {
-        (void)lk;
+    bool busy(const Slot& s) {
+        std::lock_guard g(done_mu);
+        return s.busy;
+    }
+    void wait(const Slot& s) {
+        std::unique_lock d(done_mu);
+        cv.wait(d, [&] { return !s.busy; });
+    }
+    // Starts reading chunk c into its slot (the caller holds mu; the slot is idle).
+    void start(dm::BlockDevice& dev, uint64_t c) {
         Slot& s = slots[c % kDepth];
         const uint64_t at = c * kChunk, len = std::min(kChunk, dev.size() - at);
         s.buf.resize(kChunk);
         s.chunk = c;
-        s.busy = true;
+        {
+            std::lock_guard g(done_mu);
+            s.busy = true;
+        }
         const Status st = dev.submit_read(at, Bytes(s.buf.data(), len), [this, &s](Status done) {
-            std::lock_guard g(mu);
+            std::lock_guard g(done_mu);
             s.status = done;
             s.busy = false;
             cv.notify_all();
         });
         if (st != Status::InProgress) {  // refused: no completion comes
+            std::lock_guard g(done_mu);
             s.status = st;
             s.busy = false;
         }
     }
     // Waits for what is in flight and forgets every chunk (after a write, a new unlock).
-    void drop(std::unique_lock<std::recursive_mutex>& lk) {
+    void drop() {
         for (Slot& s : slots) {
-            cv.wait(lk, [&] { return !s.busy; });
+            wait(s);
             s.chunk = kNone;
         }
     }
@@ -186,8 +199,8 @@ int build_device(blk_image* img, Registry& reg, std::vector<dm::NamedDmTable> st
     stack.push_back({"top", std::move(top)});
     auto dev = dm::build_dm_stack(reg, stack, o);
     if (!dev) return fail(dev.error());
-    std::unique_lock lk(img->ra.mu);
-    img->ra.drop(lk);
+    std::lock_guard lk(img->ra.mu);
+    img->ra.drop();
     img->ra.next = 0;
     if (img->dev) img->dev->drain();
     img->dev = std::move(dev).value();
@@ -353,7 +366,7 @@ int64_t blk_pread(blk_image* img, void* buf, size_t len, uint64_t offset) {
         if (n > static_cast<uint64_t>(INT64_MAX)) return fail(BLK_ERR_INVALID, "blk_pread: length too large");
         auto* out = static_cast<uint8_t*>(buf);
         ReadAhead& ra = img->ra;
-        std::unique_lock lk(ra.mu);
+        std::lock_guard lk(ra.mu);
         if (offset == ra.next) {
             // Sequential: from the read-ahead chunks, the next ones started first.
             const uint64_t last = (size - 1) / ReadAhead::kChunk;
@@ -362,11 +375,11 @@ int64_t blk_pread(blk_image* img, void* buf, size_t len, uint64_t offset) {
                 for (uint64_t k = c; k <= std::min(last, c + ReadAhead::kDepth - 1); k++) {
                     ReadAhead::Slot& s = ra.slots[k % ReadAhead::kDepth];
                     if (s.chunk == k) continue;
-                    if (k == c) ra.cv.wait(lk, [&] { return !s.busy; });  // the slot's older chunk
-                    if (!s.busy) ra.start(lk, dev, k);
+                    if (k == c) ra.wait(s);  // the slot's older chunk
+                    if (!ra.busy(s)) ra.start(dev, k);
                 }
                 ReadAhead::Slot& s = ra.slots[c % ReadAhead::kDepth];
-                ra.cv.wait(lk, [&] { return !s.busy; });
+                ra.wait(s);
                 if (s.status != Status::Ok) {
                     s.chunk = ReadAhead::kNone;
                     ra.next = ReadAhead::kNone;
@@ -421,8 +434,8 @@ int64_t blk_pwrite(blk_image* img, const void* buf, size_t len, uint64_t offset)
         if (len == 0) return 0;
         const auto* in = static_cast<const uint8_t*>(buf);
         const uint64_t bs = dev.block_size();
-        std::unique_lock lock(img->ra.mu);
-        img->ra.drop(lock);
+        std::lock_guard lock(img->ra.mu);
+        img->ra.drop();
         uint64_t at = offset;
         const uint64_t end = offset + len;
         std::vector<uint8_t> tmp;

@@ -70,6 +70,17 @@ for _name, _res, _args in [
     _f.restype = _res
     _f.argtypes = _args
 
+# read() fills a new bytes object in place (CPython: PyBytes_FromStringAndSize
+# with NULL gives one uninitialised, ours alone until returned), instead of
+# RawIOBase.read's zeroed bytearray, readinto and copy: at 1 MiB per read the
+# copies, not the decryption, were the cost.
+_new_bytes = ctypes.pythonapi.PyBytes_FromStringAndSize
+_new_bytes.restype = ctypes.py_object
+_new_bytes.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t]
+_bytes_data = ctypes.pythonapi.PyBytes_AsString
+_bytes_data.restype = ctypes.c_void_p
+_bytes_data.argtypes = [ctypes.py_object]
+
 OK = 0
 ERR_INVALID, ERR_WRONG_SECRET, ERR_NOT_FOUND, ERR_UNSUPPORTED, ERR_IO, ERR_CORRUPT = -1, -2, -3, -4, -5, -6
 ERR_NO_MEMORY, ERR_READ_ONLY, ERR_NOT_UNLOCKED, ERR_RANGE, ERR_INTERNAL = -7, -8, -9, -10, -11
@@ -180,6 +191,20 @@ class Image(io.RawIOBase):
         got = _check(_lib.blk_pread(h, buf, n, self._pos))
         self._pos += got
         return got
+
+    def read(self, size=-1):
+        h = self._handle()
+        left = max(0, self.size - self._pos)
+        n = left if size is None or size < 0 else min(size, left)
+        if n == 0:
+            return b""
+        out = _new_bytes(None, n)
+        got = _check(_lib.blk_pread(h, _bytes_data(out), n, self._pos))
+        self._pos += got
+        return out if got == n else out[:got]
+
+    def readall(self):
+        return self.read(-1)
 
     def write(self, b):
         h = self._handle()
