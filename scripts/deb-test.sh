@@ -15,8 +15,8 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/blkcrypt-deb.XXXXXX")
 moved=$build.deb-test-moved
 restore() {
     [[ -d $moved && ! -e $build ]] && mv "$moved" "$build"
-    if dpkg-query -W -f='${Status}' blkcrypt 2>/dev/null | grep -q 'install ok'; then
-        apt-get remove -y blkcrypt >/dev/null 2>&1 || true
+    if dpkg-query -W -f='${Status}' blkcrypt 2>/dev/null | grep -q '^install ok installed$'; then
+        apt-get purge -y blkcrypt >/dev/null 2>&1 || true
     fi
     rm -rf "$tmp"
 }
@@ -24,7 +24,7 @@ trap restore EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 start=$SECONDS
 
-dpkg-query -W -f='${Status}' blkcrypt 2>/dev/null | grep -q 'install ok' &&
+dpkg-query -W -f='${Status}' blkcrypt 2>/dev/null | grep -q '^install ok installed$' &&
     fail "a blkcrypt package is already installed; remove it first"
 (cd "$build" && cpack -G DEB -B "$tmp/pkg" >"$tmp/cpack.log" 2>&1) || { cat "$tmp/cpack.log"; fail "cpack -G DEB"; }
 deb=$(find "$tmp/pkg" -maxdepth 1 -name 'blkcrypt_*.deb' | head -n 1)
@@ -69,7 +69,7 @@ with blkcrypt.open("c.img", key_file="key") as f:
     echo "c_read and python read the installed library's plaintext"
 fi
 cd "$src"
-apt-get remove -y blkcrypt >"$tmp/remove.log" 2>&1 || { cat "$tmp/remove.log"; fail "apt-get remove blkcrypt"; }
+apt-get purge -y blkcrypt >"$tmp/remove.log" 2>&1 || { cat "$tmp/remove.log"; fail "apt-get purge blkcrypt"; }
 [[ ! -e /usr/bin/blkcrypt && ! -e /usr/lib/libblkcrypt-c.so.1 && ! -e /usr/lib/python3/dist-packages/blkcrypt/__init__.py ]] ||
-    fail "files left after apt-get remove"
+    fail "files left after apt-get purge"
 echo "deb test passed in $((SECONDS - start)) s"
