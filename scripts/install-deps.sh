@@ -19,6 +19,9 @@ PKGS=(
   libgnutls28-dev gnutls-bin
   python3-argon2
   dislocker
+  # The C API's ABI check (abidw/abidiff), the Python package's tests, and
+  # the Debian package (cpack's dpkg-shlibdeps).
+  abigail-tools python3-pytest dpkg-dev
 )
 
 missing=()
