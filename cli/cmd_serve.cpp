@@ -55,7 +55,7 @@ std::shared_ptr<blkcrypt::dm::BlockDevice> build_tables(const std::vector<std::s
             auto it = names.find(dev.substr(kMapper.size()));
             return it == names.end() ? nullptr : it->second;
         };
-        o.open = [](const std::string& path, bool writable) { return blkcrypt::open_file_store(path, writable); };
+        o.open = [](const std::string& path, bool writable) { return blkcrypt::open_store(path, writable); };
         o.on_corruption = [](const blkcrypt::verity::Corruption& c) {
             static std::mutex mu;
             std::lock_guard lk(mu);
@@ -123,7 +123,7 @@ int run_serve(Args args) {
     if (vm->count("sector-size")) o.block_size = (*vm)["sector-size"].as<unsigned>();
     o.threads = threads;
     block_stop_signals();  // before the device's threads exist
-    auto store = blkcrypt::open_file_store(images[0], !o.read_only);
+    auto store = blkcrypt::open_store(images[0], !o.read_only);
     if (!store) throw Failure(store.error().message);
     auto dev = blkcrypt::dm::make_store_device(*store, o);
     if (!dev) throw UsageError(dev.error().message);  // it names the image
