@@ -77,7 +77,8 @@ std::shared_ptr<blkcrypt::dm::BlockDevice> build_tables(const std::vector<std::s
 CommandLine serve_command_line() {
     CommandLine cl{"blkcrypt serve (--socket PATH | --port N) [--read-only] [--type TYPE] [OPTIONS] IMAGE\n"
                    "       blkcrypt serve (--socket PATH | --port N) [--read-only] --dm-table [NAME=]FILE...",
-                   "Serve IMAGE (a file or block device) as a network block device (NBD) for\n"
+                   "Serve IMAGE (a file, a block device, or the export of another NBD server\n"
+                   "given as an nbd:// URI, docs/remote.md) as a network block device (NBD) for\n"
                    "nbdcopy, nbdinfo, nbdfuse, qemu-img and qemu (docs/nbd.md). SIGINT or SIGTERM\n"
                    "finish the requests in flight, flush and exit 0. An image with a LUKS,\n"
                    "BitLocker or FileVault 2 signature is unlocked and its plaintext served, as\n"

@@ -228,10 +228,9 @@ private:
     }
 
     // Takes up to `want` free connections (at least one, waiting for it);
-    // a flush takes them all.
-    std::vector<std::size_t> acquire(std::size_t want) {
+    // all: every connection (a flush), waiting until they are all free.
+    std::vector<std::size_t> acquire(std::size_t want, bool all) {
         std::unique_lock lk(mu_);
-        const bool all = want >= conns_.size();
         cv_.wait(lk, [&] { return all ? free_.size() == conns_.size() : !free_.empty(); });
         std::vector<std::size_t> got;
         while (!free_.empty() && got.size() < want) {
@@ -278,7 +277,8 @@ private:
                 at += n;
             }
         }
-        const std::vector<std::size_t> got = acquire(op == Op::Flush ? conns_.size() : pieces.size());
+        const std::vector<std::size_t> got =
+            op == Op::Flush ? acquire(conns_.size(), true) : acquire(pieces.size(), false);
         // Piece i goes to connection got[i % k], in order.
         const std::size_t k = got.size();
         std::vector<std::size_t> next(k), done(k);  // per connection: the next piece to issue / to retire

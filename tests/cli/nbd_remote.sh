@@ -160,6 +160,12 @@ grep_q "$ROOT" <"$TMP/vformat2" || fail "verity format over NBD: another root ha
 "$BLKCRYPT" verity format "${VOPTS[@]}" "$TMP/vdata" "$TMP/hash3" >/dev/null || fail "local verity format"
 same "$TMP/hash2" "$TMP/hash3" "verity format (DATA over NBD)"
 same "$TMP/hash2" "$TMP/vhash" "verity format (DATA over NBD) against veritysetup's"
+# HASH written into an export: veritysetup's tree, byte for byte.
+nbdkit_on vhashout memory "$(stat -c %s "$TMP/vhash")"
+"$BLKCRYPT" verity format "${VOPTS[@]}" "$VD" "$U" >/dev/null || fail "verity format into an NBD HASH"
+nbdcopy "$U" "$TMP/hash4" || fail "nbdcopy out of the HASH export"
+same "$TMP/hash4" "$TMP/vhash" "verity format (HASH into nbdkit memory) against veritysetup's"
+stop_last
 wrong=$(printf '%064d' 0)
 expect_exit nonzero "$BLKCRYPT" verity verify "$VD" "$VH" "$wrong"
 "$BLKCRYPT" fsverity digest "$VD" | cut -d' ' -f1 >"$TMP/got" || fail "fsverity digest over NBD"
@@ -254,6 +260,16 @@ same "$TMP/got" "$TMP/newplain" "luks encrypt into nbdkit memory"
 nbdcopy "$U" "$TMP/back2.img" || fail "nbdcopy out of nbdkit memory"
 same "$TMP/back2.img" "$TMP/back.img" "luks encrypt into nbdkit memory (ciphertext)"
 rm -f "$TMP/got" "$TMP/back.img" "$TMP/back2.img"
+stop_last
+# encrypt --format: a new container made on the export, read back locally.
+nbdkit_on mem3 memory 24M
+"$BLKCRYPT" luks encrypt --format --pbkdf pbkdf2 --pbkdf-force-iterations 1000 --key-file "$TMP/pw" \
+    "$TMP/newplain" "$U" || fail "luks encrypt --format into an NBD export"
+nbdcopy "$U" "$TMP/back.img" || fail "nbdcopy out of nbdkit memory"
+cryptsetup isLuks "$TMP/back.img" || fail "encrypt --format over NBD: cryptsetup sees no LUKS header"
+luks_decrypt "$TMP/back.img" "$TMP/got" || fail "decrypt of what encrypt --format wrote over NBD"
+cmp -s -n $((8 << 20)) "$TMP/got" "$TMP/newplain" || fail "encrypt --format over NBD: another plaintext"
+rm -f "$TMP/got" "$TMP/back.img"
 stop_last
 # Unaligned writes through serve into a server of 4 KiB blocks.
 nbdkit_on mem4k --filter=blocksize-policy memory 4M blocksize-minimum=4096 blocksize-error-policy=error
