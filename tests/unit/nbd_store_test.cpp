@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <random>
@@ -121,11 +122,11 @@ TEST_CASE("nbd store: threads write and read odd ranges of a 4 KiB-block export;
     REQUIRE(st.flush() == Status::Ok);
     std::vector<uint8_t> all(kSize);
     REQUIRE(st.read(0, all) == Status::Ok);  // one read of 8 MiB: 128 requests of 64 KiB
-    CHECK(all == model);
+    CHECK(std::equal(all.begin(), all.end(), model.begin()));  // not printed: 8 MiB
     REQUIRE(st.discard(4096 * 3, 4096 * 5) == Status::Ok);
     std::fill(model.begin() + 4096 * 3, model.begin() + 4096 * 8, 0);
     REQUIRE(st.read(0, all) == Status::Ok);
-    CHECK(all == model);
+    CHECK(std::equal(all.begin(), all.end(), model.begin()));  // not printed: 8 MiB
     // Past the end: an error, nothing sent.
     std::vector<uint8_t> one(1);
     CHECK(st.read(kSize, one) == Status::IoError);
