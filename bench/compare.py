@@ -45,6 +45,11 @@ same generated data (page cache warm), printing the ratio for each target:
                                                one core                                      >= 1.5x
   integrity read (crc32c, 512-byte blocks)  vs crypt decrypt aes-xts-plain64, the same size   >= 0.8x
   integrity format of a 16 GiB sparse file (default options)   < 10 s, < 512 MiB allocated
+  images behind another NBD server (docs/remote.md), a LUKS2 container served by `nbdkit file` on a
+  Unix socket against the same file opened locally:
+  luks decrypt to a file                    vs the same on the local file                  >= 0.8x
+    (reported beside it: both to /dev/null, and nbdcopy of the export to null:, the transport alone)
+  nbdcopy from luks serve of the NBD URI    vs luks serve of the local file                >= 0.8x
   peak RSS of every blkcrypt command                                                    < 64 MiB
 
   small inputs (the fixed cost of a command; image builders call once per file):
@@ -56,7 +61,7 @@ same generated data (page cache warm), printing the ratio for each target:
   Each is the median of SMALL_RUNS runs (default 41), the tools run in turn.
 
 --only SECTIONS (comma-separated: verity, fsverity, crypt, nbd, engine, luks, tcrypt, bitlk, integrity,
-python, small)
+python, remote, small)
 runs only those rows (nbd includes what crypt makes for it); default: all.
 
 With --cold, only the cold-cache comparison runs: before each run the page
@@ -579,13 +584,69 @@ def random_reads(sock):
             "-S", str(4096 * 52429), f"nbd+unix:///?socket={sock}"]
 
 
+def remote_comparison(work, data, rows):
+    """The NBD client (docs/remote.md): a LUKS2 container behind `nbdkit
+    file` on a Unix socket against the same file opened locally, for luks
+    decrypt (to a file, and to /dev/null) and for luks serve read by nbdcopy."""
+    pw = os.path.join(work, "remote.pass")
+    with open(pw, "wb") as f:
+        f.write(b"compare.py passphrase")
+    quiet = dict(check=True, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    img = os.path.join(work, "remote.luks2")
+    with open(img, "wb") as f:
+        f.truncate((16 << 20) + (SIZE_MIB << 20))
+    subprocess.run(["cryptsetup", "luksFormat", "-q", "--type", "luks2", "--pbkdf", "pbkdf2",
+                    "--pbkdf-force-iterations", "1000", "--key-file", pw, img], **quiet)
+    subprocess.run([BLKCRYPT, "luks", "encrypt", "--key-file", pw, data, img], **quiet)
+    read_through(img)
+    nsock = os.path.join(work, "remote-src.sock")
+    nbdkit = subprocess.Popen(["nbdkit", "-f", "-U", nsock, "file", img], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    try:
+        for _ in range(200):
+            if os.path.exists(nsock):
+                break
+            time.sleep(0.05)
+        else:
+            sys.exit("nbdkit did not start")
+        uri = f"nbd+unix:///?socket={nsock}"
+        # The same plaintext both ways first.
+        outs = [os.path.join(work, "remote.local.out"), os.path.join(work, "remote.nbd.out")]
+        for src, out in zip((img, uri), outs):
+            subprocess.run([BLKCRYPT, "luks", "decrypt", "--key-file", pw, src, out], **quiet)
+        if subprocess.run(["cmp", "-s", data, outs[0]]).returncode or subprocess.run(["cmp", "-s", data, outs[1]]).returncode:
+            sys.exit("luks decrypt over NBD: the plaintext differs")
+        for out in outs:
+            os.remove(out)
+        out = os.path.join(work, "remote.out")
+        t_local, t_nbd = run_in_turn([[BLKCRYPT, "luks", "decrypt", "--key-file", pw, src, out]
+                                      for src in (img, uri)], keep_stdout=False, settle=True)
+        os.remove(out)
+        t_local0, t_nbd0, t_copy = run_in_turn([[BLKCRYPT, "luks", "decrypt", "--key-file", pw, src, "/dev/null"]
+                                                for src in (img, uri)] + [["nbdcopy", uri, "null:"]],
+                                               keep_stdout=False)
+        rows.append(("luks decrypt nbdkit file / local file", t_local, t_nbd, 0.8))
+        # Without the disk the transport shows: nbdcopy of the same export
+        # to null: (no decryption at all) bounds what any client gets.
+        rows.append(("  the same, plaintext to /dev/null", t_local0, t_nbd0, None))
+        rows.append(("  nbdcopy of the export to null:", t_local0, t_copy, None))
+        sock = os.path.join(work, "remote.sock")
+        serve = [BLKCRYPT, "luks", "serve", "--key-file", pw, "--read-only", "--socket", sock]
+        t_sl, t_sn = nbdcopy_from(serve + [img], sock), nbdcopy_from(serve + [uri], sock)
+        rows.append(("nbdcopy luks serve of NBD / of file", t_sl, t_sn, 0.8))
+    finally:
+        nbdkit.terminate()
+        nbdkit.wait()
+        os.remove(img)
+
+
 def main():
     if "--help" in sys.argv[1:] or "-h" in sys.argv[1:]:
         print(__doc__)
         return
     cold = "--cold" in sys.argv[1:]
     sections = {"verity", "fsverity", "crypt", "nbd", "engine", "luks", "tcrypt", "bitlk", "integrity", "python",
-                "small"}
+                "remote", "small"}
     if "--only" in sys.argv[1:]:
         i = sys.argv.index("--only")
         wanted = set(sys.argv[i + 1].split(",")) if i + 1 < len(sys.argv) else set()
@@ -708,6 +769,8 @@ def main():
             integrity_comparison(work, data, rows, rss, notes)
         if "python" in sections:
             python_comparison(work, data, rows)
+        if "remote" in sections:
+            remote_comparison(work, data, rows)
         if "small" in sections:
             small_comparison(work, small)
     finally:

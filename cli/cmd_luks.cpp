@@ -52,6 +52,7 @@ struct Devices {
 
 // cryptsetup's status 4 (-ENODEV, kExitNoDevice) and words for a device it cannot open.
 void check_device_exists(const std::string& path) {
+    if (blkcrypt::is_nbd_uri(path)) return;  // opening it says what is wrong
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0 && (errno == ENOENT || errno == EACCES || errno == ENOTDIR))
         throw StatusFailure("Device " + path + " does not exist or access denied.", kExitNoDevice);
@@ -139,7 +140,7 @@ luks::Container load_container(const Devices& d) {
 
 // The header device reopened for writing (the header read stays).
 void make_writable(luks::Container& c, const Devices& d) {
-    auto w = blkcrypt::open_file_store(d.header_path, true);
+    auto w = blkcrypt::open_store(d.header_path, true);
     if (!w) throw Failure(w.error().message);
     c.use_store(*w);
 }
@@ -269,7 +270,7 @@ int run_is_luks(const po::variables_map& vm, const std::vector<std::string>& fil
     const std::string image = one_file(files, "is-luks");
     const std::string path = vm.count("header") ? vm["header"].as<std::string>() : image;
     check_device_exists(path);
-    auto s = blkcrypt::open_file_store(path, false);
+    auto s = blkcrypt::open_store(path, false);
     if (!s) throw Failure(s.error().message);
     // Silent as cryptsetup isLuks: the exit status is the answer.
     return luks::detect(**s) ? 0 : 1;
@@ -317,7 +318,7 @@ int run_copy(const po::variables_map& vm, ImageCopy& job, const std::string& ima
 // read fails with EIO; OUT is then left as it was.
 int decrypt_integrity(const po::variables_map& vm, const luks::Volume& vol, const std::string& image, Output& out) {
     constexpr uint64_t kSec = 512;  // --start and --size units
-    auto data = blkcrypt::open_file_store(image, false);
+    auto data = blkcrypt::open_store(image, false);
     if (!data) throw Failure(data.error().message);
     const unsigned threads = vm.count("threads") ? vm["threads"].as<unsigned>() : 0u;
     auto dev = luks::integrity_device(registry(), vol, *data, {.read_only = true, .threads = threads});
@@ -450,7 +451,7 @@ void start_format(const po::variables_map& vm, const std::string& image, bool de
     // cryptsetup 2.6.1 names a signature it finds (through blkid) on stdout
     // before asking, unless --batch-mode; of those we know LUKS headers.
     if (!vm["batch-mode"].as<bool>()) {
-        if (auto h = blkcrypt::open_file_store(header_path, false); h && luks::detect(**h))
+        if (auto h = blkcrypt::open_store(header_path, false); h && luks::detect(**h))
             std::cout << "WARNING: Device " << header_path << " already contains a 'crypto_LUKS' superblock signature.\n"
                       << std::flush;
     }
@@ -496,7 +497,7 @@ void format_integrity_data(const po::variables_map& vm, blkcrypt::BackingStore& 
                            const blkcrypt::SecureBuffer& vk) {
     auto vol = luks::open_with_volume_key(registry(), header, vk);
     if (!vol) throw Failure(vol.error().message);
-    auto data = blkcrypt::open_file_store(data_path, true);
+    auto data = blkcrypt::open_store(data_path, true);
     if (!data) throw Failure(data.error().message);
     luks::IntegrityFormatOptions io;
     io.no_wipe = vm["integrity-no-wipe"].as<bool>();
@@ -524,7 +525,7 @@ int run_format(const po::variables_map& vm, const std::vector<std::string>& file
     const blkcrypt::SecureBuffer& pass = into ? *into->passphrase : read;
     const std::string& target = into ? into->path : header_path;
     grow_file(target, layout.file_size);
-    auto store = blkcrypt::open_file_store(target, true);
+    auto store = blkcrypt::open_store(target, true);
     if (!store) throw Failure(store.error().message);
     // --integrity: the volume key is made here, to open the new header with
     // and lay the dm-integrity device out on the data device.
@@ -564,7 +565,7 @@ constexpr uint64_t kSector = 512;
 void check_fs_block_size(const po::variables_map& vm, const std::string& in_path, uint32_t sector_size,
                          const std::string& what) {
     if (sector_size <= kSector || vm["force"].as<bool>()) return;
-    auto in = blkcrypt::open_file_store(in_path, false);
+    auto in = blkcrypt::open_store(in_path, false);
     if (!in) throw Failure(in.error().message);
     auto fs = luks::probe_fs_block_size(**in);
     if (!fs) throw Failure(fs.error().message);
@@ -597,10 +598,10 @@ int run_encrypt_format(const po::variables_map& vm, const std::vector<std::strin
     // --encrypt --header refuses it, --batch-mode or not; HDR that cannot be
     // read is left to the output checks.
     if (!header.empty()) {
-        if (auto h = blkcrypt::open_file_store(header, false); h && luks::detect(**h))
+        if (auto h = blkcrypt::open_store(header, false); h && luks::detect(**h))
             throw Failure("Device " + header + " is already LUKS device. Aborting operation.");
     }
-    auto in = blkcrypt::open_file_store(in_path, false);
+    auto in = blkcrypt::open_store(in_path, false);
     if (!in) throw Failure(in.error().message);
     struct stat st {};
     if (::stat(in_path.c_str(), &st) != 0 || (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)))
@@ -624,7 +625,7 @@ int run_encrypt_format(const po::variables_map& vm, const std::vector<std::strin
     const std::string header_tmp = hdr ? hdr->write_path() : out.write_path();
     const FormatInto into{header_tmp, &pass};
     run_format(vm, {image}, &into);
-    auto store = blkcrypt::open_file_store(header_tmp, false);
+    auto store = blkcrypt::open_store(header_tmp, false);
     if (!store) throw Failure(store.error().message);
     auto vol = luks::open(registry(), **store, pass);
     if (!vol) throw Failure(vol.error().message);
@@ -642,10 +643,9 @@ int encrypt_integrity(const po::variables_map& vm, const luks::Volume& vol, cons
                       const std::string& image, Output& out) {
     constexpr uint64_t kSec = 512;
     const uint32_t ss = vol.table.sector_size;
-    auto data = blkcrypt::open_file_store(out.write_path(), true);
-    if (!data) throw Failure(data.error().message);
+    auto data = out.store();
     const unsigned threads = vm.count("threads") ? vm["threads"].as<unsigned>() : 0u;
-    auto dev = luks::integrity_device(registry(), vol, *data, {.read_only = false, .threads = threads});
+    auto dev = luks::integrity_device(registry(), vol, data, {.read_only = false, .threads = threads});
     if (!dev) throw Failure(image + ": " + dev.error().message);
     const uint64_t total = (*dev)->size();
     const uint64_t start = (vm.count("start") ? vm["start"].as<uint64_t>() : 0) * kSec;
@@ -713,7 +713,7 @@ int run_encrypt(const po::variables_map& vm, const std::vector<std::string>& fil
     const Devices d = open_devices(vm, image);
     const luks::Volume vol = unlock_volume(vm, d);
     if (vol.integrity) return encrypt_integrity(vm, vol, in_path, image, out);
-    auto data = blkcrypt::open_file_store(image, false);
+    auto data = blkcrypt::open_store(image, false);
     if (!data) throw Failure(data.error().message);
     const uint64_t start = vol.table.offset * kSector;
     uint64_t room = (*data)->size() > start ? (*data)->size() - start : 0;
@@ -731,7 +731,7 @@ int run_encrypt(const po::variables_map& vm, const std::vector<std::string>& fil
     if (in_stream) {
         job.max_sectors = room / kSector;
     } else if (!job.size_sectors) {
-        auto in = blkcrypt::open_file_store(in_path, false);
+        auto in = blkcrypt::open_store(in_path, false);
         if (!in) throw Failure(in.error().message);
         if ((*in)->size() > room)
             throw UsageError(in_path + ": " + std::to_string((*in)->size()) + " bytes do not fit the " +
@@ -861,9 +861,9 @@ int run_header_restore(const po::variables_map& vm, const std::vector<std::strin
     const std::string image = one_file(files, "header-restore");
     if (!vm.count("header-backup-file")) throw UsageError("luks header-restore needs --header-backup-file FILE");
     const std::string path = vm.count("header") ? vm["header"].as<std::string>() : image;
-    auto backup = blkcrypt::open_file_store(vm["header-backup-file"].as<std::string>(), false);
+    auto backup = blkcrypt::open_store(vm["header-backup-file"].as<std::string>(), false);
     if (!backup) throw Failure(backup.error().message);
-    auto store = blkcrypt::open_file_store(path, true);
+    auto store = blkcrypt::open_store(path, true);
     if (!store) throw Failure(store.error().message);
     const bool has = luks::detect(**store).ok();
     yes_dialog(vm, "Device " + path + (has ? " already contains LUKS header. Replacing header will destroy existing keyslots."
@@ -936,7 +936,7 @@ int run_convert(const po::variables_map& vm, const std::vector<std::string>& fil
     } catch (const Failure&) {
         throw StatusFailure("Operation aborted, device was NOT converted.", 2);
     }
-    auto w = blkcrypt::open_file_store(d.header_path, true);
+    auto w = blkcrypt::open_store(d.header_path, true);
     if (!w) throw Failure(w.error().message);
     or_fail(luks::convert(registry(), **w, to));
     return 0;

@@ -13,6 +13,8 @@ PKGS=(
   clang-14 libclang-rt-14-dev
   libargon2-dev nlohmann-json3-dev
   qemu-utils libnbd-bin nbdkit fuse3
+  # The NBD client (nbd:// images, docs/remote.md); nbdkit's curl plugin is in nbdkit.
+  libnbd-dev
   # nbdinfo --json runs file(1) on the export; without it (file is only a
   # Recommends of libnbd-bin) "content" holds raw bytes and the JSON breaks.
   file

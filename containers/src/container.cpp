@@ -121,11 +121,11 @@ public:
 }  // namespace
 
 Result<std::unique_ptr<Container>> open(Registry& reg, const std::string& image, const std::string& header) {
-    auto store = open_file_store(image, false);
+    auto store = open_store(image, false);
     if (!store) return store.error();
     std::shared_ptr<BackingStore> head = *store;
     if (!header.empty()) {
-        auto h = open_file_store(header, false);
+        auto h = open_store(header, false);
         if (!h) return h.error();
         head = *h;
     }
