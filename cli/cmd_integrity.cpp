@@ -256,6 +256,14 @@ Opened open_target(const po::variables_map& vm, const std::string& image_path, b
         if (t.status() == blkcrypt::Status::Invalid) throw UsageError(named(image_path, t.error().message));
         throw Failure(named(image_path, t.error().message));
     }
+    // integritysetup open maps the superblock's provided_data_sectors; the
+    // kernel refuses that table on a device that shrank since the format
+    // (what the device now holds is fewer sectors).
+    const uint64_t mapped = (*t)->superblock().provided_data_sectors;
+    if ((*t)->geometry().provided_data_sectors < mapped)
+        throw Failure(image_path + ": Not enough provided sectors for requested mapping size (the superblock maps " +
+                      std::to_string(mapped) + " sectors, the device now holds " +
+                      std::to_string((*t)->geometry().provided_data_sectors) + ": was it truncated?)");
     return {std::move(t).value(), image_path};
 }
 
@@ -277,7 +285,8 @@ int run_read(const po::variables_map& vm, const std::vector<std::string>& files)
     std::vector<NamedPath> inputs = {{"IMAGE", files[0]}};
     if (vm.count("data-device")) inputs.push_back({"--data-device", vm["data-device"].as<std::string>()});
     if (vm.count("integrity-key-file")) inputs.push_back({"--integrity-key-file", vm["integrity-key-file"].as<std::string>()});
-    Output out(files[1], OutputOptions{.role = "OUT", .can_stream = true, .inputs = inputs});
+    // The device's data, as private as a plaintext (a new OUT is 0600).
+    Output out(files[1], OutputOptions{.role = "OUT", .secret = true, .can_stream = true, .inputs = inputs});
     Opened o = open_target(vm, files[0], false);
     auto& t = *o.target;
     const uint64_t total = t.size();
