@@ -87,7 +87,7 @@ void add_integrity_options(po::options_description& o) {
          "accepted: the kernel's journal commit interval (no effect here)")
         ("bitmap-flush-time", number_value<unsigned>(0, UINT32_MAX)->value_name("MS"),
          "accepted: the kernel's bitmap flush interval (no effect here)")
-        ("allow-discards", po::bool_switch(), "accept discarded blocks' tags (all 0xF6) unchecked")
+        ("allow-discards", po::bool_switch(), "serve: take TRIM as the kernel's discard (tags all 0xF6, data punched out); all: read such blocks unchecked")
         ("threads", threads_value()->default_value(0)->value_name("N"), "worker threads (0: one per core)")
         ("max-errors", number_value<uint64_t>(0, UINT64_MAX)->default_value(20)->value_name("N"),
          "verify: name at most N bad sectors (0: all)");

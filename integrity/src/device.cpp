@@ -413,6 +413,42 @@ Result<void> IntegrityTarget::write_superblock(const Superblock& sb) {
 // A flush makes every completed write durable: in J mode the pending
 // journal entries are committed (and written back) first, as the kernel
 // commits on REQ_PREFLUSH.
+Result<void> IntegrityTarget::discard(uint64_t offset, uint64_t len) {
+    if (!allow_discards())
+        return make_error(Status::Unsupported, "dm-integrity: " + name_ + " takes no discards (no allow_discards)");
+    if (read_only_) return make_error(Status::Invalid, "dm-integrity: " + name_ + " is read-only");
+    if (len > SIZE_MAX) return make_error(Status::Invalid, "dm-integrity: a discard too large");
+    if (auto r = check_range(offset, static_cast<std::size_t>(len), "a discard"); !r) return r;
+    std::unique_lock lk(io_mu_);
+    wrote_ = true;
+    if (journal_)
+        if (auto r = journal_->commit(); !r) return make_error(r.status(), "dm-integrity: " + name_ + ": " + r.error().message);
+    if (mode_ == 'B')
+        if (auto r = mark_bitmap(offset, len); !r) return r;
+    const uint32_t bs = block_size(), ts = tag_size();
+    auto punch = [&](uint64_t sector, std::size_t n) {
+        const Status s = dev_->discard(geo_.data_offset(sector), n);
+        return s == Status::Unsupported ? Status::Ok : s;
+    };
+    std::vector<uint8_t> filler;
+    Status st = for_each_run(geo_, offset, static_cast<std::size_t>(len), [&](uint64_t sector, std::size_t, std::size_t n) {
+        if (mode_ == 'D')
+            if (Status s = punch(sector, n); s != Status::Ok) return s;
+        filler.assign(n / bs * ts, kDiscardFiller);
+        return tags_store_->write(geo_.tag_offset(sector), filler);
+    });
+    if (st == Status::Ok && mode_ != 'D') {
+        // The tags on disk before the data goes (dm_integrity_flush_buffers).
+        if (Status s = tags_store_->flush(); s != Status::Ok) st = s;
+        if (st == Status::Ok)
+            st = for_each_run(geo_, offset, static_cast<std::size_t>(len),
+                              [&](uint64_t sector, std::size_t, std::size_t n) { return punch(sector, n); });
+    }
+    if (st != Status::Ok)
+        return make_error(st, "dm-integrity: cannot discard " + name_ + " at sector " + hex(offset / kSectorSize));
+    return {};
+}
+
 Result<void> IntegrityTarget::flush() {
     if (read_only_) return {};
     if (journal_) {

@@ -4,7 +4,7 @@
 # output, directories, out-of-range numbers, an image truncated since its
 # format; SIGINT/SIGTERM half-way through read, write and format; the modes
 # of outputs that hold data; key bytes never in a message; a dm table's
-# journal_mac: key (docs/integrity.md, "Odd paths").
+# journal_mac: key; discards (docs/integrity.md, "Odd paths").
 source "$(dirname "$0")/lib.sh"
 umask 022
 IMG=$TMP/img
@@ -260,4 +260,43 @@ printf 0123456789abcdef0123456789ABCDEX | od -An -tx1 | tr -d ' \n' >"$TMP/bad.h
 echo "0 $sectors integrity $TMP/jm 0 4 J 2 internal_hash:crc32c journal_mac:hmac(sha256):$(cat "$TMP/bad.hex")" >"$TMP/bad.tbl"
 expect_exit nonzero timeout 60 "$BLKCRYPT" serve --socket "$SOCK" --dm-table "$TMP/bad.tbl"
 grep -qi "$(cut -c1-16 "$TMP/bad.hex")" "$TMP/stderr" && fail "the journal MAC key is in a message"
+# --- discards (allow_discards) ------------------------------------------------------
+# A TRIM through integrity serve is the kernel's discard: the journal's
+# blocks written back first (J), the bitmap marked (B), every tag of the
+# range the filler 0xF6, the data punched out. It then reads as zeros with
+# --allow-discards and fails the tag check without (128 blocks from sector
+# 0x800 = 1 MiB). Without --allow-discards no TRIM is offered: the image
+# stays as it was.
+need qemu-io
+for mode in "" -B -D; do
+    rm -f "$TMP/dc" && truncate -s 16M "$TMP/dc"
+    # shellcheck disable=SC2086
+    "$BLKCRYPT" integrity format -q $mode "$TMP/dc" || fail "format $mode"
+    # shellcheck disable=SC2086
+    "$BLKCRYPT" integrity write $mode "$TMP/in" "$TMP/dc" || fail "write $mode"
+    # shellcheck disable=SC2086
+    start_server integrity serve $mode --allow-discards --socket "$SOCK" "$TMP/dc"
+    T qemu-io -f raw "$URI" -c "write -P 0x55 1M 128k" -c "discard 1M 64k" -c "read -P 0 1M 64k" \
+        -c "read -P 0x55 1114112 64k" >"$TMP/qemu.out" || fail "qemu-io $mode"
+    stop_server
+    grep -q "Pattern verification failed" "$TMP/qemu.out" && fail "discard $mode: $(cat "$TMP/qemu.out")"
+    # shellcheck disable=SC2086
+    "$BLKCRYPT" integrity read $mode --allow-discards "$TMP/dc" "$TMP/dc.out" || fail "read --allow-discards $mode"
+    python3 - "$TMP/dc.out" "$TMP/in" <<'PY' || fail "discard $mode: not what the kernel reads"
+import sys
+d, i = open(sys.argv[1], "rb").read(), open(sys.argv[2], "rb").read()
+assert d[:100000] == i, "before the writes"
+assert d[1 << 20:(1 << 20) + 65536] == bytes(65536), "the discarded range is not zeros"
+assert d[(1 << 20) + 65536:(1 << 20) + 131072] == b"\x55" * 65536, "the write after it"
+PY
+    # shellcheck disable=SC2086
+    expect_exit 1 "$BLKCRYPT" integrity verify $mode --max-errors 1 "$TMP/dc"
+    grep_q "Checksum failed at sector 0x800\$" <"$TMP/stderr" || fail "discard $mode: $(cat "$TMP/stderr")"
+    grep_q "128 block(s)" <"$TMP/stderr" || fail "discard $mode: $(cat "$TMP/stderr")"
+done
+cp "$TMP/dc" "$TMP/dc.before"
+start_server integrity serve -D --socket "$SOCK" "$TMP/dc"
+T qemu-io -f raw "$URI" -c "discard 4M 64k" >/dev/null 2>&1 || true
+stop_server
+cmp -s "$TMP/dc" "$TMP/dc.before" || fail "a TRIM without --allow-discards changed the image"
 echo "integrity_odd: OK"

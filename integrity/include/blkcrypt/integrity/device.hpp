@@ -88,6 +88,17 @@ public:
     // With an internal hash: writes whole blocks with their computed tags.
     Result<void> write_hashed(uint64_t offset, ConstBytes data);
 
+    // With allow_discards and an internal hash: whole blocks discarded as
+    // the kernel discards them. In J mode the journal is committed and
+    // written back first (the kernel does it before a discard over
+    // journaled blocks); in B mode the bitmap is marked first; each tag
+    // becomes the discard filler (all 0xF6), then the data is punched out
+    // (the data before the tags in D mode, as the kernel submits it). A
+    // data store that cannot punch keeps the old bytes, which then read
+    // unchecked. Unsupported without allow_discards or an internal hash.
+    Result<void> discard(uint64_t offset, uint64_t len);
+    bool allow_discards() const noexcept { return allow_discards_ && hash_.has_value(); }
+
     // Leaves the image as the kernel leaves it at a clean close (B mode:
     // the dirty-bitmap flag cleared). Called by the destructor too;
     // explicit calls report errors.
