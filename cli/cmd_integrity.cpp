@@ -315,6 +315,11 @@ int run_write(const po::variables_map& vm, const std::vector<std::string>& files
     if (in_path != "-" && same_file(in_path, image_path)) throw UsageError("IN is IMAGE itself");
     if (vm.count("data-device") && in_path != "-" && same_file(in_path, vm["data-device"].as<std::string>()))
         throw UsageError("IN is the --data-device itself");
+    // IN first: IMAGE's writable open may replay its journal, which a
+    // refused IN should not cause.
+    InputFile in(in_path);
+    if (struct stat is {}; in_path != "-" && ::stat(in_path.c_str(), &is) == 0 && S_ISDIR(is.st_mode))
+        throw Failure(in_path + ": Is a directory");
     Opened o = open_target(vm, image_path, true);
     auto& t = *o.target;
     const uint64_t total = t.size();
@@ -323,7 +328,6 @@ int run_write(const po::variables_map& vm, const std::vector<std::string>& files
         static_cast<uint64_t>(st.st_size) > total)
         throw Failure(in_path + " holds " + std::to_string(st.st_size) + " bytes; the device provides " +
                       std::to_string(total));
-    InputFile in(in_path);
     Progress progress(progress_settings(vm), image_path, S_ISREG(st.st_mode) ? static_cast<uint64_t>(st.st_size) : 0);
     const uint32_t bs = t.block_size();
     std::vector<uint8_t> buf(kChunk);

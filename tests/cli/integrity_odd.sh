@@ -176,6 +176,17 @@ for sig in INT TERM; do
         # shellcheck disable=SC2086
         "$BLKCRYPT" integrity verify $mode "$BIG" || fail "verify after write $mode interrupted by SIG$sig"
     done
+    # A refused IN leaves an image killed mid-write as it was: IN is
+    # checked before IMAGE's writable open, which would replay the journal.
+    cp "$TMP/big.orig" "$BIG"
+    "$BLKCRYPT" integrity write "$TMP/new" "$BIG" &
+    pid=$!
+    sleep 0.3
+    kill -KILL $pid 2>/dev/null || true
+    wait $pid || true
+    cp "$BIG" "$TMP/killed"
+    expect_exit 1 "$BLKCRYPT" integrity write "$TMP/dir" "$BIG"
+    cmp -s "$BIG" "$TMP/killed" || fail "a refused IN (a directory) changed the image"
     # format over an image: no superblock is left half-way.
     cp "$TMP/big.orig" "$BIG"
     "$BLKCRYPT" integrity format -q --threads 1 "$BIG" &
@@ -294,6 +305,44 @@ PY
     grep_q "Checksum failed at sector 0x800\$" <"$TMP/stderr" || fail "discard $mode: $(cat "$TMP/stderr")"
     grep_q "128 block(s)" <"$TMP/stderr" || fail "discard $mode: $(cat "$TMP/stderr")"
 done
+# The kernel on both sides (tests/golden/integrity-discard, record.sh):
+# the image blkcrypt discarded reads in the kernel with --allow-discards
+# without a failure, to the bytes blkcrypt reads; without it, both fail
+# first at sector 0x800. The image the kernel discarded reads in blkcrypt
+# as in the kernel: zeros there, 128 bad tags from 0x800 without
+# --allow-discards.
+DGOLD=$(dirname "$0")/../golden/integrity-discard
+kern=$DGOLD/kernel.txt
+xz -dc "$DGOLD/pattern.xz" >"$TMP/pattern"
+xz -dc "$DGOLD/ours-discard.img.xz" >"$TMP/ours.img"
+want=$(sed -n '/^=== ours-discard/,/^=== journal-mac/p' "$kern" | sed -n 's/^sha256=//p' | head -1)
+grep_q -x "checksum_failures=0" < <(sed -n '/^open --allow-discards/,/^open  rc/p' "$kern") ||
+    fail "the kernel logged failures reading our discarded image"
+"$BLKCRYPT" integrity read --allow-discards "$TMP/ours.img" "$TMP/ours.out" || fail "read of our discarded image"
+[[ $(sha256sum <"$TMP/ours.out" | cut -d' ' -f1) == "$want" ]] || fail "our discarded image: not the kernel's bytes"
+first=$(grep -m1 -o 'Checksum failed at sector 0x[0-9a-f]*' "$kern")
+expect_exit 1 "$BLKCRYPT" integrity read "$TMP/ours.img" "$TMP/ours.out"
+grep_q "$first\$" <"$TMP/stderr" || fail "want '$first' as the kernel: $(cat "$TMP/stderr")"
+xz -dc "$DGOLD/kernel-discard.img.xz" >"$TMP/kd.img"
+"$BLKCRYPT" integrity read --allow-discards "$TMP/kd.img" "$TMP/kd.out" || fail "read of the kernel's discarded image"
+python3 - "$TMP/kd.out" "$TMP/pattern" <<'PY' || fail "the kernel's discard reads otherwise in blkcrypt"
+import sys
+d, p = open(sys.argv[1], "rb").read(), open(sys.argv[2], "rb").read()
+assert d[:len(p)] == p and d[1 << 20:(1 << 20) + 65536] == bytes(65536)
+PY
+expect_exit 1 "$BLKCRYPT" integrity verify --max-errors 1 "$TMP/kd.img"
+grep_q "Checksum failed at sector 0x800\$" <"$TMP/stderr" && grep_q "128 block(s)" <"$TMP/stderr" ||
+    fail "the kernel's discard: $(cat "$TMP/stderr")"
+# journal_mac: in a table line, as the kernel read it (same sha256).
+xz -dc "$DGOLD/journal-mac.img.xz" >"$TMP/jmk.img"
+want=$(sed -n '/^=== journal-mac/,$p' "$kern" | sed -n 's/^sha256=//p')
+line=$(sed -n 's/^showkeys: //p' "$kern")
+echo "${line/ 254:32 / $TMP/jmk.img }" >"$TMP/jmk.tbl"
+start_server serve --read-only --socket "$SOCK" --dm-table "$TMP/jmk.tbl"
+T nbdcopy "$URI" "$TMP/jmk.out" || fail "nbdcopy of the kernel's journal_mac table"
+stop_server
+[[ $(sha256sum <"$TMP/jmk.out" | cut -d' ' -f1) == "$want" ]] || fail "journal_mac table: not the kernel's bytes"
+
 cp "$TMP/dc" "$TMP/dc.before"
 start_server integrity serve -D --socket "$SOCK" "$TMP/dc"
 T qemu-io -f raw "$URI" -c "discard 4M 64k" >/dev/null 2>&1 || true
