@@ -84,7 +84,8 @@ void add_integrity_options(po::options_description& o) {
         ("journal-watermark", number_value<unsigned>(0, 100)->value_name("PERCENT"),
          "accepted: the kernel's journal flush point (no effect here)")
         ("journal-commit-time", number_value<unsigned>(0, UINT32_MAX)->value_name("MS"),
-         "accepted: the kernel's journal commit interval (no effect here)")
+         "J mode: commit waiting writes every MS milliseconds, as the kernel's commit_time (default 10000; 0: "
+         "only at flush and close)")
         ("bitmap-flush-time", number_value<unsigned>(0, UINT32_MAX)->value_name("MS"),
          "accepted: the kernel's bitmap flush interval (no effect here)")
         ("allow-discards", po::bool_switch(), "serve: take TRIM as the kernel's discard (tags all 0xF6, data punched out); all: read such blocks unchecked")
@@ -238,6 +239,7 @@ Opened open_target(const po::variables_map& vm, const std::string& image_path, b
     o.internal_hash = hash_option(vm);
     o.internal_hash_key = integrity_key(vm);
     o.allow_discards = vm["allow-discards"].as<bool>();
+    if (vm.count("journal-commit-time")) o.commit_time = vm["journal-commit-time"].as<unsigned>();
     o.read_only = !writable;
     if (vm.count("buffer-sectors")) o.buffer_sectors = vm["buffer-sectors"].as<uint32_t>();
     if (vm.count("bitmap-sectors-per-bit")) o.sectors_per_bit = vm["bitmap-sectors-per-bit"].as<uint64_t>();

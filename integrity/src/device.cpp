@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <climits>
 #include <cstring>
 #include <mutex>
@@ -168,6 +169,7 @@ Result<std::shared_ptr<IntegrityTarget>> IntegrityTarget::open(Registry& reg, st
         }
     }
     if (auto r = t->open_journal(); !r) return r.error();
+    if (t->journal_ && o.commit_time) t->start_committer(o.commit_time);
     return t;
 }
 
@@ -190,6 +192,32 @@ Result<void> IntegrityTarget::open_journal() {
     if (mode_ == 'J')
         journal_ = std::make_unique<JournalWriter>(meta, *dev_, *tags_store_, sb_, geo_, r->next, journal_mac_.get());
     return {};
+}
+
+void IntegrityTarget::start_committer(uint32_t ms) {
+    committer_ = std::thread([this, ms] {
+        std::unique_lock lk(commit_mu_);
+        while (!commit_cv_.wait_for(lk, std::chrono::milliseconds(ms), [this] { return stop_commit_; })) {
+            lk.unlock();
+            {
+                // A failed commit fails every later write and flush, which
+                // report it (the kernel fails the device the same way).
+                std::unique_lock io(io_mu_);
+                if (!closed_) (void)journal_->commit();
+            }
+            lk.lock();
+        }
+    });
+}
+
+void IntegrityTarget::stop_committer() {
+    if (!committer_.joinable()) return;
+    {
+        std::lock_guard lk(commit_mu_);
+        stop_commit_ = true;
+    }
+    commit_cv_.notify_all();
+    committer_.join();
 }
 
 IntegrityTarget::~IntegrityTarget() { (void)close(); }
@@ -475,6 +503,7 @@ Result<void> IntegrityTarget::flush_stores() {
 // Regions already flagged at open keep their bits: they still need the
 // kernel's recalculation.
 Result<void> IntegrityTarget::close() {
+    stop_committer();
     std::unique_lock lk(io_mu_);
     if (closed_) return {};
     closed_ = true;

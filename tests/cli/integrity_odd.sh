@@ -4,7 +4,7 @@
 # output, directories, out-of-range numbers, an image truncated since its
 # format; SIGINT/SIGTERM half-way through read, write and format; the modes
 # of outputs that hold data; key bytes never in a message; a dm table's
-# journal_mac: key; discards (docs/integrity.md, "Odd paths").
+# journal_mac: key; discards; commit_time (docs/integrity.md, "Odd paths").
 source "$(dirname "$0")/lib.sh"
 umask 022
 IMG=$TMP/img
@@ -342,6 +342,28 @@ start_server serve --read-only --socket "$SOCK" --dm-table "$TMP/jmk.tbl"
 T nbdcopy "$URI" "$TMP/jmk.out" || fail "nbdcopy of the kernel's journal_mac table"
 stop_server
 [[ $(sha256sum <"$TMP/jmk.out" | cut -d' ' -f1) == "$want" ]] || fail "journal_mac table: not the kernel's bytes"
+
+# commit_time: J-mode writes a client has not flushed are committed every
+# --journal-commit-time ms, as the kernel's autocommit timer commits them:
+# a crash (kill -9) after it keeps them; with 0 (no timer) they are lost,
+# the image then holding the old data, still without a tag mismatch.
+for ct in 200 0; do
+    rm -f "$TMP/ct" && truncate -s 16M "$TMP/ct"
+    "$BLKCRYPT" integrity format -q "$TMP/ct" || fail "format"
+    start_server integrity serve --journal-commit-time $ct --socket "$SOCK" "$TMP/ct"
+    T qemu-io -t writeback -f raw "$URI" -c "write -P 0x55 0 64k" -c "sleep 4000" >/dev/null 2>&1 &
+    qpid=$!
+    sleep 1.5
+    kill_server
+    wait $qpid || true
+    "$BLKCRYPT" integrity read "$TMP/ct" "$TMP/ct.out" || fail "read after a crash, commit time $ct"
+    python3 - "$TMP/ct.out" $ct <<'PY' || fail "commit time $ct"
+import sys
+d = open(sys.argv[1], "rb").read(65536)
+want = b"\x55" * 65536 if sys.argv[2] != "0" else bytes(65536)
+sys.exit(0 if d == want else "the first 64 KiB are not what a commit every %s ms leaves" % sys.argv[2])
+PY
+done
 
 cp "$TMP/dc" "$TMP/dc.before"
 start_server integrity serve -D --socket "$SOCK" "$TMP/dc"

@@ -13,11 +13,13 @@
 #include <blkcrypt/registry.hpp>
 #include <blkcrypt/secure_buffer.hpp>
 
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -41,7 +43,7 @@ struct OpenOptions {
     uint32_t buffer_sectors = kDefaultBufferSectors;
     uint32_t journal_sectors = 0;      // journal_sectors: (0: not given); only used to format
     uint32_t journal_watermark = 50;   // journal_watermark: percent
-    uint32_t commit_time = 10000;      // commit_time: milliseconds
+    uint32_t commit_time = 10000;      // commit_time: milliseconds between commits of waiting writes (J mode; 0: none)
     uint64_t sectors_per_bit = 0;      // sectors_per_bit: (B mode; 0: the superblock's)
     uint32_t bitmap_flush_interval = 10000;  // milliseconds (B mode)
     bool recalculate = false;          // recalculate: blocks from recalc_sector (0 when the flag was
@@ -154,6 +156,15 @@ private:
     std::shared_ptr<JournalMac> journal_mac_;
     std::shared_ptr<BackingStore> journal_store_;  // meta seen through journal_crypt: (journal_crypt.hpp)
     std::unique_ptr<JournalWriter> journal_;
+    // J mode, writable: the kernel's autocommit timer (commit_time:), a
+    // thread committing the waiting writes every commit_time ms, so a crash
+    // loses at most that much of what was written without a flush.
+    void start_committer(uint32_t ms);
+    void stop_committer();
+    std::thread committer_;
+    std::mutex commit_mu_;
+    std::condition_variable commit_cv_;
+    bool stop_commit_ = false;
     std::optional<Journal> replayed_journal_;
     std::unordered_map<uint64_t, std::size_t> replayed_;
 };
