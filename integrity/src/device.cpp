@@ -285,6 +285,13 @@ static Status for_each_run(const Geometry& g, uint64_t offset, std::size_t len, 
     return Status::Ok;
 }
 
+// Why an I/O error may have happened: a file that shrank (or grew) since
+// it was opened, which a device under the kernel's mapping cannot do.
+std::string IntegrityTarget::resized_note() const {
+    if (dev_->changed() || (meta_ && meta_->changed())) return " (the file changed size while open)";
+    return {};
+}
+
 Result<void> IntegrityTarget::read_raw(uint64_t offset, Bytes data, Bytes tags) {
     const uint32_t bs = block_size(), ts = tag_size();
     Status st = for_each_run(geo_, offset, data.size(), [&](uint64_t sector, std::size_t at, std::size_t n) {
@@ -292,7 +299,8 @@ Result<void> IntegrityTarget::read_raw(uint64_t offset, Bytes data, Bytes tags) 
         return tags_store_->read(geo_.tag_offset(sector), tags.subspan(at / bs * ts, n / bs * ts));
     });
     if (st != Status::Ok)
-        return make_error(st, "dm-integrity: cannot read " + name_ + " at sector " + hex(offset / kSectorSize));
+        return make_error(st, "dm-integrity: cannot read " + name_ + " at sector " + hex(offset / kSectorSize) +
+                                  resized_note());
     if (journal_)  // J mode: writes not yet committed are newer than the device
         if (auto r = journal_->overlay(offset, data, tags); !r)
             return make_error(r.status(), "dm-integrity: " + name_ + ": " + r.error().message);
@@ -378,7 +386,8 @@ Result<void> IntegrityTarget::write_direct(uint64_t offset, ConstBytes data, Con
         return tags_store_->write(geo_.tag_offset(sector), tags.subspan(at / bs * ts, n / bs * ts));
     });
     if (st != Status::Ok)
-        return make_error(st, "dm-integrity: cannot write " + name_ + " at sector " + hex(offset / kSectorSize));
+        return make_error(st, "dm-integrity: cannot write " + name_ + " at sector " + hex(offset / kSectorSize) +
+                                  resized_note());
     wrote_ = true;
     return {};
 }

@@ -176,6 +176,23 @@ for sig in INT TERM; do
         # shellcheck disable=SC2086
         "$BLKCRYPT" integrity verify $mode "$BIG" || fail "verify after write $mode interrupted by SIG$sig"
     done
+    # An image that shrinks while read: the read fails saying so, no OUT
+    # (unless it finished first, on a fast machine).
+    if [[ $sig == INT ]]; then
+        cp "$TMP/big.orig" "$BIG"
+        "$BLKCRYPT" integrity read "$BIG" "$TMP/shrunk.out" 2>"$TMP/stderr" &
+        pid=$!
+        sleep 0.1
+        truncate -s 8M "$BIG"
+        rc=0 && wait $pid || rc=$?
+        if [[ $rc != 0 ]]; then
+            [[ $rc == 1 ]] || fail "read of a shrinking image: exit $rc"
+            expect_one_error_line
+            grep_q "the file changed size while open" <"$TMP/stderr" || fail "shrinking image: $(cat "$TMP/stderr")"
+            [[ ! -e $TMP/shrunk.out ]] || fail "read of a shrinking image left OUT"
+        fi
+        rm -f "$TMP/shrunk.out"
+    fi
     # A refused IN leaves an image killed mid-write as it was: IN is
     # checked before IMAGE's writable open, which would replay the journal.
     cp "$TMP/big.orig" "$BIG"

@@ -117,6 +117,7 @@ private:
     // J-mode writes and calls write_direct when it writes sections back.
     Result<void> write_direct(uint64_t offset, ConstBytes data, ConstBytes tags);
     Result<void> read_raw(uint64_t offset, Bytes data, Bytes tags);
+    std::string resized_note() const;
     // B mode: the dirty flag and the bits of [offset, offset+len) on disk
     // before the write (io_mu_ held).
     Result<void> mark_bitmap(uint64_t offset, uint64_t len);
