@@ -25,6 +25,7 @@
 #include <blkcrypt/dm/block_device.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <iostream>
@@ -502,7 +503,31 @@ void format_integrity_data(const po::variables_map& vm, blkcrypt::BackingStore& 
     luks::IntegrityFormatOptions io;
     io.no_wipe = vm["integrity-no-wipe"].as<bool>();
     io.legacy_padding = vm["integrity-legacy-padding"].as<bool>();
+    // The two header magics are cleared while the data is laid out, and put
+    // back last: a run interrupted (or failing) half-way leaves no LUKS
+    // header over a device whose sectors do not all read yet.
+    // (cryptsetup leaves one; its wipe warns that CTRL+C leaves bad sectors.)
+    std::array<uint8_t, 16> hdr_size_be{};
+    if (header.read(0, hdr_size_be) != blkcrypt::Status::Ok) throw Failure(header.name() + ": cannot read the new header");
+    uint64_t second = 0;
+    for (int i = 8; i < 16; ++i) second = second << 8 | hdr_size_be[static_cast<std::size_t>(i)];
+    constexpr std::size_t kMagic = 6;
+    std::array<uint8_t, kMagic> magic1{}, magic2{};
+    const std::array<uint8_t, kMagic> none{};
+    const bool has_second = second >= 4096 && second <= header.size() - kMagic;
+    auto io_or_fail = [&](blkcrypt::Status s, const char* what) {
+        if (s != blkcrypt::Status::Ok) throw Failure(header.name() + ": " + what + " (" + blkcrypt::to_string(s) + ")");
+    };
+    io_or_fail(header.read(0, magic1), "cannot read the new header");
+    if (has_second) io_or_fail(header.read(second, magic2), "cannot read the new header");
+    io_or_fail(header.write(0, none), "cannot write the header");
+    if (has_second) io_or_fail(header.write(second, none), "cannot write the header");
+    io_or_fail(header.flush(), "cannot flush the header");
     if (auto r = luks::format_integrity(registry(), *vol, *data, io); !r) throw Failure(data_path + ": " + r.error().message);
+    if (auto f = (*data)->flush(); f != blkcrypt::Status::Ok) throw Failure(data_path + ": flush (" + blkcrypt::to_string(f) + ")");
+    if (has_second) io_or_fail(header.write(second, magic2), "cannot write the header");
+    io_or_fail(header.write(0, magic1), "cannot write the header");
+    io_or_fail(header.flush(), "cannot flush the header");
 }
 
 // The options are checked and the layout known before anything is asked or
