@@ -73,6 +73,24 @@ def test_luks_plaintext_equals_cli(luks, version):
             assert file_digest(f) == want
     with blkcrypt.open(str(img), key_file=str(key), type="luks") as f:
         assert file_digest(f) == want
+    # Sizes that switch between the read-ahead (small or unaligned reads) and
+    # the split read straight into the buffer (aligned, 256 KiB or more), with
+    # pieces that do not divide the read, through read() and readinto().
+    with blkcrypt.open(img, passphrase="correct horse") as f:
+        h, i = hashlib.sha256(), 0
+        sizes = [300000, 1 << 20, 4096, (3 << 20) + 512, 100, 256 << 10, 5 << 20]
+        while True:
+            n = sizes[i % len(sizes)]
+            if i % 2:
+                buf = bytearray(n)
+                b = memoryview(buf)[:f.readinto(buf)]
+            else:
+                b = f.read(n)
+            i += 1
+            if not b:
+                break
+            h.update(b)
+        assert h.hexdigest() == want
 
 
 @need_cryptsetup
