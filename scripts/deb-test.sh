@@ -33,6 +33,10 @@ version=$(sed -n 's/^project(blkcrypt VERSION \([0-9.]*\).*/\1/p' "$src/CMakeLis
 [[ $(basename "$deb") == "blkcrypt_${version}_$(dpkg --print-architecture).deb" ]] || fail "package named $(basename "$deb")"
 echo "== $(basename "$deb"): $(dpkg-deb -f "$deb" Depends)"
 dpkg-deb -f "$deb" Depends | grep -q 'libc6' || fail "no Depends from dpkg-shlibdeps"
+if grep -q '^BLKCRYPT_WITH_NBD_CLIENT:BOOL=ON' "$build/CMakeCache.txt"; then
+    dpkg-deb -f "$deb" Depends | grep -q 'libnbd' || fail "built with the NBD client (dlopen'd libnbd) but no libnbd in Depends"
+    nbd_client=1
+fi
 dpkg-deb -c "$deb" >"$tmp/contents"
 for f in ./usr/bin/blkcrypt ./usr/lib/libblkcrypt.so.0 ./usr/lib/libblkcrypt-c.so.1 ./usr/include/blkcrypt/blkcrypt.h \
          ./usr/lib/pkgconfig/blkcrypt.pc ./usr/lib/cmake/blkcrypt/blkcryptConfig.cmake ./usr/share/man/man8/blkcrypt.8 \
@@ -67,6 +71,18 @@ import blkcrypt, sys
 with blkcrypt.open("c.img", key_file="key") as f:
     sys.exit(0 if f.read() == open("c.plain", "rb").read() else 1)' || fail "python read of c.img"
     echo "c_read and python read the installed library's plaintext"
+    # libnbd is loaded by SONAME at the first URI: the package's Depends must bring it.
+    if [[ ${nbd_client:-} ]] && command -v nbdkit >/dev/null; then
+        nbdkit --exit-with-parent -r -U "$tmp/nbd.sock" -P "$tmp/nbd.pid" file c.img &
+        for _ in $(seq 50); do [[ -S $tmp/nbd.sock ]] && break; sleep 0.1; done
+        env -u PYTHONPATH PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -c '
+import blkcrypt, sys
+with blkcrypt.open(sys.argv[1], key_file="key") as f:
+    sys.exit(0 if f.read() == open("c.plain", "rb").read() else 1)' "nbd+unix:///?socket=$tmp/nbd.sock" ||
+            fail "python read of c.img over NBD"
+        kill "$(cat "$tmp/nbd.pid")" 2>/dev/null || true
+        echo "python read the same plaintext over NBD (libnbd from the package's Depends)"
+    fi
 fi
 cd "$src"
 apt-get purge -y blkcrypt >"$tmp/remove.log" 2>&1 || { cat "$tmp/remove.log"; fail "apt-get purge blkcrypt"; }

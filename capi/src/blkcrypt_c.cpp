@@ -234,7 +234,7 @@ namespace {
 int build_device(blk_image* img, Registry& reg, std::vector<dm::NamedDmTable> stack, dm::DmTable top) {
     dm::DmBuildOptions o;
     o.read_only = !img->writable;
-    o.open = [](const std::string& path, bool writable) { return open_file_store(path, writable); };
+    o.open = [](const std::string& path, bool writable) { return open_store(path, writable); };
     stack.push_back({"top", std::move(top)});
     auto dev = dm::build_dm_stack(reg, stack, o);
     if (!dev) return fail(dev.error());
@@ -261,7 +261,7 @@ int unlock(blk_image* img, ConstBytes secret, SecretKind kind) {
     }
     if (kind == SecretKind::VolumeKey)
         return fail(BLK_ERR_UNSUPPORTED, "TrueCrypt/VeraCrypt volumes open with a passphrase only here");
-    auto store = open_file_store(img->path, false);
+    auto store = open_store(img->path, false);
     if (!store) return fail(store.error());
     tcrypt::OpenOptions opts;  // TrueCrypt and VeraCrypt KDFs, the normal header
     auto vol = tcrypt::open(*reg, **store, secret, opts);
@@ -324,7 +324,7 @@ int blk_open(const char* image, const char* type, unsigned flags, blk_image** ou
         img->writable = flags & BLK_OPEN_READ_WRITE;
         if (want == "tcrypt" || want == "veracrypt" || want == "truecrypt") {
             // No signature: the header is only known once a passphrase decrypts it.
-            auto store = open_file_store(img->path, false);
+            auto store = open_store(img->path, false);
             if (!store) return fail(store.error());
             img->type = "TCRYPT";
         } else if (want.empty() || want == "luks" || want == "luks1" || want == "luks2" || want == "bitlk" ||
@@ -523,7 +523,7 @@ int blk_dump_json(blk_image* img, char** json) {
         std::string text;
         if (img->type == "LUKS1" || img->type == "LUKS2") {
             // The object `blkcrypt luks dump --json` prints.
-            auto store = open_file_store(img->path, false);
+            auto store = open_store(img->path, false);
             if (!store) return fail(store.error());
             auto c = luks::Container::load(*reg, *store);
             if (!c) return fail(c.error());
@@ -574,7 +574,7 @@ int blk_verity_format(const char* data, const char* hash, const char* hash_name,
         if (auto r = random_bytes(p.uuid); !r) return fail(r.error());
         p.uuid[6] = static_cast<uint8_t>((p.uuid[6] & 0x0f) | 0x40);  // a version-4 UUID, as veritysetup's
         p.uuid[8] = static_cast<uint8_t>((p.uuid[8] & 0x3f) | 0x80);
-        auto data_store = open_file_store(data, false);
+        auto data_store = open_store(data, false);
         if (!data_store) return fail(data_store.error());
         if ((*data_store)->size() % p.data_block_size)
             return fail(BLK_ERR_INVALID, std::string(data) + ": " + std::to_string((*data_store)->size()) +
@@ -599,7 +599,7 @@ int blk_verity_format(const char* data, const char* hash, const char* hash_name,
             ::close(fd);
             if (rc != 0) return fail(BLK_ERR_IO, std::string(hash) + ": " + std::strerror(saved));
         }
-        auto hash_store = open_file_store(hash, true);
+        auto hash_store = open_store(hash, true);
         if (!hash_store) return fail(hash_store.error());
         auto r = verity::format_tree(*reg, p, **data_store, **hash_store);
         if (!r) return fail(r.error());
@@ -619,9 +619,9 @@ int blk_verity_verify(const char* data, const char* hash, const void* root_hash,
         Error err;
         Registry* reg = registry(err);
         if (!reg) return fail(err);
-        auto data_store = open_file_store(data, false);
+        auto data_store = open_store(data, false);
         if (!data_store) return fail(data_store.error());
-        auto hash_store = open_file_store(hash, false);
+        auto hash_store = open_store(hash, false);
         if (!hash_store) return fail(hash_store.error());
         std::vector<uint8_t> sb(verity::kSuperblockSize);
         if ((*hash_store)->size() < sb.size()) return fail(BLK_ERR_INVALID, std::string(hash) + ": no verity superblock");
