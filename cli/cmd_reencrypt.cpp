@@ -20,6 +20,7 @@
 #include <blkcrypt/luks/reencrypt.hpp>
 #include <blkcrypt/luks/reencrypt_luks1.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -229,6 +230,7 @@ void add_repair_options(CommandLine& cl) {
         ("verbose,v", po::bool_switch(), "say what is done");
     add_batch_mode_option(cl.options);
     add_tries_option(cl.options);
+    add_progress_options(cl.options);
     cl.hidden.add_options()("image", po::value<std::vector<std::string>>(), "IMAGE");
     cl.positional.add("image", -1);
     add_cryptsetup_options(cl, "luks");
@@ -309,27 +311,208 @@ void check_type(const po::variables_map& vm, Kind k, const std::string& dev) {
         throw Failure("Conflicting versions. Device " + dev + " is in LUKS2 reencryption.");
 }
 
+// The header's metadata, read for the checks made before any passphrase.
+luks2::Header luks2_header(const std::string& path, const std::string& role) {
+    auto store = open_container_image(path, false, role);
+    auto h = luks2::read_header(registry(), *store);
+    if (!h) throw Failure(h.error().message);
+    return std::move(*h);
+}
+
+// The keyslots that open the data segment (bound to its digest).
+std::vector<int> active_keyslots(const luks2::Metadata& md) {
+    std::vector<int> out;
+    for (const auto& [id, ks] : md.keyslots) {
+        if (ks.type != "luks2") continue;
+        for (const auto& [did, d] : md.digests)
+            if (std::count(d.keyslots.begin(), d.keyslots.end(), id) && std::count(d.segments.begin(), d.segments.end(), 0))
+                out.push_back(id);
+    }
+    return out;
+}
+
+bool kdf_given(const po::variables_map& vm) {
+    for (const char* o : {"pbkdf", "hash", "iter-time", "pbkdf-force-iterations", "pbkdf-memory", "pbkdf-parallel"})
+        if (vm.count(o)) return true;
+    return false;
+}
+
+luks::KdfRequest kdf_request(const po::variables_map& vm) {
+    luks::KdfRequest r;
+    if (vm.count("pbkdf")) r.pbkdf = vm["pbkdf"].as<std::string>();
+    if (vm.count("hash")) r.hash = vm["hash"].as<std::string>();
+    for (auto [name, to] : {std::pair{"pbkdf-force-iterations", &r.iterations}, {"iter-time", &r.iter_time_ms},
+                            {"pbkdf-memory", &r.memory_kib}, {"pbkdf-parallel", &r.parallel}})
+        if (vm.count(name)) *to = vm[name].as<unsigned>();
+    return r;
+}
+
+// The new keyslot's KDF: as asked, else the unlocked keyslot's own costs,
+// not benchmarked (cryptsetup's set_keyslot_params).
+luks::KeyslotOptions new_keyslot_kdf(const po::variables_map& vm, const luks2::Keyslot& old) {
+    if (kdf_given(vm)) {
+        auto k = luks::keyslot_options(luks::Version::Luks2, kdf_request(vm));
+        if (!k) {
+            if (k.status() == blkcrypt::Status::Invalid) throw UsageError(k.error().message);
+            throw Failure(k.error().message);
+        }
+        return *k;
+    }
+    luks::KeyslotOptions k;
+    k.pbkdf = old.kdf.type == "argon2" ? "argon2i" : old.kdf.type;
+    if (k.pbkdf == "pbkdf2") {
+        k.hash = old.kdf.hash;
+        k.iterations = old.kdf.iterations;
+    } else {
+        k.iterations = old.kdf.time;
+        k.memory_kib = old.kdf.memory;
+        k.parallel = old.kdf.cpus;
+    }
+    return k;
+}
+
 int rekey_luks2(const ReencryptRequest& rq) {
-    auto header = open_rw(rq.header_path, rq.detached ? "--header" : "IMAGE");
-    luks2::ReencryptInitOptions o;
     const auto& vm = rq.vm;
+    const std::string role = rq.detached ? "--header" : "IMAGE";
+    if (rq.detached) throw Failure("reencryption with a detached --header is not supported yet");
+    luks2::ReencryptInitOptions o;
     if (vm.count("resilience")) o.resilience = vm["resilience"].as<std::string>();
     if (o.resilience == "datashift" || o.resilience.rfind("datashift-", 0) == 0 || vm.count("reduce-device-size"))
         throw Failure("reencrypt with a data shift (--reduce-device-size, --resilience datashift) is not supported yet");
+    if (vm.count("device-size")) throw Failure("--device-size (reencrypt only the start of the data) is not supported yet");
+    if (vm["keep-key"].as<bool>())
+        throw Failure("--keep-key is not supported yet for LUKS2 (a new volume key is always made)");
     if (vm.count("resilience-hash")) o.hash = vm["resilience-hash"].as<std::string>();
     if (vm.count("cipher")) o.cipher = vm["cipher"].as<std::string>();
-    if (vm.count("key-size")) o.key_size = vm["key-size"].as<unsigned>() / 8;
+    if (vm.count("key-size")) {
+        if (vm["key-size"].as<unsigned>() % 8) throw UsageError("--key-size must be a multiple of 8 bits");
+        o.key_size = vm["key-size"].as<unsigned>() / 8;
+    }
     if (vm.count("sector-size")) o.sector_size = vm["sector-size"].as<unsigned>();
-    const blkcrypt::SecureBuffer pass = reencrypt_passphrase(rq);
+
+    // What cryptsetup refuses before it asks for anything.
+    const luks2::Header h = luks2_header(rq.header_path, role);
+    if (auto seg = h.md.segments.find(0); seg != h.md.segments.end() && seg->second.integrity)
+        throw Failure("Reencryption of device with integrity profile is not supported.");
+    if (auto r = luks2::check_requirements(h.md); !r) throw Failure(r.error().message);
+    const std::vector<int> active = active_keyslots(h.md);
+    const int slot = vm.count("key-slot") ? static_cast<int>(vm["key-slot"].as<unsigned>()) : -1;
+    if (slot >= 0 && std::find(active.begin(), active.end(), slot) == active.end())
+        throw Failure("Keyslot " + std::to_string(slot) + " is not active.");
+    if (slot < 0 && active.size() > 1)
+        throw Failure(std::string(vm.count("key-file") ? "Key file can be used only with --key-slot or with exactly one key slot active."
+                                                     : "More than one keyslot is active: give --key-slot N (blkcrypt "
+                                                       "carries one passphrase over; the other keyslots are removed at the end).")
+                      );
+    blkcrypt::SecureBuffer new_key;
+    if (vm.count("volume-key-file")) {
+        const std::size_t bytes = o.key_size ? o.key_size : h.md.keyslots.at(active.front()).key_size;
+        new_key = read_key_input(vm["volume-key-file"].as<std::string>(), 0, bytes, false);
+        o.new_key = new_key.span();
+    }
+
+    auto header = open_rw(rq.header_path, role);
+    const blkcrypt::SecureBuffer pass = [&] {
+        return unlock_with_tries<blkcrypt::SecureBuffer>(vm, rq.image, [&](const blkcrypt::SecureBuffer& p)
+                                                                      -> blkcrypt::Result<blkcrypt::SecureBuffer> {
+            luks::OpenOptions oo{.keyslot = slot};
+            auto v = luks2::open(registry(), *header, p, oo);
+            if (!v) return v.error();
+            o.keyslot = new_keyslot_kdf(vm, h.md.keyslots.at(v->keyslot));
+            if (vm.count("volume-key-file") && std::ranges::equal(v->table.key.span(), o.new_key))
+                return blkcrypt::make_error(blkcrypt::Status::Invalid,
+                                            "No data segment parameters changed. Reencryption aborted.");
+            blkcrypt::SecureBuffer copy(p.size());
+            copy.assign(p.span());
+            return copy;
+        });
+    }();
     expect(luks2::reencrypt_init(registry(), *header, pass, o));
+    header.reset();
+    if (vm["verbose"].as<bool>()) std::cout << "Reencryption initialized.\n";
     if (rq.init_only) return 0;
     return run_luks2_reencryption(rq, pass);
 }
 
 int resume_luks2(const ReencryptRequest& rq) {
     if (rq.init_only) throw Failure("LUKS2 reencryption already initialized. Aborting operation.");
+    const luks2::Header h = luks2_header(rq.header_path, rq.detached ? "--header" : "IMAGE");
+    auto st = luks2::reencrypt_state(h.md);
+    if (!st) throw Failure(st.error().message);
+    if ((*st)->crashed) throw Failure("Device requires reencryption recovery. Run repair first.");
+    if ((*st)->repair_needed) throw Failure("Reencryption metadata is invalid; run repair first.");
+    if (rq.vm["encrypt"].as<bool>() && (*st)->mode != "encrypt")
+        throw Failure("Device is not in LUKS2 encryption. Conflicting option --encrypt.");
+    if (rq.vm["decrypt"].as<bool>() && (*st)->mode != "decrypt")
+        throw Failure("Device is not in LUKS2 decryption. Conflicting option --decrypt.");
+    if (rq.vm.count("resilience") && rq.vm["resilience"].as<std::string>() != (*st)->area_type)
+        throw Failure("changing the resilience of a reencryption in progress (--resilience " +
+                      rq.vm["resilience"].as<std::string>() + ", the header has " + (*st)->area_type +
+                      ") is not supported yet");
+    if (!rq.vm["batch-mode"].as<bool>() && !rq.resume_only)
+        yes_dialog(rq.vm, "Device " + rq.header_path +
+                              " is already in LUKS2 reencryption. Do you wish to resume previously initialised operation?");
     const blkcrypt::SecureBuffer pass = reencrypt_passphrase(rq);
     return run_luks2_reencryption(rq, pass);
+}
+
+legacy::RunOptions luks1_run_options(const ReencryptRequest& rq, std::optional<Progress>& progress) {
+    legacy::RunOptions o;
+    o.block_size = static_cast<std::size_t>(rq.vm.count("block-size") ? rq.vm["block-size"].as<unsigned>() : 4u) << 20;
+    o.progress = [&progress, &rq](uint64_t done, uint64_t total) {
+        if (!progress) progress.emplace(rq.progress, rq.image, total);
+        progress->update(done);
+        return g_stop_signal.load() == 0;
+    };
+    return o;
+}
+
+// The end of a LUKS1 run: finished, or stopped by a signal (the log says
+// how far; rerunning resumes).
+int luks1_result(blkcrypt::Result<void> r, std::optional<Progress>& progress) {
+    if (!r && r.status() == blkcrypt::Status::Interrupted && g_stop_signal.load()) {
+        progress.reset();
+        const int sig = g_stop_signal.load();
+        std::cerr << "blkcrypt: Reencryption interrupted (run blkcrypt reencrypt again in this directory to resume).\n";
+        throw StatusFailure("stopped by signal " + std::to_string(sig), 128 + sig);
+    }
+    expect(std::move(r));
+    if (progress) progress->finish();
+    return 0;
+}
+
+int rekey_luks1(const ReencryptRequest& rq) {
+    const auto& vm = rq.vm;
+    if (rq.detached) throw Failure("LUKS1 reencryption with a detached --header is not supported yet");
+    if (rq.init_only) throw Failure("--init-only is for LUKS2 reencryption only");
+    for (const char* o : {"resilience", "resilience-hash", "hotzone-size", "device-size", "reduce-device-size",
+                          "sector-size", "volume-key-file", "pbkdf", "pbkdf-memory", "pbkdf-parallel"})
+        if (vm.count(o)) throw Failure(std::string("--") + o + " is not supported for LUKS1 reencryption");
+    if (vm["keep-key"].as<bool>()) throw Failure("--keep-key is not supported yet for LUKS1");
+    legacy::ReencryptParams p;
+    if (vm.count("cipher")) p.cipher = vm["cipher"].as<std::string>();
+    if (vm.count("key-size")) p.key_bytes = vm["key-size"].as<unsigned>() / 8;
+    if (vm.count("hash")) p.hash = vm["hash"].as<std::string>();
+    if (vm.count("iter-time")) p.iter_time_ms = vm["iter-time"].as<unsigned>();
+    if (vm.count("pbkdf-force-iterations")) p.force_iterations = vm["pbkdf-force-iterations"].as<unsigned>();
+    if (vm.count("key-slot")) p.keyslot = static_cast<int>(vm["key-slot"].as<unsigned>());
+    auto store = open_rw(rq.image, "IMAGE");
+    const blkcrypt::SecureBuffer pass = reencrypt_passphrase(rq);
+    StopSignals stop;
+    std::optional<Progress> progress;
+    return luks1_result(legacy::reencrypt(registry(), *store, pass, p, luks1_run_options(rq, progress)), progress);
+}
+
+// A LUKS1 image marked LUKS\xde\xad: the reencryption its files describe, finished.
+int resume_luks1(const ReencryptRequest& rq) {
+    if (rq.detached) throw Failure("LUKS1 reencryption with a detached --header is not supported yet");
+    if (rq.init_only) throw Failure("--init-only is for LUKS2 reencryption only");
+    auto store = open_rw(rq.image, "IMAGE");
+    const legacy::Leftover lo = expect(legacy::find(registry(), *store));
+    const blkcrypt::SecureBuffer pass = reencrypt_passphrase(rq);
+    StopSignals stop;
+    std::optional<Progress> progress;
+    return luks1_result(legacy::finish(registry(), *store, lo, pass, luks1_run_options(rq, progress)), progress);
 }
 
 int rekey(const ReencryptRequest& rq) {
@@ -348,10 +531,81 @@ int rekey(const ReencryptRequest& rq) {
     case Kind::Luks2Reencrypt:
         return resume_luks2(rq);
     case Kind::Luks1:
+        return rekey_luks1(rq);
     case Kind::Luks1Unusable:
-        throw Failure("LUKS1 reencryption is not supported yet");
+        return resume_luks1(rq);
     }
     return 1;
+}
+
+// ---------------------------------------------------------------- repair
+
+int repair(const po::variables_map& vm, const std::string& image) {
+    const bool detached = vm.count("header") > 0;
+    const std::string header_path = detached ? vm["header"].as<std::string>() : image;
+    const std::string role = detached ? "--header" : "IMAGE";
+    check_device_exists_or_fail(header_path);
+    auto store = open_container_image(header_path, false, role);
+    const Kind k = kind_of(*store);
+    store.reset();
+    check_type(vm, k, header_path);
+    const bool verbose = vm["verbose"].as<bool>();
+    ReencryptRequest rq{.vm = vm, .image = image, .header_path = header_path, .detached = detached,
+                        .progress = progress_settings(vm)};
+    switch (k) {
+    case Kind::NotLuks:
+        throw Failure("Device " + header_path + " is not a valid LUKS device.");
+    case Kind::Luks1:
+        if (verbose) std::cout << "No LUKS1 reencryption in progress; nothing to repair.\n";
+        return 0;
+    case Kind::Luks2: {
+        const luks2::Header h = luks2_header(header_path, role);
+        if (!h.primary_ok || !h.secondary_ok)
+            throw Failure("a LUKS2 header copy is damaged; blkcrypt repair does not rewrite it yet (cryptsetup repair does)");
+        if (verbose) std::cout << "No LUKS2 reencryption in progress; nothing to repair.\n";
+        return 0;
+    }
+    case Kind::Luks1Unusable: {
+        if (detached) throw Failure("LUKS1 reencryption with a detached --header is not supported yet");
+        auto rw = open_rw(image, "IMAGE");
+        const legacy::Leftover lo = expect(legacy::find(registry(), *rw));
+        const bool untouched = lo.log.direction == legacy::Direction::Forward ? lo.log.offset == 0 : false;
+        if (untouched && lo.log.mode == legacy::Mode::Reencrypt) {
+            expect(legacy::rollback(registry(), *rw, lo));
+            std::cout << "LUKS1 reencryption had converted no data: the original header is back.\n";
+            return 0;
+        }
+        const blkcrypt::SecureBuffer pass = reencrypt_passphrase(rq);
+        StopSignals stop;
+        std::optional<Progress> progress;
+        const int rc = luks1_result(legacy::finish(registry(), *rw, lo, pass, luks1_run_options(rq, progress)), progress);
+        std::cout << "LUKS1 reencryption finished.\n";
+        return rc;
+    }
+    case Kind::Luks2Reencrypt:
+        break;
+    }
+    if (detached) throw Failure("reencryption with a detached --header is not supported yet");
+    const luks2::Header h = luks2_header(header_path, role);
+    auto st = luks2::reencrypt_state(h.md);
+    if (!st) throw Failure(st.error().message);
+    if ((*st)->repair_needed)
+        throw Failure("the reencryption metadata needs its digest rewritten (legacy online-reencrypt or no "
+                      "digest): not supported yet, run cryptsetup repair");
+    if (!(*st)->crashed) {
+        if (verbose) std::cout << "The reencryption in progress needs no recovery.\n";
+        return 0;
+    }
+    auto dev = open_rw(image, "IMAGE");
+    luks2::ReencryptRunOptions o;
+    o.recover_only = true;
+    auto r = blkcrypt::Result<luks2::ReencryptRunResult>(blkcrypt::make_error(blkcrypt::Status::NoKey, ""));
+    r = retry_passphrase<luks2::ReencryptRunResult>(vm, image, [&](const blkcrypt::SecureBuffer& p) {
+        return luks2::reencrypt_run(registry(), *dev, p, o);
+    });
+    const luks2::ReencryptRunResult res = expect(std::move(r));
+    if (verbose && res.recovered) std::cout << "The crashed hotzone was recovered; resume with reencrypt --resume-only.\n";
+    return 0;
 }
 
 }  // namespace
@@ -401,8 +655,13 @@ int run_repair(Args args) {
     auto vm = parse_command_line(cl, args);
     if (!vm) return 0;
     const std::string image = the_image(*vm);
+    if (vm->count("key-file") && vm->count("passphrase-file"))
+        throw UsageError("--key-file and --passphrase-file exclude each other");
     if ((*vm)["test-args"].as<bool>()) return 0;
-    throw Failure("repair is not supported yet");
+    ImageLock lock;
+    lock.add(image, "IMAGE");
+    if (vm->count("header")) lock.add((*vm)["header"].as<std::string>(), "--header");
+    return repair(*vm, image);
 }
 
 }  // namespace cli
