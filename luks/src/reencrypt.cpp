@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <memory>
+#include <system_error>
+#include <thread>
 
 namespace blkcrypt::luks::luks2 {
 
@@ -128,21 +130,40 @@ struct Run {
             if (Status s = write_all(dev, st.area_offset, raw); s != Status::Ok) return make_error(s, "cannot write the journal");
             return {};
         }
+        // Two hashers: the blocks of each chunk are split between this
+        // thread and one helper (a 1 GiB hotzone is ~0.5 s of SHA-256).
         Result<Shash> h = checksum_hash();
         if (!h) return h.error();
+        Result<Shash> h2 = checksum_hash();
+        if (!h2) return h2.error();
         const std::size_t hs = h->digestsize();
         std::vector<uint8_t> sums(static_cast<std::size_t>(len / st.hash_block) * hs);
         std::vector<uint8_t> raw(static_cast<std::size_t>(std::min<uint64_t>(kIoChunk, len)));
+        auto hash_blocks = [&](Shash& hh, uint64_t pos, std::size_t from, std::size_t to) {
+            for (std::size_t b = from; b < to; b += st.hash_block) {
+                const std::size_t i = static_cast<std::size_t>((pos + b) / st.hash_block);
+                if (Status s = hh.digest(ConstBytes(raw.data() + b, st.hash_block), Bytes(sums.data() + i * hs, hs));
+                    s != Status::Ok)
+                    return s;
+            }
+            return Status::Ok;
+        };
         for (uint64_t pos = 0; pos < len;) {
             const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(kIoChunk, len - pos));
             if (Status s = dev.read(base + at + pos, Bytes(raw.data(), n)); s != Status::Ok)
                 return make_error(s, "cannot read the hotzone");
-            for (std::size_t b = 0; b < n; b += st.hash_block) {
-                const std::size_t i = static_cast<std::size_t>((pos + b) / st.hash_block);
-                if (Status s = h->digest(ConstBytes(raw.data() + b, st.hash_block), Bytes(sums.data() + i * hs, hs));
-                    s != Status::Ok)
-                    return make_error(s, "cannot hash the hotzone");
+            const std::size_t half = n / st.hash_block / 2 * st.hash_block;
+            Status s2 = Status::Ok;
+            std::thread helper;
+            try {
+                helper = std::thread([&] { s2 = hash_blocks(*h2, pos, half, n); });
+            } catch (const std::system_error&) {  // no thread to be had: hash it all here
+                s2 = hash_blocks(*h2, pos, half, n);
             }
+            const Status s1 = hash_blocks(*h, pos, 0, half);
+            if (helper.joinable()) helper.join();
+            if (s1 != Status::Ok || s2 != Status::Ok)
+                return make_error(s1 != Status::Ok ? s1 : s2, "cannot hash the hotzone");
             pos += n;
         }
         if (Status s = write_all(dev, st.area_offset, sums); s != Status::Ok) return make_error(s, "cannot write the checksums");
