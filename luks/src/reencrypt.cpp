@@ -2,9 +2,12 @@
 // cryptsetup 2.6.1's resilience (luks2_reencrypt.c reencrypt_step,
 // reencrypt_hotzone_protect_final, reencrypt_recover_segment). Ciphers are
 // named and run by the dm-crypt engine; the metadata is reencrypt_meta.cpp's.
+#include "luks2_internal.hpp"
+
 #include <blkcrypt/dm/crypt_target.hpp>
 #include <blkcrypt/dm/plain_key.hpp>
 #include <blkcrypt/luks/reencrypt.hpp>
+#include <blkcrypt/luks/reencrypt_shift.hpp>
 #include <blkcrypt/registry.hpp>
 #include <blkcrypt/shash.hpp>
 
@@ -13,15 +16,7 @@
 
 namespace blkcrypt::luks::luks2 {
 
-namespace {
-
-Error bad(std::string msg) { return make_error(Status::Invalid, std::move(msg)); }
-
-constexpr uint64_t kMaxHotzone = 1ull << 30;      // LUKS2_REENCRYPT_MAX_HOTZONE_LENGTH
-constexpr uint64_t kNoneHotzone = 20ull << 20;    // cryptsetup's default step without resilience
-constexpr std::size_t kIoChunk = 4u << 20;        // memory per transform pass
-
-bool has_flag(const Segment& s, std::string_view f) { return std::count(s.flags.begin(), s.flags.end(), f) > 0; }
+namespace detail {
 
 // Encrypts or decrypts buf in place as segment seg's data at IV sector
 // iv_sector (512-byte units), through a dm-crypt target over memory.
@@ -44,6 +39,20 @@ Result<void> crypt_mem(Registry& reg, const Segment& seg, ConstBytes key, uint64
     if (encrypt) std::copy(store->data().begin(), store->data().end(), buf.begin());
     return {};
 }
+
+}  // namespace detail
+
+namespace {
+
+using detail::crypt_mem;
+
+Error bad(std::string msg) { return make_error(Status::Invalid, std::move(msg)); }
+
+constexpr uint64_t kMaxHotzone = 1ull << 30;      // LUKS2_REENCRYPT_MAX_HOTZONE_LENGTH
+constexpr uint64_t kNoneHotzone = 20ull << 20;    // cryptsetup's default step without resilience
+constexpr std::size_t kIoChunk = 4u << 20;        // memory per transform pass
+
+bool has_flag(const Segment& s, std::string_view f) { return std::count(s.flags.begin(), s.flags.end(), f) > 0; }
 
 Status write_all(BackingStore& dev, uint64_t off, ConstBytes b) {
     if (Status s = dev.write(off, b); s != Status::Ok) return s;
@@ -174,6 +183,8 @@ Result<ReencryptRunResult> reencrypt_run(Registry& reg, BackingStore& device, Co
                                          const ReencryptRunOptions& opts) {
     Run run{reg, device, {}, {}, {}, {}, {}, {}};
     if (auto r = run.reload(); !r) return r.error();
+    // In-place encryption with a data shift has its own engine.
+    if (run.st.mode == "encrypt" && run.st.area_type == "datashift") return encrypt_shift_run(reg, device, passphrase, opts);
     if (run.st.repair_needed) return bad("Reencryption metadata is invalid; run cryptsetup repair first.");
     if (run.st.mode != "reencrypt" || run.st.direction != "forward" || run.st.seg_moved >= 0 ||
         (run.st.area_type != "checksum" && run.st.area_type != "journal" && run.st.area_type != "none"))
