@@ -246,6 +246,7 @@ Result<ReencryptRunResult> reencrypt_run(Registry& reg, BackingStore& device, Co
         if (auto r = run.reload(); !r) return r.error();
         out.recovered = true;
     }
+    if (opts.recover_only) return out;
 
     while (done < run.data_size) {
         const uint64_t len = std::min(out.hotzone, run.data_size - done);
