@@ -331,6 +331,7 @@ Result<ReencryptRunResult> encrypt_shift_run(Registry& reg, BackingStore& dev, C
         if (auto r = write_map(done_from, 0); !r) return r.error();
         out.recovered = true;
     }
+    if (opts.recover_only) return out;
     while (done_from > 0) {
         // Backward, one shift at most, never across the moved segment's end.
         const uint64_t start = done_from > g->shift ? std::max(g->shift, done_from - std::min(hz, done_from)) : 0;
