@@ -30,6 +30,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 namespace cli {
@@ -90,6 +91,14 @@ private:
     struct sigaction old_[3] {};
 };
 
+// Whether the file system holding path has no block left for its user: a
+// write into a sparse image then failed with ENOSPC (the store's status
+// does not carry errno).
+bool file_system_full(const std::string& path) {
+    struct statvfs fs {};
+    return ::statvfs(path.c_str(), &fs) == 0 && fs.f_bavail == 0;
+}
+
 std::shared_ptr<blkcrypt::BackingStore> open_rw(const std::string& path, const std::string& role) {
     return open_container_image(path, true, role);
 }
@@ -109,7 +118,25 @@ int run_luks2_reencryption(const ReencryptRequest& rq, const blkcrypt::SecureBuf
         return g_stop_signal.load() == 0;
     };
     auto r = luks2::reencrypt_run(registry(), *dev, passphrase, o);
-    if (!r) expect(std::move(r));
+    if (!r) {
+        progress.reset();
+        // A step that failed mid-way (a full disk, an I/O error) left its
+        // hotzone marked; say how to go on, in words either tool takes.
+        std::string why = r.error().message;
+        if (r.status() == blkcrypt::Status::IoError && file_system_full(rq.image))
+            why += " (No space left on device: the file system holding " + rq.image + " is full)";
+        r = blkcrypt::make_error(r.status(), why);
+        auto h = luks2::read_header(registry(), *dev);
+        if (h) {
+            auto st = luks2::reencrypt_state(h->md);
+            if (st && *st && (*st)->crashed)
+                throw Failure(r.error().message + "; nothing is lost: run blkcrypt repair (or cryptsetup repair), "
+                              "then resume with reencrypt --resume-only");
+            if (st && *st && r.status() != blkcrypt::Status::NoKey)
+                throw Failure(r.error().message + "; the reencryption can be resumed with reencrypt --resume-only");
+        }
+        expect(std::move(r));
+    }
     if (!r->finished) {
         progress.reset();
         const int sig = g_stop_signal.load();
@@ -191,6 +218,8 @@ void add_reencrypt_options(CommandLine& cl) {
          "--encrypt: align the data to SECTORS")
         ("integrity,I", po::value<std::string>()->value_name("ALG"),
          "refused: reencryption of a device with an integrity profile is not supported (as cryptsetup)")
+        ("integrity-no-wipe", po::bool_switch(), "no effect: no integrity profile is made")
+        ("veracrypt-query-pim", po::bool_switch(), "no effect: LUKS only")
         ("use-random", po::bool_switch(), "no effect: new keys come from getrandom(2)")
         ("use-urandom", po::bool_switch(), "no effect: new keys come from getrandom(2)")
         // LUKS1 (cryptsetup's legacy path).

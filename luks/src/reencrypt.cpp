@@ -238,6 +238,11 @@ Result<ReencryptRunResult> reencrypt_run(Registry& reg, BackingStore& device, Co
             if (is_new && rel == 0) done = len;
         }
     }
+    // The device ends before data already converted (or in flight): it
+    // shrank since. Going on would finish a header over lost data.
+    if (done > run.data_size || (hot && hot->first + hot->second > run.data_size))
+        return bad("the device ends before the data this reencryption already converted (it shrank?): "
+                   "restore its size, then resume");
     if (hot) {
         if (hot->first != done) return bad("the crashed hotzone does not follow the finished data");
         if (auto r = run.recover(hot->first, hot->second); !r) return r.error();

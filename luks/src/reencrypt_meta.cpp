@@ -408,7 +408,14 @@ Result<ReencryptState> reencrypt_init(Registry& reg, BackingStore& header, Const
         return bad("no free keyslot for the new volume key");
     Result<uint64_t> gap = detail::keyslot_gap(md, key_size);
     if (!gap) return gap.error();
-    auto nk = detail::new_keyslot(reg, new_key, passphrase, o.keyslot, old.encryption == "cipher_null-ecb" ? "aes-xts-plain64" : cipher, *gap);
+    // The new keyslot's area is encrypted as the unlocked one's (cryptsetup's
+    // set_keyslot_params): the new data cipher may be one the kernel's
+    // crypto API, which cryptsetup unlocks keyslots with, lacks.
+    const Keyslot& unlocked = md.keyslots.at(vol->keyslot);
+    const bool null_area = unlocked.area_encryption.rfind("cipher_null", 0) == 0;
+    auto nk = detail::new_keyslot(reg, new_key, passphrase, o.keyslot,
+                                  null_area ? "aes-xts-plain64" : unlocked.area_encryption, *gap,
+                                  null_area ? 64 : unlocked.area_key_size);
     if (!nk) return nk.error();
     root["keyslots"][std::to_string(new_ks)] = json::parse(nk->first);
 
