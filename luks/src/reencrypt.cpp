@@ -2,9 +2,12 @@
 // cryptsetup 2.6.1's resilience (luks2_reencrypt.c reencrypt_step,
 // reencrypt_hotzone_protect_final, reencrypt_recover_segment). Ciphers are
 // named and run by the dm-crypt engine; the metadata is reencrypt_meta.cpp's.
+#include "luks2_internal.hpp"
+
 #include <blkcrypt/dm/crypt_target.hpp>
 #include <blkcrypt/dm/plain_key.hpp>
 #include <blkcrypt/luks/reencrypt.hpp>
+#include <blkcrypt/luks/reencrypt_shift.hpp>
 #include <blkcrypt/registry.hpp>
 #include <blkcrypt/shash.hpp>
 
@@ -14,6 +17,32 @@
 #include <thread>
 
 namespace blkcrypt::luks::luks2 {
+
+namespace detail {
+
+// Encrypts or decrypts buf in place as segment seg's data at IV sector
+// iv_sector (512-byte units), through a dm-crypt target over memory.
+Result<void> crypt_mem(Registry& reg, const Segment& seg, ConstBytes key, uint64_t iv_sector, Bytes buf, bool encrypt) {
+    Result<dm::CryptTable> table = dm::parse_cipher_spec(seg.encryption);
+    if (!table) return table.error();
+    table->key.assign(key);
+    table->sector_size = seg.sector_size;
+    table->iv_offset = iv_sector;
+    auto store = std::make_shared<MemoryStore>(buf.size());
+    if (!encrypt) std::copy(buf.begin(), buf.end(), store->data().begin());
+    Result<std::unique_ptr<dm::CryptTarget>> t = dm::CryptTarget::create(reg, *table, store, buf.size() / 512);
+    if (!t) return t.error();
+    dm::Bio bio;
+    bio.dir = encrypt ? dm::BioDir::Write : dm::BioDir::Read;
+    bio.vecs.push_back(SgEntry{buf.data(), buf.size()});
+    if (Status s = (*t)->submit_sync(bio); s != Status::Ok)
+        return make_error(s, std::string("cannot ") + (encrypt ? "encrypt" : "decrypt") + " with " + seg.encryption);
+    t->reset();
+    if (encrypt) std::copy(store->data().begin(), store->data().end(), buf.begin());
+    return {};
+}
+
+}  // namespace detail
 
 namespace {
 
@@ -221,6 +250,8 @@ Result<ReencryptRunResult> reencrypt_run(Registry& reg, BackingStore& device, Co
                                          const ReencryptRunOptions& opts) {
     Run run{reg, device, {}, {}, {}, {}, {}, {}};
     if (auto r = run.reload(); !r) return r.error();
+    // In-place encryption with a data shift has its own engine.
+    if (run.st.mode == "encrypt" && run.st.area_type == "datashift") return encrypt_shift_run(reg, device, passphrase, opts);
     if (run.st.repair_needed) return bad("Reencryption metadata is invalid; run cryptsetup repair first.");
     if (run.st.mode != "reencrypt" || run.st.direction != "forward" || run.st.seg_moved >= 0 ||
         (run.st.area_type != "checksum" && run.st.area_type != "journal" && run.st.area_type != "none"))

@@ -125,26 +125,6 @@ Result<bool> pbkdf2_digest_matches(Registry& reg, const Digest& d, ConstBytes da
     return diff == 0;
 }
 
-// A pbkdf2 digest object over data (LUKS2_digest_create): 32-byte salt,
-// the hash's full output.
-Result<json> pbkdf2_digest(Registry& reg, const std::string& hash, uint32_t iterations, ConstBytes data,
-                           const std::vector<std::string>& keyslots, const std::vector<std::string>& segments) {
-    Result<Shash> h = Shash::alloc(reg, dm::plain_hash_alg(hash));
-    if (!h) return h.error();
-    std::vector<uint8_t> salt(32), dig(h->digestsize());
-    if (auto r = random_bytes(salt); !r) return r.error();
-    if (auto r = pbkdf2(reg, dm::plain_hash_alg(hash), data, salt, iterations, dig); !r) return r.error();
-    json d;
-    d["type"] = "pbkdf2";
-    d["keyslots"] = keyslots;
-    d["segments"] = segments;
-    d["hash"] = hash;
-    d["iterations"] = iterations;
-    d["salt"] = base64_encode(salt);
-    d["digest"] = base64_encode(dig);
-    return d;
-}
-
 int lowest_free(const json& section, int max) {
     for (int i = 0; i < max; ++i)
         if (!section.contains(std::to_string(i))) return i;
@@ -174,6 +154,32 @@ Result<Metadata> reparse(const Metadata& md, const std::string& text) {
 }
 
 }  // namespace
+
+namespace detail {
+
+// A pbkdf2 digest object over data (LUKS2_digest_create): 32-byte salt,
+// the hash's full output.
+Result<json> pbkdf2_digest(Registry& reg, const std::string& hash, uint32_t iterations, ConstBytes data,
+                           const std::vector<std::string>& keyslots, const std::vector<std::string>& segments) {
+    Result<Shash> h = Shash::alloc(reg, dm::plain_hash_alg(hash));
+    if (!h) return h.error();
+    std::vector<uint8_t> salt(32), dig(h->digestsize());
+    if (auto r = random_bytes(salt); !r) return r.error();
+    if (auto r = pbkdf2(reg, dm::plain_hash_alg(hash), data, salt, iterations, dig); !r) return r.error();
+    json d;
+    d["type"] = "pbkdf2";
+    d["keyslots"] = keyslots;
+    d["segments"] = segments;
+    d["hash"] = hash;
+    d["iterations"] = iterations;
+    d["salt"] = base64_encode(salt);
+    d["digest"] = base64_encode(dig);
+    return d;
+}
+
+}  // namespace detail
+
+using detail::pbkdf2_digest;
 
 Result<std::optional<ReencryptState>> reencrypt_state(const Metadata& md) {
     int version = 0;
