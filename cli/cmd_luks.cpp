@@ -1149,7 +1149,8 @@ const ContainerFormat kLuksFormat{
              "       blkcrypt luks header-backup|header-restore --header-backup-file FILE IMAGE\n"
              "       blkcrypt luks convert --type luks1|luks2 [OPTIONS] IMAGE\n"
              "       blkcrypt luks config [--label L] [--subsystem S] [--priority P --key-slot N] IMAGE\n"
-             "       blkcrypt luks token add|remove|import|export [OPTIONS] IMAGE",
+             "       blkcrypt luks token add|remove|import|export [OPTIONS] IMAGE\n"
+             "       blkcrypt luks reencrypt|repair [OPTIONS] IMAGE (blkcrypt reencrypt, blkcrypt repair)",
     .open_name = "open",
     .dump_name = "luksDump",
     .key_file_help = "read the passphrase from FILE ('-': all of stdin)",
@@ -1182,6 +1183,10 @@ const ContainerFormat kLuksFormat{
 
 // A key file too short, empty or too long exits 1, as in cryptsetup.
 int run_luks(Args args) {
+    // cryptsetup's reencrypt and repair actions have a command of their own,
+    // with cryptsetup's reencrypt options (cmd_reencrypt.cpp).
+    if (!args.empty() && args[0] == "reencrypt") return run_reencrypt(args.subspan(1));
+    if (!args.empty() && args[0] == "repair") return run_repair(args.subspan(1));
     try {
         return run_container(kLuksFormat, args);
     } catch (const KeyInputError& e) {
