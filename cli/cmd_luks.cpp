@@ -653,12 +653,30 @@ int encrypt_integrity(const po::variables_map& vm, const luks::Volume& vol, cons
     const int fd = in_path == "-" ? STDIN_FILENO : ::open(in_path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) throw Failure(in_path + ": " + std::strerror(errno));
     struct stat st {};
-    if (!vm.count("size") && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && uint64_t(st.st_size) > limit)
+    if (::fstat(fd, &st) != 0) throw Failure(in_path + ": " + std::strerror(errno));
+    if (!vm.count("size") && S_ISREG(st.st_mode) && uint64_t(st.st_size) > limit)
         throw UsageError(in_path + ": " + std::to_string(st.st_size) + " bytes do not fit the " +
                          std::to_string(limit) + " bytes of the data segment of " + image);
-    // IN in order into each bio's own buffer, several bios in flight
-    // (copy_device): the crypt workers encrypt while the next is read.
-    auto fill = [&](uint64_t, uint8_t* slot, std::size_t want) {
+    // A regular IN is encrypted from its mapping (the engine only reads a
+    // write's memory: no copy into a buffer of ours); other INs in order
+    // into each bio's own buffer. Several bios in flight (copy_device): the
+    // crypt workers encrypt while the next is read.
+    std::shared_ptr<blkcrypt::BackingStore> in_store;
+    blkcrypt::ConstBytes in_map;
+    if (S_ISREG(st.st_mode))
+        if (auto m = blkcrypt::open_file_store(in_path, false); m) {
+            in_store = *m;
+            in_map = in_store->mapped();
+        }
+    auto fill = [&](uint64_t pos, uint8_t* slot, std::size_t want) {
+        if (!in_map.empty()) {
+            const std::size_t have =
+                pos >= in_map.size() ? 0 : static_cast<std::size_t>(std::min<uint64_t>(want, in_map.size() - pos));
+            if (have % ss)
+                throw Failure(in_path + ": its size is not a multiple of the sector size " + std::to_string(ss));
+            // Read-only mapping, never written (see above).
+            return blkcrypt::Bytes(const_cast<uint8_t*>(in_map.data() + pos), have);
+        }
         std::size_t have = 0;
         while (have < want) {
             const ssize_t n = ::read(fd, slot + have, want - have);
@@ -674,13 +692,20 @@ int encrypt_integrity(const po::variables_map& vm, const luks::Volume& vol, cons
     auto failed = [&](uint64_t at, std::size_t, blkcrypt::Status) {
         throw Failure(image + ": cannot write at byte " + std::to_string(at) + " of the mapping");
     };
+    auto written = [&](uint64_t pos, std::size_t len) {
+        if (!in_store) return;
+        in_store->release_mapped(pos, len);  // bounded memory
+        // Truncated under us: the mapping read zeros, not the file.
+        if (in_store->changed()) throw Failure(in_path + ": changed size while being read");
+    };
     const uint64_t done = copy_device({.device = **dev, .start = start, .bytes = limit, .write = true, .fill = fill,
-                                       .failed = failed, .name = image, .threads = threads,
+                                       .written = written, .failed = failed, .name = image, .threads = threads,
                                        .progress = progress_settings(vm)})
                               .bytes;
+    if (in_store && in_store->changed()) throw Failure(in_path + ": changed size while being read");
     if (!vm.count("size") && done == limit) {
         char extra = 0;
-        if (::read(fd, &extra, 1) == 1) throw UsageError(in_path + ": does not fit the data segment of " + image);
+        if (in_store ? in_map.size() > done : ::read(fd, &extra, 1) == 1) throw UsageError(in_path + ": does not fit the data segment of " + image);
     }
     if (fd != STDIN_FILENO) ::close(fd);
     if ((*dev)->flush() != blkcrypt::Status::Ok) throw Failure(image + ": cannot flush");
