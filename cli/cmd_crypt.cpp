@@ -142,7 +142,7 @@ dm::CryptTable build_table(const po::variables_map& vm, const std::string& devic
 }
 
 uint64_t store_size(const std::string& path) {
-    auto s = dm::open_file_store(path, false);
+    auto s = blkcrypt::open_store(path, false);
     if (!s) throw Failure(s.error().message);
     return (*s)->size();
 }

@@ -9,7 +9,10 @@
 #include "output_file.hpp"
 #include "progress.hpp"
 
+#include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/verity/fsverity.hpp>
+
+#include <memory>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -89,11 +92,22 @@ int run_digest(Args args) {
     if (desc_path == "-") throw UsageError("--out-descriptor cannot be stdout: the digest is printed there");
     blkcrypt::Registry& reg = registry();
     for (const auto& file : files) {
-        const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd < 0) throw Failure(errno_message("cannot open '" + file + "'"));
+        // An NBD URI is read through its store (docs/remote.md), a file by its fd.
+        std::shared_ptr<blkcrypt::BackingStore> remote;
+        int fd = -1;
+        if (blkcrypt::is_nbd_uri(file)) {
+            auto s = blkcrypt::open_store(file, false);
+            if (!s) throw Failure(s.error().message);
+            remote = std::move(s).value();
+        } else {
+            fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+            if (fd < 0) throw Failure(errno_message("cannot open '" + file + "'"));
+        }
         struct FdCloser {
             int fd;
-            ~FdCloser() { ::close(fd); }
+            ~FdCloser() {
+                if (fd >= 0) ::close(fd);
+            }
         } closer{fd};
         // The tree is written out of order (each level as it completes);
         // the descriptor in one go at the end, so it may be a stream.
@@ -117,13 +131,22 @@ int run_digest(Args args) {
             };
         }
         struct stat st {};
-        const uint64_t size = ::fstat(fd, &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+        const uint64_t size = remote ? remote->size() : ::fstat(fd, &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
         Progress progress(progress_opts, file, size);
         p.progress = [&progress](uint64_t done, uint64_t) {
             progress.update(done);
             return true;  // signals end the process (output_file.cpp)
         };
-        auto d = fsv::fsverity_compute_fd(reg, p, fd, std::move(sink));
+        uint64_t pos = 0;
+        const fsv::FsverityReadFn read_remote = [&](blkcrypt::Bytes buf) -> blkcrypt::Result<void> {
+            if (remote->read(pos, buf) != blkcrypt::Status::Ok)
+                return blkcrypt::make_error(blkcrypt::Status::IoError, "read error at byte " + std::to_string(pos));
+            pos += buf.size();
+            progress.update(pos);
+            return {};
+        };
+        auto d = remote ? fsv::fsverity_compute(reg, p, size, read_remote, std::move(sink))
+                        : fsv::fsverity_compute_fd(reg, p, fd, std::move(sink));
         if (!sink_error.empty()) throw Failure(sink_error);
         if (!d) throw Failure(file + ": " + d.error().message);
         // Both outputs appear together: the descriptor is written (a stream

@@ -85,10 +85,11 @@ void add_integrity_options(po::options_description& o) {
         ("journal-watermark", number_value<unsigned>(0, 100)->value_name("PERCENT"),
          "accepted: the kernel's journal flush point (no effect here)")
         ("journal-commit-time", number_value<unsigned>(0, UINT32_MAX)->value_name("MS"),
-         "accepted: the kernel's journal commit interval (no effect here)")
+         "J mode: commit waiting writes every MS milliseconds, as the kernel's commit_time (default 10000; 0: "
+         "only at flush and close)")
         ("bitmap-flush-time", number_value<unsigned>(0, UINT32_MAX)->value_name("MS"),
          "accepted: the kernel's bitmap flush interval (no effect here)")
-        ("allow-discards", po::bool_switch(), "accept discarded blocks' tags (all 0xF6) unchecked")
+        ("allow-discards", po::bool_switch(), "serve: take TRIM as the kernel's discard (tags all 0xF6, data punched out); all: read such blocks unchecked")
         ("threads", threads_value()->default_value(0)->value_name("N"), "worker threads (0: one per core)")
         ("max-errors", number_value<uint64_t>(0, UINT64_MAX)->default_value(20)->value_name("N"),
          "verify: name at most N bad sectors (0: all)");
@@ -239,6 +240,7 @@ Opened open_target(const po::variables_map& vm, const std::string& image_path, b
     o.internal_hash = hash_option(vm);
     o.internal_hash_key = integrity_key(vm);
     o.allow_discards = vm["allow-discards"].as<bool>();
+    if (vm.count("journal-commit-time")) o.commit_time = vm["journal-commit-time"].as<unsigned>();
     o.read_only = !writable;
     if (vm.count("buffer-sectors")) o.buffer_sectors = vm["buffer-sectors"].as<uint32_t>();
     if (vm.count("bitmap-sectors-per-bit")) o.sectors_per_bit = vm["bitmap-sectors-per-bit"].as<uint64_t>();
@@ -257,6 +259,14 @@ Opened open_target(const po::variables_map& vm, const std::string& image_path, b
         if (t.status() == blkcrypt::Status::Invalid) throw UsageError(named(image_path, t.error().message));
         throw Failure(named(image_path, t.error().message));
     }
+    // integritysetup open maps the superblock's provided_data_sectors; the
+    // kernel refuses that table on a device that shrank since the format
+    // (what the device now holds is fewer sectors).
+    const uint64_t mapped = (*t)->superblock().provided_data_sectors;
+    if ((*t)->geometry().provided_data_sectors < mapped)
+        throw Failure(image_path + ": Not enough provided sectors for requested mapping size (the superblock maps " +
+                      std::to_string(mapped) + " sectors, the device now holds " +
+                      std::to_string((*t)->geometry().provided_data_sectors) + ": was it truncated?)");
     return {std::move(t).value(), image_path};
 }
 
@@ -288,7 +298,8 @@ int run_read(const po::variables_map& vm, const std::vector<std::string>& files)
     std::vector<NamedPath> inputs = {{"IMAGE", files[0]}};
     if (vm.count("data-device")) inputs.push_back({"--data-device", vm["data-device"].as<std::string>()});
     if (vm.count("integrity-key-file")) inputs.push_back({"--integrity-key-file", vm["integrity-key-file"].as<std::string>()});
-    Output out(files[1], OutputOptions{.role = "OUT", .can_stream = true, .inputs = inputs});
+    // The device's data, as private as a plaintext (a new OUT is 0600).
+    Output out(files[1], OutputOptions{.role = "OUT", .secret = true, .can_stream = true, .inputs = inputs});
     Opened o = open_target(vm, files[0], false);
     auto& t = *o.target;
     auto dev = ring_device(vm, o);
@@ -314,6 +325,11 @@ int run_write(const po::variables_map& vm, const std::vector<std::string>& files
     if (in_path != "-" && same_file(in_path, image_path)) throw UsageError("IN is IMAGE itself");
     if (vm.count("data-device") && in_path != "-" && same_file(in_path, vm["data-device"].as<std::string>()))
         throw UsageError("IN is the --data-device itself");
+    // IN first: IMAGE's writable open may replay its journal, which a
+    // refused IN should not cause.
+    InputFile in(in_path);
+    if (struct stat is {}; in_path != "-" && ::stat(in_path.c_str(), &is) == 0 && S_ISDIR(is.st_mode))
+        throw Failure(in_path + ": Is a directory");
     Opened o = open_target(vm, image_path, true);
     auto& t = *o.target;
     const uint64_t total = t.size();
@@ -322,7 +338,6 @@ int run_write(const po::variables_map& vm, const std::vector<std::string>& files
         static_cast<uint64_t>(st.st_size) > total)
         throw Failure(in_path + " holds " + std::to_string(st.st_size) + " bytes; the device provides " +
                       std::to_string(total));
-    InputFile in(in_path);
     const uint32_t bs = t.block_size();
     // IN in order into each request's buffer; its last partial block is
     // read back and completed, as the page cache does for a partial block

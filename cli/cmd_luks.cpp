@@ -25,6 +25,7 @@
 #include <blkcrypt/dm/block_device.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <iostream>
@@ -52,6 +53,7 @@ struct Devices {
 
 // cryptsetup's status 4 (-ENODEV, kExitNoDevice) and words for a device it cannot open.
 void check_device_exists(const std::string& path) {
+    if (blkcrypt::is_nbd_uri(path)) return;  // opening it says what is wrong
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0 && (errno == ENOENT || errno == EACCES || errno == ENOTDIR))
         throw StatusFailure("Device " + path + " does not exist or access denied.", kExitNoDevice);
@@ -139,7 +141,7 @@ luks::Container load_container(const Devices& d) {
 
 // The header device reopened for writing (the header read stays).
 void make_writable(luks::Container& c, const Devices& d) {
-    auto w = blkcrypt::open_file_store(d.header_path, true);
+    auto w = blkcrypt::open_store(d.header_path, true);
     if (!w) throw Failure(w.error().message);
     c.use_store(*w);
 }
@@ -269,7 +271,7 @@ int run_is_luks(const po::variables_map& vm, const std::vector<std::string>& fil
     const std::string image = one_file(files, "is-luks");
     const std::string path = vm.count("header") ? vm["header"].as<std::string>() : image;
     check_device_exists(path);
-    auto s = blkcrypt::open_file_store(path, false);
+    auto s = blkcrypt::open_store(path, false);
     if (!s) throw Failure(s.error().message);
     // Silent as cryptsetup isLuks: the exit status is the answer.
     return luks::detect(**s) ? 0 : 1;
@@ -317,7 +319,7 @@ int run_copy(const po::variables_map& vm, ImageCopy& job, const std::string& ima
 // the sector, as the kernel's read fails with EIO; OUT is then left as it was.
 int decrypt_integrity(const po::variables_map& vm, const luks::Volume& vol, const std::string& image, Output& out) {
     constexpr uint64_t kSec = 512;  // --start and --size units
-    auto data = blkcrypt::open_file_store(image, false);
+    auto data = blkcrypt::open_store(image, false);
     if (!data) throw Failure(data.error().message);
     const unsigned threads = vm.count("threads") ? vm["threads"].as<unsigned>() : 0u;
     auto dev = luks::integrity_device(registry(), vol, *data, {.read_only = true, .threads = threads});
@@ -445,7 +447,7 @@ void start_format(const po::variables_map& vm, const std::string& image, bool de
     // cryptsetup 2.6.1 names a signature it finds (through blkid) on stdout
     // before asking, unless --batch-mode; of those we know LUKS headers.
     if (!vm["batch-mode"].as<bool>()) {
-        if (auto h = blkcrypt::open_file_store(header_path, false); h && luks::detect(**h))
+        if (auto h = blkcrypt::open_store(header_path, false); h && luks::detect(**h))
             std::cout << "WARNING: Device " << header_path << " already contains a 'crypto_LUKS' superblock signature.\n"
                       << std::flush;
     }
@@ -491,12 +493,36 @@ void format_integrity_data(const po::variables_map& vm, blkcrypt::BackingStore& 
                            const blkcrypt::SecureBuffer& vk) {
     auto vol = luks::open_with_volume_key(registry(), header, vk);
     if (!vol) throw Failure(vol.error().message);
-    auto data = blkcrypt::open_file_store(data_path, true);
+    auto data = blkcrypt::open_store(data_path, true);
     if (!data) throw Failure(data.error().message);
     luks::IntegrityFormatOptions io;
     io.no_wipe = vm["integrity-no-wipe"].as<bool>();
     io.legacy_padding = vm["integrity-legacy-padding"].as<bool>();
+    // The two header magics are cleared while the data is laid out, and put
+    // back last: a run interrupted (or failing) half-way leaves no LUKS
+    // header over a device whose sectors do not all read yet.
+    // (cryptsetup leaves one; its wipe warns that CTRL+C leaves bad sectors.)
+    std::array<uint8_t, 16> hdr_size_be{};
+    if (header.read(0, hdr_size_be) != blkcrypt::Status::Ok) throw Failure(header.name() + ": cannot read the new header");
+    uint64_t second = 0;
+    for (int i = 8; i < 16; ++i) second = second << 8 | hdr_size_be[static_cast<std::size_t>(i)];
+    constexpr std::size_t kMagic = 6;
+    std::array<uint8_t, kMagic> magic1{}, magic2{};
+    const std::array<uint8_t, kMagic> none{};
+    const bool has_second = second >= 4096 && second <= header.size() - kMagic;
+    auto io_or_fail = [&](blkcrypt::Status s, const char* what) {
+        if (s != blkcrypt::Status::Ok) throw Failure(header.name() + ": " + what + " (" + blkcrypt::to_string(s) + ")");
+    };
+    io_or_fail(header.read(0, magic1), "cannot read the new header");
+    if (has_second) io_or_fail(header.read(second, magic2), "cannot read the new header");
+    io_or_fail(header.write(0, none), "cannot write the header");
+    if (has_second) io_or_fail(header.write(second, none), "cannot write the header");
+    io_or_fail(header.flush(), "cannot flush the header");
     if (auto r = luks::format_integrity(registry(), *vol, *data, io); !r) throw Failure(data_path + ": " + r.error().message);
+    if (auto f = (*data)->flush(); f != blkcrypt::Status::Ok) throw Failure(data_path + ": flush (" + blkcrypt::to_string(f) + ")");
+    if (has_second) io_or_fail(header.write(second, magic2), "cannot write the header");
+    io_or_fail(header.write(0, magic1), "cannot write the header");
+    io_or_fail(header.flush(), "cannot flush the header");
 }
 
 // The options are checked and the layout known before anything is asked or
@@ -519,7 +545,7 @@ int run_format(const po::variables_map& vm, const std::vector<std::string>& file
     const blkcrypt::SecureBuffer& pass = into ? *into->passphrase : read;
     const std::string& target = into ? into->path : header_path;
     grow_file(target, layout.file_size);
-    auto store = blkcrypt::open_file_store(target, true);
+    auto store = blkcrypt::open_store(target, true);
     if (!store) throw Failure(store.error().message);
     // --integrity: the volume key is made here, to open the new header with
     // and lay the dm-integrity device out on the data device.
@@ -559,7 +585,7 @@ constexpr uint64_t kSector = 512;
 void check_fs_block_size(const po::variables_map& vm, const std::string& in_path, uint32_t sector_size,
                          const std::string& what) {
     if (sector_size <= kSector || vm["force"].as<bool>()) return;
-    auto in = blkcrypt::open_file_store(in_path, false);
+    auto in = blkcrypt::open_store(in_path, false);
     if (!in) throw Failure(in.error().message);
     auto fs = luks::probe_fs_block_size(**in);
     if (!fs) throw Failure(fs.error().message);
@@ -592,10 +618,10 @@ int run_encrypt_format(const po::variables_map& vm, const std::vector<std::strin
     // --encrypt --header refuses it, --batch-mode or not; HDR that cannot be
     // read is left to the output checks.
     if (!header.empty()) {
-        if (auto h = blkcrypt::open_file_store(header, false); h && luks::detect(**h))
+        if (auto h = blkcrypt::open_store(header, false); h && luks::detect(**h))
             throw Failure("Device " + header + " is already LUKS device. Aborting operation.");
     }
-    auto in = blkcrypt::open_file_store(in_path, false);
+    auto in = blkcrypt::open_store(in_path, false);
     if (!in) throw Failure(in.error().message);
     struct stat st {};
     if (::stat(in_path.c_str(), &st) != 0 || (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)))
@@ -619,7 +645,7 @@ int run_encrypt_format(const po::variables_map& vm, const std::vector<std::strin
     const std::string header_tmp = hdr ? hdr->write_path() : out.write_path();
     const FormatInto into{header_tmp, &pass};
     run_format(vm, {image}, &into);
-    auto store = blkcrypt::open_file_store(header_tmp, false);
+    auto store = blkcrypt::open_store(header_tmp, false);
     if (!store) throw Failure(store.error().message);
     auto vol = luks::open(registry(), **store, pass);
     if (!vol) throw Failure(vol.error().message);
@@ -637,10 +663,9 @@ int encrypt_integrity(const po::variables_map& vm, const luks::Volume& vol, cons
                       const std::string& image, Output& out) {
     constexpr uint64_t kSec = 512;
     const uint32_t ss = vol.table.sector_size;
-    auto data = blkcrypt::open_file_store(out.write_path(), true);
-    if (!data) throw Failure(data.error().message);
+    auto data = out.store();
     const unsigned threads = vm.count("threads") ? vm["threads"].as<unsigned>() : 0u;
-    auto dev = luks::integrity_device(registry(), vol, *data, {.read_only = false, .threads = threads});
+    auto dev = luks::integrity_device(registry(), vol, data, {.read_only = false, .threads = threads});
     if (!dev) throw Failure(image + ": " + dev.error().message);
     const uint64_t total = (*dev)->size();
     const uint64_t start = (vm.count("start") ? vm["start"].as<uint64_t>() : 0) * kSec;
@@ -736,7 +761,7 @@ int run_encrypt(const po::variables_map& vm, const std::vector<std::string>& fil
     const Devices d = open_devices(vm, image);
     const luks::Volume vol = unlock_volume(vm, d);
     if (vol.integrity) return encrypt_integrity(vm, vol, in_path, image, out);
-    auto data = blkcrypt::open_file_store(image, false);
+    auto data = blkcrypt::open_store(image, false);
     if (!data) throw Failure(data.error().message);
     const uint64_t start = vol.table.offset * kSector;
     uint64_t room = (*data)->size() > start ? (*data)->size() - start : 0;
@@ -754,7 +779,7 @@ int run_encrypt(const po::variables_map& vm, const std::vector<std::string>& fil
     if (in_stream) {
         job.max_sectors = room / kSector;
     } else if (!job.size_sectors) {
-        auto in = blkcrypt::open_file_store(in_path, false);
+        auto in = blkcrypt::open_store(in_path, false);
         if (!in) throw Failure(in.error().message);
         if ((*in)->size() > room)
             throw UsageError(in_path + ": " + std::to_string((*in)->size()) + " bytes do not fit the " +
@@ -884,9 +909,9 @@ int run_header_restore(const po::variables_map& vm, const std::vector<std::strin
     const std::string image = one_file(files, "header-restore");
     if (!vm.count("header-backup-file")) throw UsageError("luks header-restore needs --header-backup-file FILE");
     const std::string path = vm.count("header") ? vm["header"].as<std::string>() : image;
-    auto backup = blkcrypt::open_file_store(vm["header-backup-file"].as<std::string>(), false);
+    auto backup = blkcrypt::open_store(vm["header-backup-file"].as<std::string>(), false);
     if (!backup) throw Failure(backup.error().message);
-    auto store = blkcrypt::open_file_store(path, true);
+    auto store = blkcrypt::open_store(path, true);
     if (!store) throw Failure(store.error().message);
     const bool has = luks::detect(**store).ok();
     yes_dialog(vm, "Device " + path + (has ? " already contains LUKS header. Replacing header will destroy existing keyslots."
@@ -959,7 +984,7 @@ int run_convert(const po::variables_map& vm, const std::vector<std::string>& fil
     } catch (const Failure&) {
         throw StatusFailure("Operation aborted, device was NOT converted.", 2);
     }
-    auto w = blkcrypt::open_file_store(d.header_path, true);
+    auto w = blkcrypt::open_store(d.header_path, true);
     if (!w) throw Failure(w.error().message);
     or_fail(luks::convert(registry(), **w, to));
     return 0;
@@ -1147,7 +1172,8 @@ const ContainerFormat kLuksFormat{
              "       blkcrypt luks header-backup|header-restore --header-backup-file FILE IMAGE\n"
              "       blkcrypt luks convert --type luks1|luks2 [OPTIONS] IMAGE\n"
              "       blkcrypt luks config [--label L] [--subsystem S] [--priority P --key-slot N] IMAGE\n"
-             "       blkcrypt luks token add|remove|import|export [OPTIONS] IMAGE",
+             "       blkcrypt luks token add|remove|import|export [OPTIONS] IMAGE\n"
+             "       blkcrypt luks reencrypt|repair [OPTIONS] IMAGE (blkcrypt reencrypt, blkcrypt repair)",
     .open_name = "open",
     .dump_name = "luksDump",
     .key_file_help = "read the passphrase from FILE ('-': all of stdin)",
@@ -1180,6 +1206,10 @@ const ContainerFormat kLuksFormat{
 
 // A key file too short, empty or too long exits 1, as in cryptsetup.
 int run_luks(Args args) {
+    // cryptsetup's reencrypt and repair actions have a command of their own,
+    // with cryptsetup's reencrypt options (cmd_reencrypt.cpp).
+    if (!args.empty() && args[0] == "reencrypt") return run_reencrypt(args.subspan(1));
+    if (!args.empty() && args[0] == "repair") return run_repair(args.subspan(1));
     try {
         return run_container(kLuksFormat, args);
     } catch (const KeyInputError& e) {

@@ -55,7 +55,7 @@ std::shared_ptr<blkcrypt::dm::BlockDevice> build_tables(const std::vector<std::s
             auto it = names.find(dev.substr(kMapper.size()));
             return it == names.end() ? nullptr : it->second;
         };
-        o.open = [](const std::string& path, bool writable) { return blkcrypt::open_file_store(path, writable); };
+        o.open = [](const std::string& path, bool writable) { return blkcrypt::open_store(path, writable); };
         o.on_corruption = [](const blkcrypt::verity::Corruption& c) {
             static std::mutex mu;
             std::lock_guard lk(mu);
@@ -77,7 +77,8 @@ std::shared_ptr<blkcrypt::dm::BlockDevice> build_tables(const std::vector<std::s
 CommandLine serve_command_line() {
     CommandLine cl{"blkcrypt serve (--socket PATH | --port N) [--read-only] [--type TYPE] [OPTIONS] IMAGE\n"
                    "       blkcrypt serve (--socket PATH | --port N) [--read-only] --dm-table [NAME=]FILE...",
-                   "Serve IMAGE (a file or block device) as a network block device (NBD) for\n"
+                   "Serve IMAGE (a file, a block device, or the export of another NBD server\n"
+                   "given as an nbd:// URI, docs/remote.md) as a network block device (NBD) for\n"
                    "nbdcopy, nbdinfo, nbdfuse, qemu-img and qemu (docs/nbd.md). SIGINT or SIGTERM\n"
                    "finish the requests in flight, flush and exit 0. An image with a LUKS,\n"
                    "BitLocker or FileVault 2 signature is unlocked and its plaintext served, as\n"
@@ -123,7 +124,7 @@ int run_serve(Args args) {
     if (vm->count("sector-size")) o.block_size = (*vm)["sector-size"].as<unsigned>();
     o.threads = threads;
     block_stop_signals();  // before the device's threads exist
-    auto store = blkcrypt::open_file_store(images[0], !o.read_only);
+    auto store = blkcrypt::open_store(images[0], !o.read_only);
     if (!store) throw Failure(store.error().message);
     auto dev = blkcrypt::dm::make_store_device(*store, o);
     if (!dev) throw UsageError(dev.error().message);  // it names the image

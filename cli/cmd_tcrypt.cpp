@@ -26,7 +26,7 @@ namespace tcrypt = blkcrypt::tcrypt;
 
 // A keyfile: its first 1 MiB (the rest does not count, as in TrueCrypt).
 blkcrypt::SecureBuffer read_keyfile(const std::string& path) {
-    auto s = blkcrypt::open_file_store(path, false);
+    auto s = blkcrypt::open_store(path, false);
     if (!s) throw Failure("Failed to open key file " + path + ": " + s.error().message);
     blkcrypt::SecureBuffer b(std::min<uint64_t>((*s)->size(), tcrypt::kKeyfileMax));
     if ((*s)->read(0, b.span()) != blkcrypt::Status::Ok) throw Failure("Error reading keyfile " + path + ".");

@@ -102,7 +102,7 @@ int run_format(const po::variables_map& vm, const std::vector<std::string>& file
         data = hash = open_store(data_path, true, "DATA");
     } else {
         hash_out->reserve(need);
-        hash = open_store(hash_out->write_path(), true, "HASH");
+        hash = hash_out->store();
     }
     Store fec_store = fec_on_hash ? hash : nullptr;
     if (fec && !fec_on_hash) {
@@ -114,7 +114,7 @@ int run_format(const po::variables_map& vm, const std::vector<std::string>& file
         fec_out.emplace(fec->device, OutputOptions{.role = "--fec-device", .keep_content = true,
                                                    .inputs = {{"DATA", data_path}, {"HASH", hash_path}}});
         fec_out->reserve(fec->offset + g->parity_bytes());
-        fec_store = open_store(fec_out->write_path(), true, "--fec-device");
+        fec_store = fec_out->store();
     }
     const bool json = vm["json"].as<bool>();
     Progress progress(progress_settings(vm), data_path, params.data_blocks * params.data_block_size);

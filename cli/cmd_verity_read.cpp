@@ -36,7 +36,7 @@ namespace vy = blkcrypt::verity;
 namespace dm = blkcrypt::dm;
 
 Store open_store(const std::string& path, bool writable, const std::string& role) {
-    auto s = dm::open_file_store(path, writable);
+    auto s = blkcrypt::open_store(path, writable);
     if (!s) refuse_device(path, role, s.error().message);
     return *s;
 }

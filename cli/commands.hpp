@@ -18,6 +18,8 @@ int run_integrity(Args args);
 int run_fsverity(Args args);
 int run_bench(Args args);
 int run_luks(Args args);
+int run_reencrypt(Args args);
+int run_repair(Args args);
 int run_tcrypt(Args args);
 int run_bitlk(Args args);
 int run_loopaes(Args args);

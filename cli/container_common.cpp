@@ -21,12 +21,14 @@ const char* kind_of(mode_t m) {
 std::shared_ptr<blkcrypt::BackingStore> open_container_image(const std::string& path, bool writable,
                                                              const std::string& role) {
     if (path == "-") throw UsageError(role + " cannot be stdin: its metadata is read first");
-    auto s = blkcrypt::open_file_store(path, writable);
+    auto s = blkcrypt::open_store(path, writable);
     if (s) return std::move(s).value();
     refuse_device(path, role, s.error().message);
 }
 
 void refuse_device(const std::string& path, const std::string& role, const std::string& error) {
+    // An NBD URI's error names the server's answer already.
+    if (blkcrypt::is_nbd_uri(path)) throw Failure(error);
     // Why it failed, from the path itself (the store's error says only the errno).
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) {

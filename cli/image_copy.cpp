@@ -244,7 +244,7 @@ void open_stream_input(const ImageCopy& job, const CopyPlan& p, CopySource& src)
 void open_file_input(const ImageCopy& job, const CopyPlan& p, CopySource& src) {
     const std::string& in_path = job.in_path;
     const uint64_t sector_size = job.table.sector_size;
-    auto s = dm::open_file_store(in_path, false);
+    auto s = blkcrypt::open_store(in_path, false);
     if (!s) throw Failure(s.error().message);
     src.store = *s;
     const uint64_t in_size = src.store->size();
@@ -317,9 +317,7 @@ CopyStore prepare_store(const ImageCopy& job, const CopyPlan& p, const CopySourc
     CopyStore st;
     st.shape = ring_shape(job.threads);
     if (p.enc && out.seekable() && src.total) {
-        auto s = dm::open_file_store(out.write_path(), true);
-        if (!s) throw Failure(s.error().message);
-        st.store = *s;
+        st.store = out.store();
     } else if (!p.enc && !p.in_stream) {
         st.store = src.store;
     } else {

@@ -42,6 +42,8 @@ constexpr Command kCommands[] = {
     {"table", "print the dm table cryptsetup open loads for a container", cli::run_table_detected},
     {"bench", "measure cipher and hash throughput, like cryptsetup benchmark", cli::run_bench},
     {"luks", "read LUKS containers as cryptsetup does, without root", cli::run_luks},
+    {"reencrypt", "re-key, encrypt or decrypt a LUKS image in place, resumable by cryptsetup", cli::run_reencrypt},
+    {"repair", "recover an interrupted reencryption, as cryptsetup repair", cli::run_repair},
     {"tcrypt", "read TrueCrypt/VeraCrypt volumes as cryptsetup does, without root", cli::run_tcrypt},
     {"bitlk", "read BitLocker volumes as cryptsetup does, without root", cli::run_bitlk},
     {"loopaes", "read and write loop-AES volumes as cryptsetup loopaesOpen maps them, without root", cli::run_loopaes},

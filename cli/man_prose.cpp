@@ -16,6 +16,8 @@ constexpr ManSection kMain[] = {
 cryptsetup's action names are accepted as commands: luksFormat, luksDump, luksAddKey, luksChangeKey, luksRemoveKey, luksKillSlot, luksErase, luksHeaderBackup, luksHeaderRestore, luksUUID, isLuks, convert, config, token, tcryptDump, bitlkDump and fvault2Dump. "blkcrypt help luksFormat" shows the help of the action.)P"},
     {"OUTPUT FILES", R"P(One policy holds for every command. A symlink is followed. A regular output is written under .NAME.blkcrypt-tmp.XXXXXX next to it, fsynced and renamed, keeping the mode and owner of the file it replaces (new plaintext or key outputs are 0600). A block device is written in place. "-", FIFOs and character devices are streamed to when the command writes in order, and refused otherwise. Nothing but a regular file is ever replaced.
 
+An NBD URI (nbd://host[:port]/export, nbds:// with TLS, nbd+unix:///export?socket=PATH) may stand for any image, input or output: blkcrypt then reads and writes the export another NBD server (nbdkit, qemu-nbd, rbd-nbd) offers, with several requests in flight and several connections where the server allows multi-conn (docs/remote.md). An export given as an output is written in place, as a block device is, and keeps what a failed run wrote.
+
 No output may be an input of the same command (compared by device and inode). Several outputs appear together or not at all. SIGINT, SIGTERM, SIGHUP, SIGPIPE and SIGQUIT remove the temporary files and exit 128+signal; a later run warns about a stale temporary file. Errors name the output and the real reason ("No space left on device").
 
 Numeric options take decimal digits only and are range-checked (--threads at most 256). An input that shrinks or grows while it is read is an error, never a crash. A failed tag check writes no plaintext at all. An option that a command or action does not honour is refused, never ignored.)P"},
@@ -254,6 +256,21 @@ constexpr ManSection kIntegrity[] = {
     {"NOTES", R"P(The examples do what these do, as root: integritysetup format -q disk.img (then its wipe pass); integritysetup dump disk.img; integritysetup open disk.img x and dd if=fs.img of=/dev/mapper/x; dd if=/dev/mapper/x of=out.img; reading all of /dev/mapper/x and looking for "Checksum failed" in the kernel log; integritysetup open disk.img x.)P"},
 };
 
+constexpr ManSection kReencrypt[] = {
+    {"DESCRIPTION", R"P(cryptsetup 2.6.1's reencrypt action on an image file, offline, without root or device-mapper, with its options and its on-disk metadata. A LUKS2 image gets a new volume key (and -c, -s, --sector-size if given), step by step under the --resilience protection (checksum, journal or none); --init-only writes the reencryption metadata only, --resume-only goes on with one already started by blkcrypt or cryptsetup. A LUKS1 image is re-keyed with cryptsetup's legacy protocol (LUKS-<uuid>.log, .org and .new in the working directory), and a LUKS1 image cryptsetup left marked LUKS\xde\xad is finished.
+
+A second reencrypt or repair of the same image fails at once, before anything is written (an flock on IMAGE, taken whatever --disable-locks says). SIGINT, SIGTERM and SIGHUP stop the run between steps, resumable. A crash (SIGKILL, power loss) leaves a hotzone that "blkcrypt repair" or "cryptsetup repair" recovers. Options that mean nothing offline (--force-offline-reencrypt, --use-fsync, --write-log, ...) are accepted and change nothing; --active-name is refused. Containers with an integrity profile are refused, as cryptsetup refuses them.)P"},
+    {"EXAMPLES", R"P(    blkcrypt reencrypt --key-file pass disk.img
+    blkcrypt reencrypt --resilience journal -c aes-xts-plain64 -s 256 disk.img
+    blkcrypt reencrypt --init-only disk.img; cryptsetup reencrypt --resume-only --disable-locks --force-offline-reencrypt disk.img)P"},
+    {"NOTES", R"P(The first example is "cryptsetup reencrypt --disable-locks --force-offline-reencrypt disk.img" as a plain user. docs/luks.md lists where blkcrypt differs: one passphrase is carried over (--key-slot with several keyslots), --keep-key and --device-size are not supported yet.)P"},
+};
+
+constexpr ManSection kRepair[] = {
+    {"DESCRIPTION", R"P(cryptsetup repair for an interrupted reencryption: a LUKS2 hotzone left in-reencryption by a crash of blkcrypt or cryptsetup is recovered from its checksums or its journal (the passphrase is asked for), after which "reencrypt --resume-only" of either tool goes on. A LUKS1 image that cryptsetup's legacy reencryption left marked LUKS\xde\xad (with LUKS-<uuid>.log, .org and .new in the working directory) is rolled back to its old header when no data was converted yet, and finished otherwise. Anything else is left as it is.)P"},
+    {"EXAMPLES", R"P(    blkcrypt repair --key-file pass disk.img && blkcrypt reencrypt --resume-only --key-file pass disk.img)P"},
+};
+
 constexpr PageProse kPages[] = {
     {"", kMain},          {"list", kList},         {"selftest", kSelftest},
     {"hash", kHash},      {"skcipher", kSkcipher}, {"aead", kAead},
@@ -264,6 +281,7 @@ constexpr PageProse kPages[] = {
     {"fvault2", kFvault2},  {"open", kOpen},         {"dump", kDump},
     {"test-passphrase", kTestPassphrase},          {"decrypt", kDecrypt},
     {"table", kTable}, {"integrity", kIntegrity},
+    {"reencrypt", kReencrypt}, {"repair", kRepair},
 };
 
 }  // namespace

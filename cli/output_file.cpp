@@ -259,6 +259,10 @@ Output::Output(const std::string& path, OutputOptions opts) : opts_(std::move(op
         open_stdout();
         return;
     }
+    if (blkcrypt::is_nbd_uri(path)) {
+        open_remote();
+        return;
+    }
     resolve_target();
     struct stat st {};
     const bool exists = ::stat(target_.c_str(), &st) == 0;
@@ -297,6 +301,25 @@ void Output::open_stdout() {
     kind_ = Kind::Stream;
     fd_ = STDOUT_FILENO;
     owns_fd_ = false;
+}
+
+void Output::open_remote() {
+    if (opts_.regular_only) throw UsageError(opts_.role + " '" + name_ + "' is an NBD URI; it must be a regular file");
+    for (const auto& in : opts_.inputs)
+        if (in.path == name_)
+            throw UsageError(opts_.role + " '" + name_ + "' is " + in.role + "; refusing to write an output over an input");
+    auto s = blkcrypt::open_store(name_, true);
+    if (!s) throw Failure(s.error().message);
+    remote_ = std::move(s).value();
+    kind_ = Kind::Remote;
+    target_ = write_path_ = name_;
+}
+
+std::shared_ptr<blkcrypt::BackingStore> Output::store() {
+    if (remote_) return remote_;
+    auto s = blkcrypt::open_store(write_path_, true);
+    if (!s) throw Failure(s.error().message);
+    return std::move(s).value();
 }
 
 void Output::resolve_target() {
@@ -416,6 +439,12 @@ std::string Output::error_text(int err) const { return name_ + ": " + std::strer
 
 void Output::reserve(uint64_t bytes) {
     if (kind_ == Kind::Stream) return;
+    if (kind_ == Kind::Remote) {
+        if (remote_->size() < bytes)
+            throw Failure(name_ + ": the NBD export holds " + std::to_string(remote_->size()) + " bytes; " +
+                          std::to_string(bytes) + " are needed");
+        return;
+    }
     if (kind_ == Kind::Device) {
         uint64_t size = 0;
         if (::ioctl(fd_, BLKGETSIZE64, &size) != 0) throw Failure(error_text(errno));
@@ -434,6 +463,11 @@ void Output::reserve(uint64_t bytes) {
 }
 
 void Output::write(blkcrypt::ConstBytes data) {
+    if (kind_ == Kind::Remote) {
+        pwrite(data, pos_);
+        pos_ += data.size();
+        return;
+    }
     while (!data.empty()) {
         const ssize_t n = ::write(fd_, data.data(), data.size());
         if (n < 0 && errno == EINTR) continue;
@@ -451,6 +485,13 @@ void Output::pwrite(blkcrypt::ConstBytes data, uint64_t offset) {
         write(data);
         return;
     }
+    if (kind_ == Kind::Remote) {
+        if (remote_->size() < offset || remote_->size() - offset < data.size())
+            throw Failure(name_ + ": the NBD export ends at byte " + std::to_string(remote_->size()));
+        if (remote_->write(offset, data) != blkcrypt::Status::Ok)
+            throw Failure(name_ + ": write error at byte " + std::to_string(offset));
+        return;
+    }
     while (!data.empty()) {
         const ssize_t n = ::pwrite(fd_, data.data(), data.size(), static_cast<off_t>(offset));
         if (n < 0 && errno == EINTR) continue;
@@ -464,6 +505,12 @@ void Output::pwrite(blkcrypt::ConstBytes data, uint64_t offset) {
 void Output::finish() {
     if (finished_) return;
     finished_ = true;
+    if (remote_) {
+        const blkcrypt::Status st = remote_->flush();
+        remote_.reset();
+        if (st != blkcrypt::Status::Ok) throw Failure(name_ + ": the NBD server failed the flush");
+        return;
+    }
     if (fd_ < 0) return;
     int err = 0;
     // fsync is meaningless (EINVAL) on pipes and character devices.

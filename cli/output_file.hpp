@@ -6,6 +6,8 @@
 //  - a block device is written in place (no rename, no truncate);
 //  - "-", a FIFO or a character device is a stream where the command can
 //    write sequentially, and refused otherwise; a directory is refused;
+//  - an NBD URI (docs/remote.md) is an export written in place, as a block
+//    device is: a failed run leaves what it had written there;
 //  - symlinks are resolved first, and no output may be an input.
 // Temporary files are removed by a signal handler on INT, TERM, HUP, PIPE and
 // QUIT, which then exits 128+signal; while a temporary file is being created
@@ -13,10 +15,12 @@
 // commit_all).
 #pragma once
 
+#include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/bytes.hpp>
 
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -51,6 +55,7 @@ public:
         InPlace,  // existing regular file written directly (--in-place)
         Device,   // block device written in place
         Stream,   // stdout, a FIFO or a character device
+        Remote,   // an NBD export (URI) written in place
     };
 
     // Checks the path against the policy and opens it (a FIFO waits for its
@@ -68,6 +73,9 @@ public:
     // What a store may open by path: the temporary file, or the resolved
     // file or device. Empty for a stream.
     const std::string& write_path() const noexcept { return write_path_; }
+    // The store to write a seekable output through: an NBD export's own
+    // connection (which finish() flushes), else write_path() opened.
+    std::shared_ptr<blkcrypt::BackingStore> store();
 
     // Makes room for `bytes`: a regular file is allocated to at least that
     // size (ENOSPC/EDQUOT show here, with the real reason, not in a worker);
@@ -98,6 +106,7 @@ private:
     // The constructor's steps.
     void refuse_inputs(const struct stat& st) const;  // UsageError when st is an input
     void open_stdout();
+    void open_remote();
     void resolve_target();                     // target_, and the same-name check
     bool open_existing(const struct stat& st);  // a device, stream or in-place file; false: replace it
     void create_temp();                        // the temporary file, registered for the signal handler
@@ -116,6 +125,7 @@ private:
     bool finished_ = false;
     int slot_ = -1;          // in the signal handler's table of temporary files
     uint64_t pos_ = 0;       // sequential write position
+    std::shared_ptr<blkcrypt::BackingStore> remote_;  // Kind::Remote
 };
 
 // The option that makes this command print on stdout ("--json",

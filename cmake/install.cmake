@@ -2,6 +2,8 @@
 #   include/blkcrypt/**              every public header (internal/ included:
 #                                    provider, template and plugin authors need it)
 #   lib/libblkcrypt.so*              the shared library and its SONAME links
+#   lib/libblkcrypt-c.so*            the C API (<blkcrypt/blkcrypt.h>), blkcrypt::blkcrypt_c
+#   lib/python3/dist-packages/blkcrypt   the Python package (BLKCRYPT_PYTHON_DIR, python/)
 #   bin/blkcrypt                     the CLI, finding the library via $ORIGIN
 #   lib/cmake/blkcrypt/              find_package(blkcrypt) -> blkcrypt::blkcrypt
 #   lib/pkgconfig/blkcrypt.pc        pkg-config --cflags --libs blkcrypt
@@ -20,7 +22,7 @@ mark_as_advanced(BLKCRYPT_INSTALL_CMAKEDIR)
 # ---- headers: whole trees, so headers added later are installed too -------
 foreach(dir crypto/include/blkcrypt dmcrypt/include/blkcrypt verity/include/blkcrypt integrity/include/blkcrypt luks/include/blkcrypt tcrypt/include/blkcrypt
         bitlk/include/blkcrypt fvault2/include/blkcrypt loopaes/include/blkcrypt nbd/include/blkcrypt
-        containers/include/blkcrypt)
+        containers/include/blkcrypt capi/include/blkcrypt)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}/
           DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/blkcrypt
           COMPONENT blkcrypt_dev
@@ -34,7 +36,7 @@ set(_blkcrypt_includes)
 if(NOT CMAKE_INSTALL_INCLUDEDIR STREQUAL "include")
   set(_blkcrypt_includes INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 endif()
-install(TARGETS blkcrypt EXPORT blkcryptTargets
+install(TARGETS blkcrypt blkcrypt_c EXPORT blkcryptTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
                 COMPONENT blkcrypt_runtime NAMELINK_COMPONENT blkcrypt_dev
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT blkcrypt_dev

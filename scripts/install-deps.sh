@@ -13,12 +13,17 @@ PKGS=(
   clang-14 libclang-rt-14-dev
   libargon2-dev nlohmann-json3-dev
   qemu-utils libnbd-bin nbdkit fuse3
+  # The NBD client (nbd:// images, docs/remote.md); nbdkit's curl plugin is in nbdkit.
+  libnbd-dev
   # nbdinfo --json runs file(1) on the export; without it (file is only a
   # Recommends of libnbd-bin) "content" holds raw bytes and the JSON breaks.
   file
   libgnutls28-dev gnutls-bin
   python3-argon2
   dislocker
+  # The C API's ABI check (abidw/abidiff), the Python package's tests, and
+  # the Debian package (cpack's dpkg-shlibdeps).
+  abigail-tools python3-pytest dpkg-dev
 )
 
 missing=()

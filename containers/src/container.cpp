@@ -23,8 +23,15 @@ public:
         if (json) return c->dump_json_metadata();
         return c->dump(header_path_);
     }
-    Result<dm::DmTable> unlock(ConstBytes secret) override {
-        auto vol = luks::open(reg_, *header_, secret);
+    Result<dm::DmTable> unlock(ConstBytes secret) override { return tables(luks::open(reg_, *header_, secret)); }
+    Result<dm::DmTable> unlock_volume_key(ConstBytes key) override {
+        return tables(luks::open_with_volume_key(reg_, *header_, key));
+    }
+    const SecureBuffer& volume_key() const override { return key_; }
+    const std::vector<dm::NamedDmTable>& lower_tables() const override { return lower_; }
+
+private:
+    Result<dm::DmTable> tables(Result<luks::Volume> vol) {
         if (!vol) return vol.error();
         if (vol->integrity) {
             // Two tables, as cryptsetup stacks them; named as
@@ -43,10 +50,7 @@ public:
         key_ = vol->table.key;
         return table;
     }
-    const SecureBuffer& volume_key() const override { return key_; }
-    const std::vector<dm::NamedDmTable>& lower_tables() const override { return lower_; }
 
-private:
     Registry& reg_;
     std::shared_ptr<BackingStore> image_, header_;
     std::string path_, header_path_;
@@ -83,9 +87,12 @@ public:
     Result<dm::DmTable> unlock(ConstBytes secret) override {
         auto u = secret.empty() ? bitlk::unlock_clear_key(reg_, md_) : bitlk::unlock(reg_, md_, secret);
         if (!u) return u.error();
-        auto table = bitlk::dm_table(md_, u->key, image_->size() / 512, path_);
+        return unlock_volume_key(u->key);
+    }
+    Result<dm::DmTable> unlock_volume_key(ConstBytes key) override {
+        auto table = bitlk::dm_table(md_, key, image_->size() / 512, path_);
         if (!table) return table.error();
-        key_ = std::move(u->key);
+        key_ = SecureBuffer(key);
         return table;
     }
 };
@@ -101,9 +108,12 @@ public:
     Result<dm::DmTable> unlock(ConstBytes secret) override {
         auto key = fvault2::unlock(reg_, md_, secret);
         if (!key) return key.error();
-        auto table = fvault2::dm_table(md_, *key, image_->size(), path_);
+        return unlock_volume_key(*key);
+    }
+    Result<dm::DmTable> unlock_volume_key(ConstBytes key) override {
+        auto table = fvault2::dm_table(md_, key, image_->size(), path_);
         if (!table) return table.error();
-        key_ = std::move(key).value();
+        key_ = SecureBuffer(key);
         return table;
     }
 };
@@ -111,11 +121,11 @@ public:
 }  // namespace
 
 Result<std::unique_ptr<Container>> open(Registry& reg, const std::string& image, const std::string& header) {
-    auto store = open_file_store(image, false);
+    auto store = open_store(image, false);
     if (!store) return store.error();
     std::shared_ptr<BackingStore> head = *store;
     if (!header.empty()) {
-        auto h = open_file_store(header, false);
+        auto h = open_store(header, false);
         if (!h) return h.error();
         head = *h;
     }

@@ -30,8 +30,6 @@ template <class StoreOf>
 Result<std::shared_ptr<BlockDevice>> build_integrity(Registry& reg, const IntegrityTable& t, bool read_only,
                                                      unsigned threads, const IntegrityFailure& on_failure,
                                                      StoreOf& store_of) {
-    if (!t.journal_mac.empty())
-        return make_error(Status::Unsupported, "journal_mac: (a journal MAC) is not supported");
     auto dev = store_of(t.device);
     if (!dev) return dev.error();
     std::shared_ptr<BackingStore> meta;
@@ -50,6 +48,8 @@ Result<std::shared_ptr<BlockDevice>> build_integrity(Registry& reg, const Integr
     o.internal_hash_key = t.internal_hash_key;
     o.journal_crypt = t.journal_crypt;
     o.journal_crypt_key = t.journal_crypt_key;
+    o.journal_mac = t.journal_mac;
+    o.journal_mac_key = t.journal_mac_key;
     o.allow_discards = t.allow_discards;
     o.read_only = read_only;
     if (t.buffer_sectors) o.buffer_sectors = *t.buffer_sectors;

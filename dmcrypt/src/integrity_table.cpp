@@ -91,32 +91,28 @@ Result<IntegrityTable> parse_integrity_args(std::string_view args) {
                     t.internal_hash_key[j] = static_cast<uint8_t>(nib(k[2 * j]) << 4 | nib(k[2 * j + 1]));
                 }
             }
-        } else if (o.starts_with("journal_crypt:")) {
-            const std::string_view v = o.substr(14);
-            const auto colon = v.find(':');
-            t.journal_crypt = std::string(v.substr(0, colon));
-            t.journal_crypt_key = SecureBuffer();
-            t.journal_crypt_key_hex = 0;
-            if (colon != std::string_view::npos) {
-                const std::string_view k = v.substr(colon + 1);
-                if (k.size() % 2) return invalid("Invalid journal_crypt argument");
-                for (char c : k)
-                    if (!hex_digit(c)) return invalid("Invalid journal_crypt argument");
-                t.journal_crypt_key.resize(k.size() / 2);
-                for (std::size_t j = 0; j < k.size() / 2; ++j) {
-                    auto nib = [](char c) { return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10; };
-                    t.journal_crypt_key[j] = static_cast<uint8_t>(nib(k[2 * j]) << 4 | nib(k[2 * j + 1]));
-                }
-                t.journal_crypt_key_hex = k.size();
-            }
-        } else if (o.starts_with("journal_mac:")) {
-            // Kept without the key: it is refused when the table is built.
-            const bool crypt = false;
+        } else if (o.starts_with("journal_crypt:") || o.starts_with("journal_mac:")) {
+            // ALG[:HEXKEY], as internal_hash:; the key kept in wiping memory.
+            const bool crypt = o.starts_with("journal_crypt:");
             const std::string_view v = o.substr(crypt ? 14 : 12);
             const auto colon = v.find(':');
-            (crypt ? t.journal_crypt : t.journal_mac) = std::string(v.substr(0, colon));
-            (crypt ? t.journal_crypt_key_hex : t.journal_mac_key_hex) =
-                colon == std::string_view::npos ? 0 : v.size() - colon - 1;
+            std::string& alg = crypt ? t.journal_crypt : t.journal_mac;
+            SecureBuffer& key = crypt ? t.journal_crypt_key : t.journal_mac_key;
+            const char* wrong = crypt ? "Invalid journal_crypt argument" : "Invalid journal_mac argument";
+            alg = std::string(v.substr(0, colon));
+            key = SecureBuffer();
+            if (alg.empty()) return invalid(wrong);
+            if (colon != std::string_view::npos) {
+                const std::string_view k = v.substr(colon + 1);
+                if (k.size() % 2) return invalid(wrong);
+                for (char c : k)
+                    if (!hex_digit(c)) return invalid(wrong);
+                key.resize(k.size() / 2);
+                for (std::size_t j = 0; j < k.size() / 2; ++j) {
+                    auto nib = [](char c) { return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10; };
+                    key[j] = static_cast<uint8_t>(nib(k[2 * j]) << 4 | nib(k[2 * j + 1]));
+                }
+            }
         } else if (o == "allow_discards") {
             t.allow_discards = true;
         } else if (o == "fix_padding") {
@@ -174,10 +170,12 @@ std::string IntegrityTable::args(bool show_key) const {
             a += ":" + (show_key ? hex_encode(journal_crypt_key) : std::string(2 * journal_crypt_key.size(), '0'));
         o.push_back(std::move(a));
     }
-    // The journal MAC key is not kept (see the header): zeros, as dmsetup hides it.
-    if (!journal_mac.empty())
-        o.push_back("journal_mac:" + journal_mac +
-                    (journal_mac_key_hex ? ":" + std::string(journal_mac_key_hex, '0') : ""));
+    if (!journal_mac.empty()) {
+        std::string a = "journal_mac:" + journal_mac;
+        if (!journal_mac_key.empty())
+            a += ":" + (show_key ? hex_encode(journal_mac_key) : std::string(2 * journal_mac_key.size(), '0'));
+        o.push_back(std::move(a));
+    }
     std::string s = device + " " + std::to_string(offset) + " " + std::to_string(tag_size) + " " + mode + " " +
                     std::to_string(o.size());
     for (const auto& x : o) s += " " + x;

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <climits>
 #include <cstring>
 #include <mutex>
@@ -168,6 +169,7 @@ Result<std::shared_ptr<IntegrityTarget>> IntegrityTarget::open(Registry& reg, st
         }
     }
     if (auto r = t->open_journal(); !r) return r.error();
+    if (t->journal_ && o.commit_time) t->start_committer(o.commit_time);
     return t;
 }
 
@@ -190,6 +192,32 @@ Result<void> IntegrityTarget::open_journal() {
     if (mode_ == 'J')
         journal_ = std::make_unique<JournalWriter>(meta, *dev_, *tags_store_, sb_, geo_, r->next, journal_mac_.get());
     return {};
+}
+
+void IntegrityTarget::start_committer(uint32_t ms) {
+    committer_ = std::thread([this, ms] {
+        std::unique_lock lk(commit_mu_);
+        while (!commit_cv_.wait_for(lk, std::chrono::milliseconds(ms), [this] { return stop_commit_; })) {
+            lk.unlock();
+            {
+                // A failed commit fails every later write and flush, which
+                // report it (the kernel fails the device the same way).
+                std::unique_lock io(io_mu_);
+                if (!closed_) (void)journal_->commit();
+            }
+            lk.lock();
+        }
+    });
+}
+
+void IntegrityTarget::stop_committer() {
+    if (!committer_.joinable()) return;
+    {
+        std::lock_guard lk(commit_mu_);
+        stop_commit_ = true;
+    }
+    commit_cv_.notify_all();
+    committer_.join();
 }
 
 IntegrityTarget::~IntegrityTarget() { (void)close(); }
@@ -257,6 +285,13 @@ static Status for_each_run(const Geometry& g, uint64_t offset, std::size_t len, 
     return Status::Ok;
 }
 
+// Why an I/O error may have happened: a file that shrank (or grew) since
+// it was opened, which a device under the kernel's mapping cannot do.
+std::string IntegrityTarget::resized_note() const {
+    if (dev_->changed() || (meta_ && meta_->changed())) return " (the file changed size while open)";
+    return {};
+}
+
 Result<void> IntegrityTarget::read_raw(uint64_t offset, Bytes data, Bytes tags) {
     const uint32_t bs = block_size(), ts = tag_size();
     Status st = for_each_run(geo_, offset, data.size(), [&](uint64_t sector, std::size_t at, std::size_t n) {
@@ -264,7 +299,8 @@ Result<void> IntegrityTarget::read_raw(uint64_t offset, Bytes data, Bytes tags) 
         return tags_store_->read(geo_.tag_offset(sector), tags.subspan(at / bs * ts, n / bs * ts));
     });
     if (st != Status::Ok)
-        return make_error(st, "dm-integrity: cannot read " + name_ + " at sector " + hex(offset / kSectorSize));
+        return make_error(st, "dm-integrity: cannot read " + name_ + " at sector " + hex(offset / kSectorSize) +
+                                  resized_note());
     if (journal_)  // J mode: writes not yet committed are newer than the device
         if (auto r = journal_->overlay(offset, data, tags); !r)
             return make_error(r.status(), "dm-integrity: " + name_ + ": " + r.error().message);
@@ -368,7 +404,8 @@ Result<void> IntegrityTarget::write_direct(uint64_t offset, ConstBytes data, Con
         return tags_store_->write(geo_.tag_offset(sector), tags.subspan(at / bs * ts, n / bs * ts));
     });
     if (st != Status::Ok)
-        return make_error(st, "dm-integrity: cannot write " + name_ + " at sector " + hex(offset / kSectorSize));
+        return make_error(st, "dm-integrity: cannot write " + name_ + " at sector " + hex(offset / kSectorSize) +
+                                  resized_note());
     wrote_ = true;
     return {};
 }
@@ -431,6 +468,42 @@ Result<void> IntegrityTarget::write_superblock(const Superblock& sb) {
 // A flush makes every completed write durable: in J mode the pending
 // journal entries are committed (and written back) first, as the kernel
 // commits on REQ_PREFLUSH.
+Result<void> IntegrityTarget::discard(uint64_t offset, uint64_t len) {
+    if (!allow_discards())
+        return make_error(Status::Unsupported, "dm-integrity: " + name_ + " takes no discards (no allow_discards)");
+    if (read_only_) return make_error(Status::Invalid, "dm-integrity: " + name_ + " is read-only");
+    if (len > SIZE_MAX) return make_error(Status::Invalid, "dm-integrity: a discard too large");
+    if (auto r = check_range(offset, static_cast<std::size_t>(len), "a discard"); !r) return r;
+    std::unique_lock lk(io_mu_);
+    wrote_ = true;
+    if (journal_)
+        if (auto r = journal_->commit(); !r) return make_error(r.status(), "dm-integrity: " + name_ + ": " + r.error().message);
+    if (mode_ == 'B')
+        if (auto r = mark_bitmap(offset, len); !r) return r;
+    const uint32_t bs = block_size(), ts = tag_size();
+    auto punch = [&](uint64_t sector, std::size_t n) {
+        const Status s = dev_->discard(geo_.data_offset(sector), n);
+        return s == Status::Unsupported ? Status::Ok : s;
+    };
+    std::vector<uint8_t> filler;
+    Status st = for_each_run(geo_, offset, static_cast<std::size_t>(len), [&](uint64_t sector, std::size_t, std::size_t n) {
+        if (mode_ == 'D')
+            if (Status s = punch(sector, n); s != Status::Ok) return s;
+        filler.assign(n / bs * ts, kDiscardFiller);
+        return tags_store_->write(geo_.tag_offset(sector), filler);
+    });
+    if (st == Status::Ok && mode_ != 'D') {
+        // The tags on disk before the data goes (dm_integrity_flush_buffers).
+        if (Status s = tags_store_->flush(); s != Status::Ok) st = s;
+        if (st == Status::Ok)
+            st = for_each_run(geo_, offset, static_cast<std::size_t>(len),
+                              [&](uint64_t sector, std::size_t, std::size_t n) { return punch(sector, n); });
+    }
+    if (st != Status::Ok)
+        return make_error(st, "dm-integrity: cannot discard " + name_ + " at sector " + hex(offset / kSectorSize));
+    return {};
+}
+
 Result<void> IntegrityTarget::flush() {
     if (read_only_) return {};
     if (journal_) {
@@ -457,6 +530,7 @@ Result<void> IntegrityTarget::flush_stores() {
 // Regions already flagged at open keep their bits: they still need the
 // kernel's recalculation.
 Result<void> IntegrityTarget::close() {
+    stop_committer();
     std::unique_lock lk(io_mu_);
     if (closed_) return {};
     closed_ = true;

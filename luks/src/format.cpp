@@ -243,7 +243,23 @@ Result<void> format(Registry& reg, BackingStore& header, const FormatOptions& op
         if (!h) return refusal(Status::Invalid, h.error());
         return {};
     }
-    luks2::FormatOptions& f = p->v2;
+    Result<luks2::FormatOptions> f = luks2::resolve_format(reg, opts);
+    if (!f) return f.error();
+    f->volume_key = volume_key;
+    Result<Volume> vol = luks2::format(reg, header, passphrase, *f);
+    if (!vol) return refusal(Status::Unsupported, vol.error());
+    return {};
+}
+
+}  // namespace blkcrypt::luks
+
+namespace blkcrypt::luks::luks2 {
+
+Result<FormatOptions> resolve_format(Registry& reg, const luks::FormatOptions& opts) {
+    if (opts.version != Version::Luks2) return make_error(Status::Invalid, "not a LUKS2 format");
+    Result<Prepared> p = prepare(reg, opts);
+    if (!p) return p.error();
+    FormatOptions& f = p->v2;
     // The volume key digest: PBKDF2 benchmarked to 125 ms as cryptsetup's
     // LUKS2 digest is, its 1000 minimum when the keyslot costs are forced.
     if (!f.iterations) {
@@ -251,10 +267,7 @@ Result<void> format(Registry& reg, BackingStore& header, const FormatOptions& op
         if (!it) return refusal(Status::Unsupported, it.error());
         f.digest_iterations = *it;
     }
-    f.volume_key = volume_key;
-    Result<Volume> vol = luks2::format(reg, header, passphrase, f);
-    if (!vol) return refusal(Status::Unsupported, vol.error());
-    return {};
+    return std::move(f);
 }
 
-}  // namespace blkcrypt::luks
+}  // namespace blkcrypt::luks::luks2

@@ -534,8 +534,9 @@ namespace blkcrypt::luks::luks2::detail {
 // the gap it goes in, as luksAddKey makes them.
 Result<std::pair<std::string, std::vector<uint8_t>>> new_keyslot(Registry& reg, ConstBytes vk, ConstBytes passphrase,
                                                                   const KeyslotOptions& o, const std::string& cipher,
-                                                                  uint64_t area_offset) {
-    Result<NewKeyslot> nk = make_keyslot(reg, vk, passphrase, o, cipher, vk.size(), area_offset);
+                                                                  uint64_t area_offset, std::size_t area_key_size) {
+    Result<NewKeyslot> nk = make_keyslot(reg, vk, passphrase, o, cipher, area_key_size ? area_key_size : vk.size(),
+                                         area_offset);
     if (!nk) return nk.error();
     return std::make_pair(nk->obj.dump(), std::move(nk->area));
 }

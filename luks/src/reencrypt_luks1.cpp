@@ -221,7 +221,7 @@ Status bio_sync(dm::CryptTarget& t, dm::BioDir dir, uint64_t off, uint8_t* p, st
 
 Result<SecureBuffer> unlock_file(Registry& reg, const std::string& path, const Header& h, ConstBytes passphrase,
                                  const char* what) {
-    Result<std::shared_ptr<BackingStore>> s = open_file_store(path, false);
+    Result<std::shared_ptr<BackingStore>> s = open_store(path, false);
     if (!s) return s.error();
     Result<Unlocked> u = open_any(reg, **s, h, passphrase);
     if (!u) return make_error(u.status(), std::string(what) + " header " + path + ": " + u.error().message);

@@ -30,18 +30,6 @@ constexpr const char* kInvalidMeta = "Reencryption metadata is invalid.";
 
 bool has_flag(const Segment& s, std::string_view f) { return std::count(s.flags.begin(), s.flags.end(), f) > 0; }
 
-std::optional<uint64_t> u64_of(std::string_view s) {
-    if (s.empty() || s.size() > 20) return std::nullopt;
-    uint64_t v = 0;
-    for (char c : s) {
-        if (c < '0' || c > '9') return std::nullopt;
-        const uint64_t d = static_cast<uint64_t>(c - '0');
-        if (v > (std::numeric_limits<uint64_t>::max() - d) / 10) return std::nullopt;
-        v = v * 10 + d;
-    }
-    return v;
-}
-
 bool pow2(uint64_t v) { return v && !(v & (v - 1)); }
 
 int digest_of_segment(const Metadata& md, int seg) {
@@ -86,7 +74,7 @@ bool put(std::vector<uint8_t>& out, const json& o, const char* key, F f) {
         [[fallthrough]];
     case F::U64: {
         if (!v.is_string()) return false;
-        auto n = u64_of(v.get_ref<const std::string&>());
+        auto n = detail::parse_u64(v.get_ref<const std::string&>());
         if (!n) return false;
         put_be64(be, *n);
         out.insert(out.end(), be, be + 8);
@@ -137,26 +125,6 @@ Result<bool> pbkdf2_digest_matches(Registry& reg, const Digest& d, ConstBytes da
     return diff == 0;
 }
 
-// A pbkdf2 digest object over data (LUKS2_digest_create): 32-byte salt,
-// the hash's full output.
-Result<json> pbkdf2_digest(Registry& reg, const std::string& hash, uint32_t iterations, ConstBytes data,
-                           const std::vector<std::string>& keyslots, const std::vector<std::string>& segments) {
-    Result<Shash> h = Shash::alloc(reg, dm::plain_hash_alg(hash));
-    if (!h) return h.error();
-    std::vector<uint8_t> salt(32), dig(h->digestsize());
-    if (auto r = random_bytes(salt); !r) return r.error();
-    if (auto r = pbkdf2(reg, dm::plain_hash_alg(hash), data, salt, iterations, dig); !r) return r.error();
-    json d;
-    d["type"] = "pbkdf2";
-    d["keyslots"] = keyslots;
-    d["segments"] = segments;
-    d["hash"] = hash;
-    d["iterations"] = iterations;
-    d["salt"] = base64_encode(salt);
-    d["digest"] = base64_encode(dig);
-    return d;
-}
-
 int lowest_free(const json& section, int max) {
     for (int i = 0; i < max; ++i)
         if (!section.contains(std::to_string(i))) return i;
@@ -186,6 +154,32 @@ Result<Metadata> reparse(const Metadata& md, const std::string& text) {
 }
 
 }  // namespace
+
+namespace detail {
+
+// A pbkdf2 digest object over data (LUKS2_digest_create): 32-byte salt,
+// the hash's full output.
+Result<json> pbkdf2_digest(Registry& reg, const std::string& hash, uint32_t iterations, ConstBytes data,
+                           const std::vector<std::string>& keyslots, const std::vector<std::string>& segments) {
+    Result<Shash> h = Shash::alloc(reg, dm::plain_hash_alg(hash));
+    if (!h) return h.error();
+    std::vector<uint8_t> salt(32), dig(h->digestsize());
+    if (auto r = random_bytes(salt); !r) return r.error();
+    if (auto r = pbkdf2(reg, dm::plain_hash_alg(hash), data, salt, iterations, dig); !r) return r.error();
+    json d;
+    d["type"] = "pbkdf2";
+    d["keyslots"] = keyslots;
+    d["segments"] = segments;
+    d["hash"] = hash;
+    d["iterations"] = iterations;
+    d["salt"] = base64_encode(salt);
+    d["digest"] = base64_encode(dig);
+    return d;
+}
+
+}  // namespace detail
+
+using detail::pbkdf2_digest;
 
 Result<std::optional<ReencryptState>> reencrypt_state(const Metadata& md) {
     int version = 0;
@@ -248,7 +242,7 @@ Result<std::optional<ReencryptState>> reencrypt_state(const Metadata& md) {
         return bad(where + ": unknown area type " + st.area_type);
     if (datashift) {
         std::optional<uint64_t> shift;
-        if (area.contains("shift_size") && area["shift_size"].is_string()) shift = u64_of(area["shift_size"].get<std::string>());
+        if (area.contains("shift_size") && area["shift_size"].is_string()) shift = detail::parse_u64(area["shift_size"].get<std::string>());
         if (!shift || *shift == 0 || *shift % 512) return bad(where + ": shift_size must be a non-zero multiple of 512");
         st.shift_size = *shift;
     }
@@ -402,7 +396,14 @@ Result<ReencryptState> reencrypt_init(Registry& reg, BackingStore& header, Const
         return bad("no free keyslot for the new volume key");
     Result<uint64_t> gap = detail::keyslot_gap(md, key_size);
     if (!gap) return gap.error();
-    auto nk = detail::new_keyslot(reg, new_key, passphrase, o.keyslot, old.encryption == "cipher_null-ecb" ? "aes-xts-plain64" : cipher, *gap);
+    // The new keyslot's area is encrypted as the unlocked one's (cryptsetup's
+    // set_keyslot_params): the new data cipher may be one the kernel's
+    // crypto API, which cryptsetup unlocks keyslots with, lacks.
+    const Keyslot& unlocked = md.keyslots.at(vol->keyslot);
+    const bool null_area = unlocked.area_encryption.rfind("cipher_null", 0) == 0;
+    auto nk = detail::new_keyslot(reg, new_key, passphrase, o.keyslot,
+                                  null_area ? "aes-xts-plain64" : unlocked.area_encryption, *gap,
+                                  null_area ? 64 : unlocked.area_key_size);
     if (!nk) return nk.error();
     root["keyslots"][std::to_string(new_ks)] = json::parse(nk->first);
 

@@ -3,11 +3,13 @@
 // every input reaches reencrypt_state. A state found is then serialised for
 // its verification digest (dummy keys of the keyslots' sizes), checked
 // against its digest when that is cheap, and each segment map is built for a
-// few progress points; a map built must parse back as valid metadata.
+// few progress points (a re-key's and an encryption with a data shift's);
+// a map built must parse back as valid metadata.
 #include "fuzz_util.hpp"
 
 #include <blkcrypt/luks/luks2.hpp>
 #include <blkcrypt/luks/reencrypt.hpp>
+#include <blkcrypt/luks/reencrypt_shift.hpp>
 
 #include <cstdlib>
 #include <cstring>
@@ -48,15 +50,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     (void)luks2::reencrypt_verification_data(md, s, k1, k2);
     if (s.digest >= 0 && md.digests.at(s.digest).iterations <= 1000) (void)luks2::reencrypt_verify(*reg, md, s, k1, k2);
     const uint64_t total = 64u << 20;
-    for (uint64_t done : {uint64_t{0}, uint64_t{4096}, total / 2}) {
-        Result<std::string> map = luks2::reencrypt_progress_json(md, s, total, done, done ? 4096 : 0);
-        if (!map) continue;
+    auto check_map = [&](const Result<std::string>& map) {
+        if (!map) return;
         // The map keeps the metadata's own invariants (or the input's were
         // outside what a reencryption may hold: a refusal, not a crash).
         std::vector<uint8_t> area(kHdr - luks2::kBinHeaderSize, 0);
-        if (map->size() >= area.size()) continue;
+        if (map->size() >= area.size()) return;
         std::memcpy(area.data(), map->data(), map->size());
         (void)luks2::parse_metadata(area, md.hdr);
+    };
+    for (uint64_t done : {uint64_t{0}, uint64_t{4096}, total / 2})
+        check_map(luks2::reencrypt_progress_json(md, s, total, done, done ? 4096 : 0));
+    // An encryption with a data shift (its own map writer, which checks the
+    // backup segments' geometry first).
+    for (uint64_t from : {uint64_t{0}, uint64_t{4096}, s.shift_size, total / 2}) {
+        check_map(luks2::encrypt_shift_progress_json(md, s, from, 0));
+        check_map(luks2::encrypt_shift_progress_json(md, s, from, from ? 512 : 0));
     }
     return 0;
 }

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace blkcrypt {
@@ -66,6 +67,16 @@ Result<std::shared_ptr<BackingStore>> open_file_store(const std::string& path, b
 // A regular file of `size` bytes already open for reading, read-only; the
 // store owns fd (pass a dup to keep yours).
 std::shared_ptr<BackingStore> adopt_file_store(int fd, uint64_t size, std::string name);
+
+// The one opener of an image a user names (IMAGE, DATA, HASH, FEC, a
+// header, an output): an NBD URI (nbd://host[:port]/export, nbds://...,
+// nbd+unix:///export?socket=PATH, as libnbd's nbd_connect_uri reads them) is
+// reached through libnbd (docs/remote.md), any other path as open_file_store.
+// A writable NBD store refuses a read-only export. Unsupported for a URI when
+// libnbd is not built in or cannot be loaded.
+Result<std::shared_ptr<BackingStore>> open_store(const std::string& path, bool writable);
+// True when open_store reads path as an NBD URI rather than a file name.
+bool is_nbd_uri(std::string_view path) noexcept;
 
 // Memory, for tests and examples.
 class MemoryStore final : public BackingStore {

@@ -59,6 +59,14 @@ public:
     }
     Status flush() override { return inner_->flush(); }
     void drain() override { inner_->drain(); }
+    // allow_discards: the kernel's discard (tags of the filler, data
+    // punched out), advertised to NBD clients as TRIM.
+    bool can_discard() const override { return !read_only() && t_->allow_discards(); }
+    Status discard(uint64_t offset, uint64_t len) override {
+        if (!can_discard()) return Status::Unsupported;
+        auto r = t_->discard(offset, len);
+        return r ? Status::Ok : r.status();
+    }
     std::string describe() const override { return inner_->describe(); }
     std::shared_ptr<integrity::TaggedDevice> tagged() override { return t_; }
 

@@ -49,6 +49,10 @@ public:
     // LUKS2 --integrity: the crypt table over /dev/mapper/luks-UUID_dif,
     // which lower_tables() holds (see there).
     virtual Result<dm::DmTable> unlock(ConstBytes secret) = 0;
+    // The same from the volume key itself (cryptsetup --volume-key-file):
+    // LUKS checks it against its digest (NoKey); BitLocker and FileVault 2
+    // keep none, so any key of the right size gives a table.
+    virtual Result<dm::DmTable> unlock_volume_key(ConstBytes key) = 0;
     // The tables the last unlocked table stacks on, lowest first, as
     // cryptsetup loads them (LUKS2 --integrity: luks-UUID_dif, the
     // dm-integrity table on the image); empty for the other formats.

@@ -6,7 +6,7 @@
 // commit_time:, meta_device:, block_size:, sectors_per_bit:,
 // bitmap_flush_interval:, internal_hash:ALG[:HEXKEY], allow_discards,
 // fix_padding, fix_hmac, legacy_recalculate, recalculate, reset_recalculate,
-// journal_crypt:, journal_mac: (the last parsed, and refused when built).
+// journal_crypt:ALG[:HEXKEY], journal_mac:ALG[:HEXKEY].
 #pragma once
 
 #include <blkcrypt/secure_buffer.hpp>
@@ -30,12 +30,9 @@ struct IntegrityTable {
     std::string meta_device;     // empty: none
     std::string internal_hash;   // kernel name; empty: tags from the target above
     SecureBuffer internal_hash_key;
-    // journal_crypt:/journal_mac: algorithms; the journal_crypt key, and the
-    // journal_mac key's length in hex digits only (the target refuses a
-    // journal_mac: line), for args().
+    // journal_crypt:/journal_mac: algorithms (kernel names) and their keys.
     std::string journal_crypt, journal_mac;
-    SecureBuffer journal_crypt_key;
-    std::size_t journal_crypt_key_hex = 0, journal_mac_key_hex = 0;
+    SecureBuffer journal_crypt_key, journal_mac_key;
     bool allow_discards = false, fix_padding = false, fix_hmac = false, legacy_recalculate = false;
     bool recalculate = false, reset_recalculate = false;
 

@@ -13,11 +13,13 @@
 #include <blkcrypt/registry.hpp>
 #include <blkcrypt/secure_buffer.hpp>
 
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -41,7 +43,7 @@ struct OpenOptions {
     uint32_t buffer_sectors = kDefaultBufferSectors;
     uint32_t journal_sectors = 0;      // journal_sectors: (0: not given); only used to format
     uint32_t journal_watermark = 50;   // journal_watermark: percent
-    uint32_t commit_time = 10000;      // commit_time: milliseconds
+    uint32_t commit_time = 10000;      // commit_time: milliseconds between commits of waiting writes (J mode; 0: none)
     uint64_t sectors_per_bit = 0;      // sectors_per_bit: (B mode; 0: the superblock's)
     uint32_t bitmap_flush_interval = 10000;  // milliseconds (B mode)
     bool recalculate = false;          // recalculate: blocks from recalc_sector (0 when the flag was
@@ -92,6 +94,17 @@ public:
     // With an internal hash: writes whole blocks with their computed tags.
     Result<void> write_hashed(uint64_t offset, ConstBytes data);
 
+    // With allow_discards and an internal hash: whole blocks discarded as
+    // the kernel discards them. In J mode the journal is committed and
+    // written back first (the kernel does it before a discard over
+    // journaled blocks); in B mode the bitmap is marked first; each tag
+    // becomes the discard filler (all 0xF6), then the data is punched out
+    // (the data before the tags in D mode, as the kernel submits it). A
+    // data store that cannot punch keeps the old bytes, which then read
+    // unchecked. Unsupported without allow_discards or an internal hash.
+    Result<void> discard(uint64_t offset, uint64_t len);
+    bool allow_discards() const noexcept { return allow_discards_ && hash_.has_value(); }
+
     // Leaves the image as the kernel leaves it at a clean close (B mode:
     // the dirty-bitmap flag cleared). Called by the destructor too;
     // explicit calls report errors.
@@ -108,6 +121,7 @@ private:
     // J-mode writes and calls write_direct when it writes sections back.
     Result<void> write_direct(uint64_t offset, ConstBytes data, ConstBytes tags);
     Result<void> read_raw(uint64_t offset, Bytes data, Bytes tags);
+    std::string resized_note() const;
     // B mode: the dirty flag and the bits of [offset, offset+len) on disk
     // before the write (io_mu_ held).
     Result<void> mark_bitmap(uint64_t offset, uint64_t len);
@@ -147,6 +161,15 @@ private:
     std::shared_ptr<JournalMac> journal_mac_;
     std::shared_ptr<BackingStore> journal_store_;  // meta seen through journal_crypt: (journal_crypt.hpp)
     std::unique_ptr<JournalWriter> journal_;
+    // J mode, writable: the kernel's autocommit timer (commit_time:), a
+    // thread committing the waiting writes every commit_time ms, so a crash
+    // loses at most that much of what was written without a flush.
+    void start_committer(uint32_t ms);
+    void stop_committer();
+    std::thread committer_;
+    std::mutex commit_mu_;
+    std::condition_variable commit_cv_;
+    bool stop_commit_ = false;
     std::optional<Journal> replayed_journal_;
     std::unordered_map<uint64_t, std::size_t> replayed_;
 };

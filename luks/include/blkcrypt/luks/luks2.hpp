@@ -211,6 +211,12 @@ struct FormatOptions {
 // the new container's Volume (keyslot = the one written).
 Result<luks::Volume> format(Registry& reg, BackingStore& header, ConstBytes passphrase, const FormatOptions& opts);
 
+// The LUKS2 FormatOptions luksFormat's checked options give (what format()
+// above writes for them, the digest's PBKDF2 iterations benchmarked as
+// cryptsetup's), for a caller that lays the header out itself
+// (reencrypt --encrypt). Errors as luks::format_layout's.
+Result<FormatOptions> resolve_format(Registry& reg, const luks::FormatOptions& opts);
+
 // {pbkdf, hash, costs, keyslot, priority}: the front's options.
 using KeyslotOptions = luks::KeyslotOptions;
 

@@ -1,0 +1,132 @@
+// blkcrypt reencrypt --encrypt / --decrypt: encrypting a plain image in
+// place (data shift, or a detached header) and removing the encryption.
+// --encrypt --reduce-device-size N is cryptsetup 2.6.1's in-place
+// encryption (src/utils_reencrypt.c encrypt_luks2_init): the header goes
+// where the first N/2 bytes were, the data moves N/2 on; the library's
+// reencrypt_shift.hpp writes its metadata, so either tool resumes it.
+#include "commands.hpp"
+#include "container_common.hpp"
+#include "passphrase.hpp"
+#include "reencrypt_cli.hpp"
+
+#include <blkcrypt/luks/container.hpp>
+#include <blkcrypt/luks/luks2.hpp>
+#include <blkcrypt/luks/reencrypt_shift.hpp>
+
+#include <cctype>
+#include <iostream>
+
+#include <sys/stat.h>
+
+namespace cli {
+
+namespace luks = blkcrypt::luks;
+namespace luks2 = blkcrypt::luks::luks2;
+
+namespace {
+
+// luksFormat's options as --encrypt takes them for the new header
+// (cryptsetup formats it with its luksFormat): cipher, key size, sector
+// size (512 unless given, as encrypt_luks2_init sets it), KDF, key slot,
+// UUID, label, subsystem, metadata size; the data offset is the shift.
+luks::FormatOptions encrypt_format_options(const po::variables_map& vm, uint64_t shift) {
+    luks::FormatOptions o;
+    if (vm.count("cipher")) o.cipher = vm["cipher"].as<std::string>();
+    if (vm.count("key-size")) o.key_bits = vm["key-size"].as<unsigned>();
+    if (vm.count("pbkdf")) o.kdf.pbkdf = vm["pbkdf"].as<std::string>();
+    if (vm.count("hash")) o.kdf.hash = vm["hash"].as<std::string>();
+    for (auto [name, to] : {std::pair{"pbkdf-force-iterations", &o.kdf.iterations}, {"iter-time", &o.kdf.iter_time_ms},
+                            {"pbkdf-memory", &o.kdf.memory_kib}, {"pbkdf-parallel", &o.kdf.parallel}})
+        if (vm.count(name)) *to = vm[name].as<unsigned>();
+    if (vm.count("key-slot")) o.keyslot = static_cast<int>(vm["key-slot"].as<unsigned>());
+    if (vm.count("uuid")) {
+        std::string uuid = vm["uuid"].as<std::string>();
+        if (!luks::valid_uuid(uuid)) throw UsageError("Wrong LUKS UUID format provided.");
+        for (char& c : uuid) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        o.uuid = uuid;
+    }
+    o.sector_size = vm.count("sector-size") ? vm["sector-size"].as<unsigned>() : 512u;
+    if (vm.count("label")) o.label = vm["label"].as<std::string>();
+    if (vm.count("subsystem")) o.subsystem = vm["subsystem"].as<std::string>();
+    if (vm.count("luks2-metadata-size")) o.metadata_size = vm["luks2-metadata-size"].as<uint64_t>();
+    o.offset = shift / 512;
+    return o;
+}
+
+// A header that already says "encrypt": resumed as cryptsetup resumes it
+// (its --encrypt then only checks the mode).
+bool resume_if_marked(const ReencryptRequest& rq) {
+    auto store = blkcrypt::open_file_store(rq.header_path, false);
+    if (!store) throw Failure(store.error().message);
+    auto v = luks::detect(**store);
+    if (!v) return false;
+    if (*v != luks::Version::Luks2) throw Failure("Device " + rq.header_path + " is already a LUKS1 device.");
+    auto h = luks2::read_header(registry(), **store);
+    if (!h) throw Failure(h.error().message);
+    auto st = luks2::reencrypt_state(h->md);
+    if (!st) throw Failure(st.error().message);
+    if (!*st) throw Failure("Device " + rq.header_path + " is already a LUKS2 device (not in reencryption); nothing to encrypt.");
+    if ((*st)->mode != "encrypt") throw Failure("Device is not in LUKS2 encryption. Conflicting option --encrypt.");
+    if ((*st)->crashed) throw Failure("Device requires reencryption recovery. Run repair first.");
+    if (rq.init_only) throw Failure("LUKS2 reencryption already initialized. Aborting operation.");
+    store->reset();
+    const blkcrypt::SecureBuffer pass = reencrypt_passphrase(rq);
+    run_luks2_reencryption(rq, pass);
+    return true;
+}
+
+}  // namespace
+
+int reencrypt_encrypt(const ReencryptRequest& rq) {
+    const auto& vm = rq.vm;
+    struct stat st {};
+    if (::stat(rq.header_path.c_str(), &st) != 0)
+        throw StatusFailure("Device " + rq.header_path + " does not exist or access denied.", kExitNoDevice);
+    if (resume_if_marked(rq)) return 0;
+    if (rq.resume_only) throw Failure("Device reencryption not in progress.");
+    if (vm.count("type") && vm["type"].as<std::string>() == "luks1")
+        throw Failure("LUKS1 encryption in place (cryptsetup's legacy path) is not supported; use --type luks2");
+    if (rq.detached)
+        throw Failure("reencrypt --encrypt with a detached --header is not supported yet (use --reduce-device-size)");
+    if (!vm.count("reduce-device-size"))
+        throw Failure("Encryption without detached header (--header) is not possible without data device size "
+                      "reduction (--reduce-device-size).");
+    for (const char* o : {"device-size", "volume-key-file", "luks2-keyslots-size", "align-payload"})
+        if (vm.count(o)) throw Failure(std::string("--") + o + " with --encrypt is not supported yet");
+    uint64_t reduce = vm["reduce-device-size"].as<uint64_t>();
+    // cryptsetup's --offset against the reduction (encrypt_luks2_init).
+    if (vm.count("offset")) {
+        const uint64_t off = vm["offset"].as<uint64_t>();
+        if (off > reduce / (2 * 512))
+            throw Failure("Requested data offset must be less than or equal to half of --reduce-device-size parameter.");
+        if (off && off < reduce / (2 * 512)) {
+            reduce = off * 2 * 512;
+            std::cout << "Adjusting --reduce-device-size value to twice the --offset " << off * 2 << " (sectors).\n";
+        }
+    }
+    if (vm.count("resilience") && vm["resilience"].as<std::string>().rfind("datashift-", 0) == 0)
+        throw Failure("Requested --resilience option cannot be applied to current reencryption operation.");
+
+    luks2::EncryptShiftOptions eo;
+    eo.reduce_size = reduce;
+    auto f = luks2::resolve_format(registry(), encrypt_format_options(vm, reduce / 2));
+    if (!f) {
+        if (f.status() == blkcrypt::Status::Invalid) throw UsageError(f.error().message);
+        throw Failure(f.error().message);
+    }
+    eo.format = std::move(*f);
+    const blkcrypt::SecureBuffer pass = reencrypt_passphrase(rq, vm["verify-passphrase"].as<bool>());
+    {
+        auto dev = open_container_image(rq.image, true, "IMAGE");
+        expect(luks2::encrypt_shift_init(registry(), *dev, pass, eo));
+    }
+    if (vm["verbose"].as<bool>()) std::cout << "Reencryption initialized.\n";
+    if (rq.init_only) return 0;
+    return run_luks2_reencryption(rq, pass);
+}
+
+int reencrypt_decrypt(const ReencryptRequest&) {
+    throw Failure("reencrypt --decrypt is not supported yet (use luks decrypt into a new file)");
+}
+
+}  // namespace cli

@@ -1,0 +1,57 @@
+// In-place encryption of a plaintext image with a data shift, as
+// cryptsetup 2.6.1's `reencrypt --encrypt --reduce-device-size N` does it
+// (src/utils_reencrypt.c encrypt_luks2_init, lib/luks2/luks2_reencrypt.c
+// with CRYPT_REENCRYPT_MOVE_FIRST_SEGMENT): the data moves N/2 bytes
+// towards the end, backward, so the LUKS2 header fits at its start.
+//
+// Layout of an image of size D, shift S = N/2, plaintext length L = D - N:
+// the first S bytes of the plaintext are copied to [D - S, D) (the "moved
+// segment"), the header (data offset S) is written over [0, S), then the
+// data is encrypted from its end to [S, S + L) in hotzones of S bytes
+// (resilience "datashift": a hotzone's source is never overwritten before
+// the header says it is done, so a crash is recovered by re-reading it);
+// the last hotzone reads the moved segment, which is then wiped (random
+// bytes) before the header is finished. The LUKS2 device then spans
+// [S, D), the data its first L bytes.
+#pragma once
+
+#include <blkcrypt/luks/reencrypt.hpp>
+
+namespace blkcrypt::luks::luks2 {
+
+struct EncryptShiftOptions {
+    uint64_t reduce_size = 0;  // --reduce-device-size, bytes (N); the data moves by N/2
+    // The new header: cipher, key size, sector size (cryptsetup's encrypt
+    // takes 512 unless --sector-size), KDF, uuid, label. Its data_offset and
+    // keyslots_size are set from the shift, as cryptsetup sets --offset.
+    FormatOptions format;
+};
+
+// `cryptsetup reencrypt --encrypt --reduce-device-size N --init-only` on
+// `device` (the plaintext, L = size - N bytes of it): the moved segment is
+// copied and flushed, then the header (keyslot 0 for the passphrase, the
+// reencrypt keyslot with a "datashift" area, the segments moved | rest |
+// backup-moved-segment | backup-previous | backup-final, the verification
+// digest, online-reencrypt-v2) is written over [0, S), keyslot areas first.
+// Refused with nothing written: N not a non-zero multiple of 2 x 4096, a
+// device whose plaintext would be shorter than S or not a multiple of the
+// sector size, a device that already holds a LUKS header.
+Result<ReencryptState> encrypt_shift_init(Registry& reg, BackingStore& device, ConstBytes passphrase,
+                                          const EncryptShiftOptions& opts);
+
+// The segment map of that encryption when the data from logical offset
+// `done_from` to the end is encrypted and [done_from - hot, done_from) is in
+// flight ("in-reencryption"): moved | rest | hot | done, then backup-previous,
+// backup-final, backup-moved-segment, as cryptsetup writes each step; all
+// done is one "dynamic" crypt segment. The new key's digest lists
+// backup-final first, then its live segments.
+Result<std::string> encrypt_shift_progress_json(const Metadata& md, const ReencryptState& st, uint64_t done_from,
+                                                uint64_t hot);
+
+// Runs (or resumes, after either tool left it, recovering a crashed
+// hotzone by re-reading its source) such an encryption to the end. Called
+// by reencrypt_run for a header in mode encrypt with a datashift area.
+Result<ReencryptRunResult> encrypt_shift_run(Registry& reg, BackingStore& device, ConstBytes passphrase,
+                                             const ReencryptRunOptions& opts);
+
+}  // namespace blkcrypt::luks::luks2

@@ -1,0 +1,360 @@
+// In-place encryption with a data shift (cryptsetup 2.6.1's reencrypt
+// --encrypt --reduce-device-size): the init, the segment map of each step
+// (as lib/luks2/luks2_reencrypt.c's reencrypt_make_hot_segments /
+// _post_segments for encryption with a moved segment write it, checked
+// against cryptsetup's own maps) and the backward engine with the datashift
+// recovery.
+#include "luks2_internal.hpp"
+
+#include <blkcrypt/luks/reencrypt_shift.hpp>
+#include <blkcrypt/random.hpp>
+#include <blkcrypt/registry.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstring>
+
+namespace blkcrypt::luks::luks2 {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+Error bad(std::string msg) { return make_error(Status::Invalid, std::move(msg)); }
+
+constexpr std::size_t kIoChunk = 4u << 20;     // memory per transform pass
+constexpr uint64_t kDatashiftArea = 4096;      // the reencrypt keyslot's area (nothing is kept in it)
+
+std::string u64s(uint64_t v) { return std::to_string(v); }
+
+bool has_flag(const Segment& s, std::string_view f) { return std::count(s.flags.begin(), s.flags.end(), f) > 0; }
+
+Result<json> raw_json(const Metadata& md) {
+    json root = json::parse(md.json, nullptr, /*allow_exceptions=*/false);
+    if (root.is_discarded() || !root.is_object()) return bad("LUKS2 metadata is not a JSON object");
+    return root;
+}
+
+int lowest_free(const json& section, int max) {
+    for (int i = 0; i < max; ++i)
+        if (!section.contains(std::to_string(i))) return i;
+    return -1;
+}
+
+// The first keyslot-area gap of `len` bytes (LUKS2_find_area_gap).
+Result<uint64_t> first_gap(const Metadata& md, uint64_t len) {
+    std::vector<std::pair<uint64_t, uint64_t>> used;
+    for (const auto& [id, ks] : md.keyslots) used.emplace_back(ks.area_offset, ks.area_offset + ks.area_size);
+    std::sort(used.begin(), used.end());
+    uint64_t at = 2 * md.metadata_size();
+    for (const auto& [b, e] : used) {
+        if (b >= at + len) break;
+        at = std::max(at, e);
+    }
+    if (at + len > md.hdr_and_areas_size()) return bad("Not enough free keyslot area for reencryption.");
+    return at;
+}
+
+Status write_flush(BackingStore& dev, uint64_t off, ConstBytes b) {
+    if (Status s = dev.write(off, b); s != Status::Ok) return s;
+    return dev.flush();
+}
+
+// The geometry the backup segments fix.
+struct Geometry {
+    uint64_t shift = 0;        // S: the data offset of the result
+    uint64_t length = 0;       // L: the plaintext's bytes
+    uint64_t moved = 0;        // M: where the first S bytes were copied
+    uint64_t moved_size = 0;
+};
+
+Result<Geometry> geometry(const Metadata& md, const ReencryptState& st) {
+    if (st.mode != "encrypt" || st.direction != "backward" || st.area_type != "datashift" || st.seg_moved < 0)
+        return make_error(Status::Unsupported, "not an encryption with a data shift and a moved segment");
+    const Segment& prev = md.segments.at(st.seg_previous);
+    const Segment& fin = md.segments.at(st.seg_final);
+    const Segment& mov = md.segments.at(st.seg_moved);
+    if (prev.type != "linear" || fin.type != "crypt" || mov.type != "linear")
+        return bad("the backup segments of an encryption must be linear, crypt and linear");
+    Geometry g;
+    g.shift = st.shift_size;
+    if (prev.offset != 0 || !prev.size || fin.offset != g.shift || fin.iv_tweak != 0 || !mov.size)
+        return bad("the backup segments do not describe a data shift of " + u64s(g.shift) + " bytes");
+    g.length = *prev.size;
+    g.moved = mov.offset;
+    g.moved_size = *mov.size;
+    if (g.moved_size != g.shift || g.length < g.shift || g.moved != g.shift + g.length)
+        return bad("the moved segment does not follow the shifted data");
+    const uint64_t align = std::max<uint64_t>(fin.sector_size, 512);
+    if (g.length % align || g.shift % align) return bad("the data is not a multiple of the sector size");
+    return g;
+}
+
+}  // namespace
+
+Result<ReencryptState> encrypt_shift_init(Registry& reg, BackingStore& device, ConstBytes passphrase,
+                                          const EncryptShiftOptions& o) {
+    const uint64_t n = o.reduce_size;
+    if (n == 0 || n % (2 * 4096)) return bad("--reduce-device-size must be a non-zero multiple of 8 KiB");
+    const uint64_t shift = n / 2, dev_size = device.size() / 512 * 512;
+    if (dev_size < n + shift) return bad("Device is too small for encryption with --reduce-device-size " + u64s(n) + ".");
+    const uint64_t length = dev_size - n;
+    const uint32_t sector = o.format.sector_size;
+    if (sector < 512 || sector > 4096 || (sector & (sector - 1))) return bad("sector size must be 512..4096, a power of two");
+    if (length % sector || shift % sector) return bad("the data is not a multiple of the sector size " + u64s(sector));
+    {
+        uint8_t magic[6];
+        if (Status s = device.read(0, magic); s != Status::Ok) return make_error(s, "cannot read the device");
+        if (std::memcmp(magic, "LUKS\xba\xbe", 6) == 0 || std::memcmp(magic, "SKUL\xba\xbe", 6) == 0)
+            return bad("the device already holds a LUKS header");
+    }
+
+    // The header as cryptsetup's temporary header file holds it: formatted
+    // with the data at S, keyslots filling the rest of [0, S).
+    FormatOptions fo = o.format;
+    fo.data_offset = shift;
+    fo.keyslots_size = 0;
+    auto hdr = std::make_shared<MemoryStore>(shift);
+    Result<luks::Volume> vol = format(reg, *hdr, passphrase, fo);
+    if (!vol) return vol.error();
+    Result<Header> h = read_header(reg, *hdr);
+    if (!h) return h.error();
+    const Metadata& md = h->md;
+    Result<json> rootr = raw_json(md);
+    if (!rootr) return rootr.error();
+    json root = std::move(*rootr);
+
+    Result<uint64_t> area = first_gap(md, kDatashiftArea);
+    if (!area) return area.error();
+    const int reenc_ks = lowest_free(root["keyslots"], kMaxKeyslots);
+    if (reenc_ks < 0) return bad("no free keyslot for the reencrypt keyslot");
+    root["keyslots"][std::to_string(reenc_ks)] =
+        json{{"area", {{"offset", u64s(*area)}, {"size", u64s(kDatashiftArea)}, {"type", "datashift"}, {"shift_size", u64s(shift)}}},
+             {"type", "reencrypt"}, {"key_size", 1}, {"mode", "encrypt"}, {"direction", "backward"}, {"priority", 0}};
+
+    const uint64_t moved = shift + length;
+    json fin = root["segments"]["0"];
+    fin["flags"] = json::array({"backup-final"});
+    json segs = json::object();
+    segs["0"] = json{{"type", "linear"}, {"offset", u64s(moved)}, {"size", u64s(shift)}};
+    int next = 1;
+    if (length > shift) segs[std::to_string(next++)] = json{{"type", "linear"}, {"offset", u64s(shift)}, {"size", u64s(length - shift)}};
+    const std::string moved_id = std::to_string(next++), prev_id = std::to_string(next++), fin_id = std::to_string(next++);
+    segs[moved_id] = json{{"type", "linear"}, {"offset", u64s(moved)}, {"size", u64s(shift)}, {"flags", json::array({"backup-moved-segment"})}};
+    segs[prev_id] = json{{"type", "linear"}, {"offset", "0"}, {"size", u64s(length)}, {"flags", json::array({"backup-previous"})}};
+    segs[fin_id] = fin;
+    root["segments"] = segs;
+    const int new_digest = md.digest_for_keyslot(vol->keyslot);
+    if (new_digest < 0) return bad("the new keyslot has no digest");
+    root["digests"][std::to_string(new_digest)]["segments"] = json::array({fin_id});
+    root["config"]["requirements"]["mandatory"] = json::array({"online-reencrypt-v2"});
+
+    // The verification digest over the header as it will be, added last.
+    std::vector<uint8_t> area_text(static_cast<std::size_t>(md.hdr.hdr_size - kBinHeaderSize), 0);
+    {
+        const std::string t = root.dump();
+        if (t.size() >= area_text.size()) return bad("the LUKS2 metadata does not fit its area");
+        std::copy(t.begin(), t.end(), area_text.begin());
+    }
+    Result<Metadata> staged = parse_metadata(area_text, md.hdr);
+    if (!staged) return staged.error();
+    Result<std::optional<ReencryptState>> st0 = reencrypt_state(*staged);
+    if (!st0) return st0.error();
+    if (!*st0) return bad("the reencryption metadata did not parse");
+    Result<SecureBuffer> vdata = reencrypt_verification_data(*staged, **st0, {}, vol->table.key);
+    if (!vdata) return vdata.error();
+    const int reenc_digest = lowest_free(root["digests"], kMaxDigests);
+    if (reenc_digest < 0) return bad("no free digest");
+    Result<json> rd = detail::pbkdf2_digest(reg, "sha256", fo.digest_iterations, *vdata, {std::to_string(reenc_ks)}, {});
+    if (!rd) return rd.error();
+    root["digests"][std::to_string(reenc_digest)] = *rd;
+    if (auto r = write_metadata(reg, *hdr, md, root.dump()); !r) return r.error();
+
+    // The first S bytes to the end, flushed; then the header over them,
+    // keyslot areas first and the two copies last (a crash before leaves
+    // the data whole, its head in the moved copy).
+    std::vector<uint8_t> buf;
+    for (uint64_t at = 0; at < shift;) {
+        const std::size_t len = static_cast<std::size_t>(std::min<uint64_t>(kIoChunk, shift - at));
+        buf.resize(len);
+        if (Status s = device.read(at, buf); s != Status::Ok) return make_error(s, "cannot read the data");
+        if (Status s = device.write(moved + at, buf); s != Status::Ok) return make_error(s, "cannot move the data");
+        at += len;
+    }
+    if (Status s = device.flush(); s != Status::Ok) return make_error(s, "cannot flush the moved data");
+    const uint64_t copies = 2 * md.hdr.hdr_size;
+    const std::vector<uint8_t>& img = hdr->data();
+    if (Status s = write_flush(device, copies, ConstBytes(img.data() + copies, img.size() - copies)); s != Status::Ok)
+        return make_error(s, "cannot write the keyslot areas");
+    if (Status s = write_flush(device, 0, ConstBytes(img.data(), copies)); s != Status::Ok)
+        return make_error(s, "cannot write the LUKS2 header");
+
+    Result<Header> back = read_header(reg, device);
+    if (!back) return back.error();
+    Result<std::optional<ReencryptState>> st = reencrypt_state(back->md);
+    if (!st) return st.error();
+    if (!*st) return bad("the reencryption metadata did not persist");
+    return std::move(**st);
+}
+
+Result<std::string> encrypt_shift_progress_json(const Metadata& md, const ReencryptState& st, uint64_t done_from,
+                                                uint64_t hot) {
+    Result<Geometry> g = geometry(md, st);
+    if (!g) return g.error();
+    if (done_from > g->length || hot > done_from) return bad("encryption progress past the data");
+    if (done_from % 512 || hot % 512) return bad("encryption progress must be in 512-byte units");
+    const uint64_t plain_end = done_from - hot;
+    if (plain_end > 0 && plain_end < g->shift && hot) return bad("a hotzone must not split the moved segment");
+    Result<json> rootr = raw_json(md);
+    if (!rootr) return rootr.error();
+    json root = std::move(*rootr);
+    const json& old = root["segments"];
+    json prev = old[std::to_string(st.seg_previous)], fin = old[std::to_string(st.seg_final)],
+         mov = old[std::to_string(st.seg_moved)];
+    json out = json::object();
+    std::vector<std::string> live_new;
+    int id = 0;
+    auto add = [&](json s) {
+        out[std::to_string(id++)] = std::move(s);
+        return std::to_string(id - 1);
+    };
+    auto crypt = [&](uint64_t logical, uint64_t size, bool dynamic) {
+        json s = fin;
+        s.erase("flags");
+        s["offset"] = u64s(g->shift + logical);
+        s["size"] = dynamic ? std::string("dynamic") : u64s(size);
+        s["iv_tweak"] = u64s(logical / 512);
+        return s;
+    };
+    if (plain_end > 0) {
+        json m = mov;
+        m.erase("flags");
+        m["size"] = u64s(std::min(plain_end, g->shift));
+        add(m);
+    }
+    if (plain_end > g->shift)
+        add(json{{"type", "linear"}, {"offset", u64s(g->shift)}, {"size", u64s(plain_end - g->shift)}});
+    if (hot) {
+        json h = crypt(plain_end, hot, false);
+        h["flags"] = json::array({"in-reencryption"});
+        live_new.push_back(add(h));
+    }
+    if (done_from < g->length) live_new.push_back(add(crypt(done_from, g->length - done_from, done_from == 0 && !hot)));
+    add(prev);
+    const std::string fin_id = add(fin);
+    add(mov);
+    root["segments"] = out;
+    live_new.insert(live_new.begin(), fin_id);
+    root["digests"][std::to_string(st.digest_new)]["segments"] = live_new;
+    return root.dump();
+}
+
+Result<ReencryptRunResult> encrypt_shift_run(Registry& reg, BackingStore& dev, ConstBytes passphrase,
+                                             const ReencryptRunOptions& opts) {
+    Metadata md;
+    ReencryptState st;
+    auto reload = [&]() -> Result<void> {
+        Result<Header> h = read_header(reg, dev);
+        if (!h) return h.error();
+        md = std::move(h->md);
+        Result<std::optional<ReencryptState>> s = reencrypt_state(md);
+        if (!s) return s.error();
+        if (!*s) return bad("Device is not marked for LUKS2 reencryption.");
+        st = std::move(**s);
+        return {};
+    };
+    if (auto r = reload(); !r) return r.error();
+    if (st.repair_needed) return bad("Reencryption metadata is invalid; run cryptsetup repair first.");
+    Result<Geometry> g = geometry(md, st);
+    if (!g) return g.error();
+    if (dev.size() < g->moved + g->moved_size) return bad("the device ends before its moved segment (has it shrunk?)");
+    Result<ReencryptKeys> keys = reencrypt_unlock(reg, dev, md, st, passphrase);
+    if (!keys) return keys.error();
+    if (keys->new_key.empty()) return make_error(Status::NoKey, "No key available with this passphrase.");
+    const SecureBuffer key = std::move(keys->new_key);
+    if (auto r = reencrypt_verify(reg, md, st, {}, key); !r) return r.error();
+    const Segment fin = md.segments.at(st.seg_final);
+
+    // Where the data stands: the encrypted tail from done_from, a hotzone
+    // in flight just before it.
+    uint64_t done_from = g->length;
+    std::optional<std::pair<uint64_t, uint64_t>> hot;
+    for (const auto& [sid, seg] : md.segments) {
+        const int id = sid;
+        const Segment& s = seg;
+        if (id == st.seg_previous || id == st.seg_final || id == st.seg_moved || s.type != "crypt") continue;
+        const uint64_t logical = s.iv_tweak * 512;
+        if (s.offset != g->shift + logical) return bad("segment " + std::to_string(id) + " is not where the data shift puts it");
+        const uint64_t len = s.size ? *s.size : g->length - std::min(logical, g->length);
+        if (has_flag(s, "in-reencryption")) hot = std::make_pair(logical, len);
+        else done_from = std::min(done_from, logical);
+    }
+    const uint64_t align = std::max<uint64_t>(fin.sector_size, 512);
+    uint64_t hz = g->shift;
+    if (opts.hotzone_size) hz = std::max(align, std::min(hz, opts.hotzone_size / align * align));
+
+    ReencryptRunResult out;
+    out.data_size = g->length;
+    out.hotzone = hz;
+    // Encrypts [at, at + len): read from where the plaintext still lies
+    // (the moved copy for the first S bytes), written S further on.
+    std::vector<uint8_t> buf;
+    auto step_data = [&](uint64_t at, uint64_t len) -> Result<void> {
+        for (uint64_t pos = 0; pos < len;) {
+            const uint64_t x = at + pos;
+            uint64_t n = std::min<uint64_t>(kIoChunk, len - pos);
+            if (x < g->shift) n = std::min(n, g->shift - x);
+            buf.resize(static_cast<std::size_t>(n));
+            const uint64_t src = x < g->shift ? g->moved + x : x;
+            if (Status s = dev.read(src, buf); s != Status::Ok) return make_error(s, "cannot read the data");
+            if (auto r = detail::crypt_mem(reg, fin, key, fin.iv_tweak + x / 512, buf, true); !r) return r;
+            if (Status s = dev.write(g->shift + x, buf); s != Status::Ok) return make_error(s, "cannot write the data");
+            pos += n;
+        }
+        if (Status s = dev.flush(); s != Status::Ok) return make_error(s, "cannot flush the data");
+        return {};
+    };
+    auto write_map = [&](uint64_t from, uint64_t h) -> Result<void> {
+        Result<std::string> text = encrypt_shift_progress_json(md, st, from, h);
+        if (!text) return text.error();
+        if (auto r = write_metadata(reg, dev, md, *text); !r) return r;
+        return reload();
+    };
+
+    if (hot) {
+        // The datashift recovery: the hotzone's source is intact, so it is
+        // re-read and written again whole.
+        if (hot->first + hot->second != done_from) return bad("the crashed hotzone does not precede the encrypted data");
+        if (auto r = step_data(hot->first, hot->second); !r) return r.error();
+        done_from = hot->first;
+        if (auto r = write_map(done_from, 0); !r) return r.error();
+        out.recovered = true;
+    }
+    if (opts.recover_only) return out;
+    while (done_from > 0) {
+        // Backward, one shift at most, never across the moved segment's end.
+        const uint64_t start = done_from > g->shift ? std::max(g->shift, done_from - std::min(hz, done_from)) : 0;
+        const uint64_t len = done_from - start;
+        if (auto r = write_map(done_from, len); !r) return r.error();
+        if (auto r = step_data(start, len); !r) return r.error();
+        done_from = start;
+        if (auto r = write_map(done_from, 0); !r) return r.error();
+        if (opts.progress && !opts.progress(g->length - done_from, g->length)) return out;
+    }
+    // The plaintext copy at the end goes before the header forgets it.
+    std::vector<uint8_t> noise;
+    for (uint64_t at = 0; at < g->moved_size;) {
+        const std::size_t len = static_cast<std::size_t>(std::min<uint64_t>(kIoChunk, g->moved_size - at));
+        noise.resize(len);
+        if (auto r = random_bytes(noise); !r) return r.error();
+        if (Status s = dev.write(g->moved + at, noise); s != Status::Ok) return make_error(s, "cannot wipe the moved segment");
+        at += len;
+    }
+    if (Status s = dev.flush(); s != Status::Ok) return make_error(s, "cannot flush the wipe");
+    if (auto r = reencrypt_finish(reg, dev, md, st); !r) return r.error();
+    out.finished = true;
+    return out;
+}
+
+}  // namespace blkcrypt::luks::luks2
