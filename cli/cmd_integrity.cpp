@@ -8,6 +8,7 @@
 // through the target with every block checked; write writes through it.
 #include "commands.hpp"
 #include "container_common.hpp"
+#include "image_copy.hpp"
 #include "number_option.hpp"
 #include "output_file.hpp"
 #include "passphrase.hpp"
@@ -280,6 +281,16 @@ blkcrypt::Result<void> read_blocks(integrity::IntegrityTarget& t, uint64_t pos, 
 
 constexpr uint64_t kChunk = 1 << 20;
 
+// The checked target as a block device for the shared ring (copy_device):
+// its reads check, its writes hash, on the device's I/O threads, several
+// 1 MiB requests at once. The engine's status names no sector: a request
+// that failed is done again here for the target's own words.
+std::shared_ptr<blkcrypt::dm::BlockDevice> ring_device(const po::variables_map& vm, const Opened& o) {
+    auto dev = blkcrypt::dm::make_integrity_device(o.target, vm["threads"].as<unsigned>(), nullptr);
+    if (!dev) throw Failure(named(o.image, dev.error().message));
+    return *dev;
+}
+
 // --- read ---------------------------------------------------------------------
 
 int run_read(const po::variables_map& vm, const std::vector<std::string>& files) {
@@ -291,19 +302,16 @@ int run_read(const po::variables_map& vm, const std::vector<std::string>& files)
     Output out(files[1], OutputOptions{.role = "OUT", .secret = true, .can_stream = true, .inputs = inputs});
     Opened o = open_target(vm, files[0], false);
     auto& t = *o.target;
-    const uint64_t total = t.size();
-    out.reserve(total);
-    Progress progress(progress_settings(vm), files[0], total);
-    std::vector<uint8_t> buf(std::max<uint64_t>(kChunk, t.block_size()));
-    for (uint64_t pos = 0; pos < total;) {
-        const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(buf.size(), total - pos));
-        auto r = read_blocks(t, pos, blkcrypt::Bytes(buf).first(n));
-        if (!r) throw Failure(named(files[0], r.error().message));
-        out.write(blkcrypt::ConstBytes(buf).first(n));
-        pos += n;
-        progress.update(pos);
-    }
-    progress.finish();
+    auto dev = ring_device(vm, o);
+    auto failed = [&](uint64_t at, std::size_t len, blkcrypt::Status st) {
+        std::vector<uint8_t> again(std::max<std::size_t>(len, t.block_size()));
+        if (auto r = read_blocks(t, at, blkcrypt::Bytes(again).first(len ? len : t.block_size())); !r)
+            throw Failure(named(files[0], r.error().message));
+        throw Failure(files[0] + ": reading at byte " + std::to_string(at) + ": " + blkcrypt::to_string(st));
+    };
+    copy_device({.device = *dev, .bytes = t.size(), .out = &out, .failed = failed, .name = files[0],
+                 .threads = vm["threads"].as<unsigned>(), .progress = progress_settings(vm)});
+    dev.reset();
     out.commit();
     return 0;
 }
@@ -330,43 +338,39 @@ int run_write(const po::variables_map& vm, const std::vector<std::string>& files
         static_cast<uint64_t>(st.st_size) > total)
         throw Failure(in_path + " holds " + std::to_string(st.st_size) + " bytes; the device provides " +
                       std::to_string(total));
-    Progress progress(progress_settings(vm), image_path, S_ISREG(st.st_mode) ? static_cast<uint64_t>(st.st_size) : 0);
     const uint32_t bs = t.block_size();
-    std::vector<uint8_t> buf(kChunk);
-    uint64_t pos = 0;
-    for (;;) {
-        std::size_t n = in.read(buf);
-        if (n == 0) break;
-        if (pos + n > total)
-            throw Failure(in_path + " is larger than the device (" + std::to_string(total) + " bytes); the first " +
-                          std::to_string(pos) + " bytes were written");
-        const std::size_t whole = n / bs * bs;
-        if (whole < n) {
-            // The tail of the input: its last block read back and completed,
-            // as the page cache does for a partial block written to a device.
+    // IN in order into each request's buffer; its last partial block is
+    // read back and completed, as the page cache does for a partial block
+    // written to a device.
+    auto fill = [&](uint64_t pos, uint8_t* slot, std::size_t want) {
+        const std::size_t n = in.read(blkcrypt::Bytes(slot, want));
+        if (const std::size_t whole = n / bs * bs; whole < n) {
             std::vector<uint8_t> last(bs);
-            auto r = read_blocks(t, pos + whole, last);
-            if (!r) throw Failure(named(image_path, r.error().message));
-            std::copy(buf.begin() + static_cast<std::ptrdiff_t>(whole), buf.begin() + static_cast<std::ptrdiff_t>(n),
-                      last.begin());
-            if (whole) {
-                auto w = t.write_hashed(pos, blkcrypt::ConstBytes(buf).first(whole));
-                if (!w) throw Failure(named(image_path, w.error().message));
-            }
-            auto w = t.write_hashed(pos + whole, last);
-            if (!w) throw Failure(named(image_path, w.error().message));
-            pos += n;
-            if (in.read(buf) != 0) throw Failure(in_path + ": short read before its end");
-            break;
+            if (auto r = read_blocks(t, pos + whole, last); !r) throw Failure(named(image_path, r.error().message));
+            std::copy(slot + whole, slot + n, last.begin());
+            std::copy(last.begin(), last.end(), slot + whole);
+            if (in.read(blkcrypt::Bytes(last).first(1)) != 0) throw Failure(in_path + ": short read before its end");
+            return blkcrypt::Bytes(slot, whole + bs);  // IN ended: no more after it
         }
-        auto w = t.write_hashed(pos, blkcrypt::ConstBytes(buf).first(n));
-        if (!w) throw Failure(named(image_path, w.error().message));
-        pos += n;
-        progress.update(pos);
+        return blkcrypt::Bytes(slot, n);
+    };
+    auto failed = [&](uint64_t at, std::size_t, blkcrypt::Status s) {
+        throw Failure(image_path + ": writing at byte " + std::to_string(at) + ": " + blkcrypt::to_string(s));
+    };
+    auto dev = ring_device(vm, o);
+    const uint64_t done =
+        copy_device({.device = *dev, .bytes = total, .write = true, .fill = fill, .failed = failed, .name = image_path,
+                     .threads = vm["threads"].as<unsigned>(), .progress = progress_settings(vm)})
+            .bytes;
+    if (done == total) {
+        uint8_t extra = 0;
+        if (in.read(blkcrypt::Bytes(&extra, 1)) != 0)
+            throw Failure(in_path + " is larger than the device (" + std::to_string(total) + " bytes); the first " +
+                          std::to_string(total) + " bytes were written");
     }
+    dev.reset();
     if (auto f = t.flush(); !f) throw Failure(named(image_path, f.error().message));
     if (auto c = t.close(); !c) throw Failure(named(image_path, c.error().message));
-    progress.finish(pos);
     return 0;
 }
 

@@ -313,10 +313,10 @@ int run_copy(const po::variables_map& vm, ImageCopy& job, const std::string& ima
 }
 
 // LUKS2 --integrity: the plaintext read through the two stacked targets
-// (luks::integrity_device), --start/--size in 512-byte sectors of it. A
-// block whose tag fails (tampered, or never written since a format with
-// --integrity-no-wipe) fails the command naming the sector, as the kernel's
-// read fails with EIO; OUT is then left as it was.
+// (luks::integrity_device), --start/--size in 512-byte sectors of it, by the
+// shared ring (copy_device). A block whose tag fails (tampered, or never
+// written since a format with --integrity-no-wipe) fails the command naming
+// the sector, as the kernel's read fails with EIO; OUT is then left as it was.
 int decrypt_integrity(const po::variables_map& vm, const luks::Volume& vol, const std::string& image, Output& out) {
     constexpr uint64_t kSec = 512;  // --start and --size units
     auto data = blkcrypt::open_store(image, false);
@@ -341,29 +341,24 @@ int decrypt_integrity(const po::variables_map& vm, const luks::Volume& vol, cons
             throw UsageError("--size " + std::to_string(n) + " is more than the " + std::to_string(total - start) +
                              " sectors of the data segment" + (start ? " after --start" : ""));
     }
-    if (out.kind() == Output::Kind::Temp) out.reserve(n * kSec);
-    blkcrypt::SecureBuffer buf(1u << 20);
-    for (uint64_t at = 0; at < n * kSec;) {
-        const std::size_t len = static_cast<std::size_t>(std::min<uint64_t>(buf.size(), n * kSec - at));
-        const blkcrypt::Bytes chunk = buf.span().first(len);
-        if (blkcrypt::Status st = blkcrypt::dm::read_sync(**dev, start * kSec + at, chunk);
-            st != blkcrypt::Status::Ok) {
-            // The engine names the failing sector; read it alone for its words.
-            std::string why = blkcrypt::to_string(st);
-            for (uint64_t b = 0; b < len; b += vol.table.sector_size) {
-                auto one = buf.span().subspan(b, vol.table.sector_size);
-                if (blkcrypt::dm::read_sync(**dev, start * kSec + at + b, one) != blkcrypt::Status::Ok) {
-                    why = "sector " + std::to_string(start + (at + b) / kSec) +
-                          " fails its integrity check (never written since a format with --integrity-no-wipe, "
-                          "or changed since)";
-                    break;
-                }
+    blkcrypt::dm::BlockDevice& d = **dev;
+    // A failed bio: the engine's status names no sector, so its blocks are
+    // read again one by one for the first that fails, and its words.
+    auto failed = [&](uint64_t at, std::size_t len, blkcrypt::Status st) {
+        std::string why = blkcrypt::to_string(st);
+        blkcrypt::SecureBuffer one(vol.table.sector_size);
+        for (uint64_t b = 0; b < len; b += vol.table.sector_size) {
+            if (blkcrypt::dm::read_sync(d, at + b, one.span()) != blkcrypt::Status::Ok) {
+                why = "sector " + std::to_string((at + b) / kSec) +
+                      " fails its integrity check (never written since a format with --integrity-no-wipe, "
+                      "or changed since)";
+                break;
             }
-            throw Failure(image + ": " + why);
         }
-        out.write(chunk);
-        at += len;
-    }
+        throw Failure(image + ": " + why);
+    };
+    copy_device({.device = d, .start = start * kSec, .bytes = n * kSec, .out = &out, .failed = failed,
+                 .name = image, .threads = threads, .progress = progress_settings(vm)});
     out.commit();
     return 0;
 }
@@ -683,31 +678,59 @@ int encrypt_integrity(const po::variables_map& vm, const luks::Volume& vol, cons
     const int fd = in_path == "-" ? STDIN_FILENO : ::open(in_path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) throw Failure(in_path + ": " + std::strerror(errno));
     struct stat st {};
-    if (!vm.count("size") && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && uint64_t(st.st_size) > limit)
+    if (::fstat(fd, &st) != 0) throw Failure(in_path + ": " + std::strerror(errno));
+    if (!vm.count("size") && S_ISREG(st.st_mode) && uint64_t(st.st_size) > limit)
         throw UsageError(in_path + ": " + std::to_string(st.st_size) + " bytes do not fit the " +
                          std::to_string(limit) + " bytes of the data segment of " + image);
-    blkcrypt::SecureBuffer buf(1u << 20);
-    uint64_t done = 0;
-    for (bool eof = false; !eof && done < limit;) {
+    // A regular IN is encrypted from its mapping (the engine only reads a
+    // write's memory: no copy into a buffer of ours); other INs in order
+    // into each bio's own buffer. Several bios in flight (copy_device): the
+    // crypt workers encrypt while the next is read.
+    std::shared_ptr<blkcrypt::BackingStore> in_store;
+    blkcrypt::ConstBytes in_map;
+    if (S_ISREG(st.st_mode))
+        if (auto m = blkcrypt::open_file_store(in_path, false); m) {
+            in_store = *m;
+            in_map = in_store->mapped();
+        }
+    auto fill = [&](uint64_t pos, uint8_t* slot, std::size_t want) {
+        if (!in_map.empty()) {
+            const std::size_t have =
+                pos >= in_map.size() ? 0 : static_cast<std::size_t>(std::min<uint64_t>(want, in_map.size() - pos));
+            if (have % ss)
+                throw Failure(in_path + ": its size is not a multiple of the sector size " + std::to_string(ss));
+            // Read-only mapping, never written (see above).
+            return blkcrypt::Bytes(const_cast<uint8_t*>(in_map.data() + pos), have);
+        }
         std::size_t have = 0;
-        const std::size_t want = static_cast<std::size_t>(std::min<uint64_t>(buf.size(), limit - done));
         while (have < want) {
-            const ssize_t n = ::read(fd, buf.data() + have, want - have);
+            const ssize_t n = ::read(fd, slot + have, want - have);
             if (n < 0 && errno == EINTR) continue;
             if (n < 0) throw Failure(in_path + ": " + std::strerror(errno));
-            if (n == 0) { eof = true; break; }
+            if (n == 0) break;
             have += static_cast<std::size_t>(n);
         }
         if (have % ss)
             throw Failure(in_path + ": its size is not a multiple of the sector size " + std::to_string(ss));
-        if (have && blkcrypt::dm::write_sync(**dev, start + done, blkcrypt::ConstBytes(buf.data(), have)) !=
-                        blkcrypt::Status::Ok)
-            throw Failure(image + ": cannot write at byte " + std::to_string(start + done) + " of the mapping");
-        done += have;
-    }
+        return blkcrypt::Bytes(slot, have);
+    };
+    auto failed = [&](uint64_t at, std::size_t, blkcrypt::Status) {
+        throw Failure(image + ": cannot write at byte " + std::to_string(at) + " of the mapping");
+    };
+    auto written = [&](uint64_t pos, std::size_t len) {
+        if (!in_store) return;
+        in_store->release_mapped(pos, len);  // bounded memory
+        // Truncated under us: the mapping read zeros, not the file.
+        if (in_store->changed()) throw Failure(in_path + ": changed size while being read");
+    };
+    const uint64_t done = copy_device({.device = **dev, .start = start, .bytes = limit, .write = true, .fill = fill,
+                                       .written = written, .failed = failed, .name = image, .threads = threads,
+                                       .progress = progress_settings(vm)})
+                              .bytes;
+    if (in_store && in_store->changed()) throw Failure(in_path + ": changed size while being read");
     if (!vm.count("size") && done == limit) {
         char extra = 0;
-        if (::read(fd, &extra, 1) == 1) throw UsageError(in_path + ": does not fit the data segment of " + image);
+        if (in_store ? in_map.size() > done : ::read(fd, &extra, 1) == 1) throw UsageError(in_path + ": does not fit the data segment of " + image);
     }
     if (fd != STDIN_FILENO) ::close(fd);
     if ((*dev)->flush() != blkcrypt::Status::Ok) throw Failure(image + ": cannot flush");

@@ -352,8 +352,10 @@ using RefusedFn = std::function<void(uint64_t pos, blkcrypt::Status)>;
 // Drives one range of a target through a BioRing: 1 MiB bios, `depth` in
 // flight, retired in order. It knows no files: fill and retire are the two
 // ends, so the same loop serves any source and sink (copy_image's IN and OUT,
-// each crypt line of copy_table). Returns the bytes submitted.
-uint64_t pump(dm::CryptTarget& target, std::size_t depth, std::size_t slot_bytes, const PumpRange& range,
+// each crypt line of copy_table, copy_device's stack). Target: a
+// dm::CryptTarget or a dm::BlockDevice. Returns the bytes submitted.
+template <class Target>
+uint64_t pump(Target& target, std::size_t depth, std::size_t slot_bytes, const PumpRange& range,
               const FillFn& fill, dm::RetireFn retire, const RefusedFn& refused) {
     // Its destructor waits for the bios in flight, also when an exception
     // leaves this function.
@@ -479,6 +481,36 @@ void set_copy_options(const po::variables_map& vm, ImageCopy& job, const std::st
     if (vm.count("threads")) job.threads = vm["threads"].as<unsigned>();
     job.progress = progress_settings(vm);
     job.progress_name = name;
+}
+
+CopyResult copy_device(const DeviceCopy& job) {
+    const auto started = std::chrono::steady_clock::now();
+    const RingShape shape = ring_shape(job.threads);
+    if (!job.write) job.out->reserve(job.bytes);
+    Progress progress(job.progress, job.name, job.bytes);
+    std::optional<Sink> sink;
+    if (!job.write) sink.emplace(Sink{*job.out, progress});
+    uint64_t done = 0;
+    pump(
+        job.device, shape.depth, kChunk, PumpRange{job.start, job.bytes, job.write ? dm::BioDir::Write : dm::BioDir::Read},
+        [&](uint64_t pos, uint8_t* slot, std::size_t want) {
+            return job.write ? job.fill(pos, slot, want) : blkcrypt::Bytes(slot, want);
+        },
+        [&](const dm::RetiredBio& r) {
+            const uint64_t at = r.sector * kSector;
+            if (r.status != blkcrypt::Status::Ok) job.failed(at, r.data.size(), r.status);
+            if (sink) {
+                sink->put(r.data, at - job.start);
+            } else {
+                if (job.written) job.written(at - job.start, r.data.size());
+                progress.update(done += r.data.size());
+            }
+            return blkcrypt::Status::Ok;
+        },
+        [&](uint64_t pos, blkcrypt::Status s) { job.failed(job.start + pos, 0, s); });
+    if (sink) done = sink->done;
+    progress.finish(done);
+    return CopyResult{done, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()};
 }
 
 uint64_t table_bytes(const dm::DmTable& table) {

@@ -10,11 +10,13 @@
 #include "progress.hpp"
 
 #include <blkcrypt/backing_store.hpp>
+#include <blkcrypt/dm/block_device.hpp>
 #include <blkcrypt/dm/crypt_target.hpp>
 #include <blkcrypt/dm/dm_table.hpp>
 #include <blkcrypt/dm/table.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -84,6 +86,34 @@ struct TableCopy {
     ProgressSettings progress;
 };
 CopyResult copy_table(const TableCopy& job);
+
+// A range of a block device the dm layer built (LUKS2 --integrity: dm-crypt
+// stacked on dm-integrity), through the same ring of 1 MiB bios as the
+// copies above, several in flight so that every worker converts while the
+// oldest bio is written out (read) or the next is filled (write).
+struct DeviceCopy {
+    blkcrypt::dm::BlockDevice& device;
+    uint64_t start = 0;  // bytes into the device
+    uint64_t bytes = 0;  // the range; a write may end earlier (fill comes back short)
+    bool write = false;
+    // Read: the range to OUT from byte 0 (reserved first; left uncommitted).
+    Output* out = nullptr;
+    // Write: the bytes [pos, pos + want) of the range, in order: in the
+    // slot's own buffer or any memory valid until the bio is retired; fewer
+    // than want (whole blocks) ends the range.
+    std::function<blkcrypt::Bytes(uint64_t pos, uint8_t* slot, std::size_t want)> fill;
+    // Write: the bio [pos, pos + len) of the range is done (memory fill
+    // gave for it may go).
+    std::function<void(uint64_t pos, std::size_t len)> written;
+    // A bio that failed at byte `at` of the device, `len` bytes (0: refused
+    // before it ran): throws the command's error.
+    std::function<void(uint64_t at, std::size_t len, blkcrypt::Status)> failed;
+    std::string name;      // the progress lines' device
+    unsigned threads = 0;  // as the device was built with (0: one per core): the ring's depth follows it
+    ProgressSettings progress;
+};
+// The bytes done, and the time.
+CopyResult copy_device(const DeviceCopy& job);
 
 // The table's size in bytes.
 uint64_t table_bytes(const blkcrypt::dm::DmTable& table);

@@ -282,8 +282,20 @@ private:
     Status read_chunk(Job& j) {
         const AeadLayout& l = x_.lay;
         const std::size_t n = j.len / ss_;
-        auto r = lower_->read(base_ + j.offset, Bytes(j.data, j.len), Bytes(j.tags.get(), n * l.on_disk));
-        if (!r) return r.error().status;
+        const Bytes tags(j.tags.get(), n * l.on_disk);
+        // From the device's mapping straight into the caller's memory when
+        // it offers one (a read-only image), else read there and converted
+        // in place.
+        const ConstBytes view = lower_->read_view(base_ + j.offset, j.len, tags);
+        if (view.empty())
+            if (auto r = lower_->read(base_ + j.offset, Bytes(j.data, j.len), tags); !r) return r.error().status;
+        struct Release {
+            integrity::TaggedDevice& d;
+            uint64_t at;
+            std::size_t len;
+            bool on;
+            ~Release() { if (on) d.release_view(at, len); }
+        } release{*lower_, base_ + j.offset, j.len, !view.empty()};
         uint8_t ivbuf[kMaxIv];
         for (std::size_t i = 0; i < n; ++i) {
             const uint64_t rel = (j.offset + i * ss_) / kSector;
@@ -294,7 +306,7 @@ private:
             else
                 make_iv(rel + iv_offset_, ivbuf);
             uint8_t* p = j.data + i * ss_;
-            const Status s = convert(false, rel, p, p, tag, iv);
+            const Status s = convert(false, rel, view.empty() ? p : view.data() + i * ss_, p, tag, iv);
             if (s != Status::Ok) {
                 if (on_error_) on_error_(rel, s);  // "INTEGRITY AEAD ERROR, sector <rel>"
                 return s;

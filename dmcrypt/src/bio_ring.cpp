@@ -6,7 +6,15 @@
 namespace blkcrypt::dm {
 
 BioRing::BioRing(CryptTarget& target, std::size_t depth, std::size_t buffer_bytes, RetireFn on_retire)
-    : target_(target), buffer_bytes_(buffer_bytes), on_retire_(std::move(on_retire)),
+    : BioRing(static_cast<BlockDevice*>(nullptr), depth, buffer_bytes, std::move(on_retire)) {
+    target_ = &target;
+}
+
+BioRing::BioRing(BlockDevice& device, std::size_t depth, std::size_t buffer_bytes, RetireFn on_retire)
+    : BioRing(&device, depth, buffer_bytes, std::move(on_retire)) {}
+
+BioRing::BioRing(BlockDevice* device, std::size_t depth, std::size_t buffer_bytes, RetireFn on_retire)
+    : device_(device), buffer_bytes_(buffer_bytes), on_retire_(std::move(on_retire)),
       slots_(std::max<std::size_t>(depth, 1)) {
     for (Slot& s : slots_) {
         if (buffer_bytes_) s.buf = std::make_unique<uint8_t[]>(buffer_bytes_);
@@ -61,7 +69,11 @@ Status BioRing::submit(uint64_t sector, BioDir dir, Bytes data) {
     s.bio.sector = sector;
     s.bio.dir = dir;
     s.bio.vecs.assign(1, SgEntry{data.data(), data.size()});
-    const Status st = target_.submit(s.bio);
+    // A device takes the slot's completion as is (a copy of a small
+    // function object: no allocation).
+    const Status st = target_ ? target_->submit(s.bio)
+                      : dir == BioDir::Read ? device_->submit_read(sector * 512, data, s.bio.on_complete)
+                                            : device_->submit_write(sector * 512, data, s.bio.on_complete);
     if (st != Status::InProgress) {
         s.busy = false;  // refused bios are not completed
         return stop(st);

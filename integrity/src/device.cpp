@@ -318,6 +318,24 @@ Result<void> IntegrityTarget::read_raw(uint64_t offset, Bytes data, Bytes tags) 
     return {};
 }
 
+ConstBytes IntegrityTarget::read_view(uint64_t offset, std::size_t len, Bytes tags) {
+    if (!read_only_ || journal_ || !replayed_.empty() || !len) return {};
+    if (!check_range(offset, len, "a read") || tags.size() != len / block_size() * tag_size()) return {};
+    const uint64_t sector = offset / kSectorSize;
+    if (!geo_.meta_device && (sector >> geo_.log2_interleave_sectors) !=
+                                 ((sector + len / kSectorSize - 1) >> geo_.log2_interleave_sectors))
+        return {};  // two areas: two runs, read() does it
+    const ConstBytes map = dev_->mapped();
+    const uint64_t at = geo_.data_offset(sector);
+    if (map.size() < at || map.size() - at < len) return {};
+    if (tags_store_->read(geo_.tag_offset(sector), tags) != Status::Ok) return {};
+    return map.subspan(static_cast<std::size_t>(at), len);
+}
+
+void IntegrityTarget::release_view(uint64_t offset, std::size_t len) noexcept {
+    dev_->release_mapped(geo_.data_offset(offset / kSectorSize), len);
+}
+
 Result<void> IntegrityTarget::read(uint64_t offset, Bytes data, Bytes tags) {
     if (auto r = check_range(offset, data.size(), "a read"); !r) return r;
     if (tags.size() != data.size() / block_size() * tag_size())

@@ -58,6 +58,20 @@ void clean_section(const Geometry& g, uint32_t section, unsigned seq, Bytes out)
     for (uint32_t n = 0; n < g.journal_section_entries; ++n) set_unused(out.data() + entry_offset(g, n));
 }
 
+void clean_section_meta(const Geometry& g, uint32_t section, unsigned seq, Bytes out) noexcept {
+    std::fill_n(out.begin(), std::size_t(kJournalBlockSectors) * kSectorSize, uint8_t(0));
+    const std::size_t end = data_offset_in_section(g, g.journal_section_entries);
+    if (end < out.size()) std::fill(out.begin() + std::ptrdiff_t(end), out.end(), uint8_t(0));
+    set_commit_ids(g, section, seq, out);
+    for (uint32_t n = 0; n < g.journal_section_entries; ++n) set_unused(out.data() + entry_offset(g, n));
+}
+
+void clear_blocks(const Geometry& g, uint32_t from, Bytes out) noexcept {
+    const std::size_t end = data_offset_in_section(g, g.journal_section_entries);
+    for (std::size_t at = data_offset_in_section(g, from); at < end; at += kSectorSize)
+        std::memset(out.data() + at, 0, kJournalSectorData);
+}
+
 void set_commit_ids(const Geometry& g, uint32_t section, unsigned seq, Bytes out) noexcept {
     for (uint32_t j = 0; j < g.journal_section_sectors; ++j)
         put_le64(out.data() + std::size_t(j) * kSectorSize + kJournalSectorData, commit_id(section, j, seq));

@@ -26,6 +26,13 @@ inline bool is_unused(const uint8_t* entry) noexcept {
 // A section as init_journal leaves it: zeros, every entry unused, the
 // commit ids of `seq`.
 void clean_section(const Geometry& g, uint32_t section, unsigned seq, Bytes out) noexcept;
+// clean_section for a section whose data blocks the caller fills or clears
+// (fill_unused_blocks) itself: only the metadata sectors and any sectors
+// past the last block are zeroed, the commit ids go everywhere.
+void clean_section_meta(const Geometry& g, uint32_t section, unsigned seq, Bytes out) noexcept;
+// The data blocks of entries [from, entries) of a section as clean_section
+// leaves them: zeros before each sector's commit id.
+void clear_blocks(const Geometry& g, uint32_t from, Bytes out) noexcept;
 // The commit ids of `seq` into every sector of a section.
 void set_commit_ids(const Geometry& g, uint32_t section, unsigned seq, Bytes out) noexcept;
 

@@ -72,13 +72,14 @@ Result<void> JournalWriter::add_locked(uint64_t offset, ConstBytes data, ConstBy
         const uint32_t k = uint32_t(pending_ / E), e = uint32_t(pending_ % E);
         if (e == 0) {
             // A new section: clean (its unfilled entries stay unused:
-            // pad_uncommitted), with the commit ids of its sequence.
+            // pad_uncommitted), with the commit ids of its sequence. Its data
+            // blocks are filled below, the ones left over cleared at commit.
             const uint32_t s = at_.section + k;
-            buf_.resize(std::size_t(k + 1) * section_bytes);
-            detail::clean_section(g_, s % n, (at_.commit_seq + (s >= n ? 1 : 0)) % kCommitSeqs,
-                                  Bytes(buf_.data() + std::size_t(k) * section_bytes, section_bytes));
+            if (!buf_) buf_.reset(new uint8_t[std::size_t(n) * section_bytes]);
+            detail::clean_section_meta(g_, s % n, (at_.commit_seq + (s >= n ? 1 : 0)) % kCommitSeqs,
+                                       Bytes(buf_.get() + std::size_t(k) * section_bytes, section_bytes));
         }
-        uint8_t* sec = buf_.data() + std::size_t(k) * section_bytes;
+        uint8_t* sec = buf_.get() + std::size_t(k) * section_bytes;
         uint8_t* ent = sec + detail::entry_offset(g_, e);
         uint8_t* dst = sec + detail::data_offset_in_section(g_, e);
         const uint8_t* src = data.data() + b * block_size_;
@@ -103,7 +104,7 @@ Result<void> JournalWriter::add_locked(uint64_t offset, ConstBytes data, ConstBy
 void JournalWriter::pending_block(uint64_t b, Bytes data, Bytes tag) const {
     const uint32_t E = g_.journal_section_entries, spb = block_size_ / kSectorSize;
     const std::size_t section_bytes = std::size_t(g_.journal_section_sectors) * kSectorSize;
-    const uint8_t* sec = buf_.data() + std::size_t(b / E) * section_bytes;
+    const uint8_t* sec = buf_.get() + std::size_t(b / E) * section_bytes;
     const uint32_t e = uint32_t(b % E);
     const uint8_t* ent = sec + detail::entry_offset(g_, e);
     std::memcpy(data.data(), sec + detail::data_offset_in_section(g_, e), block_size_);
@@ -133,20 +134,23 @@ Result<void> JournalWriter::commit_locked() {
         const uint32_t n = g_.journal_sections, E = g_.journal_section_entries;
         const std::size_t section_bytes = std::size_t(g_.journal_section_sectors) * kSectorSize;
         const uint32_t sections = uint32_t((pending_ + E - 1) / E);
+        uint8_t* const buf = buf_.get();
+        if (const uint32_t used = uint32_t(pending_ % E))
+            detail::clear_blocks(g_, used, Bytes(buf + std::size_t(sections - 1) * section_bytes, section_bytes));
         if (mac_)
             for (uint32_t k = 0; k < sections; ++k)
-                if (auto m = mac_->write(g_, (at_.section + k) % n, Bytes(buf_.data() + std::size_t(k) * section_bytes, section_bytes)); !m)
+                if (auto m = mac_->write(g_, (at_.section + k) % n, Bytes(buf + std::size_t(k) * section_bytes, section_bytes)); !m)
                     return m;
 
         // The commit: the sections out (two writes when they wrap), flushed.
         const uint32_t first = at_.section;
         const uint32_t to_end = std::min(sections, n - first);
         const uint64_t off = journal_offset(g_) + uint64_t(first) * section_bytes;
-        if (const Status st = meta_.write(off, ConstBytes(buf_.data(), std::size_t(to_end) * section_bytes)); st != Status::Ok)
+        if (const Status st = meta_.write(off, ConstBytes(buf, std::size_t(to_end) * section_bytes)); st != Status::Ok)
             return detail::store_error(st, "writing the journal", off);
         if (to_end < sections) {
             const uint64_t off0 = journal_offset(g_);
-            if (const Status st = meta_.write(off0, ConstBytes(buf_.data() + std::size_t(to_end) * section_bytes,
+            if (const Status st = meta_.write(off0, ConstBytes(buf + std::size_t(to_end) * section_bytes,
                                                                std::size_t(sections - to_end) * section_bytes));
                 st != Status::Ok)
                 return detail::store_error(st, "writing the journal", off0);
@@ -161,17 +165,30 @@ Result<void> JournalWriter::commit_locked() {
 
         // The write-back: every block and its tag in place, in entry order
         // (a later entry of a sector wins, as in the replay), flushed, before
-        // the sections can be written again.
-        detail::RunWriter dw(data_, "writing data");
+        // the sections can be written again. The journal is on disk, so each
+        // block gets its last bytes back in place (restore_last_bytes, what
+        // pending_block returns all the same) and a run of blocks adjacent
+        // both in a section and on the device goes out in one write, straight
+        // from the buffer.
+        const uint32_t spb = block_size_ / kSectorSize;
         detail::RunWriter tw(tags_, "writing tags");
-        std::vector<uint8_t> block(block_size_), tag(g_.tag_size);
-        for (uint64_t b = 0; b < pending_; ++b) {
-            pending_block(b, block, tag);
-            const uint64_t lsec = pending_sectors_[b];
-            if (auto w = dw.put(g_.data_offset(lsec), block); !w) return w;
-            if (auto w = tw.put(g_.tag_offset(lsec), tag); !w) return w;
+        for (uint64_t b = 0; b < pending_;) {
+            uint8_t* const run = buf + std::size_t(b / E) * section_bytes + detail::data_offset_in_section(g_, uint32_t(b % E));
+            const uint64_t dev_off = g_.data_offset(pending_sectors_[b]);
+            std::size_t len = 0;
+            do {
+                const uint8_t* ent = buf + std::size_t(b / E) * section_bytes + detail::entry_offset(g_, uint32_t(b % E));
+                uint8_t* blk = run + len;
+                for (uint32_t x = 0; x < spb; ++x)
+                    std::memcpy(blk + std::size_t(x) * kSectorSize + kJournalSectorData, ent + 8 + 8 * x, 8);
+                if (auto w = tw.put(g_.tag_offset(pending_sectors_[b]), ConstBytes(ent + 8 + 8 * std::size_t(spb), g_.tag_size)); !w)
+                    return w;
+                len += block_size_;
+                ++b;
+            } while (b < pending_ && b % E != 0 && g_.data_offset(pending_sectors_[b]) == dev_off + len);
+            if (const Status st = data_.write(dev_off, ConstBytes(run, len)); st != Status::Ok)
+                return detail::store_error(st, "writing data", dev_off);
         }
-        if (auto w = dw.finish(); !w) return w;
         if (auto w = tw.finish(); !w) return w;
         if (const Status st = tags_.flush(); st != Status::Ok) return detail::store_error(st, "flushing tags", 0);
         if (&tags_ != &data_)
@@ -185,7 +202,6 @@ Result<void> JournalWriter::commit_locked() {
     pending_ = 0;
     pending_sectors_.clear();
     newest_.clear();
-    buf_.clear();
     return {};
 }
 

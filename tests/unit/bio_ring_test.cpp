@@ -2,6 +2,7 @@
 // bytes as one synchronous bio, and a stop that waits for what is in flight.
 #include "test_util.hpp"
 #include <blkcrypt/dm/bio_ring.hpp>
+#include <blkcrypt/dm/block_device.hpp>
 #include <blkcrypt/dm/crypt_target.hpp>
 
 #include <catch2/catch.hpp>
@@ -92,6 +93,51 @@ TEST_CASE("BioRing retires in order, bounded, with the bytes of one bio", "[bior
     REQUIRE(store->read(0, got) == Status::Ok);
     REQUIRE(ref_store->read(0, want) == Status::Ok);
     CHECK(got == want);
+}
+
+TEST_CASE("BioRing over a block device writes and reads at the bio's sector, retired in order", "[bioring]") {
+    const std::size_t depth = GENERATE(1, 3, 8);
+    INFO("depth " << depth);
+    const auto plain = pattern(kChunk * kChunks);
+    auto store = std::make_shared<MemoryStore>(plain.size() + kChunk);
+    auto dev = make_store_device(store, {.threads = 2});
+    REQUIRE(dev);
+    std::vector<uint64_t> order;
+    {
+        // Written one chunk past the start: the sector places it.
+        BioRing ring(**dev, depth, kChunk, [&](const RetiredBio& r) {
+            CHECK(r.status == Status::Ok);
+            order.push_back(r.sector);
+            return Status::Ok;
+        });
+        for (std::size_t i = 0; i < kChunks; ++i) {
+            REQUIRE(ring.reserve() == Status::Ok);
+            Bytes buf = ring.next_buffer();
+            std::copy_n(plain.begin() + static_cast<long>(i * kChunk), kChunk, buf.begin());
+            REQUIRE(ring.submit((i + 1) * kChunk / 512, BioDir::Write, buf) == Status::Ok);
+        }
+        REQUIRE(ring.finish() == Status::Ok);
+    }
+    std::vector<uint8_t> got(plain.size());
+    REQUIRE(store->read(kChunk, got) == Status::Ok);
+    CHECK(got == plain);
+
+    std::vector<uint8_t> back;
+    BioRing ring(**dev, depth, kChunk, [&](const RetiredBio& r) {
+        CHECK(r.status == Status::Ok);
+        CHECK(r.dir == BioDir::Read);
+        order.push_back(r.sector);
+        back.insert(back.end(), r.data.begin(), r.data.end());
+        return Status::Ok;
+    });
+    for (std::size_t i = 0; i < kChunks; ++i) {
+        REQUIRE(ring.reserve() == Status::Ok);
+        REQUIRE(ring.submit((i + 1) * kChunk / 512, BioDir::Read, ring.next_buffer()) == Status::Ok);
+    }
+    REQUIRE(ring.finish() == Status::Ok);
+    CHECK(back == plain);
+    REQUIRE(order.size() == 2 * kChunks);
+    for (std::size_t i = 0; i < order.size(); ++i) CHECK(order[i] == (i % kChunks + 1) * kChunk / 512);
 }
 
 TEST_CASE("BioRing stops on a retire error and on a refused bio", "[bioring]") {

@@ -1,5 +1,6 @@
-// BioRing: a bounded ring of bios in flight on one CryptTarget, retired in
-// submission order. What a streaming client needs (the CLI's crypt
+// BioRing: a bounded ring of bios in flight on one CryptTarget (or any
+// BlockDevice: a stack such as LUKS2 --integrity), retired in submission
+// order. What a streaming client needs (the CLI's crypt
 // encrypt/decrypt, an NBD server): keep `depth` bios converting at once while
 // the results go out in order, with bounded memory.
 //
@@ -24,6 +25,7 @@
 #pragma once
 
 #include <blkcrypt/dm/bio.hpp>
+#include <blkcrypt/dm/block_device.hpp>
 #include <blkcrypt/dm/crypt_target.hpp>
 #include <blkcrypt/status.hpp>
 
@@ -53,6 +55,8 @@ public:
     // target must outlive the ring's bios (the ring waits for them on
     // destruction, not on the target).
     BioRing(CryptTarget& target, std::size_t depth, std::size_t buffer_bytes, RetireFn on_retire);
+    // The same over a block device: a bio's sector is 512-byte units of it.
+    BioRing(BlockDevice& device, std::size_t depth, std::size_t buffer_bytes, RetireFn on_retire);
     ~BioRing();
     BioRing(const BioRing&) = delete;
     BioRing& operator=(const BioRing&) = delete;
@@ -74,6 +78,7 @@ public:
     std::size_t in_flight() const noexcept { return inflight_; }
 
 private:
+    BioRing(BlockDevice* device, std::size_t depth, std::size_t buffer_bytes, RetireFn on_retire);
     struct Slot {
         std::unique_ptr<uint8_t[]> buf;
         Bio bio;
@@ -84,7 +89,9 @@ private:
     Status retire_oldest();
     Status stop(Status s) noexcept;
 
-    CryptTarget& target_;
+    // One of the two is set.
+    CryptTarget* target_ = nullptr;
+    BlockDevice* device_ = nullptr;
     const std::size_t buffer_bytes_;
     RetireFn on_retire_;
     std::mutex mu_;

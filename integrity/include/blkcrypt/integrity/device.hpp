@@ -79,6 +79,10 @@ public:
     Result<void> write(uint64_t offset, ConstBytes data, ConstBytes tags) override;
     Result<void> flush() override;
     std::string describe() const override;
+    // Read-only opens over a mapped data device, no journal to show: a run
+    // inside one interleave area is the mapping itself (its tags read).
+    ConstBytes read_view(uint64_t offset, std::size_t len, Bytes tags) override;
+    void release_view(uint64_t offset, std::size_t len) noexcept override;
 
     // With an internal hash: whole blocks at `offset`, each checked against
     // its tag as the kernel checks it. A mismatch is Corrupt, its message

@@ -217,9 +217,11 @@ private:
     JournalPosition at_;
     bool wrote_ = false;
     std::optional<Error> failed_;
-    // The pending commit: its sections from at_, filled entry by entry; each
-    // entry's logical sector; the newest entry of each sector.
-    std::vector<uint8_t> buf_;
+    // The pending commit: its sections from at_, filled entry by entry (the
+    // whole journal's room, allocated once and never zero-filled: each
+    // section is cleaned as it is started); each entry's logical sector; the
+    // newest entry of each sector.
+    std::unique_ptr<uint8_t[]> buf_;
     uint64_t pending_ = 0;
     std::vector<uint64_t> pending_sectors_;
     std::unordered_map<uint64_t, uint64_t> newest_;

@@ -7,6 +7,7 @@
 #include <blkcrypt/bytes.hpp>
 #include <blkcrypt/status.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -28,6 +29,15 @@ public:
     // failing sector in its message, in 512-byte units of this device.
     virtual Result<void> read(uint64_t offset, Bytes data, Bytes tags) = 0;
     virtual Result<void> write(uint64_t offset, ConstBytes data, ConstBytes tags) = 0;
+    // A read that needs no copy of the data: the stored data of whole
+    // blocks [offset, offset + len) as read-only memory (a mapped image),
+    // with their tags read into `tags` as read() reads them. Empty when the
+    // device cannot offer it (then read() copies): it may only where no
+    // write can change the blocks meanwhile (a read-only device) and no
+    // newer version lies elsewhere (a journal). release_view(offset, len)
+    // once done with the memory.
+    virtual ConstBytes read_view(uint64_t /*offset*/, std::size_t /*len*/, Bytes /*tags*/) { return {}; }
+    virtual void release_view(uint64_t /*offset*/, std::size_t /*len*/) noexcept {}
     // Every write completed before the call is on stable storage.
     virtual Result<void> flush() = 0;
     // For logs: "integrity J tag 28 over image.raw".
