@@ -150,15 +150,25 @@ for sig in INT TERM; do
     want=$((128 + $(kill -l $sig)))
     # read: no OUT, no temporary file.
     cp "$TMP/big.orig" "$BIG"
-    "$BLKCRYPT" integrity read "$BIG" "$TMP/r.out" 2>"$TMP/stderr" &
-    pid=$!
-    sleep 0.3  # of about 1.5 s serially; the ring may finish first on an idle machine
-    kill -$sig $pid 2>/dev/null || true
-    rc=0 && wait $pid || rc=$?
-    if [[ $rc != 0 ]]; then
+    # The kill lands once the temporary output holds data, so mid-run even
+    # when the read is fast; a run that still finishes first is tried again.
+    landed=
+    for _ in 1 2 3; do
+        "$BLKCRYPT" integrity read "$BIG" "$TMP/r.out" 2>"$TMP/stderr" &
+        pid=$!
+        for _ in $(seq 500); do
+            [[ -n $(find "$TMP" -maxdepth 1 -name '.r.out.blkcrypt-tmp.*' -size +0) ]] && break
+            sleep 0.01
+        done
+        kill -$sig $pid 2>/dev/null || true
+        rc=0 && wait $pid || rc=$?
+        [[ $rc == 0 ]] && { rm -f "$TMP/r.out"; continue; }
+        landed=1
         [[ $rc == "$want" ]] || fail "read on SIG$sig: exit $rc"
         [[ -z $(find "$TMP" -maxdepth 1 -name '*r.out*') ]] || fail "read on SIG$sig left $(ls -a "$TMP")"
-    fi
+        break
+    done
+    [[ $landed ]] || fail "read on SIG$sig: three runs finished before the signal landed"
     rm -f "$TMP/r.out"
     # write in place: every sector old or new, no tag mismatch (J and B;
     # D mode writes data and tag apart, and the kernel documents that a
@@ -185,7 +195,10 @@ for sig in INT TERM; do
         cp "$TMP/big.orig" "$BIG"
         "$BLKCRYPT" integrity read "$BIG" "$TMP/shrunk.out" 2>"$TMP/stderr" &
         pid=$!
-        sleep 0.1
+        for _ in $(seq 500); do  # shrink it once the read is under way
+            [[ -n $(find "$TMP" -maxdepth 1 -name '.shrunk.out.blkcrypt-tmp.*' -size +0) ]] && break
+            sleep 0.01
+        done
         truncate -s 8M "$BIG"
         rc=0 && wait $pid || rc=$?
         if [[ $rc != 0 ]]; then
