@@ -171,9 +171,10 @@ Result<ReencryptState> encrypt_shift_init(Registry& reg, BackingStore& device, C
     root["digests"][std::to_string(reenc_digest)] = *rd;
     if (auto r = write_metadata(reg, *hdr, md, root.dump()); !r) return r.error();
 
-    // The first S bytes to the end, flushed; then the header over them,
-    // keyslot areas first and the two copies last (a crash before leaves
-    // the data whole, its head in the moved copy).
+    // The first S bytes to the end, flushed; then the header over them:
+    // keyslot areas, the secondary copy, the primary, each flushed. From the
+    // secondary on, a crash leaves a header both tools read (and resume);
+    // before it, the plaintext's head is whole in the moved copy.
     std::vector<uint8_t> buf;
     for (uint64_t at = 0; at < shift;) {
         const std::size_t len = static_cast<std::size_t>(std::min<uint64_t>(kIoChunk, shift - at));
@@ -187,7 +188,10 @@ Result<ReencryptState> encrypt_shift_init(Registry& reg, BackingStore& device, C
     const std::vector<uint8_t>& img = hdr->data();
     if (Status s = write_flush(device, copies, ConstBytes(img.data() + copies, img.size() - copies)); s != Status::Ok)
         return make_error(s, "cannot write the keyslot areas");
-    if (Status s = write_flush(device, 0, ConstBytes(img.data(), copies)); s != Status::Ok)
+    const uint64_t one = md.hdr.hdr_size;
+    if (Status s = write_flush(device, one, ConstBytes(img.data() + one, one)); s != Status::Ok)
+        return make_error(s, "cannot write the LUKS2 header");
+    if (Status s = write_flush(device, 0, ConstBytes(img.data(), one)); s != Status::Ok)
         return make_error(s, "cannot write the LUKS2 header");
 
     Result<Header> back = read_header(reg, device);
