@@ -84,7 +84,7 @@ Result<Geometry> geometry(const Metadata& md, const ReencryptState& st) {
     g.length = *prev.size;
     g.moved = mov.offset;
     g.moved_size = *mov.size;
-    if (g.moved_size != g.shift || g.length < g.shift || g.moved != g.shift + g.length)
+    if (g.length == 0 || g.moved_size != std::min(g.shift, g.length) || g.moved != g.shift + g.length)
         return bad("the moved segment does not follow the shifted data");
     const uint64_t align = std::max<uint64_t>(fin.sector_size, 512);
     if (g.length % align || g.shift % align) return bad("the data is not a multiple of the sector size");
@@ -98,7 +98,7 @@ Result<ReencryptState> encrypt_shift_init(Registry& reg, BackingStore& device, C
     const uint64_t n = o.reduce_size;
     if (n == 0 || n % (2 * 4096)) return bad("--reduce-device-size must be a non-zero multiple of 8 KiB");
     const uint64_t shift = n / 2, dev_size = device.size() / 512 * 512;
-    if (dev_size < n + shift) return bad("Device is too small for encryption with --reduce-device-size " + u64s(n) + ".");
+    if (dev_size <= n) return bad("Device is too small for encryption with --reduce-device-size " + u64s(n) + ".");
     const uint64_t length = dev_size - n;
     const uint32_t sector = o.format.sector_size;
     if (sector < 512 || sector > 4096 || (sector & (sector - 1))) return bad("sector size must be 512..4096, a power of two");
@@ -133,15 +133,17 @@ Result<ReencryptState> encrypt_shift_init(Registry& reg, BackingStore& device, C
         json{{"area", {{"offset", u64s(*area)}, {"size", u64s(kDatashiftArea)}, {"type", "datashift"}, {"shift_size", u64s(shift)}}},
              {"type", "reencrypt"}, {"key_size", 1}, {"mode", "encrypt"}, {"direction", "backward"}, {"priority", 0}};
 
-    const uint64_t moved = shift + length;
+    // The head moved past the data's new end: S bytes, or all of a shorter
+    // plaintext (as cryptsetup sizes it).
+    const uint64_t moved = shift + length, moved_size = std::min(shift, length);
     json fin = root["segments"]["0"];
     fin["flags"] = json::array({"backup-final"});
     json segs = json::object();
-    segs["0"] = json{{"type", "linear"}, {"offset", u64s(moved)}, {"size", u64s(shift)}};
+    segs["0"] = json{{"type", "linear"}, {"offset", u64s(moved)}, {"size", u64s(moved_size)}};
     int next = 1;
     if (length > shift) segs[std::to_string(next++)] = json{{"type", "linear"}, {"offset", u64s(shift)}, {"size", u64s(length - shift)}};
     const std::string moved_id = std::to_string(next++), prev_id = std::to_string(next++), fin_id = std::to_string(next++);
-    segs[moved_id] = json{{"type", "linear"}, {"offset", u64s(moved)}, {"size", u64s(shift)}, {"flags", json::array({"backup-moved-segment"})}};
+    segs[moved_id] = json{{"type", "linear"}, {"offset", u64s(moved)}, {"size", u64s(moved_size)}, {"flags", json::array({"backup-moved-segment"})}};
     segs[prev_id] = json{{"type", "linear"}, {"offset", "0"}, {"size", u64s(length)}, {"flags", json::array({"backup-previous"})}};
     segs[fin_id] = fin;
     root["segments"] = segs;
@@ -176,8 +178,8 @@ Result<ReencryptState> encrypt_shift_init(Registry& reg, BackingStore& device, C
     // secondary on, a crash leaves a header both tools read (and resume);
     // before it, the plaintext's head is whole in the moved copy.
     std::vector<uint8_t> buf;
-    for (uint64_t at = 0; at < shift;) {
-        const std::size_t len = static_cast<std::size_t>(std::min<uint64_t>(kIoChunk, shift - at));
+    for (uint64_t at = 0; at < moved_size;) {
+        const std::size_t len = static_cast<std::size_t>(std::min<uint64_t>(kIoChunk, moved_size - at));
         buf.resize(len);
         if (Status s = device.read(at, buf); s != Status::Ok) return make_error(s, "cannot read the data");
         if (Status s = device.write(moved + at, buf); s != Status::Ok) return make_error(s, "cannot move the data");

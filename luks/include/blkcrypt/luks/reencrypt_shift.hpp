@@ -5,8 +5,8 @@
 // towards the end, backward, so the LUKS2 header fits at its start.
 //
 // Layout of an image of size D, shift S = N/2, plaintext length L = D - N:
-// the first S bytes of the plaintext are copied to [D - S, D) (the "moved
-// segment"), the header (data offset S) is written over [0, S), then the
+// the first min(S, L) bytes of the plaintext are copied to S + L (the
+// "moved segment"; [D - S, D) when L >= S), the header (data offset S) is written over [0, S), then the
 // data is encrypted from its end to [S, S + L) in hotzones of S bytes
 // (resilience "datashift": a hotzone's source is never overwritten before
 // the header says it is done, so a crash is recovered by re-reading it);
@@ -34,7 +34,7 @@ struct EncryptShiftOptions {
 // backup-moved-segment | backup-previous | backup-final, the verification
 // digest, online-reencrypt-v2) is written over [0, S), keyslot areas first.
 // Refused with nothing written: N not a non-zero multiple of 2 x 4096, a
-// device whose plaintext would be shorter than S or not a multiple of the
+// device not larger than N, a plaintext or shift not a multiple of the
 // sector size, a device that already holds a LUKS header.
 Result<ReencryptState> encrypt_shift_init(Registry& reg, BackingStore& device, ConstBytes passphrase,
                                           const EncryptShiftOptions& opts);
