@@ -279,8 +279,12 @@ TEST_CASE("luks2 encrypt shift: our engine crashed at any write resumes, by us a
         CHECK(same(decrypted(clean.image()), head(plain, kPlain)));
         const int writes = clean.writes();
         int resumed = 0, recovered = 0, theirs = 0;
+        // Both tears with 512-byte sectors; the 4096-byte pass (same
+        // writes, other alignment) only crashes before a write lands.
+        std::vector<std::size_t> tears = {0, testutil::TornStore::kHalfBytes};
+        if (sector == 4096) tears = {0};
         for (int at = 1; at <= writes; ++at) {
-            for (std::size_t keep : {std::size_t{0}, testutil::TornStore::kHalfBytes}) {
+            for (std::size_t keep : tears) {
                 INFO("crash at write " << at << " of " << writes << " keeping " << keep);
                 testutil::TornStore torn(start, at, keep);
                 CHECK_FALSE(luks2::reencrypt_run(registry(), torn, text("pass")).ok());
