@@ -44,6 +44,11 @@ same generated data (page cache warm), printing the ratio for each target:
   integrity format of a 16 GiB sparse file (default options)   < 10 s, < 512 MiB allocated
   peak RSS of every blkcrypt command                                                    < 64 MiB
 
+  reencrypt (issue 25) of a 256 MiB LUKS2 aes-xts-plain64 container, in place, offline:
+  reencrypt --resilience checksum / journal vs cryptsetup reencrypt --disable-locks
+                                            --force-offline-reencrypt, the same resilience   >= 4x
+                                            vs luks decrypt + luks encrypt of the same data  <= 1.3x the time
+
   small inputs (the fixed cost of a command; image builders call once per file):
   fsverity digest of one 4 KiB file         vs fsverity digest      <= 2x the time
   hash --alg sha256 of one 4 KiB file       vs openssl dgst -sha256 <= 1.5x the time
@@ -53,7 +58,7 @@ same generated data (page cache warm), printing the ratio for each target:
   Each is the median of SMALL_RUNS runs (default 41), the tools run in turn.
 
 --only SECTIONS (comma-separated: verity, fsverity, crypt, nbd, engine, luks, tcrypt, bitlk, integrity,
-small)
+reencrypt, small)
 runs only those rows (nbd includes what crypt makes for it); default: all.
 
 With --cold, only the cold-cache comparison runs: before each run the page
@@ -464,6 +469,70 @@ def bitlk_comparison(work, rows, rss):
         os.remove(f)
 
 
+REENC_MIB = 256
+
+
+def reencrypt_comparison(work, reenc, rss):
+    """blkcrypt reencrypt against cryptsetup reencrypt (offline, as a plain
+    user runs it on an image file) at the same resilience, and against
+    luks decrypt + luks encrypt of the same data. Each run starts from the
+    same container (copied in, synced, untimed); the tools run in turn."""
+    pw = os.path.join(work, "reenc.pass")
+    with open(pw, "wb") as f:
+        f.write(b"compare.py passphrase")
+    plain = os.path.join(work, "reenc.plain")
+    with open(plain, "wb") as f:
+        for _ in range(REENC_MIB):
+            f.write(os.urandom(1 << 20))
+    tpl, img, out = (os.path.join(work, n) for n in ("reenc.tpl", "reenc.img", "reenc.out"))
+    with open(tpl, "wb") as f:
+        f.truncate((16 + REENC_MIB) << 20)
+    quiet = dict(check=True, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    subprocess.run(["cryptsetup", "luksFormat", "-q", "--type", "luks2", "--pbkdf", "pbkdf2",
+                    "--pbkdf-force-iterations", "1000", "--key-file", pw, tpl], **quiet)
+    subprocess.run([BLKCRYPT, "luks", "encrypt", "--key-file", pw, plain, tpl], **quiet)
+
+    def timed(cmds):
+        """Best wall time of each list of commands (run one after the other)."""
+        best = [None] * len(cmds)
+        for _ in range(REPEAT):
+            for i, seq in enumerate(cmds):
+                shutil.copyfile(tpl, img)
+                subprocess.run(["sync"], check=True)
+                start = time.perf_counter()
+                for cmd in seq:
+                    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                          stdin=subprocess.DEVNULL)
+                    if proc.returncode:
+                        sys.exit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr.decode()}")
+                t = time.perf_counter() - start
+                best[i] = t if best[i] is None else min(best[i], t)
+        return best
+
+    dec_enc = [[BLKCRYPT, "luks", "decrypt", "--key-file", pw, img, out],
+               [BLKCRYPT, "luks", "encrypt", "--key-file", pw, out, img]]
+    t_de = None
+    for mode in ("checksum", "journal"):
+        ours = [BLKCRYPT, "reencrypt", "--key-file", pw, "--resilience", mode, img]
+        cs = ["cryptsetup", "reencrypt", "-q", "--disable-locks", "--force-offline-reencrypt", "--key-file", pw,
+              "--resilience", mode, img]
+        if t_de is None:
+            t_ours, t_cs, t_de = timed([[ours], [cs], dec_enc])
+        else:
+            t_ours, t_cs = timed([[ours], [cs]])
+        shutil.copyfile(tpl, img)
+        subprocess.run(ours, **quiet)
+        subprocess.run([BLKCRYPT, "luks", "decrypt", "--key-file", pw, img, out], **quiet)
+        if subprocess.run(["cmp", "-s", plain, out]).returncode != 0:
+            sys.exit(f"reencrypt --resilience {mode}: the plaintext changed")
+        shutil.copyfile(tpl, img)
+        rss[f"reencrypt {mode}"] = peak_rss_mib(ours)
+        reenc.append((f"reencrypt {mode} / cryptsetup", t_cs, t_ours, 4.0, False))
+        reenc.append((f"reencrypt {mode} / decrypt+encrypt", t_de, t_ours, 1.3, True))
+    for f in (plain, tpl, img, out):
+        os.remove(f)
+
+
 def median_in_turn(cmds, runs):
     """Median wall time of each command over `runs` runs, the commands run in
     turn; each run's stdout is checked to be the first one's (a tool that
@@ -541,7 +610,8 @@ def main():
         print(__doc__)
         return
     cold = "--cold" in sys.argv[1:]
-    sections = {"verity", "fsverity", "crypt", "nbd", "engine", "luks", "tcrypt", "bitlk", "integrity", "small"}
+    sections = {"verity", "fsverity", "crypt", "nbd", "engine", "luks", "tcrypt", "bitlk", "integrity", "reencrypt",
+                "small"}
     if "--only" in sys.argv[1:]:
         i = sys.argv.index("--only")
         wanted = set(sys.argv[i + 1].split(",")) if i + 1 < len(sys.argv) else set()
@@ -554,8 +624,8 @@ def main():
             sys.exit(f"no {f}: build first (scripts/build.sh) or set BUILD")
     work = os.environ.get("WORKDIR") or tempfile.mkdtemp(prefix="blkcrypt-cmp-")
     data = os.path.join(work, "data.img")
-    rows, times, rss, iops, small, notes = [], [], {}, [], [], []
-    big = cold or bool(sections - {"small"})  # the small rows need no SIZE_MIB image
+    rows, times, rss, iops, small, notes, reenc = [], [], {}, [], [], [], []
+    big = cold or bool(sections - {"small", "reencrypt"})  # these rows need no SIZE_MIB image
     try:
         if big:
             with open(data, "wb") as f:
@@ -662,6 +732,8 @@ def main():
             bitlk_comparison(work, rows, rss)
         if "integrity" in sections:
             integrity_comparison(work, data, rows, rss, notes)
+        if "reencrypt" in sections:
+            reencrypt_comparison(work, reenc, rss)
         if "small" in sections:
             small_comparison(work, small)
     finally:
@@ -712,6 +784,18 @@ def main():
         ratio = ours / peer
         print(f"{name:36} {peer:8.3f} s  {ours:8.3f} s  {ratio:6.2f}x {'<=' + str(target) + 'x':>8}  "
               f"{'yes' if ratio <= target else 'NO'}")
+    if reenc:
+        print(f"\n{'reencrypt, ' + str(REENC_MIB) + ' MiB container':36} {'peer':>9} {'blkcrypt':>9} {'ratio':>7} "
+              f"{'target':>8}  met")
+    for name, peer, ours, target, as_time in reenc:
+        if as_time:  # ours / decrypt+encrypt's time, lower is better
+            ratio = ours / peer
+            print(f"{name:36} {peer:7.2f} s  {ours:7.2f} s  {ratio:6.2f}x {'<=' + str(target) + 'x':>8}  "
+                  f"{'yes' if ratio <= target else 'NO'}")
+        else:
+            ratio = peer / ours
+            print(f"{name:36} {REENC_MIB / peer:6.0f} MiB/s {REENC_MIB / ours:6.0f} MiB/s {ratio:6.2f}x "
+                  f"{'>=' + str(target) + 'x':>8}  {'yes' if ratio >= target else 'NO'}")
     if small:  # median times: ours / the peer's, lower is better
         print(f"\n{'small inputs (median of ' + str(SMALL_RUNS) + ')':44} {'peer':>9} {'blkcrypt':>9} "
               f"{'ratio':>7} {'target':>8}  met")

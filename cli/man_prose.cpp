@@ -254,6 +254,21 @@ constexpr ManSection kIntegrity[] = {
     {"NOTES", R"P(The examples do what these do, as root: integritysetup format -q disk.img (then its wipe pass); integritysetup dump disk.img; integritysetup open disk.img x and dd if=fs.img of=/dev/mapper/x; dd if=/dev/mapper/x of=out.img; reading all of /dev/mapper/x and looking for "Checksum failed" in the kernel log; integritysetup open disk.img x.)P"},
 };
 
+constexpr ManSection kReencrypt[] = {
+    {"DESCRIPTION", R"P(cryptsetup 2.6.1's reencrypt action on an image file, offline, without root or device-mapper, with its options and its on-disk metadata. A LUKS2 image gets a new volume key (and -c, -s, --sector-size if given), step by step under the --resilience protection (checksum, journal or none); --init-only writes the reencryption metadata only, --resume-only goes on with one already started by blkcrypt or cryptsetup. A LUKS1 image is re-keyed with cryptsetup's legacy protocol (LUKS-<uuid>.log, .org and .new in the working directory), and a LUKS1 image cryptsetup left marked LUKS\xde\xad is finished.
+
+A second reencrypt or repair of the same image fails at once, before anything is written (an flock on IMAGE, taken whatever --disable-locks says). SIGINT, SIGTERM and SIGHUP stop the run between steps, resumable. A crash (SIGKILL, power loss) leaves a hotzone that "blkcrypt repair" or "cryptsetup repair" recovers. Options that mean nothing offline (--force-offline-reencrypt, --use-fsync, --write-log, ...) are accepted and change nothing; --active-name is refused. Containers with an integrity profile are refused, as cryptsetup refuses them.)P"},
+    {"EXAMPLES", R"P(    blkcrypt reencrypt --key-file pass disk.img
+    blkcrypt reencrypt --resilience journal -c aes-xts-plain64 -s 256 disk.img
+    blkcrypt reencrypt --init-only disk.img; cryptsetup reencrypt --resume-only --disable-locks --force-offline-reencrypt disk.img)P"},
+    {"NOTES", R"P(The first example is "cryptsetup reencrypt --disable-locks --force-offline-reencrypt disk.img" as a plain user. docs/luks.md lists where blkcrypt differs: one passphrase is carried over (--key-slot with several keyslots), --keep-key, --device-size and a detached --header re-key are not supported yet.)P"},
+};
+
+constexpr ManSection kRepair[] = {
+    {"DESCRIPTION", R"P(cryptsetup repair for an interrupted reencryption: a LUKS2 hotzone left in-reencryption by a crash of blkcrypt or cryptsetup is recovered from its checksums or its journal (the passphrase is asked for), after which "reencrypt --resume-only" of either tool goes on. A LUKS1 image that cryptsetup's legacy reencryption left marked LUKS\xde\xad (with LUKS-<uuid>.log, .org and .new in the working directory) is rolled back to its old header when no data was converted yet, and finished otherwise. Anything else is left as it is.)P"},
+    {"EXAMPLES", R"P(    blkcrypt repair --key-file pass disk.img && blkcrypt reencrypt --resume-only --key-file pass disk.img)P"},
+};
+
 constexpr PageProse kPages[] = {
     {"", kMain},          {"list", kList},         {"selftest", kSelftest},
     {"hash", kHash},      {"skcipher", kSkcipher}, {"aead", kAead},
@@ -264,6 +279,7 @@ constexpr PageProse kPages[] = {
     {"fvault2", kFvault2},  {"open", kOpen},         {"dump", kDump},
     {"test-passphrase", kTestPassphrase},          {"decrypt", kDecrypt},
     {"table", kTable}, {"integrity", kIntegrity},
+    {"reencrypt", kReencrypt}, {"repair", kRepair},
 };
 
 }  // namespace

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "luks2_internal.hpp"
+
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -62,19 +64,7 @@ std::size_t json_object_extent(std::string_view text) {
     return 0;
 }
 
-// Decimal digits only, no sign, no spaces, within uint64 (json_str_to_uint64
-// with the "numbered" check).
-std::optional<uint64_t> parse_u64(std::string_view s) {
-    if (s.empty() || s.size() > 20) return std::nullopt;
-    uint64_t v = 0;
-    for (char c : s) {
-        if (c < '0' || c > '9') return std::nullopt;
-        const uint64_t d = static_cast<uint64_t>(c - '0');
-        if (v > (std::numeric_limits<uint64_t>::max() - d) / 10) return std::nullopt;
-        v = v * 10 + d;
-    }
-    return v;
-}
+using detail::parse_u64;
 
 std::optional<int> parse_id(std::string_view s, int max) {
     auto v = parse_u64(s);
@@ -664,6 +654,20 @@ Result<void> check_requirements(const Metadata& md) {
         return make_error(Status::Unsupported, "Unmet LUKS2 requirements detected (" + r + ").");
     }
     return {};
+}
+
+// Decimal digits only, no sign, no spaces, within uint64 (json_str_to_uint64
+// with the "numbered" check).
+std::optional<uint64_t> detail::parse_u64(std::string_view s) {
+    if (s.empty() || s.size() > 20) return std::nullopt;
+    uint64_t v = 0;
+    for (char c : s) {
+        if (c < '0' || c > '9') return std::nullopt;
+        const uint64_t d = static_cast<uint64_t>(c - '0');
+        if (v > (std::numeric_limits<uint64_t>::max() - d) / 10) return std::nullopt;
+        v = v * 10 + d;
+    }
+    return v;
 }
 
 }  // namespace blkcrypt::luks::luks2

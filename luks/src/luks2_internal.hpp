@@ -1,11 +1,14 @@
-// Pieces of the LUKS2 writer (luks2_format.cpp) that reencryption reuses.
+// Pieces of the LUKS2 reader and writer (luks2_header.cpp, luks2_format.cpp)
+// that reencryption reuses.
 #pragma once
 
 #include <blkcrypt/luks/luks2.hpp>
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -17,6 +20,10 @@ namespace blkcrypt::luks::luks2::detail {
 Result<std::pair<std::string, std::vector<uint8_t>>> new_keyslot(Registry& reg, ConstBytes vk, ConstBytes passphrase,
                                                                   const KeyslotOptions& o, const std::string& cipher,
                                                                   uint64_t area_offset, std::size_t area_key_size = 0);
+
+// A JSON number string as cryptsetup reads one (json_str_to_uint64 with
+// the "numbered" check): decimal digits only, within uint64.
+std::optional<uint64_t> parse_u64(std::string_view s);
 
 // The first keyslot-area gap holding a keyslot for a key_size-byte key.
 Result<uint64_t> keyslot_gap(const Metadata& md, std::size_t key_size);

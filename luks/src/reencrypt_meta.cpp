@@ -30,18 +30,6 @@ constexpr const char* kInvalidMeta = "Reencryption metadata is invalid.";
 
 bool has_flag(const Segment& s, std::string_view f) { return std::count(s.flags.begin(), s.flags.end(), f) > 0; }
 
-std::optional<uint64_t> u64_of(std::string_view s) {
-    if (s.empty() || s.size() > 20) return std::nullopt;
-    uint64_t v = 0;
-    for (char c : s) {
-        if (c < '0' || c > '9') return std::nullopt;
-        const uint64_t d = static_cast<uint64_t>(c - '0');
-        if (v > (std::numeric_limits<uint64_t>::max() - d) / 10) return std::nullopt;
-        v = v * 10 + d;
-    }
-    return v;
-}
-
 bool pow2(uint64_t v) { return v && !(v & (v - 1)); }
 
 int digest_of_segment(const Metadata& md, int seg) {
@@ -86,7 +74,7 @@ bool put(std::vector<uint8_t>& out, const json& o, const char* key, F f) {
         [[fallthrough]];
     case F::U64: {
         if (!v.is_string()) return false;
-        auto n = u64_of(v.get_ref<const std::string&>());
+        auto n = detail::parse_u64(v.get_ref<const std::string&>());
         if (!n) return false;
         put_be64(be, *n);
         out.insert(out.end(), be, be + 8);
@@ -254,7 +242,7 @@ Result<std::optional<ReencryptState>> reencrypt_state(const Metadata& md) {
         return bad(where + ": unknown area type " + st.area_type);
     if (datashift) {
         std::optional<uint64_t> shift;
-        if (area.contains("shift_size") && area["shift_size"].is_string()) shift = u64_of(area["shift_size"].get<std::string>());
+        if (area.contains("shift_size") && area["shift_size"].is_string()) shift = detail::parse_u64(area["shift_size"].get<std::string>());
         if (!shift || *shift == 0 || *shift % 512) return bad(where + ": shift_size must be a non-zero multiple of 512");
         st.shift_size = *shift;
     }

@@ -11,7 +11,7 @@ source "$(dirname "$0")/lib.sh"
 HERE=$(cd "$(dirname "$0")" && pwd)
 BLKCRYPT=$(readlink -f "$BLKCRYPT")
 command -v cryptsetup >/dev/null || { echo "cryptsetup not installed: reencrypt tests skipped"; exit 0; }
-trap '[[ $BASHPID != "$$" ]] || { umount "$TMP/small" 2>/dev/null; rm -rf "$TMP"; }' EXIT
+trap '[[ $BASHPID != "$$" ]] || { umount "$TMP/small" 2>/dev/null || true; rm -rf "$TMP"; }' EXIT
 CS=(cryptsetup reencrypt -q --disable-locks --force-offline-reencrypt)
 MiB=$((1024 * 1024))
 printf pw >"$TMP/pw"
