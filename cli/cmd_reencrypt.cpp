@@ -106,11 +106,15 @@ std::shared_ptr<blkcrypt::BackingStore> open_rw(const std::string& path, const s
 }  // namespace
 
 int run_luks2_reencryption(const ReencryptRequest& rq, const blkcrypt::SecureBuffer& passphrase) {
-    if (rq.detached) throw Failure("reencryption with a detached --header is not supported yet");
-    auto dev = open_rw(rq.image, "IMAGE");
+    // A detached header: the metadata and the resilience area in it, the
+    // data in IMAGE.
+    auto dev = open_rw(rq.header_path, rq.detached ? "--header" : "IMAGE");
+    std::shared_ptr<blkcrypt::BackingStore> data;
+    if (rq.detached) data = open_rw(rq.image, "IMAGE");
     std::optional<Progress> progress;
     StopSignals stop;
     luks2::ReencryptRunOptions o;
+    o.data = data.get();
     if (rq.vm.count("hotzone-size")) o.hotzone_size = rq.vm["hotzone-size"].as<uint64_t>();
     o.progress = [&](uint64_t done, uint64_t total) {
         if (!progress) progress.emplace(rq.progress, rq.image, total);
@@ -403,7 +407,6 @@ luks::KeyslotOptions new_keyslot_kdf(const po::variables_map& vm, const luks2::K
 int rekey_luks2(const ReencryptRequest& rq) {
     const auto& vm = rq.vm;
     const std::string role = rq.detached ? "--header" : "IMAGE";
-    if (rq.detached) throw Failure("reencryption with a detached --header is not supported yet");
     luks2::ReencryptInitOptions o;
     if (vm.count("resilience")) o.resilience = vm["resilience"].as<std::string>();
     if (o.resilience == "datashift" || o.resilience.rfind("datashift-", 0) == 0 || vm.count("reduce-device-size"))
@@ -614,7 +617,6 @@ int repair(const po::variables_map& vm, const std::string& image) {
     case Kind::Luks2Reencrypt:
         break;
     }
-    if (detached) throw Failure("reencryption with a detached --header is not supported yet");
     const luks2::Header h = luks2_header(header_path, role);
     auto st = luks2::reencrypt_state(h.md);
     if (!st) throw Failure(st.error().message);
@@ -625,9 +627,12 @@ int repair(const po::variables_map& vm, const std::string& image) {
         if (verbose) std::cout << "The reencryption in progress needs no recovery.\n";
         return 0;
     }
-    auto dev = open_rw(image, "IMAGE");
+    auto dev = open_rw(header_path, role);
+    std::shared_ptr<blkcrypt::BackingStore> data;
+    if (detached) data = open_rw(image, "IMAGE");
     luks2::ReencryptRunOptions o;
     o.recover_only = true;
+    o.data = data.get();
     auto r = blkcrypt::Result<luks2::ReencryptRunResult>(blkcrypt::make_error(blkcrypt::Status::NoKey, ""));
     r = retry_passphrase<luks2::ReencryptRunResult>(vm, image, [&](const blkcrypt::SecureBuffer& p) {
         return luks2::reencrypt_run(registry(), *dev, p, o);

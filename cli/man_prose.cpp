@@ -261,7 +261,7 @@ A second reencrypt or repair of the same image fails at once, before anything is
     {"EXAMPLES", R"P(    blkcrypt reencrypt --key-file pass disk.img
     blkcrypt reencrypt --resilience journal -c aes-xts-plain64 -s 256 disk.img
     blkcrypt reencrypt --init-only disk.img; cryptsetup reencrypt --resume-only --disable-locks --force-offline-reencrypt disk.img)P"},
-    {"NOTES", R"P(The first example is "cryptsetup reencrypt --disable-locks --force-offline-reencrypt disk.img" as a plain user. docs/luks.md lists where blkcrypt differs: one passphrase is carried over (--key-slot with several keyslots), --keep-key, --device-size and a detached --header re-key are not supported yet.)P"},
+    {"NOTES", R"P(The first example is "cryptsetup reencrypt --disable-locks --force-offline-reencrypt disk.img" as a plain user. docs/luks.md lists where blkcrypt differs: one passphrase is carried over (--key-slot with several keyslots), --keep-key and --device-size are not supported yet.)P"},
 };
 
 constexpr ManSection kRepair[] = {

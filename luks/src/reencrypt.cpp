@@ -89,7 +89,8 @@ Status write_all(BackingStore& dev, uint64_t off, ConstBytes b) {
 
 struct Run {
     Registry& reg;
-    BackingStore& dev;
+    BackingStore& dev;   // the header (and the resilience area)
+    BackingStore& data;  // the data: dev itself unless the header is detached
     Metadata md;
     ReencryptState st;
     SecureBuffer vk_old, vk_new;
@@ -98,9 +99,9 @@ struct Run {
     std::unique_ptr<dm::CryptTarget> old_t, new_t;  // the data through each key
 
     Result<void> make_targets() {
-        auto o = segment_target(reg, old_seg, vk_old, dev, base, tweak, data_size);
+        auto o = segment_target(reg, old_seg, vk_old, data, base, tweak, data_size);
         if (!o) return o.error();
-        auto n = segment_target(reg, new_seg, vk_new, dev, base, tweak, data_size);
+        auto n = segment_target(reg, new_seg, vk_new, data, base, tweak, data_size);
         if (!n) return n.error();
         old_t = std::move(*o);
         new_t = std::move(*n);
@@ -138,7 +139,7 @@ struct Run {
             }
             pos += n;
         }
-        if (Status s = dev.flush(); s != Status::Ok) return make_error(s, "cannot flush the data");
+        if (Status s = data.flush(); s != Status::Ok) return make_error(s, "cannot flush the data");
         return {};
     }
 
@@ -155,7 +156,7 @@ struct Run {
         if (st.area_type == "none") return {};
         if (st.area_type == "journal") {
             std::vector<uint8_t> raw(static_cast<std::size_t>(len));
-            if (Status s = dev.read(base + at, raw); s != Status::Ok) return make_error(s, "cannot read the hotzone");
+            if (Status s = data.read(base + at, raw); s != Status::Ok) return make_error(s, "cannot read the hotzone");
             if (Status s = write_all(dev, st.area_offset, raw); s != Status::Ok) return make_error(s, "cannot write the journal");
             return {};
         }
@@ -179,7 +180,7 @@ struct Run {
         };
         for (uint64_t pos = 0; pos < len;) {
             const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(kIoChunk, len - pos));
-            if (Status s = dev.read(base + at + pos, Bytes(raw.data(), n)); s != Status::Ok)
+            if (Status s = data.read(base + at + pos, Bytes(raw.data(), n)); s != Status::Ok)
                 return make_error(s, "cannot read the hotzone");
             const std::size_t half = n / st.hash_block / 2 * st.hash_block;
             Status s2 = Status::Ok;
@@ -205,7 +206,7 @@ struct Run {
             if (len > st.area_size) return bad("the crashed hotzone is larger than the journal");
             std::vector<uint8_t> copy(static_cast<std::size_t>(len));
             if (Status s = dev.read(st.area_offset, copy); s != Status::Ok) return make_error(s, "cannot read the journal");
-            if (Status s = write_all(dev, base + at, copy); s != Status::Ok)
+            if (Status s = write_all(data, base + at, copy); s != Status::Ok)
                 return make_error(s, "cannot restore the hotzone from the journal");
             return rekey(at, len);
         }
@@ -219,7 +220,7 @@ struct Run {
             if (Status s = dev.read(st.area_offset, sums); s != Status::Ok) return make_error(s, "cannot read the checksums");
             std::vector<bool> redo(static_cast<std::size_t>(blocks));
             for (uint64_t b = 0; b < blocks; ++b) {
-                if (Status s = dev.read(base + at + b * st.hash_block, raw); s != Status::Ok)
+                if (Status s = data.read(base + at + b * st.hash_block, raw); s != Status::Ok)
                     return make_error(s, "cannot read the hotzone");
                 if (Status s = h->digest(raw, cur); s != Status::Ok) return make_error(s, "cannot hash the hotzone");
                 // Still the old ciphertext: not yet re-encrypted.
@@ -248,7 +249,7 @@ struct Run {
 
 Result<ReencryptRunResult> reencrypt_run(Registry& reg, BackingStore& device, ConstBytes passphrase,
                                          const ReencryptRunOptions& opts) {
-    Run run{reg, device, {}, {}, {}, {}, {}, {}};
+    Run run{reg, device, opts.data ? *opts.data : device, {}, {}, {}, {}, {}, {}};
     if (auto r = run.reload(); !r) return r.error();
     // In-place encryption with a data shift has its own engine.
     if (run.st.mode == "encrypt" && run.st.area_type == "datashift") return encrypt_shift_run(reg, device, passphrase, opts);
@@ -296,8 +297,8 @@ Result<ReencryptRunResult> reencrypt_run(Registry& reg, BackingStore& device, Co
     if (run.old_seg.size) {
         run.data_size = *run.old_seg.size;
     } else {
-        if (device.size() < run.base) return bad("the device ends before its data");
-        run.data_size = (device.size() - run.base) / run.align * run.align;
+        if (run.data.size() < run.base) return bad("the device ends before its data");
+        run.data_size = (run.data.size() - run.base) / run.align * run.align;
     }
     if (run.st.area_type == "checksum" && (run.st.hash_block % 512 || run.align % 512))
         return bad("bad checksum block size");

@@ -110,6 +110,25 @@ expect_exit 1 "$BLKCRYPT" reencrypt --key-file "$TMP/pw" --volume-key-file "$TMP
 grep -q "No data segment parameters changed" "$TMP/stderr" || fail "same key: $(cat "$TMP/stderr")"
 [[ $(digest "$IMG") == "$before" ]] || fail "the same key wrote"
 
+# A detached header: the metadata and the resilience area in --header.
+truncate -s $((12 * MiB)) "$TMP/data"
+truncate -s $((16 * MiB)) "$TMP/hdr"
+cryptsetup luksFormat -q --type luks2 --pbkdf pbkdf2 --pbkdf-force-iterations 1000 --header "$TMP/hdr" "$TMP/data" \
+    "$TMP/pw" || fail "luksFormat --header"
+"$BLKCRYPT" luks encrypt --header "$TMP/hdr" --key-file "$TMP/pw" "$TMP/plain" "$TMP/data" || fail "encrypt --header"
+hsame() {
+    "$BLKCRYPT" luks decrypt --header "$TMP/hdr" --key-file "$TMP/pw" "$TMP/data" "$TMP/out" || fail "$1: decrypt"
+    cmp -s "$TMP/plain" "$TMP/out" || fail "$1: the plaintext changed"
+}
+expect_exit 0 "$BLKCRYPT" reencrypt --header "$TMP/hdr" --key-file "$TMP/pw" --resilience journal "$TMP/data"
+hsame "--header re-key"
+"${CS[@]}" --init-only --header "$TMP/hdr" --key-file "$TMP/pw" "$TMP/data" || fail "cryptsetup --init-only --header"
+expect_exit 0 "$BLKCRYPT" reencrypt --resume-only --header "$TMP/hdr" --key-file "$TMP/pw" "$TMP/data"
+hsame "--header: cryptsetup initialised, ours resumed"
+expect_exit 0 "$BLKCRYPT" reencrypt --init-only --header "$TMP/hdr" --key-file "$TMP/pw" "$TMP/data"
+"${CS[@]}" --resume-only --header "$TMP/hdr" --key-file "$TMP/pw" "$TMP/data" || fail "cryptsetup resumes --header"
+hsame "--header: ours initialised, cryptsetup resumed"
+
 # --- 3. either tool resumes what the other initialised or left mid-way.
 fresh luks2 "$IMG"
 expect_exit 0 "$BLKCRYPT" reencrypt --init-only --key-file "$TMP/pw" --resilience journal "$IMG"

@@ -148,6 +148,9 @@ struct ReencryptRunOptions {
     // Only recover a crashed hotzone, then stop (the header left clean and
     // resumable), as `cryptsetup repair` does; nothing else is rewritten.
     bool recover_only = false;
+    // The data device of a detached header (`device` then holds the header
+    // and its resilience area only); nullptr: `device` holds both.
+    BackingStore* data = nullptr;
 };
 struct ReencryptRunResult {
     uint64_t data_size = 0, hotzone = 0;
