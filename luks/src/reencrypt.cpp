@@ -96,16 +96,29 @@ struct Run {
     SecureBuffer vk_old, vk_new;
     Segment old_seg, new_seg;  // the backups: the data's two forms
     uint64_t base = 0, tweak = 0, data_size = 0, align = 512;
-    std::unique_ptr<dm::CryptTarget> old_t, new_t;  // the data through each key
+    // The data through each key; null for a linear (plaintext) side.
+    std::unique_ptr<dm::CryptTarget> old_t, new_t;
 
     Result<void> make_targets() {
-        auto o = segment_target(reg, old_seg, vk_old, data, base, tweak, data_size);
-        if (!o) return o.error();
-        auto n = segment_target(reg, new_seg, vk_new, data, base, tweak, data_size);
-        if (!n) return n.error();
-        old_t = std::move(*o);
-        new_t = std::move(*n);
+        if (old_seg.type == "crypt") {
+            auto o = segment_target(reg, old_seg, vk_old, data, base, tweak, data_size);
+            if (!o) return o.error();
+            old_t = std::move(*o);
+        }
+        if (new_seg.type == "crypt") {
+            auto n = segment_target(reg, new_seg, vk_new, data, base, tweak, data_size);
+            if (!n) return n.error();
+            new_t = std::move(*n);
+        }
         return {};
+    }
+
+    // [off, off + n) of the data (relative to its start) through target t,
+    // or as stored when t is null (a linear segment).
+    Status io(dm::CryptTarget* t, dm::BioDir dir, uint64_t off, uint8_t* p, std::size_t n) {
+        if (t) return bio_sync(*t, dir, off, p, n);
+        if (dir == dm::BioDir::Read) return data.read(base + off, Bytes(p, n));
+        return data.write(base + off, ConstBytes(p, n));
     }
 
     Result<void> reload() {
@@ -125,15 +138,15 @@ struct Run {
         std::vector<uint8_t> buf(static_cast<std::size_t>(std::min<uint64_t>(kIoChunk, len)));
         for (uint64_t pos = 0; pos < len;) {
             const uint64_t n = std::min<uint64_t>(kIoChunk, len - pos);
-            if (Status s = bio_sync(*old_t, dm::BioDir::Read, at + pos, buf.data(), n); s != Status::Ok)
+            if (Status s = io(old_t.get(), dm::BioDir::Read, at + pos, buf.data(), n); s != Status::Ok)
                 return make_error(s, "cannot read the data with " + old_seg.encryption);
             if (!redo) {
-                if (Status s = bio_sync(*new_t, dm::BioDir::Write, at + pos, buf.data(), n); s != Status::Ok)
+                if (Status s = io(new_t.get(), dm::BioDir::Write, at + pos, buf.data(), n); s != Status::Ok)
                     return make_error(s, "cannot write the data");
             } else {
                 for (uint64_t b = 0; b < n; b += block)
                     if ((*redo)[static_cast<std::size_t>((pos + b) / block)])
-                        if (Status s = bio_sync(*new_t, dm::BioDir::Write, at + pos + b, buf.data() + b, block);
+                        if (Status s = io(new_t.get(), dm::BioDir::Write, at + pos + b, buf.data() + b, block);
                             s != Status::Ok)
                             return make_error(s, "cannot write the data");
             }
@@ -254,7 +267,10 @@ Result<ReencryptRunResult> reencrypt_run(Registry& reg, BackingStore& device, Co
     // In-place encryption with a data shift has its own engine.
     if (run.st.mode == "encrypt" && run.st.area_type == "datashift") return encrypt_shift_run(reg, device, passphrase, opts);
     if (run.st.repair_needed) return bad("Reencryption metadata is invalid; run cryptsetup repair first.");
-    if (run.st.mode != "reencrypt" || run.st.direction != "forward" || run.st.seg_moved >= 0 ||
+    // A forward re-key, or --encrypt / --decrypt with a detached header (one
+    // side linear, no data shift).
+    const bool plain_side = run.st.mode == "encrypt" || (run.st.mode == "decrypt" && run.st.version == 2);
+    if ((run.st.mode != "reencrypt" && !plain_side) || run.st.direction != "forward" || run.st.seg_moved >= 0 ||
         (run.st.area_type != "checksum" && run.st.area_type != "journal" && run.st.area_type != "none"))
         return make_error(Status::Unsupported, "only a forward re-key (checksum, journal or none) is run yet");
     Result<ReencryptKeys> keys = reencrypt_unlock(reg, device, run.md, run.st, passphrase);
@@ -281,8 +297,10 @@ Result<ReencryptRunResult> reencrypt_run(Registry& reg, BackingStore& device, Co
             return out;
         }
     }
-    if (keys->old_key.empty() || keys->new_key.empty())
+    if (run.st.digest_old >= 0 && run.st.digest_new >= 0 && (keys->old_key.empty() || keys->new_key.empty()))
         return make_error(Status::NoKey, "the passphrase opens only one of the two volume keys");
+    if ((run.st.digest_old >= 0 && keys->old_key.empty()) || (run.st.digest_new >= 0 && keys->new_key.empty()))
+        return make_error(Status::NoKey, "No key available with this passphrase.");
     run.vk_old = std::move(keys->old_key);
     run.vk_new = std::move(keys->new_key);
     if (auto r = reencrypt_verify(reg, run.md, run.st, run.vk_old, run.vk_new); !r) return r.error();
@@ -293,7 +311,7 @@ Result<ReencryptRunResult> reencrypt_run(Registry& reg, BackingStore& device, Co
         return bad("the backup segments of a re-key differ in place");
     run.base = run.old_seg.offset;
     run.tweak = run.old_seg.iv_tweak;
-    run.align = std::max(run.old_seg.sector_size, run.new_seg.sector_size);
+    run.align = std::max({run.old_seg.sector_size, run.new_seg.sector_size, 512u});
     if (run.old_seg.size) {
         run.data_size = *run.old_seg.size;
     } else {

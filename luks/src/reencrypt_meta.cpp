@@ -472,8 +472,8 @@ Result<ReencryptState> reencrypt_init(Registry& reg, BackingStore& header, Const
 
 Result<std::string> reencrypt_progress_json(const Metadata& md, const ReencryptState& st, uint64_t data_size,
                                             uint64_t done, uint64_t hot) {
-    if (st.mode != "reencrypt" || st.direction != "forward" || st.seg_moved >= 0)
-        return make_error(Status::Unsupported, "only a forward re-key's segment map is written yet");
+    if (st.direction != "forward" || st.seg_moved >= 0 || (st.mode == "decrypt" && st.version != 2))
+        return make_error(Status::Unsupported, "only a forward reencryption's segment map is written yet");
     if (done > data_size || hot > data_size - done) return bad("reencryption progress past the end of the data");
     if (done % 512 || hot % 512) return bad("reencryption progress must be in 512-byte units");
     Result<json> rootr = raw_json(md);
@@ -488,7 +488,8 @@ Result<std::string> reencrypt_progress_json(const Metadata& md, const ReencryptS
         s.erase("flags");
         s["offset"] = std::to_string(off);
         s["size"] = size ? std::to_string(size) : std::string("dynamic");
-        s["iv_tweak"] = std::to_string(iv);
+        // A linear (plaintext) side of --encrypt / --decrypt has no IV.
+        if (s["type"] == "crypt") s["iv_tweak"] = std::to_string(iv);
         return s;
     };
     json out = json::object();

@@ -204,6 +204,96 @@ Result<ReencryptState> encrypt_shift_init(Registry& reg, BackingStore& device, C
     return std::move(**st);
 }
 
+Result<ReencryptState> encrypt_detached_init(Registry& reg, BackingStore& header, ConstBytes passphrase,
+                                             const EncryptDetachedOptions& o) {
+    if (o.resilience != "checksum" && o.resilience != "journal" && o.resilience != "none")
+        return bad("Requested --resilience option cannot be applied to current reencryption operation.");
+    FormatOptions fo = o.format;
+    fo.data_offset = 0;
+    uint64_t ks_size = fo.keyslots_size ? fo.keyslots_size : (16u << 20) - 2 * fo.metadata_size;
+    auto hdr = std::make_shared<MemoryStore>(2 * fo.metadata_size + ks_size);
+    Result<luks::Volume> vol = format(reg, *hdr, passphrase, fo);
+    if (!vol) return vol.error();
+    Result<Header> h = read_header(reg, *hdr);
+    if (!h) return h.error();
+    const Metadata& md = h->md;
+    Result<json> rootr = raw_json(md);
+    if (!rootr) return rootr.error();
+    json root = std::move(*rootr);
+
+    // The reencrypt keyslot over the largest gap (LUKS2_find_area_max_gap).
+    std::vector<std::pair<uint64_t, uint64_t>> used;
+    for (const auto& [id, ks] : md.keyslots) used.emplace_back(ks.area_offset, ks.area_offset + ks.area_size);
+    std::sort(used.begin(), used.end());
+    uint64_t at = 2 * md.metadata_size(), area_off = 0, area_len = 0;
+    for (const auto& [b, e] : used) {
+        if (b > at && b - at > area_len) area_off = at, area_len = b - at;
+        at = std::max(at, e);
+    }
+    if (md.hdr_and_areas_size() > at && md.hdr_and_areas_size() - at > area_len)
+        area_off = at, area_len = md.hdr_and_areas_size() - at;
+    if (area_len == 0) return bad("Not enough free keyslot area for reencryption.");
+    const int reenc_ks = lowest_free(root["keyslots"], kMaxKeyslots);
+    if (reenc_ks < 0) return bad("no free keyslot for the reencrypt keyslot");
+    json area = {{"offset", u64s(area_off)}, {"size", u64s(area_len)}, {"type", o.resilience}};
+    if (o.resilience == "checksum") {
+        area["hash"] = o.hash;
+        area["sector_size"] = std::max<uint32_t>(o.checksum_block, fo.sector_size);
+    }
+    root["keyslots"][std::to_string(reenc_ks)] =
+        json{{"area", area}, {"type", "reencrypt"}, {"key_size", 1}, {"mode", "encrypt"}, {"direction", "forward"},
+             {"priority", 0}};
+
+    json fin = root["segments"]["0"];
+    fin["flags"] = json::array({"backup-final"});
+    json segs = json::object();
+    segs["0"] = json{{"type", "linear"}, {"offset", "0"}, {"size", "dynamic"}};
+    segs["1"] = json{{"type", "linear"}, {"offset", "0"}, {"size", "dynamic"}, {"flags", json::array({"backup-previous"})}};
+    segs["2"] = fin;
+    root["segments"] = segs;
+    const int new_digest = md.digest_for_keyslot(vol->keyslot);
+    if (new_digest < 0) return bad("the new keyslot has no digest");
+    root["digests"][std::to_string(new_digest)]["segments"] = json::array({"2"});
+    root["config"]["requirements"]["mandatory"] = json::array({"online-reencrypt-v2"});
+
+    std::vector<uint8_t> area_text(static_cast<std::size_t>(md.hdr.hdr_size - kBinHeaderSize), 0);
+    {
+        const std::string t = root.dump();
+        if (t.size() >= area_text.size()) return bad("the LUKS2 metadata does not fit its area");
+        std::copy(t.begin(), t.end(), area_text.begin());
+    }
+    Result<Metadata> staged = parse_metadata(area_text, md.hdr);
+    if (!staged) return staged.error();
+    Result<std::optional<ReencryptState>> st0 = reencrypt_state(*staged);
+    if (!st0) return st0.error();
+    if (!*st0) return bad("the reencryption metadata did not parse");
+    Result<SecureBuffer> vdata = reencrypt_verification_data(*staged, **st0, {}, vol->table.key);
+    if (!vdata) return vdata.error();
+    const int reenc_digest = lowest_free(root["digests"], kMaxDigests);
+    if (reenc_digest < 0) return bad("no free digest");
+    Result<json> rd = detail::pbkdf2_digest(reg, "sha256", fo.digest_iterations, *vdata, {std::to_string(reenc_ks)}, {});
+    if (!rd) return rd.error();
+    root["digests"][std::to_string(reenc_digest)] = *rd;
+    if (auto r = write_metadata(reg, *hdr, md, root.dump()); !r) return r.error();
+
+    // Keyslot areas, then the secondary copy, then the primary.
+    const std::vector<uint8_t>& img = hdr->data();
+    if (header.size() < img.size()) return make_error(Status::IoError, "the header device is too small");
+    const uint64_t one = md.hdr.hdr_size, copies = 2 * one;
+    if (Status s = write_flush(header, copies, ConstBytes(img.data() + copies, img.size() - copies)); s != Status::Ok)
+        return make_error(s, "cannot write the keyslot areas");
+    if (Status s = write_flush(header, one, ConstBytes(img.data() + one, one)); s != Status::Ok)
+        return make_error(s, "cannot write the LUKS2 header");
+    if (Status s = write_flush(header, 0, ConstBytes(img.data(), one)); s != Status::Ok)
+        return make_error(s, "cannot write the LUKS2 header");
+    Result<Header> back = read_header(reg, header);
+    if (!back) return back.error();
+    Result<std::optional<ReencryptState>> st = reencrypt_state(back->md);
+    if (!st) return st.error();
+    if (!*st) return bad("the reencryption metadata did not persist");
+    return std::move(**st);
+}
+
 Result<std::string> encrypt_shift_progress_json(const Metadata& md, const ReencryptState& st, uint64_t done_from,
                                                 uint64_t hot) {
     Result<Geometry> g = geometry(md, st);

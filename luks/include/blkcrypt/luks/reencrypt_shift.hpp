@@ -54,4 +54,22 @@ Result<std::string> encrypt_shift_progress_json(const Metadata& md, const Reencr
 Result<ReencryptRunResult> encrypt_shift_run(Registry& reg, BackingStore& device, ConstBytes passphrase,
                                              const ReencryptRunOptions& opts);
 
+// `cryptsetup reencrypt --encrypt --header HDR --init-only`: a detached
+// header (data offset 0, keyslots filling 16 MiB unless the format says
+// otherwise) written to `header`, whose reencrypt keyslot (mode encrypt,
+// forward, resilience checksum / journal / none over the largest keyslot
+// area gap) and segments linear | backup-previous (linear) | backup-final
+// (crypt) are run by reencrypt_run with the data device. Nothing is written
+// to the data. header must hold the header areas.
+struct EncryptDetachedOptions {
+    FormatOptions format;                 // data_offset is forced to 0
+    std::string resilience = "checksum";  // "checksum", "journal", "none"
+    std::string hash = "sha256";          // checksum
+    // The checksum block: cryptsetup takes the largest of the data device's
+    // block size (4096 for an image file) and the sector sizes.
+    uint32_t checksum_block = 4096;
+};
+Result<ReencryptState> encrypt_detached_init(Registry& reg, BackingStore& header, ConstBytes passphrase,
+                                             const EncryptDetachedOptions& opts);
+
 }  // namespace blkcrypt::luks::luks2
