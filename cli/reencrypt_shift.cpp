@@ -171,8 +171,54 @@ int reencrypt_encrypt(const ReencryptRequest& rq) {
     return run_luks2_reencryption(rq, pass);
 }
 
-int reencrypt_decrypt(const ReencryptRequest&) {
-    throw Failure("reencrypt --decrypt is not supported yet (use luks decrypt into a new file)");
+// --decrypt --header HDR (cryptsetup's decrypt_luks2 with a detached
+// header): the data decrypted in place, backward; HDR is left holding a
+// linear segment and no keyslots, as cryptsetup leaves it.
+int reencrypt_decrypt(const ReencryptRequest& rq) {
+    const auto& vm = rq.vm;
+    if (!rq.detached)
+        throw Failure("reencrypt --decrypt of a header inside IMAGE (--header NEW, the data shifted back) is not "
+                      "supported yet; use luks decrypt into a new file");
+    struct stat st {};
+    for (const std::string& p : {rq.image, rq.header_path})
+        if (::stat(p.c_str(), &st) != 0)
+            throw StatusFailure("Device " + p + " does not exist or access denied.", kExitNoDevice);
+    for (const char* o : {"device-size", "reduce-device-size"})
+        if (vm.count(o)) throw Failure(std::string("--") + o + " with --decrypt is not supported yet");
+    {
+        auto store = blkcrypt::open_file_store(rq.header_path, false);
+        if (!store) throw Failure(store.error().message);
+        auto v = luks::detect(**store);
+        if (!v) throw Failure("Device " + rq.header_path + " is not a valid LUKS device.");
+        if (*v != luks::Version::Luks2) throw Failure("LUKS1 decryption in place is not supported; use luks decrypt");
+        auto h = luks2::read_header(registry(), **store);
+        if (!h) throw Failure(h.error().message);
+        auto rs = luks2::reencrypt_state(h->md);
+        if (!rs) throw Failure(rs.error().message);
+        if (*rs) {
+            if ((*rs)->mode != "decrypt") throw Failure("Device is not in LUKS2 decryption. Conflicting option --decrypt.");
+            if ((*rs)->crashed) throw Failure("Device requires reencryption recovery. Run repair first.");
+            if (rq.init_only) throw Failure("LUKS2 reencryption already initialized. Aborting operation.");
+            store->reset();
+            const blkcrypt::SecureBuffer pass = reencrypt_passphrase(rq);
+            return run_luks2_reencryption(rq, pass);
+        }
+    }
+    if (rq.resume_only) throw Failure("Device reencryption not in progress.");
+    luks2::DecryptDetachedOptions o;
+    if (vm.count("resilience")) o.resilience = vm["resilience"].as<std::string>();
+    if (vm.count("resilience-hash")) o.hash = vm["resilience-hash"].as<std::string>();
+    if (o.resilience != "checksum" && o.resilience != "journal" && o.resilience != "none")
+        throw Failure("Requested --resilience option cannot be applied to current reencryption operation.");
+    const blkcrypt::SecureBuffer pass = reencrypt_passphrase(rq);
+    {
+        auto hdr = blkcrypt::open_file_store(rq.header_path, true);
+        if (!hdr) throw Failure(hdr.error().message);
+        expect(luks2::decrypt_detached_init(registry(), **hdr, pass, o));
+    }
+    if (vm["verbose"].as<bool>()) std::cout << "Reencryption initialized.\n";
+    if (rq.init_only) return 0;
+    return run_luks2_reencryption(rq, pass);
 }
 
 }  // namespace cli

@@ -258,6 +258,55 @@ struct Run {
     }
 };
 
+// The backward run (cryptsetup's --decrypt of a detached header): old
+// [0, p) | new [p, end), each step's hotzone the S bytes before p.
+Result<void> run_backward(Run& run, const ReencryptRunOptions& opts, ReencryptRunResult& out) {
+    // Where the data stands: p is the end of the old data (the hotzone's end
+    // when one crashed), the data size when nothing is done.
+    std::optional<uint64_t> old_end;
+    std::optional<std::pair<uint64_t, uint64_t>> hot;
+    for (const auto& [sid, seg] : run.md.segments) {
+        const int id = sid;
+        const Segment& s = seg;
+        if (id == run.st.seg_previous || id == run.st.seg_final) continue;
+        if (s.offset < run.base) return bad("a segment before the data start");
+        const uint64_t rel = s.offset - run.base;
+        const uint64_t len = s.size ? *s.size : run.data_size - std::min(rel, run.data_size);
+        if (has_flag(s, "in-reencryption")) hot = std::make_pair(rel, len);
+        else if (s.type == run.old_seg.type && rel == 0) old_end = len;
+    }
+    uint64_t p = hot ? hot->first + hot->second : old_end ? *old_end : 0;
+    if (p > run.data_size)
+        return bad("the device ends before the data this reencryption already converted (it shrank?): "
+                   "restore its size, then resume");
+    auto map = [&](uint64_t plain_end, uint64_t h) -> Result<void> {
+        Result<std::string> text = reencrypt_backward_progress_json(run.md, run.st, run.data_size, plain_end, h);
+        if (!text) return text.error();
+        if (auto r = write_metadata(run.reg, run.dev, run.md, *text); !r) return r;
+        return run.reload();
+    };
+    if (hot) {
+        if (auto r = run.recover(hot->first, hot->second); !r) return r;
+        p = hot->first;
+        if (auto r = map(p, 0); !r) return r;
+        out.recovered = true;
+    }
+    if (opts.recover_only) return {};
+    while (p > 0) {
+        const uint64_t len = std::min(out.hotzone, p);
+        const uint64_t at = p - len;
+        if (auto r = run.protect(at, len); !r) return r;
+        if (auto r = map(p, len); !r) return r;
+        if (auto r = run.rekey(at, len); !r) return r;
+        p = at;
+        if (auto r = map(p, 0); !r) return r;
+        if (opts.progress && !opts.progress(run.data_size - p, run.data_size)) return {};
+    }
+    if (auto r = reencrypt_finish(run.reg, run.dev, run.md, run.st); !r) return r.error();
+    out.finished = true;
+    return {};
+}
+
 }  // namespace
 
 Result<ReencryptRunResult> reencrypt_run(Registry& reg, BackingStore& device, ConstBytes passphrase,
@@ -269,8 +318,10 @@ Result<ReencryptRunResult> reencrypt_run(Registry& reg, BackingStore& device, Co
     if (run.st.repair_needed) return bad("Reencryption metadata is invalid; run cryptsetup repair first.");
     // A forward re-key, or --encrypt / --decrypt with a detached header (one
     // side linear, no data shift).
+    // cryptsetup runs the latter backward (from the end of the data).
     const bool plain_side = run.st.mode == "encrypt" || (run.st.mode == "decrypt" && run.st.version == 2);
-    if ((run.st.mode != "reencrypt" && !plain_side) || run.st.direction != "forward" || run.st.seg_moved >= 0 ||
+    const bool backward = run.st.mode == "decrypt" && run.st.direction == "backward";
+    if ((run.st.mode != "reencrypt" && !plain_side) || (run.st.direction != "forward" && !backward) || run.st.seg_moved >= 0 ||
         (run.st.area_type != "checksum" && run.st.area_type != "journal" && run.st.area_type != "none"))
         return make_error(Status::Unsupported, "only a forward re-key (checksum, journal or none) is run yet");
     Result<ReencryptKeys> keys = reencrypt_unlock(reg, device, run.md, run.st, passphrase);
@@ -327,6 +378,11 @@ Result<ReencryptRunResult> reencrypt_run(Registry& reg, BackingStore& device, Co
     out.data_size = run.data_size;
     out.hotzone = run.hotzone(opts.hotzone_size);
     if (out.hotzone == 0) return bad("the resilience area holds no hotzone");
+
+    if (backward) {
+        if (auto r = run_backward(run, opts, out); !r) return r.error();
+        return out;
+    }
 
     // Where the data stands: new segments from the start, a crashed hotzone.
     uint64_t done = 0;

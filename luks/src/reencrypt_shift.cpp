@@ -294,6 +294,84 @@ Result<ReencryptState> encrypt_detached_init(Registry& reg, BackingStore& header
     return std::move(**st);
 }
 
+Result<ReencryptState> decrypt_detached_init(Registry& reg, BackingStore& header, ConstBytes passphrase,
+                                             const DecryptDetachedOptions& o) {
+    if (o.resilience != "checksum" && o.resilience != "journal" && o.resilience != "none")
+        return bad("Requested --resilience option cannot be applied to current reencryption operation.");
+    Result<Header> h = read_header(reg, header);
+    if (!h) return h.error();
+    const Metadata& md = h->md;
+    if (!h->primary_ok || !h->secondary_ok)
+        return bad("a LUKS2 header copy is damaged; repair it (cryptsetup repair) before decrypting");
+    if (!md.config.requirements.empty()) return bad("the header has requirements (is it in reencryption already?)");
+    if (md.segments.size() != 1 || !md.segments.count(0) || md.segments.at(0).type != "crypt")
+        return bad("decryption needs one crypt data segment");
+    const Segment& old = md.segments.at(0);
+    if (old.integrity) return make_error(Status::Unsupported, "Reencryption of device with integrity profile is not supported.");
+    Result<luks::Volume> vol = open(reg, header, passphrase);
+    if (!vol) return vol.error();
+    Result<json> rootr = raw_json(md);
+    if (!rootr) return rootr.error();
+    json root = std::move(*rootr);
+
+    std::vector<std::pair<uint64_t, uint64_t>> used;
+    for (const auto& [id, ks] : md.keyslots) used.emplace_back(ks.area_offset, ks.area_offset + ks.area_size);
+    std::sort(used.begin(), used.end());
+    uint64_t at = 2 * md.metadata_size(), area_off = 0, area_len = 0;
+    for (const auto& [b, e] : used) {
+        if (b > at && b - at > area_len) area_off = at, area_len = b - at;
+        at = std::max(at, e);
+    }
+    if (md.hdr_and_areas_size() > at && md.hdr_and_areas_size() - at > area_len)
+        area_off = at, area_len = md.hdr_and_areas_size() - at;
+    if (area_len == 0) return bad("Not enough free keyslot area for reencryption.");
+    const int reenc_ks = lowest_free(root["keyslots"], kMaxKeyslots);
+    if (reenc_ks < 0) return bad("no free keyslot for the reencrypt keyslot");
+    json area = {{"offset", u64s(area_off)}, {"size", u64s(area_len)}, {"type", o.resilience}};
+    if (o.resilience == "checksum") {
+        area["hash"] = o.hash;
+        area["sector_size"] = std::max<uint32_t>(o.checksum_block, old.sector_size);
+    }
+    root["keyslots"][std::to_string(reenc_ks)] =
+        json{{"area", area}, {"type", "reencrypt"}, {"key_size", 1}, {"mode", "decrypt"}, {"direction", "backward"},
+             {"priority", 0}};
+    json prev = root["segments"]["0"];
+    prev["flags"] = json::array({"backup-previous"});
+    root["segments"]["1"] = prev;
+    root["segments"]["2"] = json{{"type", "linear"}, {"offset", u64s(old.offset)}, {"size", "dynamic"},
+                                 {"flags", json::array({"backup-final"})}};
+    const int old_digest = md.digest_for_keyslot(vol->keyslot, 0);
+    if (old_digest < 0) return bad("the data segment has no digest");
+    root["digests"][std::to_string(old_digest)]["segments"].push_back("1");
+    root["config"]["requirements"]["mandatory"] = json::array({"online-reencrypt-v2"});
+
+    std::vector<uint8_t> area_text(static_cast<std::size_t>(md.hdr.hdr_size - kBinHeaderSize), 0);
+    {
+        const std::string t = root.dump();
+        if (t.size() >= area_text.size()) return bad("the LUKS2 metadata does not fit its area");
+        std::copy(t.begin(), t.end(), area_text.begin());
+    }
+    Result<Metadata> staged = parse_metadata(area_text, md.hdr);
+    if (!staged) return staged.error();
+    Result<std::optional<ReencryptState>> st0 = reencrypt_state(*staged);
+    if (!st0) return st0.error();
+    if (!*st0) return bad("the reencryption metadata did not parse");
+    Result<SecureBuffer> vdata = reencrypt_verification_data(*staged, **st0, vol->table.key, {});
+    if (!vdata) return vdata.error();
+    const int reenc_digest = lowest_free(root["digests"], kMaxDigests);
+    if (reenc_digest < 0) return bad("no free digest");
+    Result<json> rd = detail::pbkdf2_digest(reg, "sha256", o.digest_iterations, *vdata, {std::to_string(reenc_ks)}, {});
+    if (!rd) return rd.error();
+    root["digests"][std::to_string(reenc_digest)] = *rd;
+    if (auto r = write_metadata(reg, header, md, root.dump()); !r) return r.error();
+    Result<Header> back = read_header(reg, header);
+    if (!back) return back.error();
+    Result<std::optional<ReencryptState>> st = reencrypt_state(back->md);
+    if (!st) return st.error();
+    if (!*st) return bad("the reencryption metadata did not persist");
+    return std::move(**st);
+}
+
 Result<std::string> encrypt_shift_progress_json(const Metadata& md, const ReencryptState& st, uint64_t done_from,
                                                 uint64_t hot) {
     Result<Geometry> g = geometry(md, st);

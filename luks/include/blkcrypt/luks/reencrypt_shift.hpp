@@ -72,4 +72,19 @@ struct EncryptDetachedOptions {
 Result<ReencryptState> encrypt_detached_init(Registry& reg, BackingStore& header, ConstBytes passphrase,
                                              const EncryptDetachedOptions& opts);
 
+// `cryptsetup reencrypt --decrypt --header HDR --init-only` of a LUKS2
+// detached header (one crypt segment): the reencrypt keyslot (mode decrypt,
+// direction backward, resilience over the largest keyslot-area gap), the
+// segments old | backup-previous | backup-final (linear at the old data
+// offset), the verification digest and online-reencrypt-v2, in one header
+// update. reencrypt_run then decrypts the data in place from its end.
+struct DecryptDetachedOptions {
+    std::string resilience = "checksum";  // "checksum", "journal", "none"
+    std::string hash = "sha256";
+    uint32_t checksum_block = 4096;       // as EncryptDetachedOptions
+    uint32_t digest_iterations = 1000;
+};
+Result<ReencryptState> decrypt_detached_init(Registry& reg, BackingStore& header, ConstBytes passphrase,
+                                             const DecryptDetachedOptions& opts);
+
 }  // namespace blkcrypt::luks::luks2
