@@ -1,5 +1,5 @@
 #!/bin/bash
-# reencrypt --encrypt --header HDR (a detached header, no data shift)
+# reencrypt --encrypt/--decrypt --header HDR (a detached header, no data shift)
 # through the CLI, live against cryptsetup 2.6.1 (skipped without it): a
 # full run by each tool in each resilience mode checked against the other,
 # --init-only by one tool and --resume-only by the other, refusals; then
@@ -48,12 +48,14 @@ for mode in checksum journal none; do
         fail "cryptsetup --encrypt --header ($mode)"
     check_plain "cryptsetup's encryption ($mode)"
 done
-# The init's metadata equals cryptsetup's (salts and digests aside).
+# The init's metadata equals cryptsetup's (salts and digests aside, and the
+# digests' PBKDF2 iterations, which cryptsetup benchmarks for the
+# verification digest of a --decrypt).
 norm() {
     cryptsetup luksDump --dump-json-metadata "$1" | python3 -c '
 import json, sys
 d = json.load(sys.stdin)
-for v in d["digests"].values(): v.pop("salt"); v.pop("digest")
+for v in d["digests"].values(): v.pop("salt"); v.pop("digest"); v.pop("iterations")
 for v in d["keyslots"].values(): v.get("kdf", {}).pop("salt", None)
 print(json.dumps(d, sort_keys=True))'
 }
@@ -119,12 +121,12 @@ finish() {
     fi
     check_plain "$what"
 }
-delay() { printf '0.%03d' $((RANDOM % $1)); }
+delay() { local r=$((RANDOM % $1)); printf '%d.%03d' $((r / 1000)) $((r % 1000)); }
 
 for mode in checksum journal; do
     for ((i = 0; i < KILLS; i++)); do
         fresh
-        t=$(delay 300)
+        t=$(delay 200)
         if ((i % 2 == 0)); then
             kill_at "$t" "$BLKCRYPT" reencrypt --encrypt --header "$HDR" --resilience $mode --hotzone-size $HZ "${FLAGS[@]}" "$IMG"
             finish cryptsetup $mode "blkcrypt --encrypt --header ($mode) killed at ${t}s, cryptsetup finished"
@@ -134,5 +136,70 @@ for mode in checksum journal; do
         fi
     done
 done
+# --decrypt --header: each tool decrypts the other's encryption; the
+# --init-only metadata equals cryptsetup's and each resumes the other's.
+encrypted() {  # IMAGE and HDR: the plaintext encrypted by cryptsetup
+    fresh
+    cryptsetup reencrypt --encrypt --header "$HDR" "${FLAGS[@]}" "$IMG" || fail "cryptsetup --encrypt"
+    cp "$IMG" "$TMP/img.enc" && cp "$HDR" "$TMP/hdr.enc"
+}
+encrypted
+"$BLKCRYPT" reencrypt --decrypt --header "$HDR" --hotzone-size $HZ "${FLAGS[@]}" "$IMG" || fail "blkcrypt --decrypt"
+cmp -s "$TMP/plain" "$IMG" || fail "our --decrypt of cryptsetup's is not the plaintext"
+cryptsetup luksDump "$HDR" | grep -q online-reencrypt && fail "--decrypt left the requirement"
+for mode in checksum journal; do
+    cp "$TMP/img.enc" "$IMG" && cp "$TMP/hdr.enc" "$HDR" && cp "$TMP/hdr.enc" "$TMP/hdr.cs"
+    "$BLKCRYPT" reencrypt --decrypt --header "$HDR" --init-only --resilience $mode "${FLAGS[@]}" "$IMG" || fail "dec --init-only"
+    cmp -s "$TMP/img.enc" "$IMG" || fail "--decrypt --init-only wrote to the data"
+    cryptsetup reencrypt --decrypt --header "$TMP/hdr.cs" --init-only --resilience $mode "${FLAGS[@]}" "$IMG" ||
+        fail "cs --decrypt --init-only"
+    diff <(norm "$TMP/hdr.cs") <(norm "$HDR") || fail "$mode: --decrypt --init-only metadata differs from cryptsetup's"
+    cryptsetup reencrypt --resume-only --header "$HDR" "${FLAGS[@]}" "$IMG" || fail "cryptsetup resumes our decrypt"
+    cmp -s "$TMP/plain" "$IMG" || fail "our --decrypt --init-only, cryptsetup's run: not the plaintext"
+    cp "$TMP/img.enc" "$IMG"
+    "$BLKCRYPT" reencrypt --resume-only --header "$TMP/hdr.cs" "${FLAGS[@]}" "$IMG" || fail "we resume cryptsetup's decrypt"
+    cmp -s "$TMP/plain" "$IMG" || fail "cryptsetup's --decrypt --init-only, our run: not the plaintext"
+done
+
+# The decryption killed by SIGKILL, finished by the other tool.
+dec_runs=0 dec_before=0 dec_midway=0 dec_crashed=0
+for ((i = 0; i < KILLS; i++)); do
+    cp "$TMP/img.enc" "$IMG" && cp "$TMP/hdr.enc" "$HDR"
+    if ((i % 2 == 0)); then
+        by=cryptsetup t=$(delay 200)
+        kill_at "$t" "$BLKCRYPT" reencrypt --decrypt --header "$HDR" --hotzone-size $HZ "${FLAGS[@]}" "$IMG"
+    else
+        # cryptsetup benchmarks a PBKDF for its digest first (~1-2 s).
+        by=blkcrypt t=$(delay 2500)
+        kill_at "$t" cryptsetup reencrypt --decrypt --header "$HDR" --hotzone-size $HZ "${FLAGS[@]}" "$IMG"
+    fi
+    what="--decrypt --header killed at ${t}s, $by finished"
+    dec_runs=$((dec_runs + 1))
+    if cryptsetup luksDump "$HDR" | grep -q online-reencrypt; then
+        dec_midway=$((dec_midway + 1))
+        if cryptsetup luksDump "$HDR" | grep -q "in-reencryption"; then
+            dec_crashed=$((dec_crashed + 1))
+            if [[ $by == cryptsetup ]]; then
+                cryptsetup repair -q --disable-locks --header "$HDR" --key-file "$TMP/pw" "$IMG" || fail "$what: cs repair"
+            else
+                "$BLKCRYPT" repair --header "$HDR" --key-file "$TMP/pw" "$IMG" || fail "$what: blkcrypt repair"
+            fi
+        fi
+        if [[ $by == cryptsetup ]]; then
+            cryptsetup reencrypt --resume-only --header "$HDR" "${FLAGS[@]}" "$IMG" || fail "$what: cryptsetup resume"
+        else
+            "$BLKCRYPT" reencrypt --resume-only --header "$HDR" --key-file "$TMP/pw" "$IMG" || fail "$what: blkcrypt resume"
+        fi
+    elif cryptsetup luksDump "$HDR" | grep -q "crypt$"; then
+        # Killed before the metadata landed: nothing changed.
+        cmp -s "$TMP/img.enc" "$IMG" || fail "$what: the data changed before the metadata"
+        dec_before=$((dec_before + 1))
+        "$BLKCRYPT" reencrypt --decrypt --header "$HDR" "${FLAGS[@]}" "$IMG" || fail "$what: again"
+    fi
+    cmp -s "$TMP/plain" "$IMG" || fail "$what: not the plaintext"
+done
+
+echo "reencrypt --decrypt --header kill loop: $dec_runs kills, $dec_before before the metadata, $dec_midway left" \
+    "mid-way ($dec_crashed in a hotzone); all finished"
 echo "reencrypt --encrypt --header kill loop: $runs kills, $plain_left before the metadata, $midway left mid-way" \
     "($crashed in a hotzone); all finished"
