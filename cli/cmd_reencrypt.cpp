@@ -160,9 +160,10 @@ namespace {
 void add_reencrypt_options(CommandLine& cl) {
     cl.options.add_options()
         // What to do.
-        ("encrypt", po::bool_switch(), "encrypt a plain IMAGE in place (LUKS2: with --reduce-device-size or --header)")
+        ("encrypt", po::bool_switch(), "encrypt a plain IMAGE in place as LUKS2: the header in its first --reduce-device-size/2 bytes (the data "
+         "moved), or in a detached --header FILE")
         ("new,N", po::bool_switch(), "cryptsetup's name for --encrypt")
-        ("decrypt", po::bool_switch(), "remove the encryption of IMAGE (LUKS2: with --header)")
+        ("decrypt", po::bool_switch(), "decrypt IMAGE in place (LUKS2 with a detached --header only)")
         ("init-only", po::bool_switch(), "LUKS2: write the reencryption metadata only; resume it later")
         ("resume-only", po::bool_switch(), "LUKS2: resume a reencryption already initialised (by either tool)")
         // The new data segment.
@@ -182,7 +183,8 @@ void add_reencrypt_options(CommandLine& cl) {
         ("device-size", bytes_value<uint64_t>(512, UINT64_MAX)->value_name("BYTES"),
          "LUKS2: reencrypt only the first BYTES of the data")
         ("reduce-device-size", bytes_value<uint64_t>(512, UINT64_MAX)->value_name("BYTES"),
-         "move the data by BYTES (--encrypt: room for the header at the start)")
+         "--encrypt: the plaintext ends BYTES before the device's end; the header takes the first BYTES/2 and "
+         "the data moves BYTES/2 on (a multiple of 8 KiB)")
         ("offset,o", number_value<uint64_t>(0, UINT64_MAX / 512)->value_name("SECTORS"),
          "--encrypt: the data offset of the new header, 512-byte sectors")
         ("header", po::value<std::string>()->value_name("FILE"), "the LUKS header is in FILE (detached), not IMAGE")

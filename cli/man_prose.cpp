@@ -259,10 +259,15 @@ constexpr ManSection kIntegrity[] = {
 constexpr ManSection kReencrypt[] = {
     {"DESCRIPTION", R"P(cryptsetup 2.6.1's reencrypt action on an image file, offline, without root or device-mapper, with its options and its on-disk metadata. A LUKS2 image gets a new volume key (and -c, -s, --sector-size if given), step by step under the --resilience protection (checksum, journal or none); --init-only writes the reencryption metadata only, --resume-only goes on with one already started by blkcrypt or cryptsetup. A LUKS1 image is re-keyed with cryptsetup's legacy protocol (LUKS-<uuid>.log, .org and .new in the working directory), and a LUKS1 image cryptsetup left marked LUKS\xde\xad is finished.
 
+--encrypt turns a plain image into LUKS2 in place, as cryptsetup does: with --reduce-device-size N the plaintext is the first size - N bytes, the header takes the first N/2 bytes and the data moves N/2 on, backward under the datashift resilience (--offset at most N/2); with a detached --header FILE (created if missing) nothing moves and the data is encrypted forward under --resilience. --decrypt with a detached --header decrypts the data in place from its end and leaves FILE with a linear segment and no keyslots. Either tool resumes and repairs what the other left. Not yet: --decrypt of a header inside the image (cryptsetup's --header NEW), LUKS1 --encrypt/--decrypt, --device-size.
+
 A second reencrypt or repair of the same image fails at once, before anything is written (an flock on IMAGE, taken whatever --disable-locks says). SIGINT, SIGTERM and SIGHUP stop the run between steps, resumable. A crash (SIGKILL, power loss) leaves a hotzone that "blkcrypt repair" or "cryptsetup repair" recovers. Options that mean nothing offline (--force-offline-reencrypt, --use-fsync, --write-log, ...) are accepted and change nothing; --active-name is refused. Containers with an integrity profile are refused, as cryptsetup refuses them.)P"},
     {"EXAMPLES", R"P(    blkcrypt reencrypt --key-file pass disk.img
     blkcrypt reencrypt --resilience journal -c aes-xts-plain64 -s 256 disk.img
-    blkcrypt reencrypt --init-only disk.img; cryptsetup reencrypt --resume-only --disable-locks --force-offline-reencrypt disk.img)P"},
+    blkcrypt reencrypt --init-only disk.img; cryptsetup reencrypt --resume-only --disable-locks --force-offline-reencrypt disk.img
+    blkcrypt reencrypt --encrypt --reduce-device-size 32M disk.img
+    blkcrypt reencrypt --encrypt --header disk.hdr disk.img
+    blkcrypt reencrypt --decrypt --header disk.hdr disk.img)P"},
     {"NOTES", R"P(The first example is "cryptsetup reencrypt --disable-locks --force-offline-reencrypt disk.img" as a plain user. docs/luks.md lists where blkcrypt differs: one passphrase is carried over (--key-slot with several keyslots), --keep-key and --device-size are not supported yet.)P"},
 };
 

@@ -16,7 +16,9 @@
 #include <cctype>
 #include <iostream>
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace cli {
 
@@ -75,19 +77,63 @@ bool resume_if_marked(const ReencryptRequest& rq) {
     return true;
 }
 
+// --encrypt --header HDR (cryptsetup's encrypt_luks2_init without a data
+// shift): a new detached header, the data encrypted forward in place.
+int encrypt_detached(const ReencryptRequest& rq) {
+    const auto& vm = rq.vm;
+    if (vm.count("reduce-device-size") || vm.count("offset"))
+        throw Failure("--reduce-device-size and --offset with a detached --header are not supported yet");
+    for (const char* o : {"device-size", "volume-key-file", "luks2-keyslots-size", "align-payload"})
+        if (vm.count(o)) throw Failure(std::string("--") + o + " with --encrypt is not supported yet");
+    luks2::EncryptDetachedOptions eo;
+    if (vm.count("resilience")) eo.resilience = vm["resilience"].as<std::string>();
+    if (vm.count("resilience-hash")) eo.hash = vm["resilience-hash"].as<std::string>();
+    if (eo.resilience != "checksum" && eo.resilience != "journal" && eo.resilience != "none")
+        throw Failure("Requested --resilience option cannot be applied to current reencryption operation.");
+    auto f = luks2::resolve_format(registry(), encrypt_format_options(vm, 0));
+    if (!f) {
+        if (f.status() == blkcrypt::Status::Invalid) throw UsageError(f.error().message);
+        throw Failure(f.error().message);
+    }
+    eo.format = std::move(*f);
+    eo.format.data_offset = 0;
+    const blkcrypt::SecureBuffer pass = reencrypt_passphrase(rq, vm["verify-passphrase"].as<bool>());
+    {
+        // The header file as cryptsetup makes it: new (0600) unless it
+        // exists, grown to hold the header areas if it is a regular file.
+        struct stat st {};
+        if (::stat(rq.header_path.c_str(), &st) != 0) {
+            const int fd = ::open(rq.header_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+            if (fd < 0) throw Failure(errno_message(rq.header_path));
+            ::close(fd);
+            ::stat(rq.header_path.c_str(), &st);
+        }
+        const uint64_t need = eo.format.keyslots_size ? 2 * eo.format.metadata_size + eo.format.keyslots_size : 16u << 20;
+        if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) < need &&
+            ::truncate(rq.header_path.c_str(), static_cast<off_t>(need)) != 0)
+            throw Failure(errno_message(rq.header_path));
+        auto hdr = blkcrypt::open_file_store(rq.header_path, true);
+        if (!hdr) throw Failure(hdr.error().message);
+        expect(luks2::encrypt_detached_init(registry(), **hdr, pass, eo));
+    }
+    if (vm["verbose"].as<bool>()) std::cout << "Reencryption initialized.\n";
+    if (rq.init_only) return 0;
+    return run_luks2_reencryption(rq, pass);
+}
+
 }  // namespace
 
 int reencrypt_encrypt(const ReencryptRequest& rq) {
     const auto& vm = rq.vm;
     struct stat st {};
-    if (::stat(rq.header_path.c_str(), &st) != 0)
-        throw StatusFailure("Device " + rq.header_path + " does not exist or access denied.", kExitNoDevice);
-    if (resume_if_marked(rq)) return 0;
+    if (::stat(rq.image.c_str(), &st) != 0)
+        throw StatusFailure("Device " + rq.image + " does not exist or access denied.", kExitNoDevice);
+    const bool have_header = ::stat(rq.header_path.c_str(), &st) == 0;
+    if (have_header && resume_if_marked(rq)) return 0;
     if (rq.resume_only) throw Failure("Device reencryption not in progress.");
     if (vm.count("type") && vm["type"].as<std::string>() == "luks1")
         throw Failure("LUKS1 encryption in place (cryptsetup's legacy path) is not supported; use --type luks2");
-    if (rq.detached)
-        throw Failure("reencrypt --encrypt with a detached --header is not supported yet (use --reduce-device-size)");
+    if (rq.detached) return encrypt_detached(rq);
     if (!vm.count("reduce-device-size"))
         throw Failure("Encryption without detached header (--header) is not possible without data device size "
                       "reduction (--reduce-device-size).");
@@ -125,8 +171,54 @@ int reencrypt_encrypt(const ReencryptRequest& rq) {
     return run_luks2_reencryption(rq, pass);
 }
 
-int reencrypt_decrypt(const ReencryptRequest&) {
-    throw Failure("reencrypt --decrypt is not supported yet (use luks decrypt into a new file)");
+// --decrypt --header HDR (cryptsetup's decrypt_luks2 with a detached
+// header): the data decrypted in place, backward; HDR is left holding a
+// linear segment and no keyslots, as cryptsetup leaves it.
+int reencrypt_decrypt(const ReencryptRequest& rq) {
+    const auto& vm = rq.vm;
+    if (!rq.detached)
+        throw Failure("reencrypt --decrypt of a header inside IMAGE (--header NEW, the data shifted back) is not "
+                      "supported yet; use luks decrypt into a new file");
+    struct stat st {};
+    for (const std::string& p : {rq.image, rq.header_path})
+        if (::stat(p.c_str(), &st) != 0)
+            throw StatusFailure("Device " + p + " does not exist or access denied.", kExitNoDevice);
+    for (const char* o : {"device-size", "reduce-device-size"})
+        if (vm.count(o)) throw Failure(std::string("--") + o + " with --decrypt is not supported yet");
+    {
+        auto store = blkcrypt::open_file_store(rq.header_path, false);
+        if (!store) throw Failure(store.error().message);
+        auto v = luks::detect(**store);
+        if (!v) throw Failure("Device " + rq.header_path + " is not a valid LUKS device.");
+        if (*v != luks::Version::Luks2) throw Failure("LUKS1 decryption in place is not supported; use luks decrypt");
+        auto h = luks2::read_header(registry(), **store);
+        if (!h) throw Failure(h.error().message);
+        auto rs = luks2::reencrypt_state(h->md);
+        if (!rs) throw Failure(rs.error().message);
+        if (*rs) {
+            if ((*rs)->mode != "decrypt") throw Failure("Device is not in LUKS2 decryption. Conflicting option --decrypt.");
+            if ((*rs)->crashed) throw Failure("Device requires reencryption recovery. Run repair first.");
+            if (rq.init_only) throw Failure("LUKS2 reencryption already initialized. Aborting operation.");
+            store->reset();
+            const blkcrypt::SecureBuffer pass = reencrypt_passphrase(rq);
+            return run_luks2_reencryption(rq, pass);
+        }
+    }
+    if (rq.resume_only) throw Failure("Device reencryption not in progress.");
+    luks2::DecryptDetachedOptions o;
+    if (vm.count("resilience")) o.resilience = vm["resilience"].as<std::string>();
+    if (vm.count("resilience-hash")) o.hash = vm["resilience-hash"].as<std::string>();
+    if (o.resilience != "checksum" && o.resilience != "journal" && o.resilience != "none")
+        throw Failure("Requested --resilience option cannot be applied to current reencryption operation.");
+    const blkcrypt::SecureBuffer pass = reencrypt_passphrase(rq);
+    {
+        auto hdr = blkcrypt::open_file_store(rq.header_path, true);
+        if (!hdr) throw Failure(hdr.error().message);
+        expect(luks2::decrypt_detached_init(registry(), **hdr, pass, o));
+    }
+    if (vm["verbose"].as<bool>()) std::cout << "Reencryption initialized.\n";
+    if (rq.init_only) return 0;
+    return run_luks2_reencryption(rq, pass);
 }
 
 }  // namespace cli

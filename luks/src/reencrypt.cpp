@@ -96,16 +96,29 @@ struct Run {
     SecureBuffer vk_old, vk_new;
     Segment old_seg, new_seg;  // the backups: the data's two forms
     uint64_t base = 0, tweak = 0, data_size = 0, align = 512;
-    std::unique_ptr<dm::CryptTarget> old_t, new_t;  // the data through each key
+    // The data through each key; null for a linear (plaintext) side.
+    std::unique_ptr<dm::CryptTarget> old_t, new_t;
 
     Result<void> make_targets() {
-        auto o = segment_target(reg, old_seg, vk_old, data, base, tweak, data_size);
-        if (!o) return o.error();
-        auto n = segment_target(reg, new_seg, vk_new, data, base, tweak, data_size);
-        if (!n) return n.error();
-        old_t = std::move(*o);
-        new_t = std::move(*n);
+        if (old_seg.type == "crypt") {
+            auto o = segment_target(reg, old_seg, vk_old, data, base, tweak, data_size);
+            if (!o) return o.error();
+            old_t = std::move(*o);
+        }
+        if (new_seg.type == "crypt") {
+            auto n = segment_target(reg, new_seg, vk_new, data, base, tweak, data_size);
+            if (!n) return n.error();
+            new_t = std::move(*n);
+        }
         return {};
+    }
+
+    // [off, off + n) of the data (relative to its start) through target t,
+    // or as stored when t is null (a linear segment).
+    Status io(dm::CryptTarget* t, dm::BioDir dir, uint64_t off, uint8_t* p, std::size_t n) {
+        if (t) return bio_sync(*t, dir, off, p, n);
+        if (dir == dm::BioDir::Read) return data.read(base + off, Bytes(p, n));
+        return data.write(base + off, ConstBytes(p, n));
     }
 
     Result<void> reload() {
@@ -125,15 +138,15 @@ struct Run {
         std::vector<uint8_t> buf(static_cast<std::size_t>(std::min<uint64_t>(kIoChunk, len)));
         for (uint64_t pos = 0; pos < len;) {
             const uint64_t n = std::min<uint64_t>(kIoChunk, len - pos);
-            if (Status s = bio_sync(*old_t, dm::BioDir::Read, at + pos, buf.data(), n); s != Status::Ok)
+            if (Status s = io(old_t.get(), dm::BioDir::Read, at + pos, buf.data(), n); s != Status::Ok)
                 return make_error(s, "cannot read the data with " + old_seg.encryption);
             if (!redo) {
-                if (Status s = bio_sync(*new_t, dm::BioDir::Write, at + pos, buf.data(), n); s != Status::Ok)
+                if (Status s = io(new_t.get(), dm::BioDir::Write, at + pos, buf.data(), n); s != Status::Ok)
                     return make_error(s, "cannot write the data");
             } else {
                 for (uint64_t b = 0; b < n; b += block)
                     if ((*redo)[static_cast<std::size_t>((pos + b) / block)])
-                        if (Status s = bio_sync(*new_t, dm::BioDir::Write, at + pos + b, buf.data() + b, block);
+                        if (Status s = io(new_t.get(), dm::BioDir::Write, at + pos + b, buf.data() + b, block);
                             s != Status::Ok)
                             return make_error(s, "cannot write the data");
             }
@@ -245,6 +258,55 @@ struct Run {
     }
 };
 
+// The backward run (cryptsetup's --decrypt of a detached header): old
+// [0, p) | new [p, end), each step's hotzone the S bytes before p.
+Result<void> run_backward(Run& run, const ReencryptRunOptions& opts, ReencryptRunResult& out) {
+    // Where the data stands: p is the end of the old data (the hotzone's end
+    // when one crashed), the data size when nothing is done.
+    std::optional<uint64_t> old_end;
+    std::optional<std::pair<uint64_t, uint64_t>> hot;
+    for (const auto& [sid, seg] : run.md.segments) {
+        const int id = sid;
+        const Segment& s = seg;
+        if (id == run.st.seg_previous || id == run.st.seg_final) continue;
+        if (s.offset < run.base) return bad("a segment before the data start");
+        const uint64_t rel = s.offset - run.base;
+        const uint64_t len = s.size ? *s.size : run.data_size - std::min(rel, run.data_size);
+        if (has_flag(s, "in-reencryption")) hot = std::make_pair(rel, len);
+        else if (s.type == run.old_seg.type && rel == 0) old_end = len;
+    }
+    uint64_t p = hot ? hot->first + hot->second : old_end ? *old_end : 0;
+    if (p > run.data_size)
+        return bad("the device ends before the data this reencryption already converted (it shrank?): "
+                   "restore its size, then resume");
+    auto map = [&](uint64_t plain_end, uint64_t h) -> Result<void> {
+        Result<std::string> text = reencrypt_backward_progress_json(run.md, run.st, run.data_size, plain_end, h);
+        if (!text) return text.error();
+        if (auto r = write_metadata(run.reg, run.dev, run.md, *text); !r) return r;
+        return run.reload();
+    };
+    if (hot) {
+        if (auto r = run.recover(hot->first, hot->second); !r) return r;
+        p = hot->first;
+        if (auto r = map(p, 0); !r) return r;
+        out.recovered = true;
+    }
+    if (opts.recover_only) return {};
+    while (p > 0) {
+        const uint64_t len = std::min(out.hotzone, p);
+        const uint64_t at = p - len;
+        if (auto r = run.protect(at, len); !r) return r;
+        if (auto r = map(p, len); !r) return r;
+        if (auto r = run.rekey(at, len); !r) return r;
+        p = at;
+        if (auto r = map(p, 0); !r) return r;
+        if (opts.progress && !opts.progress(run.data_size - p, run.data_size)) return {};
+    }
+    if (auto r = reencrypt_finish(run.reg, run.dev, run.md, run.st); !r) return r.error();
+    out.finished = true;
+    return {};
+}
+
 }  // namespace
 
 Result<ReencryptRunResult> reencrypt_run(Registry& reg, BackingStore& device, ConstBytes passphrase,
@@ -254,7 +316,12 @@ Result<ReencryptRunResult> reencrypt_run(Registry& reg, BackingStore& device, Co
     // In-place encryption with a data shift has its own engine.
     if (run.st.mode == "encrypt" && run.st.area_type == "datashift") return encrypt_shift_run(reg, device, passphrase, opts);
     if (run.st.repair_needed) return bad("Reencryption metadata is invalid; run cryptsetup repair first.");
-    if (run.st.mode != "reencrypt" || run.st.direction != "forward" || run.st.seg_moved >= 0 ||
+    // A forward re-key, or --encrypt / --decrypt with a detached header (one
+    // side linear, no data shift).
+    // cryptsetup runs the latter backward (from the end of the data).
+    const bool plain_side = run.st.mode == "encrypt" || (run.st.mode == "decrypt" && run.st.version == 2);
+    const bool backward = run.st.mode == "decrypt" && run.st.direction == "backward";
+    if ((run.st.mode != "reencrypt" && !plain_side) || (run.st.direction != "forward" && !backward) || run.st.seg_moved >= 0 ||
         (run.st.area_type != "checksum" && run.st.area_type != "journal" && run.st.area_type != "none"))
         return make_error(Status::Unsupported, "only a forward re-key (checksum, journal or none) is run yet");
     Result<ReencryptKeys> keys = reencrypt_unlock(reg, device, run.md, run.st, passphrase);
@@ -281,8 +348,10 @@ Result<ReencryptRunResult> reencrypt_run(Registry& reg, BackingStore& device, Co
             return out;
         }
     }
-    if (keys->old_key.empty() || keys->new_key.empty())
+    if (run.st.digest_old >= 0 && run.st.digest_new >= 0 && (keys->old_key.empty() || keys->new_key.empty()))
         return make_error(Status::NoKey, "the passphrase opens only one of the two volume keys");
+    if ((run.st.digest_old >= 0 && keys->old_key.empty()) || (run.st.digest_new >= 0 && keys->new_key.empty()))
+        return make_error(Status::NoKey, "No key available with this passphrase.");
     run.vk_old = std::move(keys->old_key);
     run.vk_new = std::move(keys->new_key);
     if (auto r = reencrypt_verify(reg, run.md, run.st, run.vk_old, run.vk_new); !r) return r.error();
@@ -293,7 +362,7 @@ Result<ReencryptRunResult> reencrypt_run(Registry& reg, BackingStore& device, Co
         return bad("the backup segments of a re-key differ in place");
     run.base = run.old_seg.offset;
     run.tweak = run.old_seg.iv_tweak;
-    run.align = std::max(run.old_seg.sector_size, run.new_seg.sector_size);
+    run.align = std::max({run.old_seg.sector_size, run.new_seg.sector_size, 512u});
     if (run.old_seg.size) {
         run.data_size = *run.old_seg.size;
     } else {
@@ -309,6 +378,11 @@ Result<ReencryptRunResult> reencrypt_run(Registry& reg, BackingStore& device, Co
     out.data_size = run.data_size;
     out.hotzone = run.hotzone(opts.hotzone_size);
     if (out.hotzone == 0) return bad("the resilience area holds no hotzone");
+
+    if (backward) {
+        if (auto r = run_backward(run, opts, out); !r) return r.error();
+        return out;
+    }
 
     // Where the data stands: new segments from the start, a crashed hotzone.
     uint64_t done = 0;

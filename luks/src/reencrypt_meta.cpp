@@ -472,8 +472,8 @@ Result<ReencryptState> reencrypt_init(Registry& reg, BackingStore& header, Const
 
 Result<std::string> reencrypt_progress_json(const Metadata& md, const ReencryptState& st, uint64_t data_size,
                                             uint64_t done, uint64_t hot) {
-    if (st.mode != "reencrypt" || st.direction != "forward" || st.seg_moved >= 0)
-        return make_error(Status::Unsupported, "only a forward re-key's segment map is written yet");
+    if (st.direction != "forward" || st.seg_moved >= 0 || (st.mode == "decrypt" && st.version != 2))
+        return make_error(Status::Unsupported, "only a forward reencryption's segment map is written yet");
     if (done > data_size || hot > data_size - done) return bad("reencryption progress past the end of the data");
     if (done % 512 || hot % 512) return bad("reencryption progress must be in 512-byte units");
     Result<json> rootr = raw_json(md);
@@ -488,7 +488,8 @@ Result<std::string> reencrypt_progress_json(const Metadata& md, const ReencryptS
         s.erase("flags");
         s["offset"] = std::to_string(off);
         s["size"] = size ? std::to_string(size) : std::string("dynamic");
-        s["iv_tweak"] = std::to_string(iv);
+        // A linear (plaintext) side of --encrypt / --decrypt has no IV.
+        if (s["type"] == "crypt") s["iv_tweak"] = std::to_string(iv);
         return s;
     };
     json out = json::object();
@@ -509,6 +510,57 @@ Result<std::string> reencrypt_progress_json(const Metadata& md, const ReencryptS
     if (done + hot < data_size) {
         const uint64_t rest = p.size ? *p.size - done - hot : 0;
         add(live(prev, base + done + hot, rest, tweak + (done + hot) / 512), false, true);
+    }
+    add(prev, false, true);
+    add(fin, true, false);
+    segs = out;
+    for (auto& [k, d] : root["digests"].items()) {
+        const int did = std::stoi(k);
+        if (did == st.digest_old) d["segments"] = old_segs;
+        else if (did == st.digest_new) d["segments"] = new_segs;
+    }
+    return root.dump();
+}
+
+Result<std::string> reencrypt_backward_progress_json(const Metadata& md, const ReencryptState& st, uint64_t data_size,
+                                                     uint64_t old_end, uint64_t hot) {
+    if (st.direction != "backward" || st.seg_moved >= 0)
+        return make_error(Status::Unsupported, "not a backward reencryption without a data shift");
+    if (old_end > data_size || hot > old_end) return bad("reencryption progress past the end of the data");
+    if (old_end % 512 || hot % 512) return bad("reencryption progress must be in 512-byte units");
+    Result<json> rootr = raw_json(md);
+    if (!rootr) return rootr.error();
+    json root = std::move(*rootr);
+    json& segs = root["segments"];
+    json prev = segs[std::to_string(st.seg_previous)], fin = segs[std::to_string(st.seg_final)];
+    const Segment& p = md.segments.at(st.seg_previous);
+    const uint64_t base = p.offset, tweak = p.iv_tweak;
+    auto live = [](json s, uint64_t off, uint64_t size, uint64_t iv) {
+        s.erase("flags");
+        s["offset"] = std::to_string(off);
+        s["size"] = size ? std::to_string(size) : std::string("dynamic");
+        if (s["type"] == "crypt") s["iv_tweak"] = std::to_string(iv);
+        return s;
+    };
+    json out = json::object();
+    std::vector<std::string> old_segs, new_segs;
+    int id = 0;
+    auto add = [&](json s, bool is_new, bool is_old) {
+        const std::string k = std::to_string(id++);
+        out[k] = std::move(s);
+        if (is_new) new_segs.push_back(k);
+        if (is_old) old_segs.push_back(k);
+    };
+    const uint64_t start = old_end - hot;  // the hotzone's start, the old data's end after it
+    if (start) add(live(prev, base, start, tweak), false, true);
+    if (hot) {
+        json h = live(fin, base + start, hot, tweak + start / 512);
+        h["flags"] = json::array({"in-reencryption"});
+        add(h, true, true);
+    }
+    if (old_end < data_size || (!hot && start < data_size)) {
+        const uint64_t from = hot ? old_end : start;
+        add(live(fin, base + from, 0, tweak + from / 512), true, false);
     }
     add(prev, false, true);
     add(fin, true, false);

@@ -84,7 +84,7 @@ Result<Geometry> geometry(const Metadata& md, const ReencryptState& st) {
     g.length = *prev.size;
     g.moved = mov.offset;
     g.moved_size = *mov.size;
-    if (g.moved_size != g.shift || g.length < g.shift || g.moved != g.shift + g.length)
+    if (g.length == 0 || g.moved_size != std::min(g.shift, g.length) || g.moved != g.shift + g.length)
         return bad("the moved segment does not follow the shifted data");
     const uint64_t align = std::max<uint64_t>(fin.sector_size, 512);
     if (g.length % align || g.shift % align) return bad("the data is not a multiple of the sector size");
@@ -98,7 +98,7 @@ Result<ReencryptState> encrypt_shift_init(Registry& reg, BackingStore& device, C
     const uint64_t n = o.reduce_size;
     if (n == 0 || n % (2 * 4096)) return bad("--reduce-device-size must be a non-zero multiple of 8 KiB");
     const uint64_t shift = n / 2, dev_size = device.size() / 512 * 512;
-    if (dev_size < n + shift) return bad("Device is too small for encryption with --reduce-device-size " + u64s(n) + ".");
+    if (dev_size <= n) return bad("Device is too small for encryption with --reduce-device-size " + u64s(n) + ".");
     const uint64_t length = dev_size - n;
     const uint32_t sector = o.format.sector_size;
     if (sector < 512 || sector > 4096 || (sector & (sector - 1))) return bad("sector size must be 512..4096, a power of two");
@@ -133,15 +133,17 @@ Result<ReencryptState> encrypt_shift_init(Registry& reg, BackingStore& device, C
         json{{"area", {{"offset", u64s(*area)}, {"size", u64s(kDatashiftArea)}, {"type", "datashift"}, {"shift_size", u64s(shift)}}},
              {"type", "reencrypt"}, {"key_size", 1}, {"mode", "encrypt"}, {"direction", "backward"}, {"priority", 0}};
 
-    const uint64_t moved = shift + length;
+    // The head moved past the data's new end: S bytes, or all of a shorter
+    // plaintext (as cryptsetup sizes it).
+    const uint64_t moved = shift + length, moved_size = std::min(shift, length);
     json fin = root["segments"]["0"];
     fin["flags"] = json::array({"backup-final"});
     json segs = json::object();
-    segs["0"] = json{{"type", "linear"}, {"offset", u64s(moved)}, {"size", u64s(shift)}};
+    segs["0"] = json{{"type", "linear"}, {"offset", u64s(moved)}, {"size", u64s(moved_size)}};
     int next = 1;
     if (length > shift) segs[std::to_string(next++)] = json{{"type", "linear"}, {"offset", u64s(shift)}, {"size", u64s(length - shift)}};
     const std::string moved_id = std::to_string(next++), prev_id = std::to_string(next++), fin_id = std::to_string(next++);
-    segs[moved_id] = json{{"type", "linear"}, {"offset", u64s(moved)}, {"size", u64s(shift)}, {"flags", json::array({"backup-moved-segment"})}};
+    segs[moved_id] = json{{"type", "linear"}, {"offset", u64s(moved)}, {"size", u64s(moved_size)}, {"flags", json::array({"backup-moved-segment"})}};
     segs[prev_id] = json{{"type", "linear"}, {"offset", "0"}, {"size", u64s(length)}, {"flags", json::array({"backup-previous"})}};
     segs[fin_id] = fin;
     root["segments"] = segs;
@@ -171,12 +173,13 @@ Result<ReencryptState> encrypt_shift_init(Registry& reg, BackingStore& device, C
     root["digests"][std::to_string(reenc_digest)] = *rd;
     if (auto r = write_metadata(reg, *hdr, md, root.dump()); !r) return r.error();
 
-    // The first S bytes to the end, flushed; then the header over them,
-    // keyslot areas first and the two copies last (a crash before leaves
-    // the data whole, its head in the moved copy).
+    // The first S bytes to the end, flushed; then the header over them:
+    // keyslot areas, the secondary copy, the primary, each flushed. From the
+    // secondary on, a crash leaves a header both tools read (and resume);
+    // before it, the plaintext's head is whole in the moved copy.
     std::vector<uint8_t> buf;
-    for (uint64_t at = 0; at < shift;) {
-        const std::size_t len = static_cast<std::size_t>(std::min<uint64_t>(kIoChunk, shift - at));
+    for (uint64_t at = 0; at < moved_size;) {
+        const std::size_t len = static_cast<std::size_t>(std::min<uint64_t>(kIoChunk, moved_size - at));
         buf.resize(len);
         if (Status s = device.read(at, buf); s != Status::Ok) return make_error(s, "cannot read the data");
         if (Status s = device.write(moved + at, buf); s != Status::Ok) return make_error(s, "cannot move the data");
@@ -187,10 +190,181 @@ Result<ReencryptState> encrypt_shift_init(Registry& reg, BackingStore& device, C
     const std::vector<uint8_t>& img = hdr->data();
     if (Status s = write_flush(device, copies, ConstBytes(img.data() + copies, img.size() - copies)); s != Status::Ok)
         return make_error(s, "cannot write the keyslot areas");
-    if (Status s = write_flush(device, 0, ConstBytes(img.data(), copies)); s != Status::Ok)
+    const uint64_t one = md.hdr.hdr_size;
+    if (Status s = write_flush(device, one, ConstBytes(img.data() + one, one)); s != Status::Ok)
+        return make_error(s, "cannot write the LUKS2 header");
+    if (Status s = write_flush(device, 0, ConstBytes(img.data(), one)); s != Status::Ok)
         return make_error(s, "cannot write the LUKS2 header");
 
     Result<Header> back = read_header(reg, device);
+    if (!back) return back.error();
+    Result<std::optional<ReencryptState>> st = reencrypt_state(back->md);
+    if (!st) return st.error();
+    if (!*st) return bad("the reencryption metadata did not persist");
+    return std::move(**st);
+}
+
+Result<ReencryptState> encrypt_detached_init(Registry& reg, BackingStore& header, ConstBytes passphrase,
+                                             const EncryptDetachedOptions& o) {
+    if (o.resilience != "checksum" && o.resilience != "journal" && o.resilience != "none")
+        return bad("Requested --resilience option cannot be applied to current reencryption operation.");
+    FormatOptions fo = o.format;
+    fo.data_offset = 0;
+    uint64_t ks_size = fo.keyslots_size ? fo.keyslots_size : (16u << 20) - 2 * fo.metadata_size;
+    auto hdr = std::make_shared<MemoryStore>(2 * fo.metadata_size + ks_size);
+    Result<luks::Volume> vol = format(reg, *hdr, passphrase, fo);
+    if (!vol) return vol.error();
+    Result<Header> h = read_header(reg, *hdr);
+    if (!h) return h.error();
+    const Metadata& md = h->md;
+    Result<json> rootr = raw_json(md);
+    if (!rootr) return rootr.error();
+    json root = std::move(*rootr);
+
+    // The reencrypt keyslot over the largest gap (LUKS2_find_area_max_gap).
+    std::vector<std::pair<uint64_t, uint64_t>> used;
+    for (const auto& [id, ks] : md.keyslots) used.emplace_back(ks.area_offset, ks.area_offset + ks.area_size);
+    std::sort(used.begin(), used.end());
+    uint64_t at = 2 * md.metadata_size(), area_off = 0, area_len = 0;
+    for (const auto& [b, e] : used) {
+        if (b > at && b - at > area_len) area_off = at, area_len = b - at;
+        at = std::max(at, e);
+    }
+    if (md.hdr_and_areas_size() > at && md.hdr_and_areas_size() - at > area_len)
+        area_off = at, area_len = md.hdr_and_areas_size() - at;
+    if (area_len == 0) return bad("Not enough free keyslot area for reencryption.");
+    const int reenc_ks = lowest_free(root["keyslots"], kMaxKeyslots);
+    if (reenc_ks < 0) return bad("no free keyslot for the reencrypt keyslot");
+    json area = {{"offset", u64s(area_off)}, {"size", u64s(area_len)}, {"type", o.resilience}};
+    if (o.resilience == "checksum") {
+        area["hash"] = o.hash;
+        area["sector_size"] = std::max<uint32_t>(o.checksum_block, fo.sector_size);
+    }
+    root["keyslots"][std::to_string(reenc_ks)] =
+        json{{"area", area}, {"type", "reencrypt"}, {"key_size", 1}, {"mode", "encrypt"}, {"direction", "forward"},
+             {"priority", 0}};
+
+    json fin = root["segments"]["0"];
+    fin["flags"] = json::array({"backup-final"});
+    json segs = json::object();
+    segs["0"] = json{{"type", "linear"}, {"offset", "0"}, {"size", "dynamic"}};
+    segs["1"] = json{{"type", "linear"}, {"offset", "0"}, {"size", "dynamic"}, {"flags", json::array({"backup-previous"})}};
+    segs["2"] = fin;
+    root["segments"] = segs;
+    const int new_digest = md.digest_for_keyslot(vol->keyslot);
+    if (new_digest < 0) return bad("the new keyslot has no digest");
+    root["digests"][std::to_string(new_digest)]["segments"] = json::array({"2"});
+    root["config"]["requirements"]["mandatory"] = json::array({"online-reencrypt-v2"});
+
+    std::vector<uint8_t> area_text(static_cast<std::size_t>(md.hdr.hdr_size - kBinHeaderSize), 0);
+    {
+        const std::string t = root.dump();
+        if (t.size() >= area_text.size()) return bad("the LUKS2 metadata does not fit its area");
+        std::copy(t.begin(), t.end(), area_text.begin());
+    }
+    Result<Metadata> staged = parse_metadata(area_text, md.hdr);
+    if (!staged) return staged.error();
+    Result<std::optional<ReencryptState>> st0 = reencrypt_state(*staged);
+    if (!st0) return st0.error();
+    if (!*st0) return bad("the reencryption metadata did not parse");
+    Result<SecureBuffer> vdata = reencrypt_verification_data(*staged, **st0, {}, vol->table.key);
+    if (!vdata) return vdata.error();
+    const int reenc_digest = lowest_free(root["digests"], kMaxDigests);
+    if (reenc_digest < 0) return bad("no free digest");
+    Result<json> rd = detail::pbkdf2_digest(reg, "sha256", fo.digest_iterations, *vdata, {std::to_string(reenc_ks)}, {});
+    if (!rd) return rd.error();
+    root["digests"][std::to_string(reenc_digest)] = *rd;
+    if (auto r = write_metadata(reg, *hdr, md, root.dump()); !r) return r.error();
+
+    // Keyslot areas, then the secondary copy, then the primary.
+    const std::vector<uint8_t>& img = hdr->data();
+    if (header.size() < img.size()) return make_error(Status::IoError, "the header device is too small");
+    const uint64_t one = md.hdr.hdr_size, copies = 2 * one;
+    if (Status s = write_flush(header, copies, ConstBytes(img.data() + copies, img.size() - copies)); s != Status::Ok)
+        return make_error(s, "cannot write the keyslot areas");
+    if (Status s = write_flush(header, one, ConstBytes(img.data() + one, one)); s != Status::Ok)
+        return make_error(s, "cannot write the LUKS2 header");
+    if (Status s = write_flush(header, 0, ConstBytes(img.data(), one)); s != Status::Ok)
+        return make_error(s, "cannot write the LUKS2 header");
+    Result<Header> back = read_header(reg, header);
+    if (!back) return back.error();
+    Result<std::optional<ReencryptState>> st = reencrypt_state(back->md);
+    if (!st) return st.error();
+    if (!*st) return bad("the reencryption metadata did not persist");
+    return std::move(**st);
+}
+
+Result<ReencryptState> decrypt_detached_init(Registry& reg, BackingStore& header, ConstBytes passphrase,
+                                             const DecryptDetachedOptions& o) {
+    if (o.resilience != "checksum" && o.resilience != "journal" && o.resilience != "none")
+        return bad("Requested --resilience option cannot be applied to current reencryption operation.");
+    Result<Header> h = read_header(reg, header);
+    if (!h) return h.error();
+    const Metadata& md = h->md;
+    if (!h->primary_ok || !h->secondary_ok)
+        return bad("a LUKS2 header copy is damaged; repair it (cryptsetup repair) before decrypting");
+    if (!md.config.requirements.empty()) return bad("the header has requirements (is it in reencryption already?)");
+    if (md.segments.size() != 1 || !md.segments.count(0) || md.segments.at(0).type != "crypt")
+        return bad("decryption needs one crypt data segment");
+    const Segment& old = md.segments.at(0);
+    if (old.integrity) return make_error(Status::Unsupported, "Reencryption of device with integrity profile is not supported.");
+    Result<luks::Volume> vol = open(reg, header, passphrase);
+    if (!vol) return vol.error();
+    Result<json> rootr = raw_json(md);
+    if (!rootr) return rootr.error();
+    json root = std::move(*rootr);
+
+    std::vector<std::pair<uint64_t, uint64_t>> used;
+    for (const auto& [id, ks] : md.keyslots) used.emplace_back(ks.area_offset, ks.area_offset + ks.area_size);
+    std::sort(used.begin(), used.end());
+    uint64_t at = 2 * md.metadata_size(), area_off = 0, area_len = 0;
+    for (const auto& [b, e] : used) {
+        if (b > at && b - at > area_len) area_off = at, area_len = b - at;
+        at = std::max(at, e);
+    }
+    if (md.hdr_and_areas_size() > at && md.hdr_and_areas_size() - at > area_len)
+        area_off = at, area_len = md.hdr_and_areas_size() - at;
+    if (area_len == 0) return bad("Not enough free keyslot area for reencryption.");
+    const int reenc_ks = lowest_free(root["keyslots"], kMaxKeyslots);
+    if (reenc_ks < 0) return bad("no free keyslot for the reencrypt keyslot");
+    json area = {{"offset", u64s(area_off)}, {"size", u64s(area_len)}, {"type", o.resilience}};
+    if (o.resilience == "checksum") {
+        area["hash"] = o.hash;
+        area["sector_size"] = std::max<uint32_t>(o.checksum_block, old.sector_size);
+    }
+    root["keyslots"][std::to_string(reenc_ks)] =
+        json{{"area", area}, {"type", "reencrypt"}, {"key_size", 1}, {"mode", "decrypt"}, {"direction", "backward"},
+             {"priority", 0}};
+    json prev = root["segments"]["0"];
+    prev["flags"] = json::array({"backup-previous"});
+    root["segments"]["1"] = prev;
+    root["segments"]["2"] = json{{"type", "linear"}, {"offset", u64s(old.offset)}, {"size", "dynamic"},
+                                 {"flags", json::array({"backup-final"})}};
+    const int old_digest = md.digest_for_keyslot(vol->keyslot, 0);
+    if (old_digest < 0) return bad("the data segment has no digest");
+    root["digests"][std::to_string(old_digest)]["segments"].push_back("1");
+    root["config"]["requirements"]["mandatory"] = json::array({"online-reencrypt-v2"});
+
+    std::vector<uint8_t> area_text(static_cast<std::size_t>(md.hdr.hdr_size - kBinHeaderSize), 0);
+    {
+        const std::string t = root.dump();
+        if (t.size() >= area_text.size()) return bad("the LUKS2 metadata does not fit its area");
+        std::copy(t.begin(), t.end(), area_text.begin());
+    }
+    Result<Metadata> staged = parse_metadata(area_text, md.hdr);
+    if (!staged) return staged.error();
+    Result<std::optional<ReencryptState>> st0 = reencrypt_state(*staged);
+    if (!st0) return st0.error();
+    if (!*st0) return bad("the reencryption metadata did not parse");
+    Result<SecureBuffer> vdata = reencrypt_verification_data(*staged, **st0, vol->table.key, {});
+    if (!vdata) return vdata.error();
+    const int reenc_digest = lowest_free(root["digests"], kMaxDigests);
+    if (reenc_digest < 0) return bad("no free digest");
+    Result<json> rd = detail::pbkdf2_digest(reg, "sha256", o.digest_iterations, *vdata, {std::to_string(reenc_ks)}, {});
+    if (!rd) return rd.error();
+    root["digests"][std::to_string(reenc_digest)] = *rd;
+    if (auto r = write_metadata(reg, header, md, root.dump()); !r) return r.error();
+    Result<Header> back = read_header(reg, header);
     if (!back) return back.error();
     Result<std::optional<ReencryptState>> st = reencrypt_state(back->md);
     if (!st) return st.error();

@@ -116,6 +116,14 @@ Result<void> reencrypt_write_progress(Registry& reg, BackingStore& header, const
 Result<std::string> reencrypt_progress_json(const Metadata& md, const ReencryptState& st, uint64_t data_size,
                                             uint64_t done, uint64_t hot);
 
+// The segment map of a backward reencryption without a data shift
+// (cryptsetup's --decrypt of a detached header): old [0, old_end - hot) |
+// hot [old_end - hot, old_end) flagged "in-reencryption" when hot > 0 |
+// new to the end (dynamic), then the backups (reencrypt_make_hot_segments_
+// backward / _post_segments_backward); all done is one new segment.
+Result<std::string> reencrypt_backward_progress_json(const Metadata& md, const ReencryptState& st, uint64_t data_size,
+                                                     uint64_t old_end, uint64_t hot);
+
 // The end of a reencryption, as cryptsetup leaves it: one segment (the
 // backup-final one, without its flag), the keyslots and digest of the old
 // key, the reencrypt keyslot, its digest and the requirement dropped; then

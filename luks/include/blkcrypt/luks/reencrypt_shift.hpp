@@ -5,8 +5,8 @@
 // towards the end, backward, so the LUKS2 header fits at its start.
 //
 // Layout of an image of size D, shift S = N/2, plaintext length L = D - N:
-// the first S bytes of the plaintext are copied to [D - S, D) (the "moved
-// segment"), the header (data offset S) is written over [0, S), then the
+// the first min(S, L) bytes of the plaintext are copied to S + L (the
+// "moved segment"; [D - S, D) when L >= S), the header (data offset S) is written over [0, S), then the
 // data is encrypted from its end to [S, S + L) in hotzones of S bytes
 // (resilience "datashift": a hotzone's source is never overwritten before
 // the header says it is done, so a crash is recovered by re-reading it);
@@ -34,7 +34,7 @@ struct EncryptShiftOptions {
 // backup-moved-segment | backup-previous | backup-final, the verification
 // digest, online-reencrypt-v2) is written over [0, S), keyslot areas first.
 // Refused with nothing written: N not a non-zero multiple of 2 x 4096, a
-// device whose plaintext would be shorter than S or not a multiple of the
+// device not larger than N, a plaintext or shift not a multiple of the
 // sector size, a device that already holds a LUKS header.
 Result<ReencryptState> encrypt_shift_init(Registry& reg, BackingStore& device, ConstBytes passphrase,
                                           const EncryptShiftOptions& opts);
@@ -53,5 +53,38 @@ Result<std::string> encrypt_shift_progress_json(const Metadata& md, const Reencr
 // by reencrypt_run for a header in mode encrypt with a datashift area.
 Result<ReencryptRunResult> encrypt_shift_run(Registry& reg, BackingStore& device, ConstBytes passphrase,
                                              const ReencryptRunOptions& opts);
+
+// `cryptsetup reencrypt --encrypt --header HDR --init-only`: a detached
+// header (data offset 0, keyslots filling 16 MiB unless the format says
+// otherwise) written to `header`, whose reencrypt keyslot (mode encrypt,
+// forward, resilience checksum / journal / none over the largest keyslot
+// area gap) and segments linear | backup-previous (linear) | backup-final
+// (crypt) are run by reencrypt_run with the data device. Nothing is written
+// to the data. header must hold the header areas.
+struct EncryptDetachedOptions {
+    FormatOptions format;                 // data_offset is forced to 0
+    std::string resilience = "checksum";  // "checksum", "journal", "none"
+    std::string hash = "sha256";          // checksum
+    // The checksum block: cryptsetup takes the largest of the data device's
+    // block size (4096 for an image file) and the sector sizes.
+    uint32_t checksum_block = 4096;
+};
+Result<ReencryptState> encrypt_detached_init(Registry& reg, BackingStore& header, ConstBytes passphrase,
+                                             const EncryptDetachedOptions& opts);
+
+// `cryptsetup reencrypt --decrypt --header HDR --init-only` of a LUKS2
+// detached header (one crypt segment): the reencrypt keyslot (mode decrypt,
+// direction backward, resilience over the largest keyslot-area gap), the
+// segments old | backup-previous | backup-final (linear at the old data
+// offset), the verification digest and online-reencrypt-v2, in one header
+// update. reencrypt_run then decrypts the data in place from its end.
+struct DecryptDetachedOptions {
+    std::string resilience = "checksum";  // "checksum", "journal", "none"
+    std::string hash = "sha256";
+    uint32_t checksum_block = 4096;       // as EncryptDetachedOptions
+    uint32_t digest_iterations = 1000;
+};
+Result<ReencryptState> decrypt_detached_init(Registry& reg, BackingStore& header, ConstBytes passphrase,
+                                             const DecryptDetachedOptions& opts);
 
 }  // namespace blkcrypt::luks::luks2
