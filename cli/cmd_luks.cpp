@@ -10,6 +10,7 @@
 #include "cryptsetup_options.hpp"
 #include "image_copy.hpp"
 #include "json.hpp"
+#include "luks_options.hpp"
 #include "number_option.hpp"
 #include "output_file.hpp"
 #include "passphrase.hpp"
@@ -400,19 +401,6 @@ template <typename T>
 T usage_or_fail(blkcrypt::Result<T> r) {
     if (!r && r.status() == blkcrypt::Status::Invalid) throw UsageError(r.error().message);
     return or_fail(std::move(r));
-}
-
-// The KDF options of a new keyslot as given (format, add-key, change-key):
-// --pbkdf, --hash, --pbkdf-force-iterations, --iter-time, --pbkdf-memory,
-// --pbkdf-parallel; the library checks them for the container's version.
-luks::KdfRequest kdf_request(const po::variables_map& vm) {
-    luks::KdfRequest r;
-    if (vm.count("pbkdf")) r.pbkdf = vm["pbkdf"].as<std::string>();
-    if (vm.count("hash")) r.hash = vm["hash"].as<std::string>();
-    for (auto [name, to] : {std::pair{"pbkdf-force-iterations", &r.iterations}, {"iter-time", &r.iter_time_ms},
-                            {"pbkdf-memory", &r.memory_kib}, {"pbkdf-parallel", &r.parallel}})
-        if (vm.count(name)) *to = vm[name].as<unsigned>();
-    return r;
 }
 
 // --uuid, checked as libuuid parses it and written lower-case (exit 2 otherwise).
@@ -1215,6 +1203,22 @@ int run_luks(Args args) {
     } catch (const KeyInputError& e) {
         throw Failure(e.what());
     }
+}
+
+bool kdf_given(const po::variables_map& vm) {
+    for (const char* o : {"pbkdf", "hash", "iter-time", "pbkdf-force-iterations", "pbkdf-memory", "pbkdf-parallel"})
+        if (vm.count(o)) return true;
+    return false;
+}
+
+blkcrypt::luks::KdfRequest kdf_request(const po::variables_map& vm) {
+    blkcrypt::luks::KdfRequest r;
+    if (vm.count("pbkdf")) r.pbkdf = vm["pbkdf"].as<std::string>();
+    if (vm.count("hash")) r.hash = vm["hash"].as<std::string>();
+    for (auto [name, to] : {std::pair{"pbkdf-force-iterations", &r.iterations}, {"iter-time", &r.iter_time_ms},
+                            {"pbkdf-memory", &r.memory_kib}, {"pbkdf-parallel", &r.parallel}})
+        if (vm.count(name)) *to = vm[name].as<unsigned>();
+    return r;
 }
 
 }  // namespace cli

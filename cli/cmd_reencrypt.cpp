@@ -9,6 +9,7 @@
 #include "commands.hpp"
 #include "container_common.hpp"
 #include "cryptsetup_options.hpp"
+#include "luks_options.hpp"
 #include "number_option.hpp"
 #include "passphrase.hpp"
 #include "progress.hpp"
@@ -364,22 +365,6 @@ std::vector<int> active_keyslots(const luks2::Metadata& md) {
                 out.push_back(id);
     }
     return out;
-}
-
-bool kdf_given(const po::variables_map& vm) {
-    for (const char* o : {"pbkdf", "hash", "iter-time", "pbkdf-force-iterations", "pbkdf-memory", "pbkdf-parallel"})
-        if (vm.count(o)) return true;
-    return false;
-}
-
-luks::KdfRequest kdf_request(const po::variables_map& vm) {
-    luks::KdfRequest r;
-    if (vm.count("pbkdf")) r.pbkdf = vm["pbkdf"].as<std::string>();
-    if (vm.count("hash")) r.hash = vm["hash"].as<std::string>();
-    for (auto [name, to] : {std::pair{"pbkdf-force-iterations", &r.iterations}, {"iter-time", &r.iter_time_ms},
-                            {"pbkdf-memory", &r.memory_kib}, {"pbkdf-parallel", &r.parallel}})
-        if (vm.count(name)) *to = vm[name].as<unsigned>();
-    return r;
 }
 
 // The new keyslot's KDF: as asked, else the unlocked keyslot's own costs,

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <blkcrypt/luks/luks2.hpp>
+#include <blkcrypt/luks/reencrypt.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -38,5 +39,27 @@ Result<nlohmann::ordered_json> pbkdf2_digest(Registry& reg, const std::string& h
 // with key at IV sector iv_sector (512-byte units), through a dm-crypt target
 // over memory (reencrypt.cpp).
 Result<void> crypt_mem(Registry& reg, const Segment& seg, ConstBytes key, uint64_t iv_sector, Bytes buf, bool encrypt);
+
+// The raw JSON of md: the serialisation keeps the stored JSON types.
+Result<nlohmann::ordered_json> raw_json(const Metadata& md);
+// The lowest id below max that section (keyslots, digests) does not use; -1 if none.
+int lowest_free(const nlohmann::ordered_json& section, int max);
+// md with new JSON text, parsed and checked as a reader would.
+Result<Metadata> reparse(const Metadata& md, const std::string& text);
+
+// Pieces of every reencryption init (reencrypt_meta.cpp), as cryptsetup
+// builds one: the `reencrypt` keyslot with its resilience area over the
+// largest free gap of the keyslots area (LUKS2_find_area_max_gap; `used`: the
+// areas taken), its id returned;
+Result<int> add_reencrypt_keyslot(nlohmann::ordered_json& root, const Metadata& md,
+                                  std::vector<std::pair<uint64_t, uint64_t>> used, const std::string& resilience,
+                                  const std::string& hash, uint32_t checksum_sector_size, const std::string& mode,
+                                  const std::string& direction);
+// the digest over the verification data of root as it stands, added last
+// (LUKS2_reencrypt_digest_create);
+Result<void> add_reencrypt_digest(Registry& reg, nlohmann::ordered_json& root, const Metadata& md, int reenc_ks,
+                                  uint32_t iterations, ConstBytes vk_old, ConstBytes vk_new);
+// and the state read back from the header once written.
+Result<ReencryptState> persisted_state(Registry& reg, BackingStore& header);
 
 }  // namespace blkcrypt::luks::luks2::detail

@@ -38,13 +38,6 @@ int digest_of_segment(const Metadata& md, int seg) {
     return -1;
 }
 
-// The raw JSON of md: the serialisation takes the stored JSON types.
-Result<json> raw_json(const Metadata& md) {
-    json root = json::parse(md.json, nullptr, /*allow_exceptions=*/false);
-    if (root.is_discarded() || !root.is_object()) return bad("LUKS2 metadata is not a JSON object");
-    return root;
-}
-
 // One field of the verification data (luks2_reencrypt_digest.c sr()):
 // strings of 1..64 bytes raw, 64-bit numbers as big-endian from their
 // digit strings, "dynamic" sizes as the word, 32-bit JSON integers
@@ -125,34 +118,6 @@ Result<bool> pbkdf2_digest_matches(Registry& reg, const Digest& d, ConstBytes da
     return diff == 0;
 }
 
-int lowest_free(const json& section, int max) {
-    for (int i = 0; i < max; ++i)
-        if (!section.contains(std::to_string(i))) return i;
-    return -1;
-}
-
-// The largest free gap of the keyslots area (LUKS2_find_area_max_gap),
-// given the keyslot areas in use.
-std::pair<uint64_t, uint64_t> max_gap(const Metadata& md, std::vector<std::pair<uint64_t, uint64_t>> used) {
-    std::sort(used.begin(), used.end());
-    uint64_t at = 2 * md.metadata_size(), best_off = 0, best_len = 0;
-    const uint64_t end = md.hdr_and_areas_size();
-    for (const auto& [b, e] : used) {
-        if (b > at && b - at > best_len) best_off = at, best_len = b - at;
-        at = std::max(at, e);
-    }
-    if (end > at && end - at > best_len) best_off = at, best_len = end - at;
-    return {best_off, best_len};
-}
-
-// md with new JSON text, parsed and checked as a reader would.
-Result<Metadata> reparse(const Metadata& md, const std::string& text) {
-    std::vector<uint8_t> area(static_cast<std::size_t>(md.hdr.hdr_size - kBinHeaderSize), 0);
-    if (text.size() >= area.size()) return bad("the LUKS2 metadata does not fit its area");
-    std::copy(text.begin(), text.end(), area.begin());
-    return parse_metadata(area, md.hdr);
-}
-
 }  // namespace
 
 namespace detail {
@@ -177,9 +142,92 @@ Result<json> pbkdf2_digest(Registry& reg, const std::string& hash, uint32_t iter
     return d;
 }
 
+
+// The raw JSON of md: the serialisation takes the stored JSON types.
+Result<json> raw_json(const Metadata& md) {
+    json root = json::parse(md.json, nullptr, /*allow_exceptions=*/false);
+    if (root.is_discarded() || !root.is_object()) return bad("LUKS2 metadata is not a JSON object");
+    return root;
+}
+
+int lowest_free(const json& section, int max) {
+    for (int i = 0; i < max; ++i)
+        if (!section.contains(std::to_string(i))) return i;
+    return -1;
+}
+
+// md with new JSON text, parsed and checked as a reader would.
+Result<Metadata> reparse(const Metadata& md, const std::string& text) {
+    std::vector<uint8_t> area(static_cast<std::size_t>(md.hdr.hdr_size - kBinHeaderSize), 0);
+    if (text.size() >= area.size()) return bad("the LUKS2 metadata does not fit its area");
+    std::copy(text.begin(), text.end(), area.begin());
+    return parse_metadata(area, md.hdr);
+}
+
+// The largest free gap of the keyslots area (LUKS2_find_area_max_gap),
+// given the keyslot areas in use.
+static std::pair<uint64_t, uint64_t> max_gap(const Metadata& md, std::vector<std::pair<uint64_t, uint64_t>> used) {
+    std::sort(used.begin(), used.end());
+    uint64_t at = 2 * md.metadata_size(), best_off = 0, best_len = 0;
+    const uint64_t end = md.hdr_and_areas_size();
+    for (const auto& [b, e] : used) {
+        if (b > at && b - at > best_len) best_off = at, best_len = b - at;
+        at = std::max(at, e);
+    }
+    if (end > at && end - at > best_len) best_off = at, best_len = end - at;
+    return {best_off, best_len};
+}
+
+Result<int> add_reencrypt_keyslot(json& root, const Metadata& md, std::vector<std::pair<uint64_t, uint64_t>> used,
+                                  const std::string& resilience, const std::string& hash, uint32_t checksum_sector_size,
+                                  const std::string& mode, const std::string& direction) {
+    const auto [area_off, area_len] = max_gap(md, std::move(used));
+    if (area_len == 0) return bad("Not enough free keyslot area for reencryption.");
+    const int reenc_ks = lowest_free(root["keyslots"], kMaxKeyslots);
+    if (reenc_ks < 0) return bad("no free keyslot for the reencrypt keyslot");
+    json area = {{"offset", std::to_string(area_off)}, {"size", std::to_string(area_len)}, {"type", resilience}};
+    if (resilience == "checksum") {
+        area["hash"] = hash;
+        area["sector_size"] = checksum_sector_size;
+    }
+    root["keyslots"][std::to_string(reenc_ks)] =
+        json{{"area", area}, {"type", "reencrypt"}, {"key_size", 1}, {"mode", mode}, {"direction", direction},
+             {"priority", 0}};
+    return reenc_ks;
+}
+
+Result<void> add_reencrypt_digest(Registry& reg, json& root, const Metadata& md, int reenc_ks, uint32_t iterations,
+                                  ConstBytes vk_old, ConstBytes vk_new) {
+    Result<Metadata> staged = reparse(md, root.dump());
+    if (!staged) return staged.error();
+    Result<std::optional<ReencryptState>> st = reencrypt_state(*staged);
+    if (!st) return st.error();
+    if (!*st) return bad("the reencryption metadata did not parse");
+    Result<SecureBuffer> vdata = reencrypt_verification_data(*staged, **st, vk_old, vk_new);
+    if (!vdata) return vdata.error();
+    const int reenc_digest = lowest_free(root["digests"], kMaxDigests);
+    if (reenc_digest < 0) return bad("no free digest");
+    Result<json> rd = pbkdf2_digest(reg, "sha256", iterations, *vdata, {std::to_string(reenc_ks)}, {});
+    if (!rd) return rd.error();
+    root["digests"][std::to_string(reenc_digest)] = *rd;
+    return {};
+}
+
+Result<ReencryptState> persisted_state(Registry& reg, BackingStore& header) {
+    Result<Header> back = read_header(reg, header);
+    if (!back) return back.error();
+    Result<std::optional<ReencryptState>> st = reencrypt_state(back->md);
+    if (!st) return st.error();
+    if (!*st) return bad("the reencryption metadata did not persist");
+    return std::move(**st);
+}
+
 }  // namespace detail
 
 using detail::pbkdf2_digest;
+using detail::raw_json;
+using detail::lowest_free;
+using detail::reparse;
 
 Result<std::optional<ReencryptState>> reencrypt_state(const Metadata& md) {
     int version = 0;
@@ -411,18 +459,9 @@ Result<ReencryptState> reencrypt_init(Registry& reg, BackingStore& header, Const
     std::vector<std::pair<uint64_t, uint64_t>> used;
     for (const auto& [id, ks] : md.keyslots) used.emplace_back(ks.area_offset, ks.area_offset + ks.area_size);
     used.emplace_back(*gap, *gap + nk->second.size());
-    const auto [area_off, area_len] = max_gap(md, used);
-    if (area_len == 0) return bad("Not enough free keyslot area for reencryption.");
-    const int reenc_ks = lowest_free(root["keyslots"], kMaxKeyslots);
-    if (reenc_ks < 0) return bad("no free keyslot for the reencrypt keyslot");
-    json area = {{"offset", std::to_string(area_off)}, {"size", std::to_string(area_len)}, {"type", o.resilience}};
-    if (o.resilience == "checksum") {
-        area["hash"] = o.hash;
-        area["sector_size"] = std::max(sector_size, old.sector_size);
-    }
-    root["keyslots"][std::to_string(reenc_ks)] =
-        json{{"area", area}, {"type", "reencrypt"}, {"key_size", 1}, {"mode", "reencrypt"}, {"direction", "forward"},
-             {"priority", 0}};
+    Result<int> reenc_ks = detail::add_reencrypt_keyslot(root, md, std::move(used), o.resilience, o.hash,
+                                                         std::max(sector_size, old.sector_size), "reencrypt", "forward");
+    if (!reenc_ks) return reenc_ks.error();
 
     // Segments: the data as it is, then the two backups.
     json seg0 = root["segments"]["0"];
@@ -446,29 +485,52 @@ Result<ReencryptState> reencrypt_init(Registry& reg, BackingStore& header, Const
 
     // The verification digest needs the header as it will be (its backups
     // and keyslot); it is added last, as cryptsetup does.
-    Result<Metadata> staged = reparse(md, root.dump());
-    if (!staged) return staged.error();
-    Result<std::optional<ReencryptState>> st0 = reencrypt_state(*staged);
-    if (!st0) return st0.error();
-    Result<SecureBuffer> vdata = reencrypt_verification_data(*staged, **st0, old_key, new_key);
-    if (!vdata) return vdata.error();
-    const int reenc_digest = lowest_free(root["digests"], kMaxDigests);
-    if (reenc_digest < 0) return bad("no free digest");
-    Result<json> rd = pbkdf2_digest(reg, "sha256", o.digest_iterations, *vdata, {std::to_string(reenc_ks)}, {});
-    if (!rd) return rd.error();
-    root["digests"][std::to_string(reenc_digest)] = *rd;
+    if (auto r = detail::add_reencrypt_digest(reg, root, md, *reenc_ks, o.digest_iterations, old_key, new_key); !r)
+        return r.error();
     const std::string text = root.dump();
 
     if (Status s = header.write(*gap, nk->second); s != Status::Ok) return make_error(s, "cannot write the new keyslot");
     if (Status s = header.flush(); s != Status::Ok) return make_error(s, "cannot flush the new keyslot");
     if (auto r = write_metadata(reg, header, md, text); !r) return r.error();
-    Result<Header> back = read_header(reg, header);
-    if (!back) return back.error();
-    Result<std::optional<ReencryptState>> st = reencrypt_state(back->md);
-    if (!st) return st.error();
-    if (!*st) return bad("the reencryption metadata did not persist");
-    return std::move(**st);
+    return detail::persisted_state(reg, header);
 }
+
+namespace {
+
+// A segment map as a reencryption step writes it: segments numbered in the
+// order added, each on the old and/or the new digest's list.
+struct SegmentMap {
+    json out = json::object();
+    std::vector<std::string> old_segs, new_segs;
+
+    // seg over [off, off + size) (size 0: "dynamic", to the end) with the IV
+    // of sector iv; a linear (plaintext) side of --encrypt/--decrypt has none.
+    static json live(json seg, uint64_t off, uint64_t size, uint64_t iv) {
+        seg.erase("flags");
+        seg["offset"] = std::to_string(off);
+        seg["size"] = size ? std::to_string(size) : std::string("dynamic");
+        if (seg["type"] == "crypt") seg["iv_tweak"] = std::to_string(iv);
+        return seg;
+    }
+    void add(json seg, bool is_new, bool is_old) {
+        const std::string k = std::to_string(out.size());
+        out[k] = std::move(seg);
+        if (is_new) new_segs.push_back(k);
+        if (is_old) old_segs.push_back(k);
+    }
+    // root's JSON text with this map and the digests' segment lists.
+    std::string apply(json& root, const ReencryptState& st) const {
+        root["segments"] = out;
+        for (auto& [k, d] : root["digests"].items()) {
+            const int did = std::stoi(k);
+            if (did == st.digest_old) d["segments"] = old_segs;
+            else if (did == st.digest_new) d["segments"] = new_segs;
+        }
+        return root.dump();
+    }
+};
+
+}  // namespace
 
 Result<std::string> reencrypt_progress_json(const Metadata& md, const ReencryptState& st, uint64_t data_size,
                                             uint64_t done, uint64_t hot) {
@@ -479,28 +541,13 @@ Result<std::string> reencrypt_progress_json(const Metadata& md, const ReencryptS
     Result<json> rootr = raw_json(md);
     if (!rootr) return rootr.error();
     json root = std::move(*rootr);
-    json& segs = root["segments"];
+    const json& segs = root["segments"];
     json prev = segs[std::to_string(st.seg_previous)], fin = segs[std::to_string(st.seg_final)];
     const Segment& p = md.segments.at(st.seg_previous);
     const uint64_t base = p.offset, tweak = p.iv_tweak;
-    // size 0: "dynamic" (to the end).
-    auto live = [](json s, uint64_t off, uint64_t size, uint64_t iv) {
-        s.erase("flags");
-        s["offset"] = std::to_string(off);
-        s["size"] = size ? std::to_string(size) : std::string("dynamic");
-        // A linear (plaintext) side of --encrypt / --decrypt has no IV.
-        if (s["type"] == "crypt") s["iv_tweak"] = std::to_string(iv);
-        return s;
-    };
-    json out = json::object();
-    std::vector<std::string> old_segs, new_segs;
-    int id = 0;
-    auto add = [&](json s, bool is_new, bool is_old) {
-        const std::string k = std::to_string(id++);
-        out[k] = std::move(s);
-        if (is_new) new_segs.push_back(k);
-        if (is_old) old_segs.push_back(k);
-    };
+    SegmentMap map;
+    auto live = SegmentMap::live;
+    auto add = [&](json seg, bool is_new, bool is_old) { map.add(std::move(seg), is_new, is_old); };
     if (done) add(live(fin, base, done, tweak), true, false);
     if (hot) {
         json h = live(fin, base + done, hot, tweak + done / 512);
@@ -513,13 +560,7 @@ Result<std::string> reencrypt_progress_json(const Metadata& md, const ReencryptS
     }
     add(prev, false, true);
     add(fin, true, false);
-    segs = out;
-    for (auto& [k, d] : root["digests"].items()) {
-        const int did = std::stoi(k);
-        if (did == st.digest_old) d["segments"] = old_segs;
-        else if (did == st.digest_new) d["segments"] = new_segs;
-    }
-    return root.dump();
+    return map.apply(root, st);
 }
 
 Result<std::string> reencrypt_backward_progress_json(const Metadata& md, const ReencryptState& st, uint64_t data_size,
@@ -531,26 +572,13 @@ Result<std::string> reencrypt_backward_progress_json(const Metadata& md, const R
     Result<json> rootr = raw_json(md);
     if (!rootr) return rootr.error();
     json root = std::move(*rootr);
-    json& segs = root["segments"];
+    const json& segs = root["segments"];
     json prev = segs[std::to_string(st.seg_previous)], fin = segs[std::to_string(st.seg_final)];
     const Segment& p = md.segments.at(st.seg_previous);
     const uint64_t base = p.offset, tweak = p.iv_tweak;
-    auto live = [](json s, uint64_t off, uint64_t size, uint64_t iv) {
-        s.erase("flags");
-        s["offset"] = std::to_string(off);
-        s["size"] = size ? std::to_string(size) : std::string("dynamic");
-        if (s["type"] == "crypt") s["iv_tweak"] = std::to_string(iv);
-        return s;
-    };
-    json out = json::object();
-    std::vector<std::string> old_segs, new_segs;
-    int id = 0;
-    auto add = [&](json s, bool is_new, bool is_old) {
-        const std::string k = std::to_string(id++);
-        out[k] = std::move(s);
-        if (is_new) new_segs.push_back(k);
-        if (is_old) old_segs.push_back(k);
-    };
+    SegmentMap map;
+    auto live = SegmentMap::live;
+    auto add = [&](json seg, bool is_new, bool is_old) { map.add(std::move(seg), is_new, is_old); };
     const uint64_t start = old_end - hot;  // the hotzone's start, the old data's end after it
     if (start) add(live(prev, base, start, tweak), false, true);
     if (hot) {
@@ -564,13 +592,7 @@ Result<std::string> reencrypt_backward_progress_json(const Metadata& md, const R
     }
     add(prev, false, true);
     add(fin, true, false);
-    segs = out;
-    for (auto& [k, d] : root["digests"].items()) {
-        const int did = std::stoi(k);
-        if (did == st.digest_old) d["segments"] = old_segs;
-        else if (did == st.digest_new) d["segments"] = new_segs;
-    }
-    return root.dump();
+    return map.apply(root, st);
 }
 
 Result<void> reencrypt_write_progress(Registry& reg, BackingStore& header, const Metadata& md,

@@ -30,18 +30,6 @@ std::string u64s(uint64_t v) { return std::to_string(v); }
 
 bool has_flag(const Segment& s, std::string_view f) { return std::count(s.flags.begin(), s.flags.end(), f) > 0; }
 
-Result<json> raw_json(const Metadata& md) {
-    json root = json::parse(md.json, nullptr, /*allow_exceptions=*/false);
-    if (root.is_discarded() || !root.is_object()) return bad("LUKS2 metadata is not a JSON object");
-    return root;
-}
-
-int lowest_free(const json& section, int max) {
-    for (int i = 0; i < max; ++i)
-        if (!section.contains(std::to_string(i))) return i;
-    return -1;
-}
-
 // The first keyslot-area gap of `len` bytes (LUKS2_find_area_gap).
 Result<uint64_t> first_gap(const Metadata& md, uint64_t len) {
     std::vector<std::pair<uint64_t, uint64_t>> used;
@@ -91,7 +79,24 @@ Result<Geometry> geometry(const Metadata& md, const ReencryptState& st) {
     return g;
 }
 
+// A header built in memory written over dev: keyslot areas, then the
+// secondary copy, then the primary, each flushed; from the secondary on, a
+// crash leaves a header both tools read.
+Result<void> write_header_image(BackingStore& dev, const std::vector<uint8_t>& img, uint64_t hdr_size) {
+    const uint64_t copies = 2 * hdr_size;
+    if (Status s = write_flush(dev, copies, ConstBytes(img.data() + copies, img.size() - copies)); s != Status::Ok)
+        return make_error(s, "cannot write the keyslot areas");
+    if (Status s = write_flush(dev, hdr_size, ConstBytes(img.data() + hdr_size, hdr_size)); s != Status::Ok)
+        return make_error(s, "cannot write the LUKS2 header");
+    if (Status s = write_flush(dev, 0, ConstBytes(img.data(), hdr_size)); s != Status::Ok)
+        return make_error(s, "cannot write the LUKS2 header");
+    return {};
+}
+
 }  // namespace
+
+using detail::lowest_free;
+using detail::raw_json;
 
 Result<ReencryptState> encrypt_shift_init(Registry& reg, BackingStore& device, ConstBytes passphrase,
                                           const EncryptShiftOptions& o) {
@@ -153,24 +158,8 @@ Result<ReencryptState> encrypt_shift_init(Registry& reg, BackingStore& device, C
     root["config"]["requirements"]["mandatory"] = json::array({"online-reencrypt-v2"});
 
     // The verification digest over the header as it will be, added last.
-    std::vector<uint8_t> area_text(static_cast<std::size_t>(md.hdr.hdr_size - kBinHeaderSize), 0);
-    {
-        const std::string t = root.dump();
-        if (t.size() >= area_text.size()) return bad("the LUKS2 metadata does not fit its area");
-        std::copy(t.begin(), t.end(), area_text.begin());
-    }
-    Result<Metadata> staged = parse_metadata(area_text, md.hdr);
-    if (!staged) return staged.error();
-    Result<std::optional<ReencryptState>> st0 = reencrypt_state(*staged);
-    if (!st0) return st0.error();
-    if (!*st0) return bad("the reencryption metadata did not parse");
-    Result<SecureBuffer> vdata = reencrypt_verification_data(*staged, **st0, {}, vol->table.key);
-    if (!vdata) return vdata.error();
-    const int reenc_digest = lowest_free(root["digests"], kMaxDigests);
-    if (reenc_digest < 0) return bad("no free digest");
-    Result<json> rd = detail::pbkdf2_digest(reg, "sha256", fo.digest_iterations, *vdata, {std::to_string(reenc_ks)}, {});
-    if (!rd) return rd.error();
-    root["digests"][std::to_string(reenc_digest)] = *rd;
+    if (auto r = detail::add_reencrypt_digest(reg, root, md, reenc_ks, fo.digest_iterations, {}, vol->table.key); !r)
+        return r.error();
     if (auto r = write_metadata(reg, *hdr, md, root.dump()); !r) return r.error();
 
     // The first S bytes to the end, flushed; then the header over them:
@@ -186,22 +175,9 @@ Result<ReencryptState> encrypt_shift_init(Registry& reg, BackingStore& device, C
         at += len;
     }
     if (Status s = device.flush(); s != Status::Ok) return make_error(s, "cannot flush the moved data");
-    const uint64_t copies = 2 * md.hdr.hdr_size;
-    const std::vector<uint8_t>& img = hdr->data();
-    if (Status s = write_flush(device, copies, ConstBytes(img.data() + copies, img.size() - copies)); s != Status::Ok)
-        return make_error(s, "cannot write the keyslot areas");
-    const uint64_t one = md.hdr.hdr_size;
-    if (Status s = write_flush(device, one, ConstBytes(img.data() + one, one)); s != Status::Ok)
-        return make_error(s, "cannot write the LUKS2 header");
-    if (Status s = write_flush(device, 0, ConstBytes(img.data(), one)); s != Status::Ok)
-        return make_error(s, "cannot write the LUKS2 header");
+    if (auto r = write_header_image(device, hdr->data(), md.hdr.hdr_size); !r) return r.error();
 
-    Result<Header> back = read_header(reg, device);
-    if (!back) return back.error();
-    Result<std::optional<ReencryptState>> st = reencrypt_state(back->md);
-    if (!st) return st.error();
-    if (!*st) return bad("the reencryption metadata did not persist");
-    return std::move(**st);
+    return detail::persisted_state(reg, device);
 }
 
 Result<ReencryptState> encrypt_detached_init(Registry& reg, BackingStore& header, ConstBytes passphrase,
@@ -224,25 +200,10 @@ Result<ReencryptState> encrypt_detached_init(Registry& reg, BackingStore& header
     // The reencrypt keyslot over the largest gap (LUKS2_find_area_max_gap).
     std::vector<std::pair<uint64_t, uint64_t>> used;
     for (const auto& [id, ks] : md.keyslots) used.emplace_back(ks.area_offset, ks.area_offset + ks.area_size);
-    std::sort(used.begin(), used.end());
-    uint64_t at = 2 * md.metadata_size(), area_off = 0, area_len = 0;
-    for (const auto& [b, e] : used) {
-        if (b > at && b - at > area_len) area_off = at, area_len = b - at;
-        at = std::max(at, e);
-    }
-    if (md.hdr_and_areas_size() > at && md.hdr_and_areas_size() - at > area_len)
-        area_off = at, area_len = md.hdr_and_areas_size() - at;
-    if (area_len == 0) return bad("Not enough free keyslot area for reencryption.");
-    const int reenc_ks = lowest_free(root["keyslots"], kMaxKeyslots);
-    if (reenc_ks < 0) return bad("no free keyslot for the reencrypt keyslot");
-    json area = {{"offset", u64s(area_off)}, {"size", u64s(area_len)}, {"type", o.resilience}};
-    if (o.resilience == "checksum") {
-        area["hash"] = o.hash;
-        area["sector_size"] = std::max<uint32_t>(o.checksum_block, fo.sector_size);
-    }
-    root["keyslots"][std::to_string(reenc_ks)] =
-        json{{"area", area}, {"type", "reencrypt"}, {"key_size", 1}, {"mode", "encrypt"}, {"direction", "forward"},
-             {"priority", 0}};
+    Result<int> reenc_ksr = detail::add_reencrypt_keyslot(root, md, std::move(used), o.resilience, o.hash,
+                                                          std::max<uint32_t>(o.checksum_block, fo.sector_size), "encrypt", "forward");
+    if (!reenc_ksr) return reenc_ksr.error();
+    const int reenc_ks = *reenc_ksr;
 
     json fin = root["segments"]["0"];
     fin["flags"] = json::array({"backup-final"});
@@ -256,42 +217,15 @@ Result<ReencryptState> encrypt_detached_init(Registry& reg, BackingStore& header
     root["digests"][std::to_string(new_digest)]["segments"] = json::array({"2"});
     root["config"]["requirements"]["mandatory"] = json::array({"online-reencrypt-v2"});
 
-    std::vector<uint8_t> area_text(static_cast<std::size_t>(md.hdr.hdr_size - kBinHeaderSize), 0);
-    {
-        const std::string t = root.dump();
-        if (t.size() >= area_text.size()) return bad("the LUKS2 metadata does not fit its area");
-        std::copy(t.begin(), t.end(), area_text.begin());
-    }
-    Result<Metadata> staged = parse_metadata(area_text, md.hdr);
-    if (!staged) return staged.error();
-    Result<std::optional<ReencryptState>> st0 = reencrypt_state(*staged);
-    if (!st0) return st0.error();
-    if (!*st0) return bad("the reencryption metadata did not parse");
-    Result<SecureBuffer> vdata = reencrypt_verification_data(*staged, **st0, {}, vol->table.key);
-    if (!vdata) return vdata.error();
-    const int reenc_digest = lowest_free(root["digests"], kMaxDigests);
-    if (reenc_digest < 0) return bad("no free digest");
-    Result<json> rd = detail::pbkdf2_digest(reg, "sha256", fo.digest_iterations, *vdata, {std::to_string(reenc_ks)}, {});
-    if (!rd) return rd.error();
-    root["digests"][std::to_string(reenc_digest)] = *rd;
+    if (auto r = detail::add_reencrypt_digest(reg, root, md, reenc_ks, fo.digest_iterations, {}, vol->table.key); !r)
+        return r.error();
     if (auto r = write_metadata(reg, *hdr, md, root.dump()); !r) return r.error();
 
     // Keyslot areas, then the secondary copy, then the primary.
     const std::vector<uint8_t>& img = hdr->data();
     if (header.size() < img.size()) return make_error(Status::IoError, "the header device is too small");
-    const uint64_t one = md.hdr.hdr_size, copies = 2 * one;
-    if (Status s = write_flush(header, copies, ConstBytes(img.data() + copies, img.size() - copies)); s != Status::Ok)
-        return make_error(s, "cannot write the keyslot areas");
-    if (Status s = write_flush(header, one, ConstBytes(img.data() + one, one)); s != Status::Ok)
-        return make_error(s, "cannot write the LUKS2 header");
-    if (Status s = write_flush(header, 0, ConstBytes(img.data(), one)); s != Status::Ok)
-        return make_error(s, "cannot write the LUKS2 header");
-    Result<Header> back = read_header(reg, header);
-    if (!back) return back.error();
-    Result<std::optional<ReencryptState>> st = reencrypt_state(back->md);
-    if (!st) return st.error();
-    if (!*st) return bad("the reencryption metadata did not persist");
-    return std::move(**st);
+    if (auto r = write_header_image(header, img, md.hdr.hdr_size); !r) return r.error();
+    return detail::persisted_state(reg, header);
 }
 
 Result<ReencryptState> decrypt_detached_init(Registry& reg, BackingStore& header, ConstBytes passphrase,
@@ -314,27 +248,13 @@ Result<ReencryptState> decrypt_detached_init(Registry& reg, BackingStore& header
     if (!rootr) return rootr.error();
     json root = std::move(*rootr);
 
+    // The reencrypt keyslot over the largest gap (LUKS2_find_area_max_gap).
     std::vector<std::pair<uint64_t, uint64_t>> used;
     for (const auto& [id, ks] : md.keyslots) used.emplace_back(ks.area_offset, ks.area_offset + ks.area_size);
-    std::sort(used.begin(), used.end());
-    uint64_t at = 2 * md.metadata_size(), area_off = 0, area_len = 0;
-    for (const auto& [b, e] : used) {
-        if (b > at && b - at > area_len) area_off = at, area_len = b - at;
-        at = std::max(at, e);
-    }
-    if (md.hdr_and_areas_size() > at && md.hdr_and_areas_size() - at > area_len)
-        area_off = at, area_len = md.hdr_and_areas_size() - at;
-    if (area_len == 0) return bad("Not enough free keyslot area for reencryption.");
-    const int reenc_ks = lowest_free(root["keyslots"], kMaxKeyslots);
-    if (reenc_ks < 0) return bad("no free keyslot for the reencrypt keyslot");
-    json area = {{"offset", u64s(area_off)}, {"size", u64s(area_len)}, {"type", o.resilience}};
-    if (o.resilience == "checksum") {
-        area["hash"] = o.hash;
-        area["sector_size"] = std::max<uint32_t>(o.checksum_block, old.sector_size);
-    }
-    root["keyslots"][std::to_string(reenc_ks)] =
-        json{{"area", area}, {"type", "reencrypt"}, {"key_size", 1}, {"mode", "decrypt"}, {"direction", "backward"},
-             {"priority", 0}};
+    Result<int> reenc_ksr = detail::add_reencrypt_keyslot(root, md, std::move(used), o.resilience, o.hash,
+                                                          std::max<uint32_t>(o.checksum_block, old.sector_size), "decrypt", "backward");
+    if (!reenc_ksr) return reenc_ksr.error();
+    const int reenc_ks = *reenc_ksr;
     json prev = root["segments"]["0"];
     prev["flags"] = json::array({"backup-previous"});
     root["segments"]["1"] = prev;
@@ -345,31 +265,10 @@ Result<ReencryptState> decrypt_detached_init(Registry& reg, BackingStore& header
     root["digests"][std::to_string(old_digest)]["segments"].push_back("1");
     root["config"]["requirements"]["mandatory"] = json::array({"online-reencrypt-v2"});
 
-    std::vector<uint8_t> area_text(static_cast<std::size_t>(md.hdr.hdr_size - kBinHeaderSize), 0);
-    {
-        const std::string t = root.dump();
-        if (t.size() >= area_text.size()) return bad("the LUKS2 metadata does not fit its area");
-        std::copy(t.begin(), t.end(), area_text.begin());
-    }
-    Result<Metadata> staged = parse_metadata(area_text, md.hdr);
-    if (!staged) return staged.error();
-    Result<std::optional<ReencryptState>> st0 = reencrypt_state(*staged);
-    if (!st0) return st0.error();
-    if (!*st0) return bad("the reencryption metadata did not parse");
-    Result<SecureBuffer> vdata = reencrypt_verification_data(*staged, **st0, vol->table.key, {});
-    if (!vdata) return vdata.error();
-    const int reenc_digest = lowest_free(root["digests"], kMaxDigests);
-    if (reenc_digest < 0) return bad("no free digest");
-    Result<json> rd = detail::pbkdf2_digest(reg, "sha256", o.digest_iterations, *vdata, {std::to_string(reenc_ks)}, {});
-    if (!rd) return rd.error();
-    root["digests"][std::to_string(reenc_digest)] = *rd;
+    if (auto r = detail::add_reencrypt_digest(reg, root, md, reenc_ks, o.digest_iterations, vol->table.key, {}); !r)
+        return r.error();
     if (auto r = write_metadata(reg, header, md, root.dump()); !r) return r.error();
-    Result<Header> back = read_header(reg, header);
-    if (!back) return back.error();
-    Result<std::optional<ReencryptState>> st = reencrypt_state(back->md);
-    if (!st) return st.error();
-    if (!*st) return bad("the reencryption metadata did not persist");
-    return std::move(**st);
+    return detail::persisted_state(reg, header);
 }
 
 Result<std::string> encrypt_shift_progress_json(const Metadata& md, const ReencryptState& st, uint64_t done_from,

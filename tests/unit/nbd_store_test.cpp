@@ -81,7 +81,7 @@ TEST_CASE("is_nbd_uri: libnbd's schemes, not file names", "[nbd-client]") {
     CHECK_FALSE(is_nbd_uri("http://host/x"));
 }
 
-TEST_CASE("nbd store: threads write and read odd ranges of a 4 KiB-block export; discard reads as zeros",
+TEST_CASE("nbd store: threads write and read odd ranges of a 4 KiB-block export, then a discard reads as zeros",
           "[nbd-client]") {
     if (!have_nbdkit() || !client_built()) {
         WARN("nbdkit absent or no NBD client in this build: skipped");
@@ -133,7 +133,7 @@ TEST_CASE("nbd store: threads write and read odd ranges of a 4 KiB-block export;
     CHECK(st.write(kSize - 1, std::vector<uint8_t>(2)) == Status::IoError);
 }
 
-TEST_CASE("nbd store: a read-only export refuses a writable open; no server names the URI", "[nbd-client]") {
+TEST_CASE("nbd store: a read-only export refuses a writable open, and no server names the URI", "[nbd-client]") {
     if (!have_nbdkit() || !client_built()) {
         WARN("nbdkit absent or no NBD client in this build: skipped");
         return;
