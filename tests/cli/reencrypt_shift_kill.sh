@@ -56,7 +56,7 @@ cryptsetup reencrypt --encrypt --reduce-device-size $REDUCE --init-only "${FLAGS
 check_plain "cryptsetup's --init-only, our run"
 
 cd "$TMP"  # cryptsetup's temporary header file goes to the working directory
-runs=0 head_torn=0 plain_left=0 midway=0 crashed=0 cs_cannot=0
+runs=0 head_torn=0 plain_left=0 midway=0 crashed=0 cs_cannot=0 cs_finished=0
 
 kill_at() {
     local t=$1
@@ -97,7 +97,14 @@ finish() {
             fi
         fi
         if [[ $by == cryptsetup ]]; then
-            if ! cryptsetup reencrypt --resume-only "${FLAGS[@]}" "$IMG" 2>"$TMP/cs.err"; then
+            cs_rc=0 && cryptsetup reencrypt --resume-only "${FLAGS[@]}" "$IMG" 2>"$TMP/cs.err" || cs_rc=$?
+            if [[ $cs_rc != 0 ]] && grep -q "Device reencryption not in progress" "$TMP/cs.err" &&
+                ! cryptsetup luksDump "$IMG" | grep -q "online-reencrypt"; then
+                # A kill left a header whose steps are all done: 2.6.1 then
+                # completes the finish itself, yet says this and exits 1
+                # (seen about once in 100 kills); the data is checked below.
+                cs_finished=$((cs_finished + 1))
+            elif [[ $cs_rc != 0 ]]; then
                 # 2.6.1 cannot resume its own state after the last step and
                 # before the finish ("Failed to set device segments for
                 # next reencryption hotzone."): all data done, one dynamic
@@ -134,4 +141,4 @@ for ((i = 0; i < KILLS; i++)); do
     finish blkcrypt "cryptsetup --encrypt killed at ${t}s, blkcrypt finished"
 done
 echo "reencrypt --encrypt kill loop: $runs kills, $plain_left before the header ($head_torn while it was written), $midway left mid-way" \
-    "($crashed in a hotzone, $cs_cannot in the state cryptsetup 2.6.1 cannot resume); all finished"
+    "($crashed in a hotzone, $cs_cannot in the state cryptsetup 2.6.1 cannot resume, $cs_finished it finished saying not in progress); all finished"
