@@ -35,6 +35,22 @@ same() {
 digest() { sha256sum "$1" | cut -d' ' -f1; }
 state() { cryptsetup luksDump "$1" 2>/dev/null | grep -c "in-reencryption\|online-reencrypt" || true; }
 IMG=$TMP/img
+# done_bytes IMG: bytes already re-keyed (the first segment's length), or
+# nothing when no step has landed or the run is over.
+done_bytes() {
+    cryptsetup luksDump --disable-locks "$1" 2>/dev/null | sed -n '/^Data segments:/,/^Keyslots:/p' |
+        sed -n 's/^\tlength: \([0-9]*\) .*/\1/p' | head -1
+}
+# interrupt PID IMG: SIGINT once a step has landed (polled, not slept, so a
+# fast machine still stops mid-way); a run already over is left alone.
+interrupt() {
+    for _ in $(seq 400); do
+        kill -0 "$1" 2>/dev/null || return 0
+        [[ -n $(done_bytes "$2") ]] && break
+        sleep 0.01
+    done
+    kill -INT "$1" 2>/dev/null || true
+}
 
 # --- 1. every option cryptsetup 2.6.1 takes with reencrypt is known here
 # (accepted, or refused naming it, never "unknown option"), as is repair's.
@@ -146,8 +162,7 @@ grep -q "Device reencryption not in progress." "$TMP/stderr" || fail "resume not
 fresh luks2 "$IMG"
 "$BLKCRYPT" reencrypt --key-file "$TMP/pw" --resilience journal --hotzone-size 64k "$IMG" 2>"$TMP/err" &
 pid=$!
-sleep 0.3
-kill -INT $pid
+interrupt $pid "$IMG"
 rc=0
 wait $pid || rc=$?
 if [[ $rc == 130 ]]; then
@@ -177,10 +192,9 @@ grep -q "No key available with this passphrase" "$TMP/stderr" || fail "wrong pas
 # Stopped mid-way, then the image loses its end: refused, nothing written.
 "$BLKCRYPT" reencrypt --key-file "$TMP/pw" --resilience journal --hotzone-size 64k "$IMG" 2>/dev/null &
 pid=$!
-sleep 0.5
-kill -INT $pid
+interrupt $pid "$IMG"
 wait $pid || true
-done_bytes=$(cryptsetup luksDump "$IMG" | sed -n '/^Data segments:/,/^Keyslots:/p' | sed -n 's/^\tlength: \([0-9]*\) .*/\1/p' | head -1)
+done_bytes=$(done_bytes "$IMG")
 if [[ -n $done_bytes ]]; then
     cp "$IMG" "$TMP/full-size"
     truncate -s $((16 * MiB + done_bytes / 2)) "$IMG"
