@@ -121,16 +121,7 @@ struct Run {
         return data.write(base + off, ConstBytes(p, n));
     }
 
-    Result<void> reload() {
-        Result<Header> h = read_header(reg, dev);
-        if (!h) return h.error();
-        md = std::move(h->md);
-        Result<std::optional<ReencryptState>> s = reencrypt_state(md);
-        if (!s) return s.error();
-        if (!*s) return bad("Device is not marked for LUKS2 reencryption.");
-        st = std::move(**s);
-        return {};
-    }
+    Result<void> reload() { return detail::read_reencryption(reg, dev, md, st); }
 
     // Re-encrypts [at, at + len) of the data (offsets relative to the
     // data start), old key to new; with redo, only the blocks it marks.
