@@ -700,23 +700,8 @@ TEST_CASE("luks2 reencrypt: a re-key to another cipher, key size and sector size
     for (std::size_t i = 0; i < plain.size(); ++i) plain[i] = static_cast<uint8_t>(i * 131u >> 5);
     std::vector<uint8_t> img;
     {
-        auto s = std::make_shared<MemoryStore>(4u << 20);
-        luks2::FormatOptions fo;
-        fo.pbkdf = "pbkdf2";
-        fo.iterations = 1000;
-        fo.keyslots_size = 1u << 20;
-        fo.data_offset = kDataOffset;
-        fo.volume_key = kDataOld;
-        Result<luks::Volume> v = luks2::format(registry(), *s, text("pass"), fo);
-        REQUIRE(v.ok());
-        Result<std::unique_ptr<dm::CryptTarget>> t = dm::CryptTarget::create(registry(), v->table, s);
-        REQUIRE(t.ok());
-        std::vector<uint8_t> buf = plain;
-        dm::Bio bio;
-        bio.dir = dm::BioDir::Write;
-        bio.vecs.push_back(SgEntry{buf.data(), buf.size()});
-        REQUIRE((*t)->submit_sync(bio) == Status::Ok);
-        t->reset();
+        auto s = std::make_shared<MemoryStore>(0);
+        s->data() = our_image(plain, 4u << 20);
         luks2::ReencryptInitOptions o;
         o.resilience = "checksum";
         o.cipher = "aes-cbc-essiv:sha256";
