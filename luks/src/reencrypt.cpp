@@ -98,6 +98,7 @@ struct Run {
     uint64_t base = 0, tweak = 0, data_size = 0, align = 512;
     // The data through each key; null for a linear (plaintext) side.
     std::unique_ptr<dm::CryptTarget> old_t, new_t;
+    std::vector<uint8_t> buf;  // rekey's chunk, kept from step to step (its pages stay mapped)
 
     Result<void> make_targets() {
         if (old_seg.type == "crypt") {
@@ -126,7 +127,7 @@ struct Run {
     // Re-encrypts [at, at + len) of the data (offsets relative to the
     // data start), old key to new; with redo, only the blocks it marks.
     Result<void> rekey(uint64_t at, uint64_t len, const std::vector<bool>* redo = nullptr, uint64_t block = 0) {
-        std::vector<uint8_t> buf(static_cast<std::size_t>(std::min<uint64_t>(kIoChunk, len)));
+        buf.resize(std::max(buf.size(), static_cast<std::size_t>(std::min<uint64_t>(kIoChunk, len))));
         for (uint64_t pos = 0; pos < len;) {
             const uint64_t n = std::min<uint64_t>(kIoChunk, len - pos);
             if (Status s = io(old_t.get(), dm::BioDir::Read, at + pos, buf.data(), n); s != Status::Ok)
