@@ -164,7 +164,7 @@ struct Run {
     Result<void> protect(uint64_t at, uint64_t len) {
         if (st.area_type == "none") return {};
         const ConstBytes map = data.mapped();
-        const bool in_place = map.size() >= base + at + len;
+        bool in_place = map.size() >= base + at + len;
         std::vector<uint8_t> raw;
         // The bytes [pos, pos + n) of the hotzone, n <= kIoChunk.
         auto chunk = [&](uint64_t pos, std::size_t n) -> Result<ConstBytes> {
@@ -174,13 +174,16 @@ struct Run {
                 return make_error(s, "cannot read the hotzone");
             return ConstBytes(raw.data(), n);
         };
-        // Done with a mapped chunk: its pages leave this process's memory,
-        // and a file shrunk under the mapping (read as zeros) is an error.
-        auto done_with = [&](uint64_t pos, std::size_t n) -> Result<void> {
-            if (!in_place) return {};
+        // Done with a chunk: a mapped one's pages leave this process's
+        // memory. If the file changed size meanwhile (a shrunk file's
+        // mapping reads as zeros), the chunk is done again through read(),
+        // which fails on a short file: true when it must be redone.
+        auto redo = [&](uint64_t pos, std::size_t n) {
+            if (!in_place) return false;
             data.release_mapped(base + at + pos, n);
-            if (data.changed()) return make_error(Status::IoError, "the data changed size while it was read");
-            return {};
+            if (!data.changed()) return false;
+            in_place = false;
+            return true;
         };
         if (st.area_type == "journal") {
             if (len > st.area_size) return bad("the hotzone is larger than the journal");
@@ -190,7 +193,7 @@ struct Run {
                 if (!c) return c.error();
                 if (Status s = dev.write(st.area_offset + pos, *c); s != Status::Ok)
                     return make_error(s, "cannot write the journal");
-                if (auto r = done_with(pos, n); !r) return r;
+                if (redo(pos, n)) continue;
                 pos += n;
             }
             if (Status s = dev.flush(); s != Status::Ok) return make_error(s, "cannot write the journal");
@@ -246,7 +249,7 @@ struct Run {
             if (helper.joinable()) helper.join();
             if (s1 != Status::Ok || s2 != Status::Ok)
                 return make_error(s1 != Status::Ok ? s1 : s2, "cannot hash the hotzone");
-            if (auto r = done_with(pos, n); !r) return r;
+            if (redo(pos, n)) continue;
             pos += n;
         }
         if (Status s = write_all(dev, st.area_offset, sums); s != Status::Ok) return make_error(s, "cannot write the checksums");
