@@ -194,6 +194,7 @@ struct Run {
                 if (Status s = dev.write(st.area_offset + pos, *c); s != Status::Ok)
                     return make_error(s, "cannot write the journal");
                 if (redo(pos, n)) continue;
+                dev.start_writeback(st.area_offset + pos, n);  // out while the next chunk is copied
                 pos += n;
             }
             if (Status s = dev.flush(); s != Status::Ok) return make_error(s, "cannot write the journal");
