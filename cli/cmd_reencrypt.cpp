@@ -157,6 +157,17 @@ namespace {
 
 // ---------------------------------------------------------------- options
 
+// What reencrypt and repair share: -q, --tries, --progress, the IMAGE
+// operand, and cryptsetup's common options.
+void add_image_options(CommandLine& cl) {
+    add_batch_mode_option(cl.options);
+    add_tries_option(cl.options);
+    add_progress_options(cl.options);
+    cl.hidden.add_options()("image", po::value<std::vector<std::string>>(), "IMAGE");
+    cl.positional.add("image", -1);
+    add_cryptsetup_options(cl, "luks");
+}
+
 // cryptsetup 2.6.1's reencrypt options, with their meaning here.
 void add_reencrypt_options(CommandLine& cl) {
     cl.options.add_options()
@@ -242,12 +253,7 @@ void add_reencrypt_options(CommandLine& cl) {
          "no effect on blkcrypt's own lock (an flock on IMAGE, no root needed); cryptsetup's lock is not taken")
         ("readonly,r", po::bool_switch(), "no effect: reencryption writes IMAGE")
         ("verbose,v", po::bool_switch(), "say what is done");
-    add_batch_mode_option(cl.options);
-    add_tries_option(cl.options);
-    add_progress_options(cl.options);
-    cl.hidden.add_options()("image", po::value<std::vector<std::string>>(), "IMAGE");
-    cl.positional.add("image", -1);
-    add_cryptsetup_options(cl, "luks");
+    add_image_options(cl);
 }
 
 void add_repair_options(CommandLine& cl) {
@@ -264,12 +270,7 @@ void add_repair_options(CommandLine& cl) {
         ("disable-locks", po::bool_switch(),
          "no effect on blkcrypt's own lock (an flock on IMAGE); cryptsetup's lock is not taken")
         ("verbose,v", po::bool_switch(), "say what is done");
-    add_batch_mode_option(cl.options);
-    add_tries_option(cl.options);
-    add_progress_options(cl.options);
-    cl.hidden.add_options()("image", po::value<std::vector<std::string>>(), "IMAGE");
-    cl.positional.add("image", -1);
-    add_cryptsetup_options(cl, "luks");
+    add_image_options(cl);
 }
 
 std::string the_image(const po::variables_map& vm) {

@@ -49,8 +49,8 @@ Result<Metadata> reparse(const Metadata& md, const std::string& text);
 
 // Pieces of every reencryption init (reencrypt_meta.cpp), as cryptsetup
 // builds one: the `reencrypt` keyslot with its resilience area over the
-// largest free gap of the keyslots area (LUKS2_find_area_max_gap; `used`: the
-// areas taken), its id returned;
+// largest free gap of the keyslots area (LUKS2_find_area_max_gap; besides
+// md's keyslots, `used` are areas taken already), its id returned;
 Result<int> add_reencrypt_keyslot(nlohmann::ordered_json& root, const Metadata& md,
                                   std::vector<std::pair<uint64_t, uint64_t>> used, const std::string& resilience,
                                   const std::string& hash, uint32_t checksum_sector_size, const std::string& mode,
@@ -61,5 +61,9 @@ Result<void> add_reencrypt_digest(Registry& reg, nlohmann::ordered_json& root, c
                                   uint32_t iterations, ConstBytes vk_old, ConstBytes vk_new);
 // and the state read back from the header once written.
 Result<ReencryptState> persisted_state(Registry& reg, BackingStore& header);
+
+// The header of a device in reencryption, and its state (the engines reload
+// both after each metadata write); an error when none is in progress.
+Result<void> read_reencryption(Registry& reg, BackingStore& header, Metadata& md, ReencryptState& st);
 
 }  // namespace blkcrypt::luks::luks2::detail

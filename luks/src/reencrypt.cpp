@@ -98,6 +98,7 @@ struct Run {
     uint64_t base = 0, tweak = 0, data_size = 0, align = 512;
     // The data through each key; null for a linear (plaintext) side.
     std::unique_ptr<dm::CryptTarget> old_t, new_t;
+    std::vector<uint8_t> buf;  // rekey's chunk, kept from step to step (its pages stay mapped)
 
     Result<void> make_targets() {
         if (old_seg.type == "crypt") {
@@ -121,21 +122,12 @@ struct Run {
         return data.write(base + off, ConstBytes(p, n));
     }
 
-    Result<void> reload() {
-        Result<Header> h = read_header(reg, dev);
-        if (!h) return h.error();
-        md = std::move(h->md);
-        Result<std::optional<ReencryptState>> s = reencrypt_state(md);
-        if (!s) return s.error();
-        if (!*s) return bad("Device is not marked for LUKS2 reencryption.");
-        st = std::move(**s);
-        return {};
-    }
+    Result<void> reload() { return detail::read_reencryption(reg, dev, md, st); }
 
     // Re-encrypts [at, at + len) of the data (offsets relative to the
     // data start), old key to new; with redo, only the blocks it marks.
     Result<void> rekey(uint64_t at, uint64_t len, const std::vector<bool>* redo = nullptr, uint64_t block = 0) {
-        std::vector<uint8_t> buf(static_cast<std::size_t>(std::min<uint64_t>(kIoChunk, len)));
+        buf.resize(std::max(buf.size(), static_cast<std::size_t>(std::min<uint64_t>(kIoChunk, len))));
         for (uint64_t pos = 0; pos < len;) {
             const uint64_t n = std::min<uint64_t>(kIoChunk, len - pos);
             if (Status s = io(old_t.get(), dm::BioDir::Read, at + pos, buf.data(), n); s != Status::Ok)
@@ -143,6 +135,9 @@ struct Run {
             if (!redo) {
                 if (Status s = io(new_t.get(), dm::BioDir::Write, at + pos, buf.data(), n); s != Status::Ok)
                     return make_error(s, "cannot write the data");
+                // The disk writes this chunk while the next one converts, so
+                // the step's flush waits for the tail only.
+                data.start_writeback(base + at + pos, n);
             } else {
                 for (uint64_t b = 0; b < n; b += block)
                     if ((*redo)[static_cast<std::size_t>((pos + b) / block)])
@@ -163,50 +158,99 @@ struct Run {
     }
 
     // The resilience data of the hotzone [at, at + len) before it changes:
-    // hashes of its old ciphertext blocks (read a chunk at a time), or a
-    // copy of that ciphertext.
+    // hashes of its old ciphertext blocks, or a copy of that ciphertext.
+    // A mappable data store is hashed or copied from its pages (no copy of
+    // ours); otherwise it is read a chunk at a time.
     Result<void> protect(uint64_t at, uint64_t len) {
         if (st.area_type == "none") return {};
+        const ConstBytes map = data.mapped();
+        bool in_place = map.size() >= base + at + len;
+        std::vector<uint8_t> raw;
+        // The bytes [pos, pos + n) of the hotzone, n <= kIoChunk.
+        auto chunk = [&](uint64_t pos, std::size_t n) -> Result<ConstBytes> {
+            if (in_place) return map.subspan(static_cast<std::size_t>(base + at + pos), n);
+            raw.resize(std::max(raw.size(), n));
+            if (Status s = data.read(base + at + pos, Bytes(raw.data(), n)); s != Status::Ok)
+                return make_error(s, "cannot read the hotzone");
+            return ConstBytes(raw.data(), n);
+        };
+        // Done with a chunk: a mapped one's pages leave this process's
+        // memory. If the file changed size meanwhile (a shrunk file's
+        // mapping reads as zeros), the chunk is done again through read(),
+        // which fails on a short file: true when it must be redone.
+        auto redo = [&](uint64_t pos, std::size_t n) {
+            if (!in_place) return false;
+            data.release_mapped(base + at + pos, n);
+            if (!data.changed()) return false;
+            in_place = false;
+            return true;
+        };
         if (st.area_type == "journal") {
-            std::vector<uint8_t> raw(static_cast<std::size_t>(len));
-            if (Status s = data.read(base + at, raw); s != Status::Ok) return make_error(s, "cannot read the hotzone");
-            if (Status s = write_all(dev, st.area_offset, raw); s != Status::Ok) return make_error(s, "cannot write the journal");
+            if (len > st.area_size) return bad("the hotzone is larger than the journal");
+            for (uint64_t pos = 0; pos < len;) {
+                const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(kIoChunk, len - pos));
+                Result<ConstBytes> c = chunk(pos, n);
+                if (!c) return c.error();
+                if (Status s = dev.write(st.area_offset + pos, *c); s != Status::Ok)
+                    return make_error(s, "cannot write the journal");
+                if (redo(pos, n)) continue;
+                dev.start_writeback(st.area_offset + pos, n);  // out while the next chunk is copied
+                pos += n;
+            }
+            if (Status s = dev.flush(); s != Status::Ok) return make_error(s, "cannot write the journal");
             return {};
         }
         // Two hashers: the blocks of each chunk are split between this
-        // thread and one helper (a 1 GiB hotzone is ~0.5 s of SHA-256).
+        // thread and one helper, each hashing many blocks at once (the
+        // driver's multi-buffer code: SHA-256 of 4 KiB blocks goes 16 at a
+        // time with AVX-512).
         Result<Shash> h = checksum_hash();
         if (!h) return h.error();
-        Result<Shash> h2 = checksum_hash();
-        if (!h2) return h2.error();
+        Result<ShashDesc> d1 = h->new_desc(), d2 = h->new_desc();
+        if (!d1) return d1.error();
+        if (!d2) return d2.error();
+        d1->init();
+        d2->init();
         const std::size_t hs = h->digestsize();
+        const bool mb = h->statesize() > 0;
         std::vector<uint8_t> sums(static_cast<std::size_t>(len / st.hash_block) * hs);
-        std::vector<uint8_t> raw(static_cast<std::size_t>(std::min<uint64_t>(kIoChunk, len)));
-        auto hash_blocks = [&](Shash& hh, uint64_t pos, std::size_t from, std::size_t to) {
-            for (std::size_t b = from; b < to; b += st.hash_block) {
-                const std::size_t i = static_cast<std::size_t>((pos + b) / st.hash_block);
-                if (Status s = hh.digest(ConstBytes(raw.data() + b, st.hash_block), Bytes(sums.data() + i * hs, hs));
-                    s != Status::Ok)
-                    return s;
+        auto hash_blocks = [&](ShashDesc& d, ConstBytes c, uint64_t pos, std::size_t from, std::size_t to) {
+            constexpr std::size_t kBatch = 64;
+            ConstBytes in[kBatch];
+            Bytes out[kBatch];
+            for (std::size_t b = from; b < to;) {
+                std::size_t k = 0;
+                for (; k < kBatch && b < to; ++k, b += st.hash_block) {
+                    const std::size_t i = static_cast<std::size_t>((pos + b) / st.hash_block);
+                    in[k] = c.subspan(b, st.hash_block);
+                    out[k] = Bytes(sums.data() + i * hs, hs);
+                }
+                if (mb) {
+                    if (Status s = d.finup_mb(std::span(in, k), std::span(out, k)); s != Status::Ok) return s;
+                } else {  // a hash without an exportable state: one at a time
+                    for (std::size_t j = 0; j < k; ++j)
+                        if (Status s = h->digest(in[j], out[j]); s != Status::Ok) return s;
+                }
             }
             return Status::Ok;
         };
         for (uint64_t pos = 0; pos < len;) {
             const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(kIoChunk, len - pos));
-            if (Status s = data.read(base + at + pos, Bytes(raw.data(), n)); s != Status::Ok)
-                return make_error(s, "cannot read the hotzone");
+            Result<ConstBytes> c = chunk(pos, n);
+            if (!c) return c.error();
             const std::size_t half = n / st.hash_block / 2 * st.hash_block;
             Status s2 = Status::Ok;
             std::thread helper;
             try {
-                helper = std::thread([&] { s2 = hash_blocks(*h2, pos, half, n); });
+                helper = std::thread([&] { s2 = hash_blocks(*d2, *c, pos, half, n); });
             } catch (const std::system_error&) {  // no thread to be had: hash it all here
-                s2 = hash_blocks(*h2, pos, half, n);
+                s2 = hash_blocks(*d2, *c, pos, half, n);
             }
-            const Status s1 = hash_blocks(*h, pos, 0, half);
+            const Status s1 = hash_blocks(*d1, *c, pos, 0, half);
             if (helper.joinable()) helper.join();
             if (s1 != Status::Ok || s2 != Status::Ok)
                 return make_error(s1 != Status::Ok ? s1 : s2, "cannot hash the hotzone");
+            if (redo(pos, n)) continue;
             pos += n;
         }
         if (Status s = write_all(dev, st.area_offset, sums); s != Status::Ok) return make_error(s, "cannot write the checksums");

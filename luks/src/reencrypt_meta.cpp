@@ -181,6 +181,7 @@ static std::pair<uint64_t, uint64_t> max_gap(const Metadata& md, std::vector<std
 Result<int> add_reencrypt_keyslot(json& root, const Metadata& md, std::vector<std::pair<uint64_t, uint64_t>> used,
                                   const std::string& resilience, const std::string& hash, uint32_t checksum_sector_size,
                                   const std::string& mode, const std::string& direction) {
+    for (const auto& [id, ks] : md.keyslots) used.emplace_back(ks.area_offset, ks.area_offset + ks.area_size);
     const auto [area_off, area_len] = max_gap(md, std::move(used));
     if (area_len == 0) return bad("Not enough free keyslot area for reencryption.");
     const int reenc_ks = lowest_free(root["keyslots"], kMaxKeyslots);
@@ -220,6 +221,17 @@ Result<ReencryptState> persisted_state(Registry& reg, BackingStore& header) {
     if (!st) return st.error();
     if (!*st) return bad("the reencryption metadata did not persist");
     return std::move(**st);
+}
+
+Result<void> read_reencryption(Registry& reg, BackingStore& header, Metadata& md, ReencryptState& st) {
+    Result<Header> h = read_header(reg, header);
+    if (!h) return h.error();
+    md = std::move(h->md);
+    Result<std::optional<ReencryptState>> s = reencrypt_state(md);
+    if (!s) return s.error();
+    if (!*s) return bad("Device is not marked for LUKS2 reencryption.");
+    st = std::move(**s);
+    return {};
 }
 
 }  // namespace detail
@@ -456,11 +468,9 @@ Result<ReencryptState> reencrypt_init(Registry& reg, BackingStore& header, Const
     root["keyslots"][std::to_string(new_ks)] = json::parse(nk->first);
 
     // The reencrypt keyslot over the largest gap left.
-    std::vector<std::pair<uint64_t, uint64_t>> used;
-    for (const auto& [id, ks] : md.keyslots) used.emplace_back(ks.area_offset, ks.area_offset + ks.area_size);
-    used.emplace_back(*gap, *gap + nk->second.size());
-    Result<int> reenc_ks = detail::add_reencrypt_keyslot(root, md, std::move(used), o.resilience, o.hash,
-                                                         std::max(sector_size, old.sector_size), "reencrypt", "forward");
+    Result<int> reenc_ks =
+        detail::add_reencrypt_keyslot(root, md, {{*gap, *gap + nk->second.size()}}, o.resilience, o.hash,
+                                      std::max(sector_size, old.sector_size), "reencrypt", "forward");
     if (!reenc_ks) return reenc_ks.error();
 
     // Segments: the data as it is, then the two backups.
@@ -498,11 +508,28 @@ Result<ReencryptState> reencrypt_init(Registry& reg, BackingStore& header, Const
 namespace {
 
 // A segment map as a reencryption step writes it: segments numbered in the
-// order added, each on the old and/or the new digest's list.
+// order added, each on the old and/or the new digest's list, the two backups
+// last.
 struct SegmentMap {
+    json root;       // the header's JSON, its segments replaced by finish()
+    json prev, fin;  // the backup segments: the data's old and new form
+    uint64_t base = 0, tweak = 0;  // the data's start (bytes) and IV tweak (sectors)
     json out = json::object();
     std::vector<std::string> old_segs, new_segs;
 
+    static Result<SegmentMap> from(const Metadata& md, const ReencryptState& st) {
+        Result<json> rootr = raw_json(md);
+        if (!rootr) return rootr.error();
+        SegmentMap m;
+        m.root = std::move(*rootr);
+        const json& segs = m.root["segments"];
+        m.prev = segs[std::to_string(st.seg_previous)];
+        m.fin = segs[std::to_string(st.seg_final)];
+        const Segment& p = md.segments.at(st.seg_previous);
+        m.base = p.offset;
+        m.tweak = p.iv_tweak;
+        return m;
+    }
     // seg over [off, off + size) (size 0: "dynamic", to the end) with the IV
     // of sector iv; a linear (plaintext) side of --encrypt/--decrypt has none.
     static json live(json seg, uint64_t off, uint64_t size, uint64_t iv) {
@@ -512,14 +539,25 @@ struct SegmentMap {
         if (seg["type"] == "crypt") seg["iv_tweak"] = std::to_string(iv);
         return seg;
     }
+    json live_old(uint64_t off, uint64_t size, uint64_t iv) const { return live(prev, off, size, iv); }
+    json live_new(uint64_t off, uint64_t size, uint64_t iv) const { return live(fin, off, size, iv); }
     void add(json seg, bool is_new, bool is_old) {
         const std::string k = std::to_string(out.size());
         out[k] = std::move(seg);
         if (is_new) new_segs.push_back(k);
         if (is_old) old_segs.push_back(k);
     }
-    // root's JSON text with this map and the digests' segment lists.
-    std::string apply(json& root, const ReencryptState& st) const {
+    // The hotzone: the new form, flagged, on both digests' lists.
+    void add_hot(uint64_t off, uint64_t size, uint64_t iv) {
+        json h = live_new(off, size, iv);
+        h["flags"] = json::array({"in-reencryption"});
+        add(std::move(h), true, true);
+    }
+    // The JSON text with this map, then the backups, and the digests'
+    // segment lists.
+    std::string finish(const ReencryptState& st) {
+        add(prev, false, true);
+        add(fin, true, false);
         root["segments"] = out;
         for (auto& [k, d] : root["digests"].items()) {
             const int did = std::stoi(k);
@@ -538,29 +576,18 @@ Result<std::string> reencrypt_progress_json(const Metadata& md, const ReencryptS
         return make_error(Status::Unsupported, "only a forward reencryption's segment map is written yet");
     if (done > data_size || hot > data_size - done) return bad("reencryption progress past the end of the data");
     if (done % 512 || hot % 512) return bad("reencryption progress must be in 512-byte units");
-    Result<json> rootr = raw_json(md);
-    if (!rootr) return rootr.error();
-    json root = std::move(*rootr);
-    const json& segs = root["segments"];
-    json prev = segs[std::to_string(st.seg_previous)], fin = segs[std::to_string(st.seg_final)];
-    const Segment& p = md.segments.at(st.seg_previous);
-    const uint64_t base = p.offset, tweak = p.iv_tweak;
-    SegmentMap map;
-    auto live = SegmentMap::live;
-    auto add = [&](json seg, bool is_new, bool is_old) { map.add(std::move(seg), is_new, is_old); };
-    if (done) add(live(fin, base, done, tweak), true, false);
-    if (hot) {
-        json h = live(fin, base + done, hot, tweak + done / 512);
-        h["flags"] = json::array({"in-reencryption"});
-        add(h, true, true);
-    }
+    Result<SegmentMap> m = SegmentMap::from(md, st);
+    if (!m) return m.error();
+    SegmentMap& map = *m;
+    const uint64_t base = map.base, tweak = map.tweak;
+    if (done) map.add(map.live_new(base, done, tweak), true, false);
+    if (hot) map.add_hot(base + done, hot, tweak + done / 512);
     if (done + hot < data_size) {
+        const Segment& p = md.segments.at(st.seg_previous);
         const uint64_t rest = p.size ? *p.size - done - hot : 0;
-        add(live(prev, base + done + hot, rest, tweak + (done + hot) / 512), false, true);
+        map.add(map.live_old(base + done + hot, rest, tweak + (done + hot) / 512), false, true);
     }
-    add(prev, false, true);
-    add(fin, true, false);
-    return map.apply(root, st);
+    return map.finish(st);
 }
 
 Result<std::string> reencrypt_backward_progress_json(const Metadata& md, const ReencryptState& st, uint64_t data_size,
@@ -569,30 +596,18 @@ Result<std::string> reencrypt_backward_progress_json(const Metadata& md, const R
         return make_error(Status::Unsupported, "not a backward reencryption without a data shift");
     if (old_end > data_size || hot > old_end) return bad("reencryption progress past the end of the data");
     if (old_end % 512 || hot % 512) return bad("reencryption progress must be in 512-byte units");
-    Result<json> rootr = raw_json(md);
-    if (!rootr) return rootr.error();
-    json root = std::move(*rootr);
-    const json& segs = root["segments"];
-    json prev = segs[std::to_string(st.seg_previous)], fin = segs[std::to_string(st.seg_final)];
-    const Segment& p = md.segments.at(st.seg_previous);
-    const uint64_t base = p.offset, tweak = p.iv_tweak;
-    SegmentMap map;
-    auto live = SegmentMap::live;
-    auto add = [&](json seg, bool is_new, bool is_old) { map.add(std::move(seg), is_new, is_old); };
+    Result<SegmentMap> m = SegmentMap::from(md, st);
+    if (!m) return m.error();
+    SegmentMap& map = *m;
+    const uint64_t base = map.base, tweak = map.tweak;
     const uint64_t start = old_end - hot;  // the hotzone's start, the old data's end after it
-    if (start) add(live(prev, base, start, tweak), false, true);
-    if (hot) {
-        json h = live(fin, base + start, hot, tweak + start / 512);
-        h["flags"] = json::array({"in-reencryption"});
-        add(h, true, true);
-    }
+    if (start) map.add(map.live_old(base, start, tweak), false, true);
+    if (hot) map.add_hot(base + start, hot, tweak + start / 512);
     if (old_end < data_size || (!hot && start < data_size)) {
         const uint64_t from = hot ? old_end : start;
-        add(live(fin, base + from, 0, tweak + from / 512), true, false);
+        map.add(map.live_new(base + from, 0, tweak + from / 512), true, false);
     }
-    add(prev, false, true);
-    add(fin, true, false);
-    return map.apply(root, st);
+    return map.finish(st);
 }
 
 Result<void> reencrypt_write_progress(Registry& reg, BackingStore& header, const Metadata& md,

@@ -198,9 +198,7 @@ Result<ReencryptState> encrypt_detached_init(Registry& reg, BackingStore& header
     json root = std::move(*rootr);
 
     // The reencrypt keyslot over the largest gap (LUKS2_find_area_max_gap).
-    std::vector<std::pair<uint64_t, uint64_t>> used;
-    for (const auto& [id, ks] : md.keyslots) used.emplace_back(ks.area_offset, ks.area_offset + ks.area_size);
-    Result<int> reenc_ksr = detail::add_reencrypt_keyslot(root, md, std::move(used), o.resilience, o.hash,
+    Result<int> reenc_ksr = detail::add_reencrypt_keyslot(root, md, {}, o.resilience, o.hash,
                                                           std::max<uint32_t>(o.checksum_block, fo.sector_size), "encrypt", "forward");
     if (!reenc_ksr) return reenc_ksr.error();
     const int reenc_ks = *reenc_ksr;
@@ -249,9 +247,7 @@ Result<ReencryptState> decrypt_detached_init(Registry& reg, BackingStore& header
     json root = std::move(*rootr);
 
     // The reencrypt keyslot over the largest gap (LUKS2_find_area_max_gap).
-    std::vector<std::pair<uint64_t, uint64_t>> used;
-    for (const auto& [id, ks] : md.keyslots) used.emplace_back(ks.area_offset, ks.area_offset + ks.area_size);
-    Result<int> reenc_ksr = detail::add_reencrypt_keyslot(root, md, std::move(used), o.resilience, o.hash,
+    Result<int> reenc_ksr = detail::add_reencrypt_keyslot(root, md, {}, o.resilience, o.hash,
                                                           std::max<uint32_t>(o.checksum_block, old.sector_size), "decrypt", "backward");
     if (!reenc_ksr) return reenc_ksr.error();
     const int reenc_ks = *reenc_ksr;
@@ -327,16 +323,7 @@ Result<ReencryptRunResult> encrypt_shift_run(Registry& reg, BackingStore& dev, C
                                              const ReencryptRunOptions& opts) {
     Metadata md;
     ReencryptState st;
-    auto reload = [&]() -> Result<void> {
-        Result<Header> h = read_header(reg, dev);
-        if (!h) return h.error();
-        md = std::move(h->md);
-        Result<std::optional<ReencryptState>> s = reencrypt_state(md);
-        if (!s) return s.error();
-        if (!*s) return bad("Device is not marked for LUKS2 reencryption.");
-        st = std::move(**s);
-        return {};
-    };
+    auto reload = [&]() -> Result<void> { return detail::read_reencryption(reg, dev, md, st); };
     if (auto r = reload(); !r) return r.error();
     if (st.repair_needed) return bad("Reencryption metadata is invalid; run cryptsetup repair first.");
     Result<Geometry> g = geometry(md, st);

@@ -10,6 +10,7 @@
 # encrypted again). The plaintext must come back every time; the summary
 # line gives the counts.
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/kill_lib.sh"
 BLKCRYPT=$(readlink -f "$BLKCRYPT")
 command -v cryptsetup >/dev/null || { echo "cryptsetup not installed: reencrypt --encrypt --header skipped"; exit 0; }
 KILLS=${KILLS:-5}
@@ -106,15 +107,6 @@ grep -q "cannot be applied" "$TMP/stderr" || fail "datashift with --header: $(ca
 cmp -s "$TMP/plain" "$IMG" || fail "a refused --encrypt wrote to the image"
 
 runs=0 plain_left=0 midway=0 crashed=0
-kill_at() {
-    local t=$1
-    shift
-    "$@" >/dev/null 2>&1 &
-    local pid=$!
-    sleep "$t"
-    kill -KILL $pid 2>/dev/null || true
-    wait $pid 2>/dev/null || true
-}
 # finish BY MODE WHAT: what a kill left, finished by BY, then checked.
 finish() {
     local by=$1 mode=$2 what=$3
@@ -144,7 +136,6 @@ finish() {
     fi
     check_plain "$what"
 }
-delay() { local r=$((RANDOM % $1)); printf '%d.%03d' $((r / 1000)) $((r % 1000)); }
 
 for mode in checksum journal; do
     for ((i = 0; i < KILLS; i++)); do

@@ -10,6 +10,7 @@
 # cryptsetup killed, blkcrypt repairs and resumes. KILLS (default 3: the CI
 # size) sets the count per mode; the summary line gives the counts.
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/kill_lib.sh"
 BLKCRYPT=$(readlink -f "$BLKCRYPT")
 command -v cryptsetup >/dev/null || { echo "cryptsetup not installed: reencrypt kill loop skipped"; exit 0; }
 KILLS=${KILLS:-3}
@@ -23,17 +24,6 @@ cryptsetup luksFormat -q --type luks2 --pbkdf pbkdf2 --pbkdf-force-iterations 10
 IMG=$TMP/img
 runs=0 midway=0 crashed=0
 
-# kill_at SECONDS CMD...: runs CMD in the background and SIGKILLs it then.
-kill_at() {
-    local t=$1
-    shift
-    "$@" >/dev/null 2>&1 &
-    local pid=$!
-    sleep "$t"
-    kill -KILL $pid 2>/dev/null || true
-    wait $pid 2>/dev/null || true
-}
-
 # recover BY WHAT: repair (when crashed) and resume with BY (blkcrypt or
 # cryptsetup), then check the plaintext.
 recover() {
@@ -41,14 +31,7 @@ recover() {
     runs=$((runs + 1))
     if cryptsetup luksDump "$IMG" | grep -q "online-reencrypt"; then
         midway=$((midway + 1))
-        if cryptsetup luksDump "$IMG" | grep -q "in-reencryption"; then
-            crashed=$((crashed + 1))
-            if [[ $by == cryptsetup ]]; then
-                "${CS[@]}" repair --key-file "$TMP/pw" "$IMG" || fail "$what: cryptsetup repair"
-            else
-                "$BLKCRYPT" repair --key-file "$TMP/pw" "$IMG" || fail "$what: blkcrypt repair"
-            fi
-        fi
+        repair_if_crashed "$by" "$IMG" "$what"
         if [[ $by == cryptsetup ]]; then
             "${CS[@]}" reencrypt --force-offline-reencrypt --resume-only --key-file "$TMP/pw" "$IMG" ||
                 fail "$what: cryptsetup resume"
@@ -59,9 +42,6 @@ recover() {
     "$BLKCRYPT" luks decrypt --key-file "$TMP/pw" "$IMG" "$TMP/out" || fail "$what: decrypt"
     cmp -s -n $((4 * MiB)) "$TMP/plain" "$TMP/out" || fail "$what: the plaintext changed"
 }
-
-# A random delay of up to $1 milliseconds, as seconds.
-delay() { printf '0.%03d' $((RANDOM % $1)); }
 
 for mode in checksum journal; do
     for ((i = 0; i < KILLS; i++)); do

@@ -11,6 +11,7 @@
 # encrypted again). The plaintext must be the original every time; the
 # summary line gives the counts.
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/kill_lib.sh"
 BLKCRYPT=$(readlink -f "$BLKCRYPT")
 command -v cryptsetup >/dev/null || { echo "cryptsetup not installed: reencrypt --encrypt kill loop skipped"; exit 0; }
 KILLS=${KILLS:-12}
@@ -58,16 +59,6 @@ check_plain "cryptsetup's --init-only, our run"
 cd "$TMP"  # cryptsetup's temporary header file goes to the working directory
 runs=0 head_torn=0 plain_left=0 midway=0 crashed=0 cs_cannot=0 cs_finished=0
 
-kill_at() {
-    local t=$1
-    shift
-    "$@" >/dev/null 2>&1 &
-    local pid=$!
-    sleep "$t"
-    kill -KILL $pid 2>/dev/null || true
-    wait $pid 2>/dev/null || true
-}
-
 # finish BY WHAT: what a kill left, finished by BY, then checked.
 finish() {
     local by=$1 what=$2
@@ -88,14 +79,7 @@ finish() {
         "$BLKCRYPT" reencrypt --encrypt --reduce-device-size $REDUCE "${FLAGS[@]}" "$IMG" || fail "$what: encrypt again"
     elif cryptsetup luksDump "$IMG" | grep -q "online-reencrypt"; then
         midway=$((midway + 1))
-        if cryptsetup luksDump "$IMG" | grep -q "in-reencryption"; then
-            crashed=$((crashed + 1))
-            if [[ $by == cryptsetup ]]; then
-                cryptsetup repair -q --disable-locks --key-file "$TMP/pw" "$IMG" || fail "$what: cryptsetup repair"
-            else
-                "$BLKCRYPT" repair --key-file "$TMP/pw" "$IMG" || fail "$what: blkcrypt repair"
-            fi
-        fi
+        repair_if_crashed "$by" "$IMG" "$what"
         if [[ $by == cryptsetup ]]; then
             cs_rc=0 && cryptsetup reencrypt --resume-only "${FLAGS[@]}" "$IMG" 2>"$TMP/cs.err" || cs_rc=$?
             if [[ $cs_rc != 0 ]] && grep -q "Device reencryption not in progress" "$TMP/cs.err" &&
@@ -122,8 +106,6 @@ finish() {
     fi
     check_plain "$what"
 }
-
-delay() { printf '0.%03d' $((RANDOM % $1)); }
 
 for ((i = 0; i < KILLS; i++)); do
     cp "$TMP/plain" "$IMG"

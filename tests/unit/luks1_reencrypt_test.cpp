@@ -4,6 +4,7 @@
 // with the original plaintext; our own re-key follows the same protocol, and
 // a crash at any store write (a torn write) resumes to the right plaintext.
 #include "test_util.hpp"
+#include "tmp_dir.hpp"
 #include "torn_store.hpp"
 
 #include <blkcrypt/backing_store.hpp>
@@ -37,15 +38,8 @@ const std::string kGolden = std::string(BLKCRYPT_SOURCE_DIR) + "/tests/golden/lu
 const std::string kUuid = "5d2f4a1e-8a7b-4c3d-9e0f-123456789abc";
 const std::string kPass = "legacy-pass";
 
-struct TmpDir {
-    std::string path;
-    TmpDir() {
-        char t[] = "/tmp/blkcrypt-reluks1-XXXXXX";
-        REQUIRE(::mkdtemp(t));
-        path = t;
-    }
-    ~TmpDir() { std::filesystem::remove_all(path); }
-    std::string operator/(const std::string& name) const { return path + "/" + name; }
+struct TmpDir : testutil::TmpDir {
+    TmpDir() : testutil::TmpDir("blkcrypt-reluks1") {}
 };
 
 std::vector<uint8_t> xz(const std::string& path) {

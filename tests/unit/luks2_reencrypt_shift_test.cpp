@@ -7,6 +7,7 @@
 // crashed at every write (torn) and resumed. The plaintext is checked
 // each time.
 #include "test_util.hpp"
+#include "tmp_dir.hpp"
 #include "torn_store.hpp"
 
 #include <blkcrypt/backing_store.hpp>
@@ -53,32 +54,13 @@ luks2::EncryptShiftOptions shift_options(uint32_t sector = 512) {
     return o;
 }
 
-bool have_cryptsetup() {
-    static const bool have = std::system("cryptsetup --version >/dev/null 2>&1") == 0;
-    return have;
-}
+using testutil::have_cryptsetup;
 
 const char* kCsFlags = "-q --disable-locks --force-offline-reencrypt --pbkdf pbkdf2 --pbkdf-force-iterations 1000";
 
-struct TmpDir {
-    std::string path;
-    TmpDir() {
-        char tmpl[] = "/tmp/blkcrypt-rshift-XXXXXX";
-        REQUIRE(::mkdtemp(tmpl) != nullptr);
-        path = tmpl;
-        put("pw", std::vector<uint8_t>{'p', 'a', 's', 's'});
-    }
-    ~TmpDir() { (void)std::system(("rm -rf '" + path + "'").c_str()); }
-    void put(const std::string& name, const std::vector<uint8_t>& b) const {
-        std::ofstream(path + "/" + name, std::ios::binary)
-            .write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
-    }
-    std::vector<uint8_t> get(const std::string& name) const {
-        std::vector<uint8_t> b;
-        REQUIRE(testutil::read_file(path + "/" + name, &b));
-        return b;
-    }
-    int run(const std::string& cmd) const { return std::system(("cd '" + path + "' && " + cmd).c_str()); }
+// A temporary directory with the passphrase in pw.
+struct TmpDir : testutil::TmpDir {
+    TmpDir() : testutil::TmpDir("blkcrypt-rshift") { put("pw", std::vector<uint8_t>{'p', 'a', 's', 's'}); }
 };
 
 luks2::Metadata metadata_of(const std::vector<uint8_t>& image) {

@@ -5,6 +5,7 @@
 // cryptsetup is installed, headers we initialise (and step, and finish)
 // taken up by `cryptsetup reencrypt --resume-only`, the plaintext intact.
 #include "test_util.hpp"
+#include "tmp_dir.hpp"
 #include "torn_store.hpp"
 
 #include <blkcrypt/backing_store.hpp>
@@ -99,37 +100,18 @@ bool accepted(const std::vector<uint8_t>& image, const std::vector<uint8_t>& vk_
     return luks2::reencrypt_verify(registry(), h->md, **st, vk_old, vk_new).ok();
 }
 
-bool have_cryptsetup() {
-    static const bool have = std::system("cryptsetup --version >/dev/null 2>&1") == 0;
-    return have;
-}
+using testutil::have_cryptsetup;
 
-struct TmpDir {
-    std::string path;
-    TmpDir() {
-        char tmpl[] = "/tmp/blkcrypt-reenc-XXXXXX";
-        REQUIRE(::mkdtemp(tmpl) != nullptr);
-        path = tmpl;
-    }
-    ~TmpDir() { (void)std::system(("rm -rf '" + path + "'").c_str()); }
-    void put(const std::string& name, const std::vector<uint8_t>& b) const {
-        std::ofstream(path + "/" + name, std::ios::binary)
-            .write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
-    }
-    std::vector<uint8_t> get(const std::string& name) const {
-        std::vector<uint8_t> b;
-        REQUIRE(testutil::read_file(path + "/" + name, &b));
-        return b;
-    }
-    int run(const std::string& cmd) const { return std::system(("cd '" + path + "' && " + cmd).c_str()); }
+struct TmpDir : testutil::TmpDir {
+    TmpDir() : testutil::TmpDir("blkcrypt-reenc") {}
 };
 
 constexpr uint64_t kImage = 16u << 20, kDataOffset = 2u << 20;
 
-// Our own 16 MiB LUKS2 image (pbkdf2 at 1000, 16 KiB metadata, 1 MiB
-// keyslots, data at 2 MiB, 4 KiB sectors) holding `plain`.
-std::vector<uint8_t> our_image(const std::vector<uint8_t>& plain) {
-    auto s = std::make_shared<MemoryStore>(kImage);
+// Our own LUKS2 image of `size` bytes (pbkdf2 at 1000, 16 KiB metadata,
+// 1 MiB keyslots, data at 2 MiB, 4 KiB sectors) holding `plain`.
+std::vector<uint8_t> our_image(const std::vector<uint8_t>& plain, uint64_t size = kImage) {
+    auto s = std::make_shared<MemoryStore>(size);
     luks2::FormatOptions fo;
     fo.pbkdf = "pbkdf2";
     fo.iterations = 1000;
@@ -561,24 +543,8 @@ namespace {
 std::vector<uint8_t> image_with_plain(std::vector<uint8_t>& plain, uint64_t image_size, const char* resilience) {
     plain.resize(image_size - kDataOffset);
     for (std::size_t i = 0; i < plain.size(); ++i) plain[i] = static_cast<uint8_t>((i * 7919u) >> 9 ^ i);
-    auto s = std::make_shared<MemoryStore>(image_size);
-    luks2::FormatOptions fo;
-    fo.pbkdf = "pbkdf2";
-    fo.iterations = 1000;
-    fo.keyslots_size = 1u << 20;
-    fo.data_offset = kDataOffset;
-    fo.volume_key = kDataOld;
-    Result<luks::Volume> v = luks2::format(registry(), *s, text("pass"), fo);
-    REQUIRE(v.ok());
-    {
-        Result<std::unique_ptr<dm::CryptTarget>> t = dm::CryptTarget::create(registry(), v->table, s);
-        REQUIRE(t.ok());
-        std::vector<uint8_t> buf = plain;
-        dm::Bio bio;
-        bio.dir = dm::BioDir::Write;
-        bio.vecs.push_back(SgEntry{buf.data(), buf.size()});
-        REQUIRE((*t)->submit_sync(bio) == Status::Ok);
-    }
+    auto s = std::make_shared<MemoryStore>(0);
+    s->data() = our_image(plain, image_size);
     luks2::ReencryptInitOptions o;
     o.resilience = resilience;
     o.keyslot.pbkdf = "pbkdf2";
@@ -734,23 +700,8 @@ TEST_CASE("luks2 reencrypt: a re-key to another cipher, key size and sector size
     for (std::size_t i = 0; i < plain.size(); ++i) plain[i] = static_cast<uint8_t>(i * 131u >> 5);
     std::vector<uint8_t> img;
     {
-        auto s = std::make_shared<MemoryStore>(4u << 20);
-        luks2::FormatOptions fo;
-        fo.pbkdf = "pbkdf2";
-        fo.iterations = 1000;
-        fo.keyslots_size = 1u << 20;
-        fo.data_offset = kDataOffset;
-        fo.volume_key = kDataOld;
-        Result<luks::Volume> v = luks2::format(registry(), *s, text("pass"), fo);
-        REQUIRE(v.ok());
-        Result<std::unique_ptr<dm::CryptTarget>> t = dm::CryptTarget::create(registry(), v->table, s);
-        REQUIRE(t.ok());
-        std::vector<uint8_t> buf = plain;
-        dm::Bio bio;
-        bio.dir = dm::BioDir::Write;
-        bio.vecs.push_back(SgEntry{buf.data(), buf.size()});
-        REQUIRE((*t)->submit_sync(bio) == Status::Ok);
-        t->reset();
+        auto s = std::make_shared<MemoryStore>(0);
+        s->data() = our_image(plain, 4u << 20);
         luks2::ReencryptInitOptions o;
         o.resilience = "checksum";
         o.cipher = "aes-cbc-essiv:sha256";
