@@ -9,7 +9,8 @@
  * failure in that thread. Secrets given to the library are copied into
  * memory it wipes when done; the caller wipes its own copies.
  *
- * ABI: symbols carry the version node BLKCRYPT_1.0; an ABI break changes the
+ * ABI: symbols carry the version node that added them (BLKCRYPT_1.0, 1.1:
+ * marked "since BLKCRYPT_1.1" below); an ABI break changes the
  * SONAME (docs/library.md, "ABI policy"). */
 #ifndef BLKCRYPT_BLKCRYPT_H
 #define BLKCRYPT_BLKCRYPT_H
