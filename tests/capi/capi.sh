@@ -134,7 +134,8 @@ same_plaintext "$img" "$D/$img" tcrypt aaaaaaaaaaaa -- \
 "$T" dump "$D/$img" tcrypt aaaaaaaaaaaa >"$TMP/tc.json" || fail "tcrypt dump"
 grep -q '"type":"TCRYPT"' "$TMP/tc.json" || fail "tcrypt dump: $(cat "$TMP/tc.json")"
 # blk_tcrypt_options and blk_tcrypt_add_keyfile (the hash named: one KDF run
-# each). A hidden volume; VeraCrypt keyfiles, which without them are refused.
+# each). A hidden volume; VeraCrypt keyfiles, which without them are refused;
+# a system-encrypted disk.
 # (A PIM is the Python tests'.)
 tread() {
     local name=$1 cli=$2
@@ -152,6 +153,9 @@ tread "$img (keyfiles)" \
     "printf 'aaaaaaaaaaaa\n' | '$BLKCRYPT' tcrypt decrypt -h sha256 --key-file '$D/keyfile1' --key-file '$D/keyfile2' '$D/$img' -" \
     "$D/$img" aaaaaaaaaaaa - 0 sha256 "$D/keyfile1" "$D/keyfile2"
 expect_exit 3 "$T" tread "$D/$img" aaaaaaaaaaaa - 0 sha256 "$D/keyfile1"
+img=sys_vc_1_mbr_full-sha256-xts-aes
+tread "$img (system)" "printf 'aaaaaaaaaaaa\n' | '$BLKCRYPT' tcrypt decrypt -h sha256 --tcrypt-system '$D/$img' -" \
+    "$D/$img" aaaaaaaaaaaa s 0 sha256
 
 B=$F/bitlk
 same_plaintext "bitlk password" "$B/bitlk-aes-xts-128.img" auto anaconda -- \
