@@ -59,14 +59,14 @@ namespace {
     X(nbd_can_multi_conn) X(nbd_can_flush) X(nbd_can_zero) X(nbd_get_block_size) X(nbd_aio_pread)         \
     X(nbd_aio_pwrite) X(nbd_aio_flush) X(nbd_aio_zero) X(nbd_aio_get_fd) X(nbd_aio_get_direction)          \
     X(nbd_aio_notify_read) X(nbd_aio_notify_write) X(nbd_aio_is_dead)                  \
-    X(nbd_shutdown)
+    X(nbd_shutdown) X(nbd_set_request_structured_replies)
 
 struct Api {
 #define BLKCRYPT_NBD_SLOT(name) decltype(&::name) name = nullptr;
     BLKCRYPT_NBD_FUNCTIONS(BLKCRYPT_NBD_SLOT)
 #undef BLKCRYPT_NBD_SLOT
-    // Optional (libnbd 1.10): null when older.
-    decltype(&::nbd_set_pread_initialize) nbd_set_pread_initialize = nullptr;
+    // Optional (libnbd 1.10): null when older, or not in the headers built against.
+    int (*nbd_set_pread_initialize)(nbd_handle*, bool) = nullptr;
     std::string error;  // why it could not be loaded
 };
 
@@ -90,7 +90,7 @@ const Api& api() {
         BLKCRYPT_NBD_FUNCTIONS(BLKCRYPT_NBD_LOAD)
 #undef BLKCRYPT_NBD_LOAD
         r.nbd_set_pread_initialize =
-            reinterpret_cast<decltype(&::nbd_set_pread_initialize)>(::dlsym(h, "nbd_set_pread_initialize"));
+            reinterpret_cast<int (*)(nbd_handle*, bool)>(::dlsym(h, "nbd_set_pread_initialize"));
         return r;
     }();
     return a;
@@ -244,10 +244,12 @@ private:
         // The URI is the user's own argument; let it name a TLS PSK file.
         a.nbd_set_uri_allow_local_file(h, true);
         // libnbd zeroes every read buffer before the server fills it, in case
-        // a caller uses it after an error: a pass over every byte read, a
-        // seventh of a remote decrypt's time. Ours look at a buffer only
-        // after the command succeeded (libnbd fails a read the server did
-        // not cover whole).
+        // a caller uses it after an error or the server's structured reply
+        // left part of it out: a pass over every byte read, a seventh of a
+        // remote decrypt's time. Ours look at a buffer only after its read
+        // succeeded, and with simple replies (we use no block status) a
+        // successful read carries every byte asked for, so the pass is off.
+        a.nbd_set_request_structured_replies(h, false);
         if (a.nbd_set_pread_initialize) a.nbd_set_pread_initialize(h, false);
         if (a.nbd_connect_uri(h, uri_.c_str()) != 0) {
             why = uri_ + ": " + (a.nbd_get_error() ? a.nbd_get_error() : "cannot connect");
