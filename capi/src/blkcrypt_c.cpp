@@ -99,14 +99,48 @@ Registry* registry(Error& err) {
     return reg;
 }
 
-// The whole content of a store (a key file), in wiping memory.
-Result<SecureBuffer> read_whole(const std::string& path) {
-    auto store = open_file_store(path, false);
-    if (!store) return store.error();
-    SecureBuffer out((*store)->size());
-    if (Status s = (*store)->read(0, out.span()); s != Status::Ok) return make_error(s, path + ": cannot read");
+// A key file's content, at most `max` bytes, in wiping memory: a regular
+// file or device through its store, anything else (a FIFO, a pipe as
+// /dev/stdin) read to its end, which has no size to ask.
+Result<SecureBuffer> read_secret_file(const std::string& path, uint64_t max) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return make_error(Status::NotFound, path + ": " + std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || S_ISREG(st.st_mode) || S_ISBLK(st.st_mode)) {
+        ::close(fd);
+        auto store = open_file_store(path, false);
+        if (!store) return store.error();
+        SecureBuffer out(std::min((*store)->size(), max));
+        if (Status s = (*store)->read(0, out.span()); s != Status::Ok) return make_error(s, path + ": cannot read");
+        return out;
+    }
+    SecureBuffer buf(std::min<uint64_t>(max, 64 << 10));
+    std::size_t got = 0;
+    for (;;) {
+        if (got == buf.size()) {
+            if (got == max) break;
+            SecureBuffer more(std::min<uint64_t>(max, uint64_t{got} * 2));
+            std::memcpy(more.data(), buf.data(), got);
+            buf = std::move(more);
+        }
+        const ssize_t n = ::read(fd, buf.data() + got, buf.size() - got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            const int e = errno;
+            ::close(fd);
+            return make_error(Status::IoError, path + ": " + std::strerror(e));
+        }
+        if (n == 0) break;
+        got += static_cast<std::size_t>(n);
+    }
+    ::close(fd);
+    SecureBuffer out(got);
+    std::memcpy(out.data(), buf.data(), got);
     return out;
 }
+
+// cryptsetup's largest key file (--keyfile-size's default limit, 8 MiB).
+constexpr uint64_t kKeyFileMax = 8 << 20;
 
 }  // namespace
 
@@ -226,6 +260,7 @@ struct blk_image {
     // Reads and writes of one handle take turns here (a partial-block write
     // is a read-modify-write; a read-ahead chunk must not outlive a write).
     ReadAhead ra;
+    tcrypt::OpenOptions tc_opts;  // blk_tcrypt_options, blk_tcrypt_add_keyfile
 };
 
 namespace {
@@ -263,8 +298,7 @@ int unlock(blk_image* img, ConstBytes secret, SecretKind kind) {
         return fail(BLK_ERR_UNSUPPORTED, "TrueCrypt/VeraCrypt volumes open with a passphrase only here");
     auto store = open_store(img->path, false);
     if (!store) return fail(store.error());
-    tcrypt::OpenOptions opts;  // TrueCrypt and VeraCrypt KDFs, the normal header
-    auto vol = tcrypt::open(*reg, **store, secret, opts);
+    auto vol = tcrypt::open(*reg, **store, secret, img->tc_opts);
     if (!vol) return fail(vol.error());
     auto table = tcrypt::dm_table(*vol, **store, img->path);
     if (!table) return fail(table.error());
@@ -281,6 +315,44 @@ int check_device(blk_image* img) {
 std::string lower(std::string s) {
     for (char& c : s) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
     return s;
+}
+
+int open_image(const char* image, const char* header, const char* type, unsigned flags, blk_image** out) {
+    return guarded([&]() -> int {
+        if (!image || !out) return fail(BLK_ERR_INVALID, "blk_open: image and out are required");
+        if (flags & ~BLK_OPEN_READ_WRITE) return fail(BLK_ERR_INVALID, "blk_open: unknown flags");
+        Error err;
+        Registry* reg = registry(err);
+        if (!reg) return fail(err);
+        const std::string want = type ? lower(type) : "";
+        auto img = std::make_unique<blk_image>();
+        img->path = image;
+        img->writable = flags & BLK_OPEN_READ_WRITE;
+        if (header && (want == "tcrypt" || want == "veracrypt" || want == "truecrypt" || want == "bitlk" ||
+                       want == "fvault2"))
+            return fail(BLK_ERR_INVALID, std::string("a detached header is LUKS only, not ") + type);
+        if (want == "tcrypt" || want == "veracrypt" || want == "truecrypt") {
+            // No signature: the header is only known once a passphrase decrypts it.
+            auto store = open_store(img->path, false);
+            if (!store) return fail(store.error());
+            img->type = "TCRYPT";
+        } else if (want.empty() || want == "luks" || want == "luks1" || want == "luks2" || want == "bitlk" ||
+                   want == "fvault2") {
+            auto c = containers::open(*reg, img->path, header ? header : "");
+            if (!c) return fail(c.error());
+            const std::string found(containers::format_name((*c)->format()));
+            const std::string f = lower(found);
+            if (!want.empty() && want != f && !(want == "luks" && f.starts_with("luks")))
+                return fail(BLK_ERR_NOT_FOUND, img->path + ": not " + std::string(type) + " (it is " + found + ")");
+            img->type = found;
+            img->container = std::move(c).value();
+        } else {
+            return fail(BLK_ERR_INVALID, std::string("unknown type '") + type +
+                                             "' (luks, luks1, luks2, bitlk, fvault2, tcrypt)");
+        }
+        *out = img.release();
+        return BLK_OK;
+    });
 }
 
 }  // namespace
@@ -312,36 +384,45 @@ const char* blk_version(void) { return BLKCRYPT_C_VERSION; }
 void blk_free(void* p) { std::free(p); }
 
 int blk_open(const char* image, const char* type, unsigned flags, blk_image** out) {
+    return open_image(image, nullptr, type, flags, out);
+}
+
+int blk_open_detached(const char* image, const char* header, const char* type, unsigned flags, blk_image** out) {
+    if (!header || !*header) return guarded([] { return fail(BLK_ERR_INVALID, "blk_open_detached: no header"); });
+    return open_image(image, header, type, flags, out);
+}
+
+int blk_tcrypt_options(blk_image* img, unsigned flags, uint32_t pim, const char* hash) {
     return guarded([&]() -> int {
-        if (!image || !out) return fail(BLK_ERR_INVALID, "blk_open: image and out are required");
-        if (flags & ~BLK_OPEN_READ_WRITE) return fail(BLK_ERR_INVALID, "blk_open: unknown flags");
-        Error err;
-        Registry* reg = registry(err);
-        if (!reg) return fail(err);
-        const std::string want = type ? lower(type) : "";
-        auto img = std::make_unique<blk_image>();
-        img->path = image;
-        img->writable = flags & BLK_OPEN_READ_WRITE;
-        if (want == "tcrypt" || want == "veracrypt" || want == "truecrypt") {
-            // No signature: the header is only known once a passphrase decrypts it.
-            auto store = open_store(img->path, false);
-            if (!store) return fail(store.error());
-            img->type = "TCRYPT";
-        } else if (want.empty() || want == "luks" || want == "luks1" || want == "luks2" || want == "bitlk" ||
-                   want == "fvault2") {
-            auto c = containers::open(*reg, img->path);
-            if (!c) return fail(c.error());
-            const std::string found(containers::format_name((*c)->format()));
-            const std::string f = lower(found);
-            if (!want.empty() && want != f && !(want == "luks" && f.starts_with("luks")))
-                return fail(BLK_ERR_NOT_FOUND, img->path + ": not " + std::string(type) + " (it is " + found + ")");
-            img->type = found;
-            img->container = std::move(c).value();
-        } else {
-            return fail(BLK_ERR_INVALID, std::string("unknown type '") + type +
-                                             "' (luks, luks1, luks2, bitlk, fvault2, tcrypt)");
-        }
-        *out = img.release();
+        if (!img) return fail(BLK_ERR_INVALID, "no image handle");
+        if (img->type != "TCRYPT") return fail(BLK_ERR_INVALID, img->path + ": not opened as tcrypt");
+        constexpr unsigned known = BLK_TCRYPT_HIDDEN | BLK_TCRYPT_BACKUP | BLK_TCRYPT_SYSTEM | BLK_TCRYPT_NO_VERACRYPT;
+        if (flags & ~known) return fail(BLK_ERR_INVALID, "blk_tcrypt_options: unknown flags");
+        if ((flags & BLK_TCRYPT_HIDDEN) && (flags & BLK_TCRYPT_SYSTEM))
+            return fail(BLK_ERR_INVALID, "blk_tcrypt_options: hidden and system exclude each other");
+        if (pim && (flags & BLK_TCRYPT_NO_VERACRYPT))
+            return fail(BLK_ERR_INVALID, "blk_tcrypt_options: a PIM needs VeraCrypt mode");
+        // cryptsetup's bound: the iterations a PIM gives must fit 32 bits.
+        if (pim > UINT32_MAX / 2048) return fail(BLK_ERR_INVALID, "blk_tcrypt_options: PIM too large");
+        tcrypt::OpenOptions& o = img->tc_opts;
+        o.hidden = flags & BLK_TCRYPT_HIDDEN;
+        o.backup = flags & BLK_TCRYPT_BACKUP;
+        o.system = flags & BLK_TCRYPT_SYSTEM;
+        o.veracrypt = !(flags & BLK_TCRYPT_NO_VERACRYPT);
+        o.pim = pim;
+        o.hash = hash ? hash : "";
+        return BLK_OK;
+    });
+}
+
+int blk_tcrypt_add_keyfile(blk_image* img, const char* path) {
+    return guarded([&]() -> int {
+        if (!img) return fail(BLK_ERR_INVALID, "no image handle");
+        if (!path) return fail(BLK_ERR_INVALID, "blk_tcrypt_add_keyfile: NULL path");
+        if (img->type != "TCRYPT") return fail(BLK_ERR_INVALID, img->path + ": not opened as tcrypt");
+        auto b = read_secret_file(path, tcrypt::kKeyfileMax);
+        if (!b) return fail(b.error());
+        img->tc_opts.keyfiles.push_back(std::move(b).value());
         return BLK_OK;
     });
 }
@@ -371,7 +452,7 @@ int blk_unlock_passphrase(blk_image* img, const void* passphrase, size_t len) {
 int blk_unlock_key_file(blk_image* img, const char* path) {
     return guarded([&]() -> int {
         if (!path) return fail(BLK_ERR_INVALID, "blk_unlock_key_file: NULL path");
-        auto secret = read_whole(path);
+        auto secret = read_secret_file(path, kKeyFileMax);
         if (!secret) return fail(secret.error());
         return unlock(img, *secret, SecretKind::Passphrase);
     });

@@ -65,6 +65,11 @@ for _name, _res, _args in [
                                 ctypes.POINTER(_sz)]),
     ("blk_cipher", ctypes.c_int, [ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, _sz, ctypes.c_char_p, _sz,
                                   ctypes.c_char_p, ctypes.c_char_p, _sz]),
+    # BLKCRYPT_1.1
+    ("blk_open_detached", ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint,
+                                         ctypes.POINTER(_c_image_p)]),
+    ("blk_tcrypt_options", ctypes.c_int, [_c_image_p, ctypes.c_uint, ctypes.c_uint32, ctypes.c_char_p]),
+    ("blk_tcrypt_add_keyfile", ctypes.c_int, [_c_image_p, ctypes.c_char_p]),
 ]:
     _f = getattr(_lib, _name)
     _f.restype = _res
@@ -84,6 +89,9 @@ _bytes_data.argtypes = [ctypes.py_object]
 OK = 0
 ERR_INVALID, ERR_WRONG_SECRET, ERR_NOT_FOUND, ERR_UNSUPPORTED, ERR_IO, ERR_CORRUPT = -1, -2, -3, -4, -5, -6
 ERR_NO_MEMORY, ERR_READ_ONLY, ERR_NOT_UNLOCKED, ERR_RANGE, ERR_INTERNAL = -7, -8, -9, -10, -11
+_TCRYPT_HIDDEN, _TCRYPT_BACKUP, _TCRYPT_SYSTEM, _TCRYPT_NO_VERACRYPT = 1, 2, 4, 8
+# blkcrypt's version as the library says it (CMake's PROJECT_VERSION, as
+# `blkcrypt --version` and the package): one number, not a copy here.
 __version__ = _lib.blk_version().decode()
 
 
@@ -117,16 +125,28 @@ def _secret(s):
 class Image(io.RawIOBase):
     """The plaintext of an unlocked image: a seekable binary raw file."""
 
-    def __init__(self, image, passphrase=None, key_file=None, type=None, read_only=True, volume_key=None):
+    def __init__(self, image, passphrase=None, key_file=None, type=None, read_only=True, volume_key=None,
+                 header=None, keyfiles=(), pim=0, hidden=False, backup=False, system=False, truecrypt=False,
+                 hash=None):
         super().__init__()
         self._h = None
         self._pos = 0
         self._writable = not read_only
         h = _c_image_p()
-        _check(_lib.blk_open(_path(image), type.encode() if type else None, 0 if read_only else 1,
-                             ctypes.byref(h)))
+        t = type.encode() if type else None
+        flags = 0 if read_only else 1
+        if header is not None:
+            _check(_lib.blk_open_detached(_path(image), _path(header), t, flags, ctypes.byref(h)))
+        else:
+            _check(_lib.blk_open(_path(image), t, flags, ctypes.byref(h)))
         self._h = h
         try:
+            tc = (hidden and _TCRYPT_HIDDEN) | (backup and _TCRYPT_BACKUP) | (system and _TCRYPT_SYSTEM) | \
+                (truecrypt and _TCRYPT_NO_VERACRYPT)
+            if tc or pim or hash or keyfiles:
+                _check(_lib.blk_tcrypt_options(h, tc, pim, hash.encode() if hash else None))
+                for k in keyfiles:
+                    _check(_lib.blk_tcrypt_add_keyfile(h, _path(k)))
             given = [x is not None for x in (passphrase, key_file, volume_key)]
             if sum(given) > 1:
                 raise ValueError("give one of passphrase, key_file and volume_key")
@@ -250,14 +270,22 @@ class Image(io.RawIOBase):
             _lib.blk_free(out)
 
 
-def open(image, passphrase=None, key_file=None, type=None, read_only=True, volume_key=None):
+def open(image, passphrase=None, key_file=None, type=None, read_only=True, volume_key=None, header=None,
+         keyfiles=(), pim=0, hidden=False, backup=False, system=False, truecrypt=False, hash=None):
     """Opens and unlocks IMAGE: a file object over its plaintext.
 
     type: None to detect (LUKS1/2, BitLocker, FileVault 2), or "luks",
     "luks1", "luks2", "bitlk", "fvault2", "tcrypt" (TrueCrypt/VeraCrypt).
+    header: a detached LUKS header (cryptsetup --header); IMAGE then holds
+    the data. TrueCrypt/VeraCrypt (type="tcrypt"): keyfiles (paths, in
+    order), pim (VeraCrypt PIM), hidden, backup, system (the hidden
+    volume's, the backup, a system-encrypted disk's header), truecrypt
+    (TrueCrypt KDFs only), hash (only KDFs whose hash contains it, as
+    cryptsetup -h: each KDF tried costs its full iterations).
     Raises WrongSecret for a wrong secret, Error for the other failures."""
     return Image(image, passphrase=passphrase, key_file=key_file, type=type, read_only=read_only,
-                 volume_key=volume_key)
+                 volume_key=volume_key, header=header, keyfiles=keyfiles, pim=pim, hidden=hidden, backup=backup,
+                 system=system, truecrypt=truecrypt, hash=hash)
 
 
 def hash(alg, data, key=None):

@@ -12,6 +12,9 @@ SRC=${3:?usage: $0 BLKCRYPT CAPI_TEST SOURCE_DIR}
 
 "$T" errors || fail "errors"
 "$T" crypto || fail "crypto"
+# One version for users: blk_version() is the CLI's (and the package's).
+[[ $("$T" version) == "$("$BLKCRYPT" --version | awk '{print $2}')" ]] ||
+    fail "blk_version $("$T" version) is not blkcrypt --version's $("$BLKCRYPT" --version)"
 
 # same_plaintext NAME CAPI_ARGS... -- CLI_ARGS...: capi_test read's output
 # equals the CLI's decrypt to stdout (compared by digest: the fixtures are
@@ -44,6 +47,25 @@ if command -v cryptsetup >/dev/null; then
             "$BLKCRYPT" luks decrypt --key-file "$TMP/key" "$img" -
         same_plaintext "$v key file, type luks" "$img" luks "@$TMP/key" -- \
             "$BLKCRYPT" luks decrypt --key-file "$TMP/key" "$img" -
+        # A key file that is a pipe (/dev/stdin) or a FIFO: read to its end.
+        mine=$(printf 'correct horse' | "$T" read "$img" auto @/dev/stdin 2>"$TMP/capi.err" | sha256sum)
+        [[ $mine == "$("$BLKCRYPT" luks decrypt --key-file "$TMP/key" "$img" - | sha256sum)" ]] ||
+            fail "$v: key file on a pipe: $(cat "$TMP/capi.err")"
+        rm -f "$TMP/fifo" && mkfifo "$TMP/fifo"
+        printf 'correct horse' >"$TMP/fifo" &
+        mine=$("$T" read "$img" auto "@$TMP/fifo" 2>"$TMP/capi.err" | sha256sum)
+        wait
+        [[ $mine == "$("$BLKCRYPT" luks decrypt --key-file "$TMP/key" "$img" - | sha256sum)" ]] ||
+            fail "$v: key file on a FIFO: $(cat "$TMP/capi.err")"
+        echo "ok $v key file on a pipe and a FIFO"
+        # A detached header (cryptsetup's backup of it) over the image as data.
+        rm -f "$TMP/hdr"
+        cryptsetup luksHeaderBackup --header-backup-file "$TMP/hdr" "$img" || fail "luksHeaderBackup $v"
+        mine=$("$T" dread "$img" "$TMP/hdr" "correct horse" 2>"$TMP/capi.err" | sha256sum) ||
+            fail "$v detached header: $(cat "$TMP/capi.err")"
+        [[ $mine == "$("$BLKCRYPT" luks decrypt --header "$TMP/hdr" --key-file "$TMP/key" "$img" - | sha256sum)" ]] ||
+            fail "$v: the detached header's plaintext differs"
+        echo "ok $v detached header"
         "$T" wrong "$img" "$v" "correct horsf" 2>"$TMP/err" || fail "$v wrong passphrase: $(cat "$TMP/err")"
         grep -q 'No key available with this passphrase' "$TMP/err" || fail "$v: $(cat "$TMP/err")"
         # A named type that is not the image's.
@@ -111,6 +133,29 @@ same_plaintext "$img" "$D/$img" tcrypt aaaaaaaaaaaa -- \
     sh -c "printf 'aaaaaaaaaaaa\n' | '$BLKCRYPT' tcrypt decrypt -h sha512 '$D/$img' -"
 "$T" dump "$D/$img" tcrypt aaaaaaaaaaaa >"$TMP/tc.json" || fail "tcrypt dump"
 grep -q '"type":"TCRYPT"' "$TMP/tc.json" || fail "tcrypt dump: $(cat "$TMP/tc.json")"
+# blk_tcrypt_options and blk_tcrypt_add_keyfile (the hash named: one KDF run
+# each). A hidden volume; VeraCrypt keyfiles, which without them are refused;
+# a system-encrypted disk.
+# (A PIM is the Python tests'.)
+tread() {
+    local name=$1 cli=$2
+    shift 2
+    mine=$("$T" tread "$@" 2>"$TMP/capi.err" | sha256sum) || fail "$name: capi tread: $(cat "$TMP/capi.err")"
+    theirs=$(sh -c "$cli" | sha256sum) || fail "$name: the CLI's decrypt"
+    [[ $mine == "$theirs" ]] || fail "$name: the C API's plaintext differs from the CLI's"
+    echo "ok $name"
+}
+img=tc_4-sha512-xts-aes-hidden
+tread "$img (hidden)" "printf 'bbbbbbbbbbbb\n' | '$BLKCRYPT' tcrypt decrypt -h sha512 --tcrypt-hidden '$D/$img' -" \
+    "$D/$img" bbbbbbbbbbbb h 0 sha512
+img=vck_1_pw12-sha256-xts-aes
+tread "$img (keyfiles)" \
+    "printf 'aaaaaaaaaaaa\n' | '$BLKCRYPT' tcrypt decrypt -h sha256 --key-file '$D/keyfile1' --key-file '$D/keyfile2' '$D/$img' -" \
+    "$D/$img" aaaaaaaaaaaa - 0 sha256 "$D/keyfile1" "$D/keyfile2"
+expect_exit 3 "$T" tread "$D/$img" aaaaaaaaaaaa - 0 sha256 "$D/keyfile1"
+img=sys_vc_1_mbr_full-sha256-xts-aes
+tread "$img (system)" "printf 'aaaaaaaaaaaa\n' | '$BLKCRYPT' tcrypt decrypt -h sha256 --tcrypt-system '$D/$img' -" \
+    "$D/$img" aaaaaaaaaaaa s 0 sha256
 
 B=$F/bitlk
 same_plaintext "bitlk password" "$B/bitlk-aes-xts-128.img" auto anaconda -- \

@@ -9,6 +9,12 @@
  *   write IMAGE SECRET             pwrite/flush on a read-write handle (read-only refused)
  *   dump IMAGE TYPE SECRET         blk_dump_json to stdout
  *   verity DATA HASH               format, verify, then a flipped byte fails verify
+ *   version                        blk_version() to stdout
+ *   tread IMAGE SECRET FLAGS PIM HASH [KEYFILE...]
+ *                                  a "tcrypt" handle with blk_tcrypt_options (FLAGS:
+ *                                  letters h hidden, b backup, s system, t TrueCrypt
+ *                                  only, - none) and keyfiles: the plaintext to stdout
+ *   dread IMAGE HEADER SECRET      blk_open_detached: the plaintext to stdout
  * Exit 0 when every check passed. */
 #include <blkcrypt/blkcrypt.h>
 
@@ -47,6 +53,45 @@ static int unlock(blk_image *img, const char *secret) {
     return blk_unlock_passphrase(img, secret, strlen(secret));
 }
 
+static int dump_plaintext(blk_image *img);
+
+static int test_tread(int argc, char **argv) {
+    const char *image = argv[2], *secret = argv[3], *f = argv[4], *hash = argv[6];
+    unsigned flags = 0;
+    for (; *f; f++) {
+        if (*f == 'h') flags |= BLK_TCRYPT_HIDDEN;
+        else if (*f == 'b') flags |= BLK_TCRYPT_BACKUP;
+        else if (*f == 's') flags |= BLK_TCRYPT_SYSTEM;
+        else if (*f == 't') flags |= BLK_TCRYPT_NO_VERACRYPT;
+    }
+    blk_image *img = NULL;
+    CHECK(blk_open(image, "tcrypt", 0, &img) == BLK_OK);
+    if (!img) return 1;
+    CHECK(blk_tcrypt_options(img, flags, (uint32_t)strtoul(argv[5], NULL, 10), hash) == BLK_OK);
+    for (int i = 7; i < argc; i++) CHECK(blk_tcrypt_add_keyfile(img, argv[i]) == BLK_OK);
+    int rc = blk_unlock_passphrase(img, secret, strlen(secret));
+    if (rc == BLK_ERR_WRONG_SECRET) {
+        fprintf(stderr, "wrong secret: %s\n", blk_last_error());
+        blk_close(img);
+        exit(failures ? 1 : 3);
+    }
+    CHECK(rc == BLK_OK);
+    if (rc == BLK_OK) dump_plaintext(img);
+    blk_close(img);
+    return failures;
+}
+
+static int test_dread(const char *image, const char *header, const char *secret) {
+    blk_image *img = NULL;
+    CHECK(blk_open_detached(image, header, NULL, 0, &img) == BLK_OK);
+    if (!img) return 1;
+    fprintf(stderr, "type %s\n", blk_image_type(img));
+    CHECK(unlock(img, secret) == BLK_OK);
+    dump_plaintext(img);
+    blk_close(img);
+    return failures;
+}
+
 static int test_errors(void) {
     blk_image *img = NULL;
     CHECK(blk_open(NULL, NULL, 0, &img) == BLK_ERR_INVALID);
@@ -65,7 +110,13 @@ static int test_errors(void) {
     CHECK(strcmp(blk_strerror(BLK_ERR_WRONG_SECRET), "wrong secret") == 0);
     CHECK(strcmp(blk_strerror(12345), "unknown error") == 0);
     CHECK(strcmp(blk_strerror(BLK_OK), "success") == 0);
-    CHECK(blk_version()[0] >= '1' && strchr(blk_version(), '.') != NULL);
+    CHECK(strchr(blk_version(), '.') != NULL);
+    /* BLKCRYPT_1.1 */
+    blk_image *none = NULL;
+    CHECK(blk_open_detached("x", NULL, NULL, 0, &none) == BLK_ERR_INVALID && none == NULL);
+    CHECK(blk_open_detached("x", "", NULL, 0, &none) == BLK_ERR_INVALID && none == NULL);
+    CHECK(blk_tcrypt_options(NULL, 0, 0, NULL) == BLK_ERR_INVALID);
+    CHECK(blk_tcrypt_add_keyfile(NULL, "k") == BLK_ERR_INVALID);
     blk_free(NULL);
     return failures;
 }
@@ -269,8 +320,11 @@ int main(int argc, char **argv) {
     else if (strcmp(cmd, "write") == 0 && argc == 4) rc = test_write(argv[2], argv[3]);
     else if (strcmp(cmd, "dump") == 0 && argc == 5) rc = test_dump(argv[2], argv[3], argv[4]);
     else if (strcmp(cmd, "verity") == 0 && argc == 4) rc = test_verity(argv[2], argv[3]);
+    else if (strcmp(cmd, "version") == 0) rc = printf("%s\n", blk_version()) < 0;
+    else if (strcmp(cmd, "tread") == 0 && argc >= 7) rc = test_tread(argc, argv);
+    else if (strcmp(cmd, "dread") == 0 && argc == 5) rc = test_dread(argv[2], argv[3], argv[4]);
     else {
-        fprintf(stderr, "usage: capi_test errors|crypto|read|wrong|vkey|write|dump|verity ...\n");
+        fprintf(stderr, "usage: capi_test errors|crypto|read|wrong|vkey|write|dump|verity|version|tread|dread ...\n");
         return 2;
     }
     if (fflush(stdout) != 0) return 1;

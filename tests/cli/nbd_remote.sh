@@ -340,6 +340,77 @@ luks_decrypt "$U" "$TMP/got" || fail "luks decrypt over nbdkit curl: $(tail -3 "
 same "$TMP/got" "$TMP/want2" "luks2 decrypt (nbdkit curl over HTTP)"
 rm -f "$TMP/got"
 
+# --- nbds://: nbdkit over TCP on the loopback with TLS required, by X.509
+# certificates (tls-certificates=DIR) and by a pre-shared key
+# (alice@...?tls-psk-file=FILE); a client without TLS or with the wrong key
+# gets one message and no output.
+if ! command -v certtool >/dev/null || ! command -v psktool >/dev/null; then
+    echo "certtool/psktool missing (gnutls-bin; scripts/install-deps.sh installs it): nbds:// tests skipped"
+elif ! nbdkit --dump-config | grep -qx 'tls=yes'; then
+    echo "this nbdkit was built without TLS: nbds:// tests skipped"
+else
+    C=$TMP/certs
+    mkdir -p "$C"
+    printf 'cn = blkcrypt test CA\nca\ncert_signing_key\nexpiration_days = 2\n' >"$TMP/ca.info"
+    printf 'cn = localhost\ndns_name = localhost\nip_address = 127.0.0.1\ntls_www_server\nencryption_key\nsigning_key\nexpiration_days = 2\n' >"$TMP/server.info"
+    printf 'cn = client\ntls_www_client\nencryption_key\nsigning_key\nexpiration_days = 2\n' >"$TMP/client.info"
+    ct() { certtool "$@" >/dev/null 2>&1 || fail "certtool $*"; }
+    ct --generate-privkey --outfile "$TMP/ca-key.pem"
+    ct --generate-self-signed --load-privkey "$TMP/ca-key.pem" --template "$TMP/ca.info" --outfile "$C/ca-cert.pem"
+    for who in server client; do
+        ct --generate-privkey --outfile "$C/$who-key.pem"
+        ct --generate-certificate --load-privkey "$C/$who-key.pem" --load-ca-certificate "$C/ca-cert.pem" \
+            --load-ca-privkey "$TMP/ca-key.pem" --template "$TMP/$who.info" --outfile "$C/$who-cert.pem"
+    done
+    chmod 600 "$C"/*-key.pem
+    psktool -u alice -p "$TMP/keys.psk" >/dev/null 2>&1 || fail "psktool"
+    psktool -u alice -p "$TMP/wrong.psk" >/dev/null 2>&1 || fail "psktool"
+    # nbdkit_tls NAME ARGS...: nbdkit with TLS required on a free loopback
+    # port (its pid file is written once it listens); PORT is that port.
+    nbdkit_tls() {
+        local name=$1
+        shift
+        PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+        nbdkit -f -i 127.0.0.1 -p "$PORT" -P "$TMP/$name.pid" --tls=require "$@" 2>>"$TMP/server.log" &
+        PIDS+=($!)
+        disown
+        for _ in $(seq 300); do
+            [[ -s $TMP/$name.pid ]] && return 0
+            kill -0 "${PIDS[-1]}" 2>/dev/null || fail "nbdkit $name died: $(tail -3 "$TMP/server.log")"
+            sleep 0.1
+        done
+        fail "no nbdkit $name"
+    }
+    nbdkit_tls x509 --tls-certificates="$C" file "$TMP/luks2.img"
+    luks_decrypt "nbds://localhost:$PORT/?tls-certificates=$C" "$TMP/got" ||
+        fail "luks decrypt over nbds:// (x509): $(tail -3 "$TMP/server.log")"
+    same "$TMP/got" "$TMP/want2" "luks2 decrypt (nbds://, x509)"
+    "$BLKCRYPT" luks dump "nbds://localhost:$PORT/?tls-certificates=$C" >"$TMP/got" || fail "luks dump over nbds://"
+    grep -qE "^Version:[[:space:]]+2$" "$TMP/got" || fail "luks dump over nbds://: $(head -3 "$TMP/got")"
+    rm -f "$TMP/got"
+    # The same server without TLS on the client's side: refused.
+    expect_exit nonzero luks_decrypt "nbd://localhost:$PORT/" "$TMP/out"
+    expect_one_error_line
+    no_output "$TMP/out" "plain NBD to a TLS-only server"
+    # A client that does not trust the server's CA: refused.
+    mkdir -p "$TMP/othertrust"
+    ct --generate-privkey --outfile "$TMP/other-key.pem"
+    ct --generate-self-signed --load-privkey "$TMP/other-key.pem" --template "$TMP/ca.info" --outfile "$TMP/othertrust/ca-cert.pem"
+    expect_exit nonzero luks_decrypt "nbds://localhost:$PORT/?tls-certificates=$TMP/othertrust" "$TMP/out"
+    expect_one_error_line
+    no_output "$TMP/out" "nbds:// with an untrusted server certificate"
+    stop_last
+    nbdkit_tls psk --tls-psk="$TMP/keys.psk" file "$TMP/luks2.img"
+    luks_decrypt "nbds://alice@localhost:$PORT/?tls-psk-file=$TMP/keys.psk" "$TMP/got" ||
+        fail "luks decrypt over nbds:// (PSK): $(tail -3 "$TMP/server.log")"
+    same "$TMP/got" "$TMP/want2" "luks2 decrypt (nbds://, PSK)"
+    rm -f "$TMP/got"
+    expect_exit nonzero luks_decrypt "nbds://alice@localhost:$PORT/?tls-psk-file=$TMP/wrong.psk" "$TMP/out"
+    expect_one_error_line
+    no_output "$TMP/out" "nbds:// with the wrong pre-shared key"
+    stop_last
+fi
+
 # --- Failures: one message, nonzero, no output.
 # EIO on every data read (the detached header stays local and good).
 nbdkit_on eio --filter=error file "$TMP/detached.img" error-pread-rate=100%

@@ -2,7 +2,7 @@
 # The C API and the Python package as installed: cmake --install to a
 # temporary prefix, then
 #   1. libblkcrypt-c.so.1 is there with its SONAME, and exports only blk_*
-#      symbols, each in the version node BLKCRYPT_1.0
+#      symbols, each in a version node BLKCRYPT_1.MINOR (1.0 for the first set)
 #   2. examples/c_read.c compiles with cc -std=c11 $(pkg-config --cflags --libs
 #      blkcrypt) and its bytes equal the installed CLI's decrypt of a LUKS2
 #      image; a wrong passphrase exits 2
@@ -29,15 +29,20 @@ libdir=$(dirname "$lib")
 [[ -L $libdir/libblkcrypt-c.so ]] || fail "no libblkcrypt-c.so development link"
 [[ $(readelf -d "$lib" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p') == libblkcrypt-c.so.1 ]] || fail "SONAME"
 [[ -f $prefix/include/blkcrypt/blkcrypt.h ]] || fail "blkcrypt.h not installed"
-# Defined dynamic symbols: blk_* only, each @@BLKCRYPT_1.0.
+# Defined dynamic symbols: blk_* only, each in a BLKCRYPT_1.MINOR node
+# (capi/blkcrypt.map), and the nodes themselves.
 readelf --dyn-syms -W "$lib" | awk '$7 != "UND" && $4 != "SECTION" && NR > 3 && $8 != "" {print $8}' >"$tmp/syms"
-grep -v '^BLKCRYPT_1\.0$' "$tmp/syms" | grep -vE '^blk_[a-z0-9_]+@@BLKCRYPT_1\.0$' && fail "exported beyond blk_*@@BLKCRYPT_1.0 (above)"
+grep -vE '^BLKCRYPT_1\.[0-9]+$' "$tmp/syms" | grep -vE '^blk_[a-z0-9_]+@@BLKCRYPT_1\.[0-9]+$' &&
+    fail "exported beyond blk_*@@BLKCRYPT_1.MINOR (above)"
+# The first set stays in 1.0: a symbol moved to another node breaks callers.
+grep -qx 'blk_open@@BLKCRYPT_1.0' "$tmp/syms" || fail "blk_open is not in BLKCRYPT_1.0"
+grep -qx 'blk_open_detached@@BLKCRYPT_1.1' "$tmp/syms" || fail "blk_open_detached is not in BLKCRYPT_1.1"
 # Every function the header declares, and nothing else.
 sed -n 's/^BLK_API .*[ *]\(blk_[a-z0-9_]*\)(.*/\1/p' "$prefix/include/blkcrypt/blkcrypt.h" | sort >"$tmp/declared"
 sed 's/@@.*//' "$tmp/syms" | grep '^blk_' | sort >"$tmp/exported"
 diff "$tmp/declared" "$tmp/exported" || fail "the exported blk_ functions are not the header's (above)"
 n=$(wc -l <"$tmp/exported")
-echo "== $n symbols, all blk_*@@BLKCRYPT_1.0"
+echo "== $n symbols, all blk_*@@BLKCRYPT_1.MINOR"
 
 export PKG_CONFIG_PATH=$libdir/pkgconfig
 pc=$(pkg-config --cflags --libs blkcrypt) || fail "pkg-config blkcrypt"

@@ -295,3 +295,56 @@ def test_filevault2(fixtures):
         assert file_digest(f, 4 << 20) == want
     with pytest.raises(blkcrypt.WrongSecret):
         blkcrypt.open(img, passphrase="heslo124")
+
+
+def test_version_is_blkcrypts():
+    """One version: the package's, as the CLI says it."""
+    out = subprocess.run([CLI, "--version"], stdout=subprocess.PIPE, check=True).stdout.decode().split()
+    assert blkcrypt.__version__ == out[1]
+
+
+@need_cryptsetup
+def test_detached_header(luks, tmp_path):
+    d, key, images = luks
+    img = images["luks2"]
+    hdr = tmp_path / "hdr"
+    subprocess.run(["cryptsetup", "luksHeaderBackup", "--header-backup-file", str(hdr), str(img)], check=True)
+    want = cli_digest(["luks", "decrypt", "--header", str(hdr), "--key-file", str(key), str(img), "-"])
+    with blkcrypt.open(img, passphrase="correct horse", header=hdr) as f:
+        assert f.type == "LUKS2"
+        assert file_digest(f) == want
+    with pytest.raises(blkcrypt.Error):
+        blkcrypt.open(img, passphrase="correct horse", header=tmp_path / "none")
+
+
+@need_fixtures
+def test_veracrypt_pim_keyfiles(fixtures):
+    t = fixtures / "tcrypt"
+    # PIM 1234 (the hash named: one KDF of 1.25 million iterations, not all).
+    img = t / "vcpim_1_1234-sha256-xts-aes"
+    want = cli_digest(["tcrypt", "decrypt", "-h", "sha256", "--veracrypt-pim", "1234", str(img), "-"],
+                      stdin=b"cccccccccccccccccccc\n")
+    with blkcrypt.open(img, passphrase="cccccccccccccccccccc", type="tcrypt", pim=1234, hash="sha256") as f:
+        assert file_digest(f) == want
+    # Keyfiles, with an empty secret refused without them.
+    img = t / "vck_1_pw12-sha256-xts-aes"
+    kf = [t / "keyfile1", t / "keyfile2"]
+    want = cli_digest(["tcrypt", "decrypt", "-h", "sha256", "--key-file", str(kf[0]), "--key-file", str(kf[1]),
+                       str(img), "-"], stdin=b"aaaaaaaaaaaa\n")
+    with blkcrypt.open(img, passphrase="aaaaaaaaaaaa", type="tcrypt", keyfiles=kf, hash="sha256") as f:
+        assert file_digest(f) == want
+    with pytest.raises(blkcrypt.WrongSecret):
+        blkcrypt.open(img, passphrase="aaaaaaaaaaaa", type="tcrypt", keyfiles=kf[:1], hash="sha256")
+    # Options on a handle that is not TrueCrypt's.
+    with pytest.raises(blkcrypt.Error):
+        blkcrypt.open(fixtures / "bitlk" / "bitlk-aes-xts-128.img", passphrase="anaconda", pim=5)
+
+
+@need_fixtures
+def test_truecrypt_hidden(fixtures):
+    img = fixtures / "tcrypt" / "tc_4-sha512-xts-aes-hidden"
+    want = cli_digest(["tcrypt", "decrypt", "-h", "sha512", "--tcrypt-hidden", str(img), "-"], stdin=b"bbbbbbbbbbbb\n")
+    outer = cli_digest(["tcrypt", "decrypt", "-h", "sha512", str(img), "-"], stdin=b"aaaaaaaaaaaa\n")
+    assert want != outer
+    with blkcrypt.open(img, passphrase="bbbbbbbbbbbb", type="tcrypt", hidden=True, hash="sha512") as f:
+        assert file_digest(f) == want

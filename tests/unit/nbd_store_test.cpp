@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <random>
@@ -149,4 +150,31 @@ TEST_CASE("nbd store: a read-only export refuses a writable open, and no server 
     auto none = open_store("nbd+unix:///?socket=/nonexistent/none.sock", false);
     REQUIRE_FALSE(none.ok());
     CHECK(none.error().message.find("/nonexistent/none.sock") != std::string::npos);
+}
+
+TEST_CASE("nbd store: transfers from several threads are in flight at once on one connection", "[nbd-client]") {
+    if (!have_nbdkit() || !client_built()) {
+        WARN("nbdkit absent or no NBD client in this build: skipped");
+        return;
+    }
+    // One connection (no multi-conn) and 0.4 s per read: eight threads'
+    // reads take about 0.4 s when they share it, 3.2 s when each waits for
+    // the connection to be free (the store before they shared).
+    Nbdkit srv({"--filter=multi-conn", "--filter=delay", "memory", "1M", "multi-conn-mode=disable", "delay-read=400ms"});
+    auto s = open_store(srv.uri(), false);
+    REQUIRE(s.ok());
+    BackingStore& st = **s;
+    constexpr int kThreads = 8;
+    std::vector<int> bad(kThreads, 0);
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::thread> ts;
+    for (int t = 0; t < kThreads; ++t)
+        ts.emplace_back([&, t] {
+            std::vector<uint8_t> buf(4096);
+            if (st.read(uint64_t{4096} * static_cast<uint64_t>(t), buf) != Status::Ok) ++bad[t];
+        });
+    for (auto& th : ts) th.join();
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    for (int t = 0; t < kThreads; ++t) CHECK(bad[t] == 0);
+    CHECK(secs < 1.6);
 }

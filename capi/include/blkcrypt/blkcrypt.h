@@ -9,7 +9,8 @@
  * failure in that thread. Secrets given to the library are copied into
  * memory it wipes when done; the caller wipes its own copies.
  *
- * ABI: symbols carry the version node BLKCRYPT_1.0; an ABI break changes the
+ * ABI: symbols carry the version node that added them (BLKCRYPT_1.0, 1.1:
+ * marked "since BLKCRYPT_1.1" below); an ABI break changes the
  * SONAME (docs/library.md, "ABI policy"). */
 #ifndef BLKCRYPT_BLKCRYPT_H
 #define BLKCRYPT_BLKCRYPT_H
@@ -47,7 +48,9 @@ typedef enum blk_error {
 BLK_API const char *blk_last_error(void);
 /* A fixed English name of an error code ("wrong secret"). */
 BLK_API const char *blk_strerror(blk_error code);
-/* The library's version, "MAJOR.MINOR.PATCH". */
+/* blkcrypt's version, "MAJOR.MINOR.PATCH": the release this library comes
+ * with (`blkcrypt --version`, the package's). What a caller may rely on is
+ * the SONAME and the symbol version nodes, not this string. */
 BLK_API const char *blk_version(void);
 /* Frees a string the library returned (blk_dump_json). NULL is ignored. */
 BLK_API void blk_free(void *p);
@@ -75,13 +78,40 @@ BLK_API const char *blk_image_type(const blk_image *img);
  * when it opens nothing. Unlocking again replaces the plaintext device. */
 BLK_API int blk_unlock_passphrase(blk_image *img, const void *passphrase, size_t len);
 /* The whole file at path as the passphrase, as cryptsetup --key-file reads
- * it (BitLocker: a startup key's .BEK file). */
+ * it (BitLocker: a startup key's .BEK file). A FIFO, pipe or /dev/stdin is
+ * read to its end. "-" is a file named "-": a library does not take the
+ * process's standard input on its own; pass "/dev/stdin" to mean it. */
 BLK_API int blk_unlock_key_file(blk_image *img, const char *path);
 /* The volume key itself (cryptsetup --volume-key-file). LUKS checks it
  * against the header's digest (BLK_ERR_WRONG_SECRET); BitLocker and
  * FileVault 2 keep no digest, so a wrong key reads as noise; TrueCrypt:
  * BLK_ERR_UNSUPPORTED. */
 BLK_API int blk_unlock_volume_key(blk_image *img, const void *key, size_t len);
+
+/* ---- since BLKCRYPT_1.1 ------------------------------------------------ */
+
+/* blk_open with the LUKS header in a file of its own (cryptsetup --header):
+ * image holds only the data. type as for blk_open (NULL or "" detects the
+ * header's format; only LUKS has detached headers). */
+BLK_API int blk_open_detached(const char *image, const char *header, const char *type, unsigned flags,
+                              blk_image **out);
+
+#define BLK_TCRYPT_HIDDEN 1u        /* the hidden volume's header (--tcrypt-hidden) */
+#define BLK_TCRYPT_BACKUP 2u        /* the backup header at the end (--tcrypt-backup) */
+#define BLK_TCRYPT_SYSTEM 4u        /* system encryption: a whole disk (--tcrypt-system) */
+#define BLK_TCRYPT_NO_VERACRYPT 8u  /* TrueCrypt KDFs only (--disable-veracrypt) */
+/* For the next unlocks of a "tcrypt" handle: flags BLK_TCRYPT_*; pim a
+ * VeraCrypt PIM (0: the default iterations); hash NULL or "": try every KDF,
+ * else only those whose hash name contains it ("sha512"), as cryptsetup -h
+ * (each KDF tried costs its full iteration count, a PIM makes that
+ * minutes: naming the hash saves the others). BLK_ERR_INVALID on another
+ * type of handle or unknown flags; hidden and system exclude each other. */
+BLK_API int blk_tcrypt_options(blk_image *img, unsigned flags, uint32_t pim, const char *hash);
+/* Adds a TrueCrypt/VeraCrypt keyfile for the next unlocks of a "tcrypt"
+ * handle, after those added before (order counts); its first 1 MiB is
+ * read now. A path, or anything open() reads: a FIFO, /dev/stdin. With
+ * keyfiles the passphrase may be empty. */
+BLK_API int blk_tcrypt_add_keyfile(blk_image *img, const char *path);
 
 /* The plaintext device, after an unlock. Bytes at any offset and length. */
 BLK_API int blk_size(blk_image *img, uint64_t *size);
