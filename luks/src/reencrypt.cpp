@@ -215,6 +215,31 @@ struct Run {
         return {};
     }
 
+    // With integrity, before a step is marked: every block of the hotzone
+    // must pass its tag under the old key, or the step could not decrypt
+    // it and a crash recovery would stop at it again. A failure names the
+    // first such block and leaves the header as it is (resumable).
+    Result<void> check_old(uint64_t at, uint64_t len) {
+        std::vector<uint8_t> buf(static_cast<std::size_t>(std::min<uint64_t>(kIoChunk, len)));
+        for (uint64_t pos = 0; pos < len;) {
+            const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(kIoChunk, len - pos));
+            if (dm::read_sync(*old_d, at + pos, Bytes(buf.data(), n)) != Status::Ok) {
+                for (uint64_t b = 0; b < n; b += align) {
+                    const Status s = dm::read_sync(*old_d, at + pos + b, Bytes(buf.data(), align));
+                    if (s != Status::Ok)
+                        return make_error(s, "sector " + std::to_string((at + pos + b) / 512) +
+                                                 " of the dm-integrity device fails its integrity check under the old "
+                                                 "key (tampered, or never written since a format with "
+                                                 "--integrity-no-wipe): the reencryption stops before it, nothing "
+                                                 "written for this step");
+                }
+                return make_error(Status::IoError, "cannot read the hotzone with " + old_seg.encryption);
+            }
+            pos += n;
+        }
+        return {};
+    }
+
     // With integrity: the bytes of one hotzone block as stored, its data
     // sectors plus its tag (the tag holds the random IV of the random-IV
     // modes, so data without its tag cannot be decrypted).
@@ -251,6 +276,8 @@ struct Run {
     // hashes of its old ciphertext blocks (read a chunk at a time), or a
     // copy of that ciphertext.
     Result<void> protect(uint64_t at, uint64_t len) {
+        if (old_d)
+            if (auto r = check_old(at, len); !r) return r;
         if (st.area_type == "none") return {};
         if (st.area_type == "journal") {
             std::vector<uint8_t> raw(static_cast<std::size_t>(stored_bytes(len)));

@@ -6,8 +6,9 @@ under a given volume key, as dm-crypt's crypt_convert_block_aead does
 (AAD = le64 sector || IV; authenc: HMAC over AAD || ciphertext; random IVs
 stored after the auth tag). Prints nothing and exits 0 when every checked
 block decrypts to PLAIN's bytes with a valid tag. With BLOCKS 0 it prints
-the dm-integrity superblock's sector and the sectors of superblock and
-journal ("START INITIAL"), and checks nothing.
+the dm-integrity superblock's sector, the sectors of superblock and journal
+and the byte offset of block 0's data ("START INITIAL DATA"), and checks
+nothing.
 
 usage: luks2_integrity_check.py IMAGE VOLUME_KEY_FILE PLAIN BLOCKS"""
 import hashlib
@@ -41,15 +42,15 @@ sec_entries = 8 * (504 // entry)
 sec_sectors = sec_entries * spb + 8
 initial = 8 + sec_sectors * sections
 pad = 4096 if flags & 8 else 131072
-if nblocks == 0:  # where the superblock and journal are: "START_SECTOR SECTORS"
-    print(start, initial)
+mrun = (tag * ((1 << l2i) >> l2spb) + pad - 1) // pad * pad // 512
+if nblocks == 0:  # "START_SECTOR SECTORS DATA": superblock + journal, block 0's data byte
+    print(start, initial, 512 * (start + initial + mrun))
     sys.exit(0)
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes  # noqa: E402
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM  # noqa: E402
 
 assert not meta["config"].get("requirements", {}).get("mandatory"), "requirements left"
 assert len(meta["segments"]) == 1, "more than one segment"
-mrun = (tag * ((1 << l2i) >> l2spb) + pad - 1) // pad * pad // 512
 
 for b in range(nblocks):
     n = b * spb  # the logical sector, 512-byte units

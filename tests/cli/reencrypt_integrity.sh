@@ -8,7 +8,8 @@
 # (not our code) and read back by `luks decrypt`; cryptsetup luksDump takes
 # the header mid-way (with the requirement that stops an open) and at the
 # end. Refusals: a tag layout the device cannot hold, a new sector
-# size, checksum resilience. Then a SIGKILL loop (KILLS kills, default 8)
+# size, checksum resilience; a tampered block stops the run before its
+# step, naming its sector. Then a SIGKILL loop (KILLS kills, default 8)
 # at random moments, each followed by blkcrypt repair + resume: the
 # plaintext and every tag come back.
 source "$(dirname "$0")/lib.sh"
@@ -40,7 +41,7 @@ make() {
 # with START INITIAL given, from those sectors without asking python again.
 layout() {
     local start=${2:-} initial=${3:-}
-    [[ -n $initial ]] || read -r start initial < <(python3 "$HERE/luks2_integrity_check.py" "$1" - - 0)
+    [[ -n $initial ]] || read -r start initial _ < <(python3 "$HERE/luks2_integrity_check.py" "$1" - - 0)
     [[ -n $initial ]] || fail "no dm-integrity layout in $1"
     dd if="$1" bs=512 skip="$start" count="$initial" status=none | sha256sum | cut -d' ' -f1
 }
@@ -109,6 +110,15 @@ expect_exit 1 "$BLKCRYPT" reencrypt --key-file "$TMP/pw" --resilience checksum "
 grep -q "Resilience checksum cannot protect a device with an integrity profile" "$TMP/stderr" ||
     fail "checksum: $(cat "$TMP/stderr")"
 [[ $(sha256sum <"$IMG") == "$before" ]] || fail "a refusal wrote"
+# A block whose tag fails under the old key (block 5's data flipped): the
+# run stops before its step, naming the sector, the header left resumable.
+read -r _ _ data < <(python3 "$HERE/luks2_integrity_check.py" "$IMG" - - 0)
+cp "$IMG" "$TMP/tampered"
+flip_byte "$TMP/tampered" $((data + 5 * 4096 + 10))
+expect_exit 1 "$BLKCRYPT" reencrypt --key-file "$TMP/pw" "$TMP/tampered"
+grep -q "sector 40 of the dm-integrity device fails its integrity check" "$TMP/stderr" ||
+    fail "tampered: $(cat "$TMP/stderr")"
+cryptsetup luksDump "$TMP/tampered" | grep -q "in-reencryption" && fail "tampered: a step was marked"
 
 # --- 3. aes-gcm-random (random IVs in the tags), 128-bit key to 256-bit.
 vk old16 16
@@ -128,7 +138,7 @@ cryptsetup luksDump "$IMG" | grep -q "cipher: aes-gcm-random" || fail "gcm: luks
 # plaintext with valid tags (luks decrypt checks every tag).
 make "$TMP/template" "$TMP/old96" --integrity hmac-sha256 --sector-size 4096
 "$BLKCRYPT" luks decrypt --key-file "$TMP/pw" "$TMP/template" "$TMP/orig" || fail "decrypt template"
-read -r start initial < <(python3 "$HERE/luks2_integrity_check.py" "$TMP/template" - - 0)
+read -r start initial _ < <(python3 "$HERE/luks2_integrity_check.py" "$TMP/template" - - 0)
 lay=$(layout "$TMP/template" "$start" "$initial")
 runs=0 midway=0 crashed=0
 for ((i = 0; i < KILLS; i++)); do
