@@ -134,8 +134,13 @@ int run_luks2_reencryption(const ReencryptRequest& rq, const blkcrypt::SecureBuf
         auto h = luks2::read_header(registry(), *dev);
         if (h) {
             auto st = luks2::reencrypt_state(h->md);
+            // cryptsetup cannot repair an integrity profile's hotzone (it
+            // refuses the device), so it is not offered then.
+            const bool integ = std::any_of(h->md.segments.begin(), h->md.segments.end(),
+                                           [](const auto& e) { return e.second.integrity.has_value(); });
             if (st && *st && (*st)->crashed)
-                throw Failure(r.error().message + "; nothing is lost: run blkcrypt repair (or cryptsetup repair), "
+                throw Failure(r.error().message + (integ ? "; nothing is lost: run blkcrypt repair, "
+                                                         : "; nothing is lost: run blkcrypt repair (or cryptsetup repair), ") +
                               "then resume with reencrypt --resume-only");
             if (st && *st && r.status() != blkcrypt::Status::NoKey)
                 throw Failure(r.error().message + "; the reencryption can be resumed with reencrypt --resume-only");
