@@ -1,7 +1,8 @@
 #!/bin/bash
 # blkcrypt reencrypt of LUKS2 containers with an integrity profile
 # (luksFormat --integrity), which cryptsetup 2.6.1 refuses: a re-key
-# (aes-xts-plain64 + hmac-sha256; aes-gcm-random with a new key size)
+# (aes-xts-plain64 + hmac-sha256, then -s 256, then aes-cbc-plain64;
+# aes-gcm-random with a new key size)
 # rewrites every block's data and tag under the new key, keeps the
 # dm-integrity superblock and journal byte for byte, and the result is
 # checked block by block by python3-cryptography under the new volume key
@@ -98,6 +99,10 @@ vk new64 64
 expect_exit 0 "$BLKCRYPT" reencrypt --key-file "$TMP/pw" -s 256 --resilience none --volume-key-file "$TMP/new64" "$IMG"
 same "$IMG" "xts 256 re-key"
 truth "$IMG" "$TMP/new64" "xts 256 re-key"
+# A new cipher with the same tags: authenc(hmac(sha256),cbc(aes))-plain64.
+expect_exit 0 "$BLKCRYPT" reencrypt --key-file "$TMP/pw" -c aes-cbc-plain64 -s 256 "$IMG"
+cryptsetup luksDump "$IMG" | grep -q "cipher: aes-cbc-plain64" || fail "cbc: luksDump"
+same "$IMG" "cbc re-key"
 
 # --- 2. Refused, nothing written: tags of another size, a new sector size, checksums.
 before=$(sha256sum <"$IMG")
