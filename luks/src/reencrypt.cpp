@@ -6,8 +6,8 @@
 
 #include <blkcrypt/dm/block_device.hpp>
 #include <blkcrypt/dm/crypt_target.hpp>
-#include <blkcrypt/luks/container.hpp>
 #include <blkcrypt/dm/plain_key.hpp>
+#include <blkcrypt/luks/container.hpp>
 #include <blkcrypt/luks/reencrypt.hpp>
 #include <blkcrypt/luks/reencrypt_shift.hpp>
 #include <blkcrypt/registry.hpp>
@@ -478,6 +478,8 @@ Result<ReencryptRunResult> reencrypt_run(Registry& reg, BackingStore& device, Co
     run.base = run.old_seg.offset;
     run.tweak = run.old_seg.iv_tweak;
     run.align = std::max({run.old_seg.sector_size, run.new_seg.sector_size, 512u});
+    if (run.new_seg.integrity && !run.old_seg.integrity)
+        return make_error(Status::Unsupported, "adding an integrity profile by reencryption is not supported");
     if (run.old_seg.integrity) {
         // A re-key only: the dm-integrity device (superblock, tag size,
         // block size) is kept, so both sides must fit it; and checksum
