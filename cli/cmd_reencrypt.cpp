@@ -134,8 +134,13 @@ int run_luks2_reencryption(const ReencryptRequest& rq, const blkcrypt::SecureBuf
         auto h = luks2::read_header(registry(), *dev);
         if (h) {
             auto st = luks2::reencrypt_state(h->md);
+            // cryptsetup cannot repair an integrity profile's hotzone (it
+            // refuses the device), so it is not offered then.
+            const bool integ = std::any_of(h->md.segments.begin(), h->md.segments.end(),
+                                           [](const auto& e) { return e.second.integrity.has_value(); });
             if (st && *st && (*st)->crashed)
-                throw Failure(r.error().message + "; nothing is lost: run blkcrypt repair (or cryptsetup repair), "
+                throw Failure(r.error().message + (integ ? "; nothing is lost: run blkcrypt repair, "
+                                                         : "; nothing is lost: run blkcrypt repair (or cryptsetup repair), ") +
                               "then resume with reencrypt --resume-only");
             if (st && *st && r.status() != blkcrypt::Status::NoKey)
                 throw Failure(r.error().message + "; the reencryption can be resumed with reencrypt --resume-only");
@@ -235,7 +240,8 @@ void add_reencrypt_options(CommandLine& cl) {
         ("align-payload", number_value<unsigned>(0, UINT32_MAX)->value_name("SECTORS"),
          "--encrypt: align the data to SECTORS")
         ("integrity,I", po::value<std::string>()->value_name("ALG"),
-         "refused: reencryption of a device with an integrity profile is not supported (as cryptsetup)")
+         "refused: a reencryption keeps the device's integrity profile (a device with one is re-keyed, its tags "
+         "rewritten)")
         ("integrity-no-wipe", po::bool_switch(), "no effect: no integrity profile is made")
         ("veracrypt-query-pim", po::bool_switch(), "no effect: LUKS only")
         ("use-random", po::bool_switch(), "no effect: new keys come from getrandom(2)")
@@ -297,7 +303,7 @@ void check_reencrypt_options(const po::variables_map& vm) {
         throw UsageError("--active-name: blkcrypt reencrypts the image offline; there is no device-mapper device "
                          "to reencrypt online (deactivate it and run on the image)");
     if (vm.count("integrity"))
-        throw Failure("Reencryption of device with integrity profile is not supported.");
+        throw Failure("--integrity: a reencryption keeps the device's integrity profile; it cannot add or change one");
     if (vm.count("resilience")) {
         const std::string r = vm["resilience"].as<std::string>();
         if (r != "checksum" && r != "journal" && r != "none" && r != "datashift" && r != "datashift-checksum" &&
@@ -412,8 +418,19 @@ int rekey_luks2(const ReencryptRequest& rq) {
 
     // What cryptsetup refuses before it asks for anything.
     const luks2::Header h = luks2_header(rq.header_path, role);
-    if (auto seg = h.md.segments.find(0); seg != h.md.segments.end() && seg->second.integrity)
-        throw Failure("Reencryption of device with integrity profile is not supported.");
+    // An integrity profile (cryptsetup 2.6.1 refuses these): the hotzone is
+    // journaled by default, data and tags, since checksums cannot recover a
+    // block torn between the two; -s is the cipher's part of the key, as
+    // luksFormat --integrity takes it, the integrity key added after it.
+    if (auto seg = h.md.segments.find(0); seg != h.md.segments.end() && seg->second.integrity) {
+        if (!vm.count("resilience")) o.resilience = "journal";
+        if (o.key_size) {
+            auto p = luks::integrity_profile(o.cipher.empty() ? seg->second.encryption : o.cipher,
+                                             seg->second.integrity->type);
+            if (!p) throw Failure(p.error().message);
+            o.key_size += seg->second.integrity->key_size.value_or(p->key_size);
+        }
+    }
     if (auto r = luks2::check_requirements(h.md); !r) throw Failure(r.error().message);
     const std::vector<int> active = active_keyslots(h.md);
     const int slot = vm.count("key-slot") ? static_cast<int>(vm["key-slot"].as<unsigned>()) : -1;

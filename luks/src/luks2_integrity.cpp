@@ -160,6 +160,13 @@ Result<uint64_t> integrity_provided_sectors(const Volume& vol, BackingStore& dat
     return o->geo.provided_data_sectors;
 }
 
+Result<integrity::Geometry> integrity_geometry(const Volume& vol, BackingStore& data) {
+    if (!vol.integrity) return make_error(Status::Invalid, "the LUKS volume has no integrity");
+    auto o = read_integrity(vol, data);
+    if (!o) return o.error();
+    return o->geo;
+}
+
 Result<std::shared_ptr<dm::BlockDevice>> integrity_device(Registry& reg, const Volume& vol,
                                                           std::shared_ptr<BackingStore> data,
                                                           IntegrityDeviceOptions opts) {

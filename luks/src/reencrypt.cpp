@@ -4,8 +4,10 @@
 // named and run by the dm-crypt engine; the metadata is reencrypt_meta.cpp's.
 #include "luks2_internal.hpp"
 
+#include <blkcrypt/dm/block_device.hpp>
 #include <blkcrypt/dm/crypt_target.hpp>
 #include <blkcrypt/dm/plain_key.hpp>
+#include <blkcrypt/luks/container.hpp>
 #include <blkcrypt/luks/reencrypt.hpp>
 #include <blkcrypt/luks/reencrypt_shift.hpp>
 #include <blkcrypt/registry.hpp>
@@ -13,8 +15,10 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <system_error>
 #include <thread>
+#include <tuple>
 
 namespace blkcrypt::luks::luks2 {
 
@@ -51,6 +55,9 @@ Error bad(std::string msg) { return make_error(Status::Invalid, std::move(msg));
 constexpr uint64_t kMaxHotzone = 1ull << 30;      // LUKS2_REENCRYPT_MAX_HOTZONE_LENGTH
 constexpr uint64_t kNoneHotzone = 20ull << 20;    // cryptsetup's default step without resilience
 constexpr std::size_t kIoChunk = 8u << 20;        // memory per transform pass (the engine splits it over its workers)
+constexpr const char* kIntegrityChecksum =
+    "Resilience checksum cannot protect a device with an integrity profile (a block whose new data landed without "
+    "its tag, which holds a random IV, is neither the old nor the new one): use --resilience journal.";
 
 bool has_flag(const Segment& s, std::string_view f) { return std::count(s.flags.begin(), s.flags.end(), f) > 0; }
 
@@ -72,6 +79,30 @@ Result<std::unique_ptr<dm::CryptTarget>> segment_target(Registry& reg, const Seg
     dm::CryptTargetOptions o;
     o.max_request = 1u << 20;
     return dm::CryptTarget::create(reg, *table, borrowed, bytes / 512, o);
+}
+
+// A segment with an integrity profile as cryptsetup stacks it (the
+// Volume luks2_open makes for segment 0): its kernel AEAD cipher over the
+// dm-integrity device whose superblock is at the segment offset.
+Result<luks::Volume> integrity_volume(const Segment& seg, ConstBytes key) {
+    if (seg.integrity->journal_encryption != "none" || seg.integrity->journal_integrity != "none")
+        return make_error(Status::Unsupported, "LUKS2 integrity with journal encryption or integrity is not supported");
+    auto p = luks::integrity_profile(seg.encryption, seg.integrity->type);
+    if (!p) return p.error();
+    if (key.size() <= seg.integrity->key_size.value_or(p->key_size))
+        return bad("the volume key is too short for integrity " + seg.integrity->type);
+    auto table = dm::parse_crypt_args(p->cipher + " - 0 1 integrity:" + std::to_string(p->tag_size) + ":aead");
+    if (!table) return table.error();
+    table->key.assign(key);
+    table->sector_size = seg.sector_size;
+    table->iv_large_sectors = false;
+    table->iv_offset = seg.iv_tweak;
+    table->offset = 0;
+    luks::Volume v;
+    v.version = luks::Version::Luks2;
+    v.table = std::move(*table);
+    v.integrity = luks::VolumeIntegrity{seg.integrity->type, seg.offset / 512, p->tag_size};
+    return v;
 }
 
 Status bio_sync(dm::CryptTarget& t, dm::BioDir dir, uint64_t off, uint8_t* p, std::size_t n) {
@@ -99,8 +130,30 @@ struct Run {
     // The data through each key; null for a linear (plaintext) side.
     std::unique_ptr<dm::CryptTarget> old_t, new_t;
     std::vector<uint8_t> buf;  // rekey's chunk, kept from step to step (its pages stay mapped)
+    // With an integrity profile: the two stacks cryptsetup would load, over
+    // the one dm-integrity device (mode D: data and tag written in place,
+    // the journal left clean), and its layout. Offsets are then logical
+    // (in the dm-integrity device) and data_size is what it provides.
+    std::shared_ptr<dm::BlockDevice> old_d, new_d;
+    std::optional<integrity::Geometry> geo;
 
     Result<void> make_targets() {
+        if (old_seg.integrity) {
+            auto borrowed = std::shared_ptr<BackingStore>(&data, [](BackingStore*) {});
+            for (auto [seg, key, out] : {std::tuple{&old_seg, &vk_old, &old_d}, std::tuple{&new_seg, &vk_new, &new_d}}) {
+                auto v = integrity_volume(*seg, *key);
+                if (!v) return v.error();
+                if (!geo) {
+                    auto g = luks::integrity_geometry(*v, data);
+                    if (!g) return g.error();
+                    geo = *g;
+                }
+                auto d = luks::integrity_device(reg, *v, borrowed, {.read_only = false, .mode = 'D'});
+                if (!d) return d.error();
+                *out = std::move(*d);
+            }
+            return {};
+        }
         if (old_seg.type == "crypt") {
             auto o = segment_target(reg, old_seg, vk_old, data, base, tweak, data_size);
             if (!o) return o.error();
@@ -116,8 +169,12 @@ struct Run {
 
     // [off, off + n) of the data (relative to its start) through target t,
     // or as stored when t is null (a linear segment).
-    Status io(dm::CryptTarget* t, dm::BioDir dir, uint64_t off, uint8_t* p, std::size_t n) {
-        if (t) return bio_sync(*t, dir, off, p, n);
+    Status io(bool to_new, dm::BioDir dir, uint64_t off, uint8_t* p, std::size_t n) {
+        if (dm::BlockDevice* d = (to_new ? new_d : old_d).get()) {
+            if (dir == dm::BioDir::Read) return dm::read_sync(*d, off, Bytes(p, n));
+            return dm::write_sync(*d, off, ConstBytes(p, n));
+        }
+        if (dm::CryptTarget* t = (to_new ? new_t : old_t).get()) return bio_sync(*t, dir, off, p, n);
         if (dir == dm::BioDir::Read) return data.read(base + off, Bytes(p, n));
         return data.write(base + off, ConstBytes(p, n));
     }
@@ -130,25 +187,78 @@ struct Run {
         buf.resize(std::max(buf.size(), static_cast<std::size_t>(std::min<uint64_t>(kIoChunk, len))));
         for (uint64_t pos = 0; pos < len;) {
             const uint64_t n = std::min<uint64_t>(kIoChunk, len - pos);
-            if (Status s = io(old_t.get(), dm::BioDir::Read, at + pos, buf.data(), n); s != Status::Ok)
+            if (Status s = io(false, dm::BioDir::Read, at + pos, buf.data(), n); s != Status::Ok)
                 return make_error(s, "cannot read the data with " + old_seg.encryption);
             if (!redo) {
-                if (Status s = io(new_t.get(), dm::BioDir::Write, at + pos, buf.data(), n); s != Status::Ok)
+                if (Status s = io(true, dm::BioDir::Write, at + pos, buf.data(), n); s != Status::Ok)
                     return make_error(s, "cannot write the data");
                 // The disk writes this chunk while the next one converts, so
                 // the step's flush waits for the tail only.
-                data.start_writeback(base + at + pos, n);
+                if (!geo) data.start_writeback(base + at + pos, n);
             } else {
                 for (uint64_t b = 0; b < n; b += block)
                     if ((*redo)[static_cast<std::size_t>((pos + b) / block)])
-                        if (Status s = io(new_t.get(), dm::BioDir::Write, at + pos + b, buf.data() + b, block);
+                        if (Status s = io(true, dm::BioDir::Write, at + pos + b, buf.data() + b, block);
                             s != Status::Ok)
                             return make_error(s, "cannot write the data");
             }
             pos += n;
         }
+        if (new_d)
+            if (Status s = new_d->flush(); s != Status::Ok) return make_error(s, "cannot flush the data");
         if (Status s = data.flush(); s != Status::Ok) return make_error(s, "cannot flush the data");
         return {};
+    }
+
+    // With integrity, before a step is marked: every block of the hotzone
+    // must pass its tag under the old key, or the step could not decrypt
+    // it and a crash recovery would stop at it again. A failure names the
+    // first such block and leaves the header as it is (resumable).
+    Result<void> check_old(uint64_t at, uint64_t len) {
+        std::vector<uint8_t> buf(static_cast<std::size_t>(std::min<uint64_t>(kIoChunk, len)));
+        for (uint64_t pos = 0; pos < len;) {
+            const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(kIoChunk, len - pos));
+            if (dm::read_sync(*old_d, at + pos, Bytes(buf.data(), n)) != Status::Ok) {
+                for (uint64_t b = 0; b < n; b += align) {
+                    const Status s = dm::read_sync(*old_d, at + pos + b, Bytes(buf.data(), align));
+                    if (s != Status::Ok)
+                        return make_error(s, "sector " + std::to_string((at + pos + b) / 512) +
+                                                 " of the dm-integrity device fails its integrity check under the old "
+                                                 "key (tampered, or never written since a format with "
+                                                 "--integrity-no-wipe): the reencryption stops before it, nothing "
+                                                 "written for this step");
+                }
+                return make_error(Status::IoError, "cannot read the hotzone with " + old_seg.encryption);
+            }
+            pos += n;
+        }
+        return {};
+    }
+
+    // With integrity: the bytes of one hotzone block as stored, its data
+    // sectors plus its tag (the tag holds the random IV of the random-IV
+    // modes, so data without its tag cannot be decrypted).
+    uint64_t stored_bytes(uint64_t len) const { return geo ? len + len / align * geo->tag_size : len; }
+
+    // With integrity: reads (or writes back) the hotzone [at, at + len) as
+    // stored, into buf: its data sectors, then all its tags, walking the
+    // interleave areas (each holds its tags, then 2^l2i data sectors).
+    Status stored_io(bool write, uint64_t at, uint64_t len, uint8_t* buf) {
+        const uint64_t area = uint64_t(1) << geo->log2_interleave_sectors;
+        uint8_t* tags = buf + len;
+        for (uint64_t pos = 0; pos < len;) {
+            const uint64_t sector = (at + pos) / 512;
+            const uint64_t n = std::min(len - pos, (area - (sector & (area - 1))) * 512);
+            const uint64_t tn = n / align * geo->tag_size, toff = pos / align * geo->tag_size;
+            Status s = write ? data.write(geo->data_offset(sector), ConstBytes(buf + pos, n))
+                             : data.read(geo->data_offset(sector), Bytes(buf + pos, n));
+            if (s != Status::Ok) return s;
+            s = write ? data.write(geo->tag_offset(sector), ConstBytes(tags + toff, tn))
+                      : data.read(geo->tag_offset(sector), Bytes(tags + toff, tn));
+            if (s != Status::Ok) return s;
+            pos += n;
+        }
+        return write ? data.flush() : Status::Ok;
     }
 
     Result<Shash> checksum_hash() const {
@@ -162,6 +272,8 @@ struct Run {
     // A mappable data store is hashed or copied from its pages (no copy of
     // ours); otherwise it is read a chunk at a time.
     Result<void> protect(uint64_t at, uint64_t len) {
+        if (old_d)
+            if (auto r = check_old(at, len); !r) return r;
         if (st.area_type == "none") return {};
         const ConstBytes map = data.mapped();
         bool in_place = map.size() >= base + at + len;
@@ -186,6 +298,14 @@ struct Run {
             return true;
         };
         if (st.area_type == "journal") {
+            if (geo) {  // data and tags, read through the integrity layout
+                std::vector<uint8_t> stored(static_cast<std::size_t>(stored_bytes(len)));
+                if (stored_bytes(len) > st.area_size) return bad("the hotzone is larger than the journal");
+                if (Status s = stored_io(false, at, len, stored.data()); s != Status::Ok)
+                    return make_error(s, "cannot read the hotzone");
+                if (Status s = write_all(dev, st.area_offset, stored); s != Status::Ok) return make_error(s, "cannot write the journal");
+                return {};
+            }
             if (len > st.area_size) return bad("the hotzone is larger than the journal");
             for (uint64_t pos = 0; pos < len;) {
                 const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(kIoChunk, len - pos));
@@ -260,10 +380,12 @@ struct Run {
     // reencrypt_recover_segment for the crashed hotzone [at, at + len).
     Result<void> recover(uint64_t at, uint64_t len) {
         if (st.area_type == "journal") {
-            if (len > st.area_size) return bad("the crashed hotzone is larger than the journal");
-            std::vector<uint8_t> copy(static_cast<std::size_t>(len));
+            if (stored_bytes(len) > st.area_size) return bad("the crashed hotzone is larger than the journal");
+            std::vector<uint8_t> copy(static_cast<std::size_t>(stored_bytes(len)));
             if (Status s = dev.read(st.area_offset, copy); s != Status::Ok) return make_error(s, "cannot read the journal");
-            if (Status s = write_all(data, base + at, copy); s != Status::Ok)
+            // With integrity the tags go back too: the hotzone is then the
+            // old key's again, data and tags, whatever the crash tore.
+            if (Status s = geo ? stored_io(true, at, len, copy.data()) : write_all(data, base + at, copy); s != Status::Ok)
                 return make_error(s, "cannot restore the hotzone from the journal");
             return rekey(at, len);
         }
@@ -291,7 +413,7 @@ struct Run {
 
     uint64_t hotzone(uint64_t want) const {
         uint64_t len = kNoneHotzone;
-        if (st.area_type == "journal") len = st.area_size;
+        if (st.area_type == "journal") len = geo ? st.area_size / (align + geo->tag_size) * align : st.area_size;
         if (st.area_type == "checksum") {
             Result<Shash> h = checksum_hash();
             len = h ? st.area_size / h->digestsize() * st.hash_block : 0;
@@ -407,8 +529,27 @@ Result<ReencryptRunResult> reencrypt_run(Registry& reg, BackingStore& device, Co
     run.base = run.old_seg.offset;
     run.tweak = run.old_seg.iv_tweak;
     run.align = std::max({run.old_seg.sector_size, run.new_seg.sector_size, 512u});
+    if (run.new_seg.integrity && !run.old_seg.integrity)
+        return make_error(Status::Unsupported, "adding an integrity profile by reencryption is not supported");
+    if (run.old_seg.integrity) {
+        // A re-key only: the dm-integrity device (superblock, tag size,
+        // block size) is kept, so both sides must fit it; and checksum
+        // resilience cannot tell a block whose new data landed without its
+        // tag, so only the journal (or none) protects the hotzone.
+        if (plain_side || backward || !run.new_seg.integrity || run.new_seg.integrity->type != run.old_seg.integrity->type ||
+            run.new_seg.sector_size != run.old_seg.sector_size)
+            return make_error(Status::Unsupported, "only a re-key that keeps the integrity profile and the sector size is "
+                                                   "run on a device with an integrity profile");
+        if (run.st.area_type == "checksum") return make_error(Status::Unsupported, kIntegrityChecksum);
+    }
     if (run.old_seg.size) {
         run.data_size = *run.old_seg.size;
+    } else if (run.old_seg.integrity) {
+        auto v = integrity_volume(run.old_seg, run.vk_old);
+        if (!v) return v.error();
+        auto g = luks::integrity_geometry(*v, run.data);
+        if (!g) return g.error();
+        run.data_size = g->provided_data_sectors * 512 / run.align * run.align;
     } else {
         if (run.data.size() < run.base) return bad("the device ends before its data");
         run.data_size = (run.data.size() - run.base) / run.align * run.align;

@@ -426,7 +426,6 @@ Result<ReencryptState> reencrypt_init(Registry& reg, BackingStore& header, Const
     if (md.segments.size() != 1 || !md.segments.count(0) || md.segments.at(0).type != "crypt")
         return bad("reencryption needs one crypt data segment");
     const Segment& old = md.segments.at(0);
-    if (old.integrity) return make_error(Status::Unsupported, "Reencryption of device with integrity profile is not supported.");
     if (o.resilience != "checksum" && o.resilience != "journal" && o.resilience != "none")
         return bad("unknown resilience " + o.resilience + " for a re-key (checksum, journal, none)");
     Result<luks::Volume> vol = open(reg, header, passphrase);
@@ -438,6 +437,31 @@ Result<ReencryptState> reencrypt_init(Registry& reg, BackingStore& header, Const
     const uint32_t sector_size = o.sector_size ? o.sector_size : old.sector_size;
     if (!pow2(sector_size) || sector_size < 512 || sector_size > 4096) return bad("sector size must be 512..4096, a power of two");
     if (old.size.value_or(0) % sector_size) return bad("the data segment is not a multiple of the new sector size");
+    if (old.integrity) {
+        // The dm-integrity device under the data stays as it is (its block
+        // and tag size were fixed when it was formatted): the new cipher must
+        // fit its tags, and only the journal keeps a block's data and tag
+        // together through a crash.
+        if (o.resilience == "checksum")
+            return make_error(Status::Unsupported,
+                              "Resilience checksum cannot protect a device with an integrity profile (a block whose "
+                              "new data landed without its tag, which holds a random IV, is neither the old nor the "
+                              "new one): use --resilience journal.");
+        if (sector_size != old.sector_size)
+            return make_error(Status::Unsupported, "The sector size of a device with an integrity profile is its "
+                                                   "dm-integrity block size, fixed at format: it cannot change.");
+        auto po = luks::integrity_profile(old.encryption, old.integrity->type);
+        if (!po) return po.error();
+        auto pn = luks::integrity_profile(cipher, old.integrity->type);
+        if (!pn) return pn.error();
+        if (pn->tag_size != po->tag_size)
+            return make_error(Status::Unsupported,
+                              "Cipher " + cipher + " with integrity " + old.integrity->type + " needs " +
+                                  std::to_string(pn->tag_size) + "-byte tags; the dm-integrity device keeps " +
+                                  std::to_string(po->tag_size) + "-byte ones (format a new device to change them).");
+        if (key_size <= old.integrity->key_size.value_or(pn->key_size))
+            return bad("the new volume key is too short for integrity " + old.integrity->type);
+    }
     SecureBuffer new_key(key_size);
     if (!o.new_key.empty()) {
         if (o.new_key.size() != key_size) return bad("the new volume key has the wrong size");

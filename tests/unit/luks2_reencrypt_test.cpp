@@ -9,7 +9,9 @@
 #include "torn_store.hpp"
 
 #include <blkcrypt/backing_store.hpp>
+#include <blkcrypt/dm/block_device.hpp>
 #include <blkcrypt/dm/crypt_target.hpp>
+#include <blkcrypt/luks/container.hpp>
 #include <blkcrypt/luks/luks2.hpp>
 #include <blkcrypt/luks/reencrypt.hpp>
 #include <catch2/catch.hpp>
@@ -358,16 +360,33 @@ TEST_CASE("luks2 reencrypt: init refuses what it cannot start and writes nothing
     o.keyslot.pbkdf = "pbkdf2";
     o.keyslot.iterations = 1000;
     {
-        INFO("an integrity profile (cryptsetup: not supported)");
+        // cryptsetup refuses every integrity profile; we re-key them, but not
+        // with checksums (a block torn between its data and its tag is
+        // neither key's), nor to a tag size or sector size the dm-integrity
+        // device was not formatted with.
         std::vector<uint8_t> integ = mangled(img, [](json& j) {
             j["segments"]["0"]["integrity"] = {
                 {"type", "hmac(sha256)"}, {"journal_encryption", "none"}, {"journal_integrity", "none"}};
         });
-        MemoryStore s(0);
-        s.data() = integ;
-        Result<luks2::ReencryptState> r = luks2::reencrypt_init(registry(), s, text("pass"), o);
-        CHECK(r.status() == Status::Unsupported);
-        CHECK(same(s.data(), integ));
+        auto refused = [&](const luks2::ReencryptInitOptions& oo, std::string_view words) {
+            MemoryStore s(0);
+            s.data() = integ;
+            Result<luks2::ReencryptState> r = luks2::reencrypt_init(registry(), s, text("pass"), oo);
+            CHECK(r.status() == Status::Unsupported);
+            if (!r) CHECK(r.error().message.find(words) != std::string::npos);
+            CHECK(same(s.data(), integ));
+        };
+        INFO("an integrity profile with checksum resilience");
+        refused(o, "Resilience checksum cannot protect a device with an integrity profile");
+        luks2::ReencryptInitOptions j = o;
+        j.resilience = "journal";
+        j.cipher = "aes-xts-random";
+        INFO("an integrity profile and a cipher with other tags");
+        refused(j, "needs 48-byte tags; the dm-integrity device keeps 32-byte ones");
+        j.cipher.clear();
+        j.sector_size = 512;  // the image has 4096
+        INFO("an integrity profile and a new sector size");
+        refused(j, "fixed at format");
     }
     {
         INFO("a wrong passphrase");
@@ -792,5 +811,123 @@ TEST_CASE("luks2 reencrypt: init and finish crashed at any write leave the old o
         REQUIRE(st.ok());
         if (st->has_value()) CHECK(accepted(torn.image(), kDataOld, kDataNew));
         else CHECK(luks2::check_requirements(md).ok());
+    }
+}
+
+namespace {
+
+// The whole plaintext of a LUKS2 --integrity image as `cryptsetup open`
+// stacks it (every tag checked), and the volume key that opened it.
+std::vector<uint8_t> integrity_plain(const std::vector<uint8_t>& image, std::vector<uint8_t>* key) {
+    auto s = std::make_shared<MemoryStore>(0);
+    s->data() = image;
+    Result<luks::Volume> v = luks2::open(registry(), *s, text("pass"));
+    REQUIRE(v.ok());
+    if (key) key->assign(v->table.key.data(), v->table.key.data() + v->table.key.size());
+    auto d = luks::integrity_device(registry(), *v, s, {.read_only = true});
+    REQUIRE(d.ok());
+    std::vector<uint8_t> out(static_cast<std::size_t>((*d)->size()));
+    REQUIRE(dm::read_sync(**d, 0, out) == Status::Ok);
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("luks2 reencrypt: an integrity profile is re-keyed, data and tags, and a crash at any write recovers",
+          "[reencrypt][integrity]") {
+    struct Case {
+        const char* cipher;
+        const char* integrity;
+        std::size_t key_size;
+    };
+    for (const Case c : {Case{"aes-xts-plain64", "hmac(sha256)", 96}, Case{"aes-gcm-random", "aead", 32}}) {
+        INFO(c.cipher << " / " << c.integrity);
+        std::vector<uint8_t> old_key(c.key_size), new_key(c.key_size);
+        for (std::size_t i = 0; i < c.key_size; ++i) {
+            old_key[i] = static_cast<uint8_t>(i);
+            new_key[i] = static_cast<uint8_t>(100 + i);
+        }
+        auto s = std::make_shared<MemoryStore>(4u << 20);
+        luks2::FormatOptions fo;
+        fo.cipher = c.cipher;
+        fo.key_size = static_cast<uint32_t>(c.key_size);
+        fo.integrity = c.integrity;
+        fo.pbkdf = "pbkdf2";
+        fo.iterations = 1000;
+        fo.keyslots_size = 1u << 20;
+        fo.data_offset = 2u << 20;
+        fo.volume_key = old_key;
+        Result<luks::Volume> v = luks2::format(registry(), *s, text("pass"), fo);
+        REQUIRE(v.ok());
+        REQUIRE(luks::format_integrity(registry(), *v, s).ok());
+        std::vector<uint8_t> plain;
+        {
+            auto d = luks::integrity_device(registry(), *v, s, {.read_only = false, .mode = 'D'});
+            REQUIRE(d.ok());
+            plain.resize(static_cast<std::size_t>((*d)->size()));
+            for (std::size_t i = 0; i < plain.size(); ++i) plain[i] = static_cast<uint8_t>((i * 7919u) >> 9 ^ i);
+            REQUIRE(dm::write_sync(**d, 0, plain) == Status::Ok);
+            REQUIRE((*d)->flush() == Status::Ok);
+        }
+        // The dm-integrity superblock and journal: kept byte for byte.
+        Result<integrity::Geometry> g = luks::integrity_geometry(*v, *s);
+        REQUIRE(g.ok());
+        const auto meta_begin = static_cast<std::ptrdiff_t>(fo.data_offset);
+        const auto meta_end = meta_begin + static_cast<std::ptrdiff_t>(g->initial_sectors * 512);
+        const std::vector<uint8_t> meta(s->data().begin() + meta_begin, s->data().begin() + meta_end);
+        auto meta_kept = [&](const std::vector<uint8_t>& img) {
+            return std::equal(meta.begin(), meta.end(), img.begin() + meta_begin);
+        };
+
+        luks2::ReencryptInitOptions o;
+        o.keyslot.pbkdf = "pbkdf2";
+        o.keyslot.iterations = 1000;
+        o.new_key = new_key;
+        CHECK(luks2::reencrypt_init(registry(), *s, text("pass"), o).status() == Status::Unsupported);  // checksum
+        o.resilience = "journal";
+        REQUIRE(luks2::reencrypt_init(registry(), *s, text("pass"), o).ok());
+        const std::vector<uint8_t> start = s->data();
+
+        luks2::ReencryptRunOptions ro;
+        ro.hotzone_size = 128u << 10;
+        testutil::TornStore clean(start, 0, 0);
+        Result<luks2::ReencryptRunResult> r = luks2::reencrypt_run(registry(), clean, text("pass"), ro);
+        REQUIRE(r.ok());
+        CHECK(r->finished);
+        CHECK(r->data_size == plain.size());
+        std::vector<uint8_t> key;
+        CHECK(same(integrity_plain(clean.image(), &key), plain));
+        CHECK(key == new_key);
+        CHECK(meta_kept(clean.image()));
+        const int writes = clean.writes();
+        CHECK(writes > 8 * 5);
+        // Crash points over the whole run (every fourth write), each torn after its first
+        // sector and in half: data without its tag, a tag without its data,
+        // half a journal copy, half a header.
+        int resumed = 0, recovered = 0;
+        for (int at = 1; at <= writes; at += 4) {
+            for (std::size_t keep : {std::size_t{1}, testutil::TornStore::kHalfBytes}) {
+                INFO("crash at write " << at << " of " << writes << " keeping " << keep);
+                testutil::TornStore torn(start, at, keep);
+                CHECK_FALSE(luks2::reencrypt_run(registry(), torn, text("pass"), ro).ok());
+                MemoryStore again(0);
+                again.data() = torn.image();
+                Result<std::optional<luks2::ReencryptState>> st = luks2::reencrypt_state(metadata_of(again.data(), true));
+                REQUIRE(st.ok());
+                if (st->has_value()) {
+                    Result<luks2::ReencryptRunResult> rr = luks2::reencrypt_run(registry(), again, text("pass"), ro);
+                    REQUIRE(rr.ok());
+                    CHECK(rr->finished);
+                    ++resumed;
+                    recovered += rr->recovered;
+                }
+                CHECK(same(integrity_plain(again.data(), &key), plain));
+                CHECK(key == new_key);
+                CHECK(meta_kept(again.data()));
+            }
+        }
+        CHECK(recovered > 0);
+        WARN(c.cipher << ": " << writes << " writes, " << resumed << " crashes resumed, " << recovered
+                      << " of them recovering a hotzone");
     }
 }

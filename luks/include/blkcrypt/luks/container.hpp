@@ -10,6 +10,7 @@
 #include <blkcrypt/bytes.hpp>
 #include <blkcrypt/dm/dm_table.hpp>
 #include <blkcrypt/dm/table.hpp>
+#include <blkcrypt/integrity/geometry.hpp>
 #include <blkcrypt/luks/luks1.hpp>
 #include <blkcrypt/registry.hpp>
 #include <blkcrypt/secure_buffer.hpp>
@@ -109,6 +110,11 @@ Result<dm::DmTable> dm_table(const Volume& vol, BackingStore& data, const std::s
 // and buffer sizes the kernel derives, fix_padding when the superblock has
 // it. NotFound without a dm-integrity superblock at the segment offset.
 Result<std::string> integrity_table_line(const Volume& vol, BackingStore& data, const std::string& device);
+
+// With integrity: the dm-integrity layout the kernel opens on `data` (the
+// superblock checked as integrity_table_line checks it), for callers that
+// move a sector's data and tag as stored (reencryption's journal).
+Result<integrity::Geometry> integrity_geometry(const Volume& vol, BackingStore& data);
 
 // With integrity: the two tables cryptsetup loads, lowest first, as
 // dm::build_dm_stack builds them: NAME_dif (integrity_table_line, naming

@@ -90,6 +90,9 @@ Result<ReencryptKeys> reencrypt_unlock(Registry& reg, BackingStore& header, cons
 // backup-previous | backup-final, the new digest, the verification digest
 // and the online-reencrypt-v2 requirement. cryptsetup resumes it with
 // `reencrypt --resume-only`.
+// With an integrity profile: journal or none only, the same sector size,
+// and a cipher whose tag size is the dm-integrity device's (Unsupported,
+// nothing written, otherwise); the backups carry the segment's integrity.
 struct ReencryptInitOptions {
     std::string resilience = "checksum";  // "checksum", "journal", "none"
     std::string hash = "sha256";          // checksum
@@ -148,6 +151,12 @@ namespace blkcrypt::luks::luks2 {
 // marks it in-reencryption, the data is re-encrypted through the dm-crypt
 // engine, the header advances; every write flushed before the next stage.
 // At the end the metadata is cleaned up (reencrypt_finish).
+// A segment with an integrity profile (which cryptsetup refuses) is re-keyed
+// through two dm-crypt-over-dm-integrity stacks on the one dm-integrity
+// device (mode D, its superblock and journal untouched): offsets are then
+// logical, each hotzone's tags are checked under the old key before its step
+// is marked, the journal area holds the hotzone's data and its tags, and
+// recovery writes both back; checksum resilience is refused.
 struct ReencryptRunOptions {
     uint64_t hotzone_size = 0;  // bytes; 0: as cryptsetup sizes it (capped by the area)
     // Called after each step with the bytes done and the total; false stops
