@@ -285,11 +285,27 @@ Result<void> run_backward(Run& run, const ReencryptRunOptions& opts, ReencryptRu
         if (auto r = write_metadata(run.reg, run.dev, run.md, *text); !r) return r;
         return run.reload();
     };
+    // Once the hotzone at offset 0 is converted, the header goes straight to
+    // the finished one: the map in between (one linear segment, the
+    // requirement still set) is never written. cryptsetup 2.6.1 reads a
+    // backward map with a single live segment as "nothing done yet"
+    // (_offset_backward: one segment, so the next hotzone ends at the device
+    // end) and, resuming it, decrypts the plaintext again with the old key.
+    // Its own run writes that map before its finish, and its repair of a
+    // crash in the last hotzone leaves it too; ours leaves neither.
+    auto finish = [&]() -> Result<void> {
+        ReencryptState done = run.st;
+        done.crashed = false;  // the hotzone's data is written and flushed
+        if (auto r = reencrypt_finish(run.reg, run.dev, run.md, done); !r) return r.error();
+        out.finished = true;
+        return {};
+    };
     if (hot) {
         if (auto r = run.recover(hot->first, hot->second); !r) return r;
         p = hot->first;
-        if (auto r = map(p, 0); !r) return r;
         out.recovered = true;
+        if (p == 0) return finish();  // also for repair: nothing is left to run
+        if (auto r = map(p, 0); !r) return r;
     }
     if (opts.recover_only) return {};
     while (p > 0) {
@@ -299,12 +315,12 @@ Result<void> run_backward(Run& run, const ReencryptRunOptions& opts, ReencryptRu
         if (auto r = map(p, len); !r) return r;
         if (auto r = run.rekey(at, len); !r) return r;
         p = at;
+        if (p == 0) break;
         if (auto r = map(p, 0); !r) return r;
         if (opts.progress && !opts.progress(run.data_size - p, run.data_size)) return {};
     }
-    if (auto r = reencrypt_finish(run.reg, run.dev, run.md, run.st); !r) return r.error();
-    out.finished = true;
-    return {};
+    if (opts.progress) (void)opts.progress(run.data_size, run.data_size);
+    return finish();
 }
 
 }  // namespace
