@@ -340,6 +340,21 @@ Result<ReencryptRunResult> reencrypt_run(Registry& reg, BackingStore& device, Co
     if ((run.st.mode != "reencrypt" && !plain_side) || (run.st.direction != "forward" && !backward) || run.st.seg_moved >= 0 ||
         (run.st.area_type != "checksum" && run.st.area_type != "journal" && run.st.area_type != "none"))
         return make_error(Status::Unsupported, "only a forward re-key (checksum, journal or none) is run yet");
+    if (backward && !run.st.crashed) {
+        // Every live segment linear: all data is plaintext and only the
+        // finish is left, which needs no key. cryptsetup's finish wipes each
+        // old keyslot's area before it drops the keyslot from the JSON, so
+        // killed there, a listed keyslot opens nothing any more.
+        bool all_plain = true;
+        for (const auto& [id, seg] : run.md.segments)
+            if (id != run.st.seg_previous && id != run.st.seg_final && seg.type != "linear") all_plain = false;
+        if (all_plain) {
+            if (auto r = reencrypt_finish(reg, device, run.md, run.st); !r) return r.error();
+            ReencryptRunResult out;
+            out.finished = true;
+            return out;
+        }
+    }
     Result<ReencryptKeys> keys = reencrypt_unlock(reg, device, run.md, run.st, passphrase);
     if (!keys) return keys.error();
     if (keys->old_key.empty() && !keys->new_key.empty()) {

@@ -310,3 +310,39 @@ TEST_CASE("luks2 decrypt with a detached header: the map cryptsetup 2.6.1 restar
     CHECK(r2->finished);
     CHECK(dd.data() == plain);
 }
+
+// cryptsetup's decrypt finish wipes an old keyslot's area before it drops
+// the keyslot from the JSON: killed in between, the header still lists a
+// keyslot that opens nothing, over data that is all plaintext. Such a
+// header is finished without a key.
+TEST_CASE("luks2 decrypt with a detached header: all done, the old keyslot's area wiped, finished without a key",
+          "[reencrypt-header]") {
+    std::mt19937 rng(28);
+    const std::vector<uint8_t> plain = testutil::random_bytes(rng, kData);
+    const Start start = decrypt_start(plain, "journal");
+    MemoryStore h(0), d(0);
+    h.data() = start.header;
+    d.data() = plain;
+    Result<luks2::Header> hd = luks2::read_header(registry(), h);
+    REQUIRE(hd.ok());
+    Result<std::optional<luks2::ReencryptState>> st = luks2::reencrypt_state(hd->md);
+    REQUIRE(st.ok());
+    REQUIRE(st->has_value());
+    Result<std::string> done = luks2::reencrypt_backward_progress_json(hd->md, **st, kData, 0, 0);
+    REQUIRE(done.ok());
+    REQUIRE(luks2::write_metadata(registry(), h, hd->md, *done).ok());
+    for (const auto& [id, ks] : hd->md.keyslots)
+        if (ks.type == "luks2") std::fill_n(h.data().begin() + static_cast<std::ptrdiff_t>(ks.area_offset), ks.area_size, uint8_t{0});
+    luks2::ReencryptRunOptions o;
+    o.data = &d;
+    Result<luks2::ReencryptRunResult> r = luks2::reencrypt_run(registry(), h, text("pass"), o);
+    REQUIRE(r.ok());
+    CHECK(r->finished);
+    CHECK(d.data() == plain);
+    Result<luks2::Header> fin = luks2::read_header(registry(), h);
+    REQUIRE(fin.ok());
+    Result<std::optional<luks2::ReencryptState>> none = luks2::reencrypt_state(fin->md);
+    REQUIRE(none.ok());
+    CHECK_FALSE(none->has_value());
+    CHECK(fin->md.keyslots.empty());
+}
