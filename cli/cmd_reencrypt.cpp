@@ -644,7 +644,8 @@ int repair(const po::variables_map& vm, const std::string& image) {
         return luks2::reencrypt_run(registry(), *dev, p, o);
     });
     const luks2::ReencryptRunResult res = expect(std::move(r));
-    if (verbose && res.recovered) std::cout << "The crashed hotzone was recovered; resume with reencrypt --resume-only.\n";
+    if (verbose && res.finished) std::cout << "The crashed hotzone was the last one: the reencryption is finished.\n";
+    else if (verbose && res.recovered) std::cout << "The crashed hotzone was recovered; resume with reencrypt --resume-only.\n";
     return 0;
 }
 
