@@ -471,11 +471,12 @@ int rekey_luks2(const ReencryptRequest& rq) {
     return run_luks2_reencryption(rq, pass);
 }
 
-// A decryption whose data is all plaintext (every live segment linear) and
-// whose old keyslots are gone: only the finish's metadata is left to write.
+// A decryption whose data is all plaintext (every live segment linear):
+// only the finish's metadata is left to write, and it needs no key (the old
+// keyslots may be gone, or listed with their areas already wiped, when
+// cryptsetup was killed in its finish).
 bool decryption_done_keyless(const luks2::Metadata& md, const luks2::ReencryptState& st) {
-    if (st.mode != "decrypt" || st.digest_old < 0 || !md.digests.count(st.digest_old)) return false;
-    if (!md.digests.at(st.digest_old).keyslots.empty()) return false;
+    if (st.mode != "decrypt" || st.direction != "backward" || st.seg_moved >= 0 || st.crashed) return false;
     for (const auto& [id, seg] : md.segments)
         if (seg.flags.empty() && seg.type != "linear") return false;
     return true;
@@ -661,7 +662,8 @@ int repair(const po::variables_map& vm, const std::string& image) {
         return luks2::reencrypt_run(registry(), *dev, p, o);
     });
     const luks2::ReencryptRunResult res = expect(std::move(r));
-    if (verbose && res.recovered) std::cout << "The crashed hotzone was recovered; resume with reencrypt --resume-only.\n";
+    if (verbose && res.finished) std::cout << "The crashed hotzone was the last one: the reencryption is finished.\n";
+    else if (verbose && res.recovered) std::cout << "The crashed hotzone was recovered; resume with reencrypt --resume-only.\n";
     return 0;
 }
 

@@ -451,11 +451,27 @@ Result<void> run_backward(Run& run, const ReencryptRunOptions& opts, ReencryptRu
         if (auto r = write_metadata(run.reg, run.dev, run.md, *text); !r) return r;
         return run.reload();
     };
+    // Once the hotzone at offset 0 is converted, the header goes straight to
+    // the finished one: the map in between (one linear segment, the
+    // requirement still set) is never written. cryptsetup 2.6.1 reads a
+    // backward map with a single live segment as "nothing done yet"
+    // (_offset_backward: one segment, so the next hotzone ends at the device
+    // end) and, resuming it, decrypts the plaintext again with the old key.
+    // Its own run writes that map before its finish, and its repair of a
+    // crash in the last hotzone leaves it too; ours leaves neither.
+    auto finish = [&]() -> Result<void> {
+        ReencryptState done = run.st;
+        done.crashed = false;  // the hotzone's data is written and flushed
+        if (auto r = reencrypt_finish(run.reg, run.dev, run.md, done); !r) return r.error();
+        out.finished = true;
+        return {};
+    };
     if (hot) {
         if (auto r = run.recover(hot->first, hot->second); !r) return r;
         p = hot->first;
-        if (auto r = map(p, 0); !r) return r;
         out.recovered = true;
+        if (p == 0) return finish();  // also for repair: nothing is left to run
+        if (auto r = map(p, 0); !r) return r;
     }
     if (opts.recover_only) return {};
     while (p > 0) {
@@ -465,12 +481,12 @@ Result<void> run_backward(Run& run, const ReencryptRunOptions& opts, ReencryptRu
         if (auto r = map(p, len); !r) return r;
         if (auto r = run.rekey(at, len); !r) return r;
         p = at;
+        if (p == 0) break;
         if (auto r = map(p, 0); !r) return r;
         if (opts.progress && !opts.progress(run.data_size - p, run.data_size)) return {};
     }
-    if (auto r = reencrypt_finish(run.reg, run.dev, run.md, run.st); !r) return r.error();
-    out.finished = true;
-    return {};
+    if (opts.progress) (void)opts.progress(run.data_size, run.data_size);
+    return finish();
 }
 
 }  // namespace
@@ -490,6 +506,21 @@ Result<ReencryptRunResult> reencrypt_run(Registry& reg, BackingStore& device, Co
     if ((run.st.mode != "reencrypt" && !plain_side) || (run.st.direction != "forward" && !backward) || run.st.seg_moved >= 0 ||
         (run.st.area_type != "checksum" && run.st.area_type != "journal" && run.st.area_type != "none"))
         return make_error(Status::Unsupported, "only a forward re-key (checksum, journal or none) is run yet");
+    if (backward && !run.st.crashed) {
+        // Every live segment linear: all data is plaintext and only the
+        // finish is left, which needs no key. cryptsetup's finish wipes each
+        // old keyslot's area before it drops the keyslot from the JSON, so
+        // killed there, a listed keyslot opens nothing any more.
+        bool all_plain = true;
+        for (const auto& [id, seg] : run.md.segments)
+            if (id != run.st.seg_previous && id != run.st.seg_final && seg.type != "linear") all_plain = false;
+        if (all_plain) {
+            if (auto r = reencrypt_finish(reg, device, run.md, run.st); !r) return r.error();
+            ReencryptRunResult out;
+            out.finished = true;
+            return out;
+        }
+    }
     Result<ReencryptKeys> keys = reencrypt_unlock(reg, device, run.md, run.st, passphrase);
     if (!keys) return keys.error();
     if (keys->old_key.empty() && !keys->new_key.empty()) {
@@ -598,11 +629,17 @@ Result<ReencryptRunResult> reencrypt_run(Registry& reg, BackingStore& device, Co
         if (hot->first != done) return bad("the crashed hotzone does not follow the finished data");
         if (auto r = run.recover(hot->first, hot->second); !r) return r.error();
         done = hot->first + hot->second;
-        if (auto r = reencrypt_write_progress(reg, device, run.md, run.st, run.data_size, done, 0); !r) return r.error();
-        if (auto r = run.reload(); !r) return r.error();
         out.recovered = true;
+        // As backward (run_backward): the map "all converted, not finished"
+        // is never written. A forward map with one live segment is
+        // cryptsetup 2.6.1's "nothing done" too (_offset_forward), and its
+        // resume would convert every sector a second time.
+        if (done < run.data_size) {
+            if (auto r = reencrypt_write_progress(reg, device, run.md, run.st, run.data_size, done, 0); !r) return r.error();
+            if (auto r = run.reload(); !r) return r.error();
+        }
     }
-    if (opts.recover_only) return out;
+    if (opts.recover_only && done < run.data_size) return out;  // a repair of the last hotzone finishes
 
     while (done < run.data_size) {
         const uint64_t len = std::min(out.hotzone, run.data_size - done);
@@ -611,11 +648,15 @@ Result<ReencryptRunResult> reencrypt_run(Registry& reg, BackingStore& device, Co
         if (auto r = run.reload(); !r) return r.error();
         if (auto r = run.rekey(done, len); !r) return r.error();
         done += len;
+        if (done == run.data_size) break;
         if (auto r = reencrypt_write_progress(reg, device, run.md, run.st, run.data_size, done, 0); !r) return r.error();
         if (auto r = run.reload(); !r) return r.error();
         if (opts.progress && !opts.progress(done, run.data_size)) return out;
     }
-    if (auto r = reencrypt_finish(reg, device, run.md, run.st); !r) return r.error();
+    if (opts.progress) (void)opts.progress(run.data_size, run.data_size);
+    ReencryptState fin = run.st;
+    fin.crashed = false;  // the last hotzone, still marked, is written and flushed
+    if (auto r = reencrypt_finish(reg, device, run.md, fin); !r) return r.error();
     out.finished = true;
     return out;
 }

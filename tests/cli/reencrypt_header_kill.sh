@@ -11,6 +11,18 @@
 # line gives the counts.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/kill_lib.sh"
+# A failure after a kill keeps what the kill left (killed.hdr, killed.img,
+# and the kill point) outside $TMP, to study with cryptsetup luksDump
+# --dump-json-metadata / --debug-json.
+fail() {
+    echo "FAIL: $*" >&2
+    if [[ -f $TMP/killed.hdr ]]; then
+        local keep
+        keep=$(mktemp -d /tmp/reencrypt_header_kill.XXXXXX)
+        cp "$TMP"/killed.* "$TMP/plain" "$keep"/ && echo "state left by the kill kept in $keep" >&2
+    fi
+    exit 1
+}
 BLKCRYPT=$(readlink -f "$BLKCRYPT")
 command -v cryptsetup >/dev/null || { echo "cryptsetup not installed: reencrypt --encrypt --header skipped"; exit 0; }
 KILLS=${KILLS:-5}
@@ -106,7 +118,23 @@ expect_exit 1 "$BLKCRYPT" reencrypt --encrypt --header "$HDR" --resilience datas
 grep -q "cannot be applied" "$TMP/stderr" || fail "datashift with --header: $(cat "$TMP/stderr")"
 cmp -s "$TMP/plain" "$IMG" || fail "a refused --encrypt wrote to the image"
 
+# settle BY WHAT: a reencryption a kill left mid-way, repaired when its
+# hotzone crashed, then resumed by BY (or by whom pick_resumer says).
+settle() {
+    local by=$1 what=$2
+    repair_if_crashed "$by" "$HDR" "$what" --header "$HDR"
+    pick_resumer "$by" "$HDR"
+    case $RESUMER in
+    cryptsetup) cs_resume "$what" ;;
+    blkcrypt) "$BLKCRYPT" reencrypt --resume-only --header "$HDR" --key-file "$TMP/pw" "$IMG" || fail "$what: blkcrypt resume" ;;
+    esac
+}
 runs=0 plain_left=0 midway=0 crashed=0
+# kill_at's hook: keep what the kill left, for fail().
+after_kill() {
+    cp "$HDR" "$TMP/killed.hdr" 2>/dev/null || rm -f "$TMP/killed.hdr"
+    cp "$IMG" "$TMP/killed.img" && echo "killed at ${1}s: ${*:2}" >"$TMP/killed.point"
+}
 # finish BY MODE WHAT: what a kill left, finished by BY, then checked.
 finish() {
     local by=$1 mode=$2 what=$3
@@ -120,19 +148,7 @@ finish() {
         "$BLKCRYPT" reencrypt --encrypt --header "$HDR" --resilience $mode "${FLAGS[@]}" "$IMG" || fail "$what: again"
     elif cryptsetup luksDump "$HDR" | grep -q online-reencrypt; then
         midway=$((midway + 1))
-        if cryptsetup luksDump "$HDR" | grep -q "in-reencryption"; then
-            crashed=$((crashed + 1))
-            if [[ $by == cryptsetup ]]; then
-                cryptsetup repair -q --disable-locks --header "$HDR" --key-file "$TMP/pw" "$IMG" || fail "$what: cs repair"
-            else
-                "$BLKCRYPT" repair --header "$HDR" --key-file "$TMP/pw" "$IMG" || fail "$what: blkcrypt repair"
-            fi
-        fi
-        if [[ $by == cryptsetup ]]; then
-            cs_resume "$what"
-        else
-            "$BLKCRYPT" reencrypt --resume-only --header "$HDR" --key-file "$TMP/pw" "$IMG" || fail "$what: blkcrypt resume"
-        fi
+        settle "$by" "$what"
     fi
     check_plain "$what"
 }
@@ -175,37 +191,34 @@ for mode in checksum journal; do
     cmp -s "$TMP/plain" "$IMG" || fail "cryptsetup's --decrypt --init-only, our run: not the plaintext"
 done
 
-# The decryption killed by SIGKILL, finished by the other tool. Not in CI
-# by default (DEC_KILLS=0): a run of this loop once ended with data that was
-# not the plaintext, not yet explained (docs/luks.md); DEC_KILLS=N runs it.
-dec_runs=0 dec_before=0 dec_midway=0 dec_crashed=0
-for ((i = 0; i < ${DEC_KILLS:-0}; i++)); do
+echo "reencrypt --encrypt --header kill loop: $runs kills, $plain_left before the metadata, $midway left mid-way" \
+    "($crashed in a hotzone, $repair_finished finished by blkcrypt's repair); $cs_end end states cryptsetup 2.6.1" \
+    "could not take itself, $cs_all_converted its repair left to be converted again (finished by blkcrypt); all finished"
+
+# The decryption killed by SIGKILL, finished by the other tool: DEC_KILLS
+# times (default 8, the CI size), each tool killed alternately, checksum
+# and journal in turn. Our whole run here takes ~0.5 s (the delay spans it,
+# its end included, where cryptsetup's repair of the last hotzone leaves
+# the map its resume would convert again: all_converted).
+crashed=0 repair_finished=0 cs_end=0 cs_all_converted=0
+dec_runs=0 dec_before=0 dec_midway=0
+for ((i = 0; i < ${DEC_KILLS:-8}; i++)); do
     cp "$TMP/img.enc" "$IMG" && cp "$TMP/hdr.enc" "$HDR"
+    mode=checksum
+    ((i / 2 % 2)) && mode=journal
     if ((i % 2 == 0)); then
-        by=cryptsetup t=$(delay 200)
-        kill_at "$t" "$BLKCRYPT" reencrypt --decrypt --header "$HDR" --hotzone-size $HZ "${FLAGS[@]}" "$IMG"
+        by=cryptsetup t=$(delay 500)
+        kill_at "$t" "$BLKCRYPT" reencrypt --decrypt --header "$HDR" --resilience $mode --hotzone-size $HZ "${FLAGS[@]}" "$IMG"
     else
         # cryptsetup benchmarks a PBKDF for its digest first (~1-2 s).
         by=blkcrypt t=$(delay 2500)
-        kill_at "$t" cryptsetup reencrypt --decrypt --header "$HDR" --hotzone-size $HZ "${FLAGS[@]}" "$IMG"
+        kill_at "$t" cryptsetup reencrypt --decrypt --header "$HDR" --resilience $mode --hotzone-size $HZ "${FLAGS[@]}" "$IMG"
     fi
-    what="--decrypt --header killed at ${t}s, $by finished"
+    what="--decrypt --header ($mode) killed at ${t}s, $by finished"
     dec_runs=$((dec_runs + 1))
     if cryptsetup luksDump "$HDR" | grep -q online-reencrypt; then
         dec_midway=$((dec_midway + 1))
-        if cryptsetup luksDump "$HDR" | grep -q "in-reencryption"; then
-            dec_crashed=$((dec_crashed + 1))
-            if [[ $by == cryptsetup ]]; then
-                cryptsetup repair -q --disable-locks --header "$HDR" --key-file "$TMP/pw" "$IMG" || fail "$what: cs repair"
-            else
-                "$BLKCRYPT" repair --header "$HDR" --key-file "$TMP/pw" "$IMG" || fail "$what: blkcrypt repair"
-            fi
-        fi
-        if [[ $by == cryptsetup ]]; then
-            cs_resume "$what"
-        else
-            "$BLKCRYPT" reencrypt --resume-only --header "$HDR" --key-file "$TMP/pw" "$IMG" || fail "$what: blkcrypt resume"
-        fi
+        settle "$by" "$what"
     elif cryptsetup luksDump "$HDR" | grep -q "crypt$"; then
         # Killed before the metadata landed: nothing changed.
         cmp -s "$TMP/img.enc" "$IMG" || fail "$what: the data changed before the metadata"
@@ -216,6 +229,6 @@ for ((i = 0; i < ${DEC_KILLS:-0}; i++)); do
 done
 
 echo "reencrypt --decrypt --header kill loop: $dec_runs kills, $dec_before before the metadata, $dec_midway left" \
-    "mid-way ($dec_crashed in a hotzone); all finished"
-echo "reencrypt --encrypt --header kill loop: $runs kills, $plain_left before the metadata, $midway left mid-way" \
-    "($crashed in a hotzone); $cs_end end states cryptsetup 2.6.1 could not take itself; all finished"
+    "mid-way ($crashed in a hotzone, $repair_finished finished by blkcrypt's repair); $cs_end end states cryptsetup" \
+    "2.6.1 could not take itself, $cs_all_converted its repair left to be converted again (finished by blkcrypt);" \
+    "all finished"

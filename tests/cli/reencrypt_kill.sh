@@ -32,10 +32,11 @@ recover() {
     if cryptsetup luksDump "$IMG" | grep -q "online-reencrypt"; then
         midway=$((midway + 1))
         repair_if_crashed "$by" "$IMG" "$what"
-        if [[ $by == cryptsetup ]]; then
+        pick_resumer "$by" "$IMG"
+        if [[ $RESUMER == cryptsetup ]]; then
             "${CS[@]}" reencrypt --force-offline-reencrypt --resume-only --key-file "$TMP/pw" "$IMG" ||
                 fail "$what: cryptsetup resume"
-        else
+        elif [[ $RESUMER == blkcrypt ]]; then
             "$BLKCRYPT" reencrypt --resume-only --key-file "$TMP/pw" "$IMG" || fail "$what: blkcrypt resume"
         fi
     fi
@@ -59,4 +60,6 @@ for mode in checksum journal; do
         recover blkcrypt "cryptsetup $mode killed at ${t}s, blkcrypt resumed"
     done
 done
-echo "reencrypt kill loop: $runs kills, $midway left mid-way, $crashed with a crashed hotzone; all recovered"
+echo "reencrypt kill loop: $runs kills, $midway left mid-way, $crashed with a crashed hotzone" \
+    "($repair_finished finished by blkcrypt's repair, $cs_all_converted left by cryptsetup's repair in the state" \
+    "its resume would convert again); all recovered"
