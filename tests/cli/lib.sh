@@ -60,3 +60,24 @@ grep_q() {
     all=$(cat)
     grep -q "$@" <<<"$all"
 }
+
+# make_test_certs DIR: a CA, a server (localhost, 127.0.0.1) and a client
+# certificate made with certtool in qemu's and nbdkit's layout
+# (ca-cert.pem, server-cert.pem, server-key.pem, client-*.pem); the CA's
+# key stays in $TMP.
+make_test_certs() {
+    local dir=$1 who
+    mkdir -p "$dir"
+    printf 'cn = blkcrypt test CA\nca\ncert_signing_key\nexpiration_days = 2\n' >"$TMP/ca.info"
+    printf 'cn = localhost\ndns_name = localhost\nip_address = 127.0.0.1\ntls_www_server\nencryption_key\nsigning_key\nexpiration_days = 2\n' >"$TMP/server.info"
+    printf 'cn = client\ntls_www_client\nencryption_key\nsigning_key\nexpiration_days = 2\n' >"$TMP/client.info"
+    ct() { certtool "$@" >/dev/null 2>&1 || fail "certtool $*"; }
+    ct --generate-privkey --outfile "$TMP/ca-key.pem"
+    ct --generate-self-signed --load-privkey "$TMP/ca-key.pem" --template "$TMP/ca.info" --outfile "$dir/ca-cert.pem"
+    for who in server client; do
+        ct --generate-privkey --outfile "$dir/$who-key.pem"
+        ct --generate-certificate --load-privkey "$dir/$who-key.pem" --load-ca-certificate "$dir/ca-cert.pem" \
+            --load-ca-privkey "$TMP/ca-key.pem" --template "$TMP/$who.info" --outfile "$dir/$who-cert.pem"
+    done
+    chmod 600 "$dir"/*-key.pem
+}

@@ -350,19 +350,7 @@ elif ! nbdkit --dump-config | grep -qx 'tls=yes'; then
     echo "this nbdkit was built without TLS: nbds:// tests skipped"
 else
     C=$TMP/certs
-    mkdir -p "$C"
-    printf 'cn = blkcrypt test CA\nca\ncert_signing_key\nexpiration_days = 2\n' >"$TMP/ca.info"
-    printf 'cn = localhost\ndns_name = localhost\nip_address = 127.0.0.1\ntls_www_server\nencryption_key\nsigning_key\nexpiration_days = 2\n' >"$TMP/server.info"
-    printf 'cn = client\ntls_www_client\nencryption_key\nsigning_key\nexpiration_days = 2\n' >"$TMP/client.info"
-    ct() { certtool "$@" >/dev/null 2>&1 || fail "certtool $*"; }
-    ct --generate-privkey --outfile "$TMP/ca-key.pem"
-    ct --generate-self-signed --load-privkey "$TMP/ca-key.pem" --template "$TMP/ca.info" --outfile "$C/ca-cert.pem"
-    for who in server client; do
-        ct --generate-privkey --outfile "$C/$who-key.pem"
-        ct --generate-certificate --load-privkey "$C/$who-key.pem" --load-ca-certificate "$C/ca-cert.pem" \
-            --load-ca-privkey "$TMP/ca-key.pem" --template "$TMP/$who.info" --outfile "$C/$who-cert.pem"
-    done
-    chmod 600 "$C"/*-key.pem
+    make_test_certs "$C"
     psktool -u alice -p "$TMP/keys.psk" >/dev/null 2>&1 || fail "psktool"
     psktool -u alice -p "$TMP/wrong.psk" >/dev/null 2>&1 || fail "psktool"
     # nbdkit_tls NAME ARGS...: nbdkit with TLS required on a free loopback

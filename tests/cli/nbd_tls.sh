@@ -27,19 +27,8 @@ URI="nbds+unix:///?socket=$SOCK"
 
 # --- credentials: a CA, a server and a client certificate (qemu's layout) --
 C=$TMP/certs
-mkdir -p "$C" "$TMP/noclient" "$TMP/psk"
-printf 'cn = blkcrypt test CA\nca\ncert_signing_key\nexpiration_days = 2\n' >"$TMP/ca.info"
-printf 'cn = localhost\ndns_name = localhost\nip_address = 127.0.0.1\ntls_www_server\nencryption_key\nsigning_key\nexpiration_days = 2\n' >"$TMP/server.info"
-printf 'cn = client\ntls_www_client\nencryption_key\nsigning_key\nexpiration_days = 2\n' >"$TMP/client.info"
-ct() { certtool "$@" >/dev/null 2>&1 || fail "certtool $*"; }
-ct --generate-privkey --outfile "$TMP/ca-key.pem"
-ct --generate-self-signed --load-privkey "$TMP/ca-key.pem" --template "$TMP/ca.info" --outfile "$C/ca-cert.pem"
-for who in server client; do
-    ct --generate-privkey --outfile "$C/$who-key.pem"
-    ct --generate-certificate --load-privkey "$C/$who-key.pem" --load-ca-certificate "$C/ca-cert.pem" \
-        --load-ca-privkey "$TMP/ca-key.pem" --template "$TMP/$who.info" --outfile "$C/$who-cert.pem"
-done
-chmod 600 "$C"/*-key.pem
+mkdir -p "$TMP/noclient" "$TMP/psk"
+make_test_certs "$C"
 cp "$C/ca-cert.pem" "$TMP/noclient/"   # a client that trusts the server but has no certificate
 psktool -u alice -p "$TMP/psk/keys.psk" >/dev/null 2>&1 || fail "psktool"
 psktool -u alice -p "$TMP/wrong.psk" >/dev/null 2>&1 || fail "psktool"
