@@ -589,6 +589,39 @@ std::vector<uint8_t> plaintext_n(const std::vector<uint8_t>& image, std::size_t 
     return buf;
 }
 
+// Crashes a run of START at every fourth store write up to WRITES, torn
+// each way in TEARS; resumes (and recovers) each crash and hands the
+// resulting image to CHECK. A crash after the final header write leaves a
+// finished header, which a resume refuses (only the wipe of the old
+// keyslots was lost). Returns {resumed, recovered}.
+std::pair<int, int> crash_sweep(const std::vector<uint8_t>& start, const luks2::ReencryptRunOptions& ro, int writes,
+                                const std::vector<std::size_t>& tears,
+                                const std::function<void(const std::vector<uint8_t>&)>& check) {
+    int resumed = 0, recovered = 0;
+    for (int at = 1; at <= writes; at += 4) {
+        for (std::size_t keep : tears) {
+            INFO("crash at write " << at << " of " << writes << " keeping " << keep);
+            testutil::TornStore torn(start, at, keep);
+            CHECK_FALSE(luks2::reencrypt_run(registry(), torn, text("pass"), ro).ok());
+            MemoryStore again(0);
+            again.data() = torn.image();
+            Result<std::optional<luks2::ReencryptState>> st = luks2::reencrypt_state(metadata_of(again.data(), true));
+            REQUIRE(st.ok());
+            if (st->has_value()) {
+                Result<luks2::ReencryptRunResult> rr = luks2::reencrypt_run(registry(), again, text("pass"), ro);
+                REQUIRE(rr.ok());
+                CHECK(rr->finished);
+                ++resumed;
+                recovered += rr->recovered;
+            } else {
+                CHECK(luks2::reencrypt_run(registry(), again, text("pass"), ro).status() == Status::Invalid);
+            }
+            check(again.data());
+        }
+    }
+    return {resumed, recovered};
+}
+
 }  // namespace
 
 TEST_CASE("luks2 reencrypt: the engine re-keys in steps, and resumes after a crash at any write", "[reencrypt]") {
@@ -615,31 +648,10 @@ TEST_CASE("luks2 reencrypt: the engine re-keys in steps, and resumes after a cra
         // block-atomic writes; any tear for journal).
         std::vector<std::size_t> tears = {0, 64};
         if (std::string(resilience) == "journal") tears = {1, testutil::TornStore::kHalfBytes};
-        int resumed = 0, recovered = 0;
-        for (int at = 1; at <= writes; at += 4) {
-            for (std::size_t keep : tears) {
-                INFO("crash at write " << at << " of " << writes << " keeping " << keep);
-                testutil::TornStore torn(start, at, keep);
-                CHECK_FALSE(luks2::reencrypt_run(registry(), torn, text("pass"), ro).ok());
-                MemoryStore again(0);
-                again.data() = torn.image();
-                // A crash after the final header write leaves a finished
-                // header (only the wipe of the old keyslots was lost).
-                Result<std::optional<luks2::ReencryptState>> st = luks2::reencrypt_state(metadata_of(again.data(), true));
-                REQUIRE(st.ok());
-                if (st->has_value()) {
-                    Result<luks2::ReencryptRunResult> rr = luks2::reencrypt_run(registry(), again, text("pass"), ro);
-                    REQUIRE(rr.ok());
-                    CHECK(rr->finished);
-                    ++resumed;
-                    recovered += rr->recovered;
-                } else {
-                    CHECK(luks2::reencrypt_run(registry(), again, text("pass"), ro).status() == Status::Invalid);
-                }
-                CHECK(same(plaintext_n(again.data(), plain.size(), &key), plain));
-                CHECK(key == kDataNew);
-            }
-        }
+        const auto [resumed, recovered] = crash_sweep(start, ro, writes, tears, [&](const std::vector<uint8_t>& image) {
+            CHECK(same(plaintext_n(image, plain.size(), &key), plain));
+            CHECK(key == kDataNew);
+        });
         CHECK(recovered > 0);
         WARN(resilience << ": " << resumed << " crashes resumed, " << recovered << " of them recovering a hotzone");
     }
@@ -904,28 +916,12 @@ TEST_CASE("luks2 reencrypt: an integrity profile is re-keyed, data and tags, and
         // Crash points over the whole run (every fourth write), each torn after its first
         // sector and in half: data without its tag, a tag without its data,
         // half a journal copy, half a header.
-        int resumed = 0, recovered = 0;
-        for (int at = 1; at <= writes; at += 4) {
-            for (std::size_t keep : {std::size_t{1}, testutil::TornStore::kHalfBytes}) {
-                INFO("crash at write " << at << " of " << writes << " keeping " << keep);
-                testutil::TornStore torn(start, at, keep);
-                CHECK_FALSE(luks2::reencrypt_run(registry(), torn, text("pass"), ro).ok());
-                MemoryStore again(0);
-                again.data() = torn.image();
-                Result<std::optional<luks2::ReencryptState>> st = luks2::reencrypt_state(metadata_of(again.data(), true));
-                REQUIRE(st.ok());
-                if (st->has_value()) {
-                    Result<luks2::ReencryptRunResult> rr = luks2::reencrypt_run(registry(), again, text("pass"), ro);
-                    REQUIRE(rr.ok());
-                    CHECK(rr->finished);
-                    ++resumed;
-                    recovered += rr->recovered;
-                }
-                CHECK(same(integrity_plain(again.data(), &key), plain));
+        const auto [resumed, recovered] =
+            crash_sweep(start, ro, writes, {1, testutil::TornStore::kHalfBytes}, [&](const std::vector<uint8_t>& image) {
+                CHECK(same(integrity_plain(image, &key), plain));
                 CHECK(key == new_key);
-                CHECK(meta_kept(again.data()));
-            }
-        }
+                CHECK(meta_kept(image));
+            });
         CHECK(recovered > 0);
         WARN(c.cipher << ": " << writes << " writes, " << resumed << " crashes resumed, " << recovered
                       << " of them recovering a hotzone");
