@@ -4,6 +4,7 @@
 // named and run by the dm-crypt engine; the metadata is reencrypt_meta.cpp's.
 #include "luks2_internal.hpp"
 
+#include <blkcrypt/dm/bio_ring.hpp>
 #include <blkcrypt/dm/block_device.hpp>
 #include <blkcrypt/dm/crypt_target.hpp>
 #include <blkcrypt/dm/plain_key.hpp>
@@ -130,6 +131,7 @@ struct Run {
     // The data through each key; null for a linear (plaintext) side.
     std::unique_ptr<dm::CryptTarget> old_t, new_t;
     std::vector<uint8_t> buf;  // rekey's chunk, kept from step to step (its pages stay mapped)
+    std::vector<uint8_t> pipe;  // rekey_pipelined's chunks, kept likewise
     // With an integrity profile: the two stacks cryptsetup would load, over
     // the one dm-integrity device (mode D: data and tag written in place,
     // the journal left clean), and its layout. Offsets are then logical
@@ -181,9 +183,48 @@ struct Run {
 
     Result<void> reload() { return detail::read_reencryption(reg, dev, md, st); }
 
+    // rekey of a whole hotzone between two keys: reads (decrypting on the
+    // old target's workers) and writes (encrypting on the new one's) stay
+    // in flight together, so one chunk goes out while the next converts;
+    // one at a time, the steps of a chunk would leave a core idle.
+    Result<void> rekey_pipelined(uint64_t at, uint64_t len) {
+        constexpr std::size_t kChunk = 1u << 20, kDepth = 4;
+        // A chunk's memory is read into and written from; it is reused once
+        // its write is retired: kDepth reads plus kDepth writes in flight.
+        pipe.resize(2 * kDepth * kChunk);
+        bool write_failed = false;
+        dm::BioRing writes(*new_t, kDepth, 0, [&](const dm::RetiredBio& r) {
+            if (r.status != Status::Ok) write_failed = true;
+            else data.start_writeback(base + r.sector * 512, r.data.size());  // out while the rest converts
+            return r.status;
+        });
+        dm::BioRing reads(*old_t, kDepth, 0, [&](const dm::RetiredBio& r) {
+            if (r.status != Status::Ok) return r.status;
+            const Status s = writes.submit(r.sector, dm::BioDir::Write, r.data);
+            if (s != Status::Ok) write_failed = true;
+            return s;
+        });
+        Status s = Status::Ok;
+        for (uint64_t pos = 0, i = 0; pos < len && s == Status::Ok; ++i) {
+            const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(kChunk, len - pos));
+            s = reads.submit((at + pos) / 512, dm::BioDir::Read, Bytes(pipe.data() + (i % (2 * kDepth)) * kChunk, n));
+            pos += n;
+        }
+        if (s == Status::Ok) s = reads.finish();
+        if (s == Status::Ok) s = writes.finish();
+        if (s != Status::Ok) {
+            reads.drain();
+            writes.drain();
+            return make_error(s, write_failed ? "cannot write the data" : "cannot read the data with " + old_seg.encryption);
+        }
+        if (Status f = data.flush(); f != Status::Ok) return make_error(f, "cannot flush the data");
+        return {};
+    }
+
     // Re-encrypts [at, at + len) of the data (offsets relative to the
     // data start), old key to new; with redo, only the blocks it marks.
     Result<void> rekey(uint64_t at, uint64_t len, const std::vector<bool>* redo = nullptr, uint64_t block = 0) {
+        if (!redo && old_t && new_t && !geo) return rekey_pipelined(at, len);
         buf.resize(std::max(buf.size(), static_cast<std::size_t>(std::min<uint64_t>(kIoChunk, len))));
         for (uint64_t pos = 0; pos < len;) {
             const uint64_t n = std::min<uint64_t>(kIoChunk, len - pos);
