@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 namespace blkcrypt::luks::luks2 {
 
@@ -91,6 +92,29 @@ Result<void> write_header_image(BackingStore& dev, const std::vector<uint8_t>& i
     if (Status s = write_flush(dev, 0, ConstBytes(img.data(), hdr_size)); s != Status::Ok)
         return make_error(s, "cannot write the LUKS2 header");
     return {};
+}
+
+// A header decryption may start from (decrypt_detached_init,
+// decrypt_shift_init), unlocked: both copies whole, no requirement, one
+// crypt segment without an integrity profile.
+struct Decryptable {
+    Header h;
+    luks::Volume vol;
+};
+Result<Decryptable> decryptable(Registry& reg, BackingStore& store, ConstBytes passphrase) {
+    Result<Header> h = read_header(reg, store);
+    if (!h) return h.error();
+    const Metadata& md = h->md;
+    if (!h->primary_ok || !h->secondary_ok)
+        return bad("a LUKS2 header copy is damaged; repair it (cryptsetup repair) before decrypting");
+    if (!md.config.requirements.empty()) return bad("the header has requirements (is it in reencryption already?)");
+    if (md.segments.size() != 1 || !md.segments.count(0) || md.segments.at(0).type != "crypt")
+        return bad("decryption needs one crypt data segment");
+    if (md.segments.at(0).integrity)
+        return make_error(Status::Unsupported, "Reencryption of device with integrity profile is not supported.");
+    Result<luks::Volume> vol = open(reg, store, passphrase);
+    if (!vol) return vol.error();
+    return Decryptable{std::move(*h), std::move(*vol)};
 }
 
 }  // namespace
@@ -230,18 +254,11 @@ Result<ReencryptState> decrypt_detached_init(Registry& reg, BackingStore& header
                                              const DecryptDetachedOptions& o) {
     if (o.resilience != "checksum" && o.resilience != "journal" && o.resilience != "none")
         return bad("Requested --resilience option cannot be applied to current reencryption operation.");
-    Result<Header> h = read_header(reg, header);
-    if (!h) return h.error();
-    const Metadata& md = h->md;
-    if (!h->primary_ok || !h->secondary_ok)
-        return bad("a LUKS2 header copy is damaged; repair it (cryptsetup repair) before decrypting");
-    if (!md.config.requirements.empty()) return bad("the header has requirements (is it in reencryption already?)");
-    if (md.segments.size() != 1 || !md.segments.count(0) || md.segments.at(0).type != "crypt")
-        return bad("decryption needs one crypt data segment");
+    Result<Decryptable> dh = decryptable(reg, header, passphrase);
+    if (!dh) return dh.error();
+    const Metadata& md = dh->h.md;
     const Segment& old = md.segments.at(0);
-    if (old.integrity) return make_error(Status::Unsupported, "Reencryption of device with integrity profile is not supported.");
-    Result<luks::Volume> vol = open(reg, header, passphrase);
-    if (!vol) return vol.error();
+    const luks::Volume* vol = &dh->vol;
     Result<json> rootr = raw_json(md);
     if (!rootr) return rootr.error();
     json root = std::move(*rootr);
@@ -265,6 +282,151 @@ Result<ReencryptState> decrypt_detached_init(Registry& reg, BackingStore& header
         return r.error();
     if (auto r = write_metadata(reg, header, md, root.dump()); !r) return r.error();
     return detail::persisted_state(reg, header);
+}
+
+Result<ReencryptState> decrypt_shift_init(Registry& reg, BackingStore& image, BackingStore& header, ConstBytes passphrase,
+                                          const DecryptShiftOptions& o) {
+    std::string type = o.resilience;
+    if (type == "checksum" || type == "journal") type = "datashift-" + type;
+    if (type != "datashift-checksum" && type != "datashift-journal")
+        return bad("Requested --resilience option cannot be applied to current reencryption operation.");
+    Result<Decryptable> dh = decryptable(reg, image, passphrase);
+    if (!dh) return dh.error();
+    const Metadata& md = dh->h.md;
+    const Segment& old = md.segments.at(0);
+    const uint64_t shift = old.offset;
+    if (shift == 0 || old.iv_tweak != 0 || old.size)
+        return bad("LUKS2 decryption with a data shift needs the data at an offset, to the end of the device");
+    const uint64_t align = std::max<uint64_t>({old.sector_size, 512, o.checksum_block});
+    if (shift % align) return bad("the data offset is not a multiple of " + u64s(align));
+    if (image.size() <= shift) return bad("the device ends before its data");
+    const uint64_t length = (image.size() - shift) / old.sector_size * old.sector_size;
+    const uint64_t moved = std::min(shift, length);
+    const uint64_t export_size = md.hdr_and_areas_size();
+    if (export_size > shift) return bad("the header areas overlap the data");
+    if (header.size() < export_size) return make_error(Status::IoError, "the new header file is too small");
+
+    Result<json> rootr = raw_json(md);
+    if (!rootr) return rootr.error();
+    json root = std::move(*rootr);
+    Result<int> reenc_ksr = detail::add_reencrypt_keyslot(root, md, {}, type, o.hash,
+                                                          std::max<uint32_t>(o.checksum_block, old.sector_size), "decrypt", "forward");
+    if (!reenc_ksr) return reenc_ksr.error();
+    const int reenc_ks = *reenc_ksr;
+    json& area = root["keyslots"][std::to_string(reenc_ks)]["area"];
+    area["shift_size"] = u64s(shift);
+    const uint64_t area_size = std::stoull(area["size"].get<std::string>());
+    if (type == "datashift-journal" && area_size < moved)
+        return bad("Moved segment too large. Requested size " + u64s(moved) + ", available space for: " + u64s(area_size) + ".");
+
+    // The future layout: the head's ciphertext at 0 (moved), the rest where
+    // it is; the plaintext ends at 0.
+    json prev = root["segments"]["0"];
+    json head = prev;
+    head["offset"] = "0";
+    head["size"] = u64s(moved);
+    json segs = json::object();
+    segs["0"] = head;
+    int next = 1;
+    if (length > moved) {
+        json rest = prev;
+        rest["offset"] = u64s(shift + moved);
+        rest["iv_tweak"] = u64s(moved / 512);
+        segs[std::to_string(next++)] = rest;
+    }
+    head["flags"] = json::array({"backup-moved-segment"});
+    segs[std::to_string(next++)] = head;
+    prev["flags"] = json::array({"backup-previous"});
+    segs[std::to_string(next++)] = prev;
+    segs[std::to_string(next++)] = json{{"type", "linear"}, {"offset", "0"}, {"size", "dynamic"}, {"flags", json::array({"backup-final"})}};
+    root["segments"] = segs;
+    const int old_digest = md.digest_for_keyslot(dh->vol.keyslot, 0);
+    if (old_digest < 0) return bad("the data segment has no digest");
+    json ids = json::array();
+    for (int i = 0; i < next - 1; ++i) ids.push_back(std::to_string(i));
+    root["digests"][std::to_string(old_digest)]["segments"] = ids;
+    root["config"]["requirements"]["mandatory"] = json::array({"online-reencrypt-v3"});
+    if (auto r = detail::add_reencrypt_digest(reg, root, md, reenc_ks, o.digest_iterations, dh->vol.table.key, {}); !r)
+        return r.error();
+    const std::string text = root.dump();
+
+    // The header exported as it is, then the head's ciphertext over it, then
+    // the reencryption written into NEW: until then NEW is a plain copy of
+    // the header, which describes the untouched ciphertext from S on.
+    std::vector<uint8_t> buf;
+    auto copy = [&](BackingStore& to, uint64_t dst, uint64_t src, uint64_t len) -> Result<void> {
+        for (uint64_t at = 0; at < len;) {
+            const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(kIoChunk, len - at));
+            buf.resize(n);
+            if (Status s = image.read(src + at, buf); s != Status::Ok) return make_error(s, "cannot read the device");
+            if (Status s = to.write(dst + at, buf); s != Status::Ok) return make_error(s, "cannot write");
+            at += n;
+        }
+        if (Status s = to.flush(); s != Status::Ok) return make_error(s, "cannot flush");
+        return {};
+    };
+    if (auto r = copy(header, 0, 0, export_size); !r) return r.error();
+    if (auto r = copy(image, 0, shift, moved); !r) return r.error();
+    if (auto r = write_metadata(reg, header, md, text); !r) return r.error();
+    return detail::persisted_state(reg, header);
+}
+
+Result<std::string> decrypt_shift_progress_json(const Metadata& md, const ReencryptState& st, uint64_t data_size,
+                                                uint64_t done, uint64_t hot, bool moved_hot) {
+    if (st.mode != "decrypt" || st.direction != "forward" || st.seg_moved < 0 || st.shift_size == 0)
+        return make_error(Status::Unsupported, "not a decryption with a data shift and a moved segment");
+    Result<json> rootr = raw_json(md);
+    if (!rootr) return rootr.error();
+    json root = std::move(*rootr);
+    const json& cur = root["segments"];
+    json prev = cur[std::to_string(st.seg_previous)], fin = cur[std::to_string(st.seg_final)],
+         mov = cur[std::to_string(st.seg_moved)];
+    const uint64_t shift = st.shift_size, moved = std::stoull(mov["size"].get<std::string>());
+    if (moved == 0 || moved > data_size || done < moved || done + hot > data_size || (moved_hot && (hot || done != data_size)))
+        return bad("decryption progress outside the data");
+    json out = json::object();
+    std::vector<std::string> crypt_ids;
+    int id = 0;
+    auto add = [&](json s) {
+        const std::string k = std::to_string(id++);
+        if (s["type"] == "crypt") crypt_ids.push_back(k);
+        out[k] = std::move(s);
+    };
+    auto linear = [](uint64_t off, std::optional<uint64_t> size, bool in_flight) {
+        json s{{"type", "linear"}, {"offset", u64s(off)}, {"size", size ? u64s(*size) : std::string("dynamic")}};
+        if (in_flight) s["flags"] = json::array({"in-reencryption"});
+        return s;
+    };
+    if (moved_hot) {
+        add(linear(0, moved, true));
+        if (data_size > moved) add(linear(moved, std::nullopt, false));
+    } else {
+        json m = mov;
+        m.erase("flags");
+        add(m);
+        const uint64_t end = done + hot;
+        if (done > moved) add(linear(moved, end == data_size && !hot ? std::nullopt : std::optional<uint64_t>(done - moved), false));
+        if (hot) add(linear(done, hot, true));
+        if (end < data_size) {
+            json o = prev;
+            o.erase("flags");
+            o["offset"] = u64s(shift + end);
+            o["iv_tweak"] = u64s(std::stoull(prev["iv_tweak"].get<std::string>()) + end / 512);
+            add(o);
+        }
+    }
+    // As cryptsetup's reencrypt_assign_segments_simple: the live ones, then
+    // backup-previous, backup-final, backup-moved-segment; the old digest
+    // takes the backups first, then the live crypt segments in order.
+    std::vector<std::string> live = crypt_ids;
+    crypt_ids.clear();
+    add(prev);
+    add(fin);
+    add(mov);
+    crypt_ids.insert(crypt_ids.end(), live.begin(), live.end());
+    root["segments"] = out;
+    root["digests"][std::to_string(st.digest_old)]["segments"] = crypt_ids;
+    return root.dump();
 }
 
 Result<std::string> encrypt_shift_progress_json(const Metadata& md, const ReencryptState& st, uint64_t done_from,
