@@ -48,6 +48,15 @@ void ImageLock::add(const std::string& path, const std::string& role) {
         if (errno == ENOENT) return;
         throw Failure(errno_message(path));
     }
+    // The same file twice (--header IMAGE) is held already: the command
+    // then says what is wrong with it, not that it is in use.
+    struct stat st {}, held {};
+    if (::fstat(fd, &st) == 0)
+        for (int h : fds_)
+            if (::fstat(h, &held) == 0 && held.st_dev == st.st_dev && held.st_ino == st.st_ino) {
+                ::close(fd);
+                return;
+            }
     fds_.push_back(fd);
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
         if (errno == EWOULDBLOCK)
