@@ -10,7 +10,6 @@
 #include <blkcrypt/luks/container.hpp>
 #include <blkcrypt/luks/reencrypt.hpp>
 #include <blkcrypt/luks/reencrypt_shift.hpp>
-#include <blkcrypt/random.hpp>
 #include <blkcrypt/registry.hpp>
 #include <blkcrypt/shash.hpp>
 
@@ -539,15 +538,8 @@ Result<ReencryptRunResult> run_decrypt_shift(Run& run, ConstBytes passphrase, co
     // The finish: the old ciphertext past the plaintext wiped, then the
     // header (cryptsetup wipes [D, D + S) too, before its keyslots go).
     auto finish = [&]() -> Result<ReencryptRunResult> {
-        std::vector<uint8_t> noise;
         const uint64_t end = std::min(size + shift, run.data.size());
-        for (uint64_t at = size; at < end;) {
-            noise.resize(static_cast<std::size_t>(std::min<uint64_t>(kIoChunk, end - at)));
-            if (auto r = random_bytes(noise); !r) return r.error();
-            if (Status s = run.data.write(at, noise); s != Status::Ok) return make_error(s, "cannot wipe the old data");
-            at += noise.size();
-        }
-        if (Status s = run.data.flush(); s != Status::Ok) return make_error(s, "cannot flush the data");
+        if (auto r = detail::wipe_random(run.data, size, end - size); !r) return r.error();
         ReencryptState fin = run.st;
         fin.crashed = false;  // the last hotzone's data is written and flushed
         if (auto r = reencrypt_finish(run.reg, run.dev, run.md, fin); !r) return r.error();

@@ -119,6 +119,34 @@ Result<Decryptable> decryptable(Registry& reg, BackingStore& store, ConstBytes p
 
 }  // namespace
 
+namespace detail {
+
+Result<void> copy_flushed(BackingStore& from, uint64_t src, BackingStore& to, uint64_t dst, uint64_t len) {
+    std::vector<uint8_t> buf;
+    for (uint64_t at = 0; at < len;) {
+        buf.resize(static_cast<std::size_t>(std::min<uint64_t>(kIoChunk, len - at)));
+        if (Status s = from.read(src + at, buf); s != Status::Ok) return make_error(s, "cannot read the data");
+        if (Status s = to.write(dst + at, buf); s != Status::Ok) return make_error(s, "cannot move the data");
+        at += buf.size();
+    }
+    if (Status s = to.flush(); s != Status::Ok) return make_error(s, "cannot flush the moved data");
+    return {};
+}
+
+Result<void> wipe_random(BackingStore& dev, uint64_t off, uint64_t len) {
+    std::vector<uint8_t> noise;
+    for (uint64_t at = 0; at < len;) {
+        noise.resize(static_cast<std::size_t>(std::min<uint64_t>(kIoChunk, len - at)));
+        if (auto r = random_bytes(noise); !r) return r.error();
+        if (Status s = dev.write(off + at, noise); s != Status::Ok) return make_error(s, "cannot wipe the old data");
+        at += noise.size();
+    }
+    if (Status s = dev.flush(); s != Status::Ok) return make_error(s, "cannot flush the wipe");
+    return {};
+}
+
+}  // namespace detail
+
 using detail::lowest_free;
 using detail::raw_json;
 
@@ -190,15 +218,7 @@ Result<ReencryptState> encrypt_shift_init(Registry& reg, BackingStore& device, C
     // keyslot areas, the secondary copy, the primary, each flushed. From the
     // secondary on, a crash leaves a header both tools read (and resume);
     // before it, the plaintext's head is whole in the moved copy.
-    std::vector<uint8_t> buf;
-    for (uint64_t at = 0; at < moved_size;) {
-        const std::size_t len = static_cast<std::size_t>(std::min<uint64_t>(kIoChunk, moved_size - at));
-        buf.resize(len);
-        if (Status s = device.read(at, buf); s != Status::Ok) return make_error(s, "cannot read the data");
-        if (Status s = device.write(moved + at, buf); s != Status::Ok) return make_error(s, "cannot move the data");
-        at += len;
-    }
-    if (Status s = device.flush(); s != Status::Ok) return make_error(s, "cannot flush the moved data");
+    if (auto r = detail::copy_flushed(device, 0, device, moved, moved_size); !r) return r.error();
     if (auto r = write_header_image(device, hdr->data(), md.hdr.hdr_size); !r) return r.error();
 
     return detail::persisted_state(reg, device);
@@ -353,20 +373,8 @@ Result<ReencryptState> decrypt_shift_init(Registry& reg, BackingStore& image, Ba
     // The header exported as it is, then the head's ciphertext over it, then
     // the reencryption written into NEW: until then NEW is a plain copy of
     // the header, which describes the untouched ciphertext from S on.
-    std::vector<uint8_t> buf;
-    auto copy = [&](BackingStore& to, uint64_t dst, uint64_t src, uint64_t len) -> Result<void> {
-        for (uint64_t at = 0; at < len;) {
-            const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(kIoChunk, len - at));
-            buf.resize(n);
-            if (Status s = image.read(src + at, buf); s != Status::Ok) return make_error(s, "cannot read the device");
-            if (Status s = to.write(dst + at, buf); s != Status::Ok) return make_error(s, "cannot write");
-            at += n;
-        }
-        if (Status s = to.flush(); s != Status::Ok) return make_error(s, "cannot flush");
-        return {};
-    };
-    if (auto r = copy(header, 0, 0, export_size); !r) return r.error();
-    if (auto r = copy(image, 0, shift, moved); !r) return r.error();
+    if (auto r = detail::copy_flushed(image, 0, header, 0, export_size); !r) return r.error();
+    if (auto r = detail::copy_flushed(image, shift, image, 0, moved); !r) return r.error();
     if (auto r = write_metadata(reg, header, md, text); !r) return r.error();
     return detail::persisted_state(reg, header);
 }
@@ -565,15 +573,7 @@ Result<ReencryptRunResult> encrypt_shift_run(Registry& reg, BackingStore& dev, C
         if (opts.progress && !opts.progress(g->length - done_from, g->length)) return out;
     }
     // The plaintext copy at the end goes before the header forgets it.
-    std::vector<uint8_t> noise;
-    for (uint64_t at = 0; at < g->moved_size;) {
-        const std::size_t len = static_cast<std::size_t>(std::min<uint64_t>(kIoChunk, g->moved_size - at));
-        noise.resize(len);
-        if (auto r = random_bytes(noise); !r) return r.error();
-        if (Status s = dev.write(g->moved + at, noise); s != Status::Ok) return make_error(s, "cannot wipe the moved segment");
-        at += len;
-    }
-    if (Status s = dev.flush(); s != Status::Ok) return make_error(s, "cannot flush the wipe");
+    if (auto r = detail::wipe_random(dev, g->moved, g->moved_size); !r) return r.error();
     if (auto r = reencrypt_finish(reg, dev, md, st); !r) return r.error();
     out.finished = true;
     return out;
