@@ -5,7 +5,7 @@
 # cryptsetup (skipped without it): --init-only equal to cryptsetup's (NEW's
 # JSON and IMAGE's bytes), full runs of each tool equal, --init-only and a
 # SIGINT of either tool resumed by the other, the refusals (IMAGE and NEW
-# untouched), then a SIGKILL loop: KILLS times (default 4) each tool is
+# untouched), then a SIGKILL loop: KILLS times (default 3) each tool is
 # killed at a random moment, the other repairs and resumes (cryptsetup's
 # repair of the last hotzone leaves the map its own resume would decrypt
 # twice: that goes to blkcrypt, counted), the plaintext compared each time.
@@ -13,7 +13,7 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/kill_lib.sh"
 BLKCRYPT=$(readlink -f "$BLKCRYPT")
 command -v cryptsetup >/dev/null || { echo "cryptsetup not installed: reencrypt --decrypt --header NEW skipped"; exit 0; }
-KILLS=${KILLS:-4}
+KILLS=${KILLS:-3}
 MiB=$((1024 * 1024))
 SIZE=$((24 * MiB)) SHIFT=$((2 * MiB))
 DATA=$((SIZE - SHIFT))
@@ -71,12 +71,19 @@ fresh
 cryptsetup reencrypt --decrypt --header "$HDR" --init-only "${FLAGS[@]}" "$IMG" || fail "cs --init-only"
 "$BLKCRYPT" reencrypt --decrypt --header "$HDR" --resume-only "${FLAGS[@]}" "$IMG" || fail "we resume cryptsetup's --init-only"
 check_plain "cryptsetup's --init-only, our run"
+# (Each full run timed, in ms, for the kill loop's delays: the machine's
+# load changes them several times over.)
+now_ms() { echo $((${EPOCHREALTIME/./} / 1000)); }
 fresh
+t0=$(now_ms)
 cryptsetup reencrypt --decrypt --header "$HDR" "${FLAGS[@]}" "$IMG" || fail "cryptsetup's full run"
+cs_ms=$(($(now_ms) - t0))
 check_plain "cryptsetup's full run"
 norm "$HDR" >cs_done.json
 fresh
+t0=$(now_ms)
 "$BLKCRYPT" reencrypt --decrypt --header "$HDR" "${FLAGS[@]}" "$IMG" || fail "our full run"
+our_ms=$(($(now_ms) - t0))
 check_plain "our full run"
 norm "$HDR" >our_done.json
 diff cs_done.json our_done.json >&2 || fail "our finished NEW differs from cryptsetup's"
@@ -86,9 +93,9 @@ cmp -s -i $DATA:$DATA -n $SHIFT enc "$IMG" && fail "the old ciphertext past the 
 # --- SIGINT after a step of either tool, resumed by the other: a bigger
 # image (a run of ours takes a fraction of a second), SIGINT after a delay
 # that grows until a run stops mid-way.
-random_file bigplain $((96 * MiB))
+random_file bigplain $((48 * MiB))
 cp bigplain big
-truncate -s $((100 * MiB)) big
+truncate -s $((52 * MiB)) big
 cryptsetup reencrypt --encrypt --type luks2 --reduce-device-size $((2 * SHIFT)) "${FLAGS[@]}" big 2>/dev/null || fail "big"
 for by in blkcrypt cryptsetup; do
     stopped=
@@ -117,7 +124,7 @@ for by in blkcrypt cryptsetup; do
     else
         "$BLKCRYPT" reencrypt --decrypt --header "$HDR" --resume-only "${FLAGS[@]}" "$IMG" || fail "we resume cs's SIGINT"
     fi
-    cmp -s -n $((96 * MiB)) bigplain "$IMG" || fail "$by interrupted, the other resumed: not the plaintext"
+    cmp -s -n $((48 * MiB)) bigplain "$IMG" || fail "$by interrupted, the other resumed: not the plaintext"
 done
 rm -f big bigplain
 
@@ -233,9 +240,11 @@ finish() {
         rm -f "$HDR"
         "$BLKCRYPT" reencrypt --decrypt --header "$HDR" "${FLAGS[@]}" "$IMG" || fail "$what: decrypt again"
     else
-        # Killed between the head's copy and the metadata: NEW is the plain
-        # copy of the header, the ciphertext from S on untouched; the header
-        # is put back and the decryption starts again.
+        # IMAGE's header gone before NEW held the metadata (cryptsetup
+        # wipes IMAGE's signature before its PBKDF2 benchmark; either tool
+        # then copies the head over it): NEW is the plain copy of the
+        # header, the ciphertext from S on untouched; the header is put
+        # back and the decryption starts again.
         init_torn=$((init_torn + 1))
         cryptsetup isLuks "$HDR" || fail "$what: IMAGE lost its header and NEW holds none"
         dd if="$HDR" of="$IMG" bs=1M count=$((SHIFT / MiB)) conv=notrunc status=none
@@ -248,13 +257,12 @@ finish() {
 }
 for ((i = 0; i < 2 * KILLS; i++)); do
     fresh
-    # Our run takes under 0.1 s here; cryptsetup's spends its first ~0.7 s
-    # benchmarking PBKDF2 (the verification digest), IMAGE's signature
-    # already wiped, then ~0.1 s on the data.
-    if ((i % 2 == 0)); then t=$(delay 90); else
-        r=$((550 + RANDOM % 350))
-        t=$(printf '%d.%03d' $((r / 1000)) $((r % 1000)))
-    fi
+    # A moment within a full run as timed above: ours anywhere in it;
+    # cryptsetup's in its last fifth or just after (its first ~90%
+    # benchmark PBKDF2 for the verification digest, IMAGE's signature
+    # already wiped).
+    if ((i % 2 == 0)); then r=$((RANDOM % (our_ms + 10))); else r=$((cs_ms * 4 / 5 + RANDOM % (cs_ms / 4 + 20))); fi
+    t=$(printf '%d.%03d' $((r / 1000)) $((r % 1000)))
     if ((i % 2 == 0)); then
         kill_at "$t" "$BLKCRYPT" reencrypt --decrypt --header "$HDR" "${FLAGS[@]}" "$IMG"
         finish cryptsetup "blkcrypt killed at ${t}s, cryptsetup finished"
@@ -264,5 +272,5 @@ for ((i = 0; i < 2 * KILLS; i++)); do
     fi
 done
 echo "reencrypt --decrypt --header NEW kill loop: $runs kills, $before before the head was copied," \
-    "$init_torn between the copy and the metadata, $after after the finish, $midway mid-way ($crashed in a hotzone, $repair_finished finished by" \
+    "$init_torn with IMAGE's header gone before NEW held the metadata, $after after the finish, $midway mid-way ($crashed in a hotzone, $repair_finished finished by" \
     "blkcrypt's repair, $cs_all_converted left by cryptsetup's repair as the map it would decrypt twice); all finished"
