@@ -531,6 +531,9 @@ Result<ReencryptRunResult> run_decrypt_shift(Run& run, ConstBytes passphrase, co
     if (done > size || (hot && hot->first + hot->second > size))
         return bad("the device ends before the data this reencryption already converted (it shrank?): "
                    "restore its size, then resume");
+    if (done % align || (hot && (hot->first % align || hot->second == 0 || hot->second % align ||
+                                 (hot->first == 0 ? hot->second != moved : hot->first != done || hot->second > shift))))
+        return bad("the segment map is not one of a decryption with a data shift");
 
     ReencryptRunResult out;
     out.data_size = size;

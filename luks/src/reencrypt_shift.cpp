@@ -389,7 +389,8 @@ Result<std::string> decrypt_shift_progress_json(const Metadata& md, const Reencr
     const json& cur = root["segments"];
     json prev = cur[std::to_string(st.seg_previous)], fin = cur[std::to_string(st.seg_final)],
          mov = cur[std::to_string(st.seg_moved)];
-    const uint64_t shift = st.shift_size, moved = std::stoull(mov["size"].get<std::string>());
+    const Segment& moved_seg = md.segments.at(st.seg_moved);
+    const uint64_t shift = st.shift_size, moved = moved_seg.size.value_or(0);
     if (moved == 0 || moved > data_size || done < moved || done + hot > data_size || (moved_hot && (hot || done != data_size)))
         return bad("decryption progress outside the data");
     json out = json::object();
@@ -419,7 +420,7 @@ Result<std::string> decrypt_shift_progress_json(const Metadata& md, const Reencr
             json o = prev;
             o.erase("flags");
             o["offset"] = u64s(shift + end);
-            o["iv_tweak"] = u64s(std::stoull(prev["iv_tweak"].get<std::string>()) + end / 512);
+            o["iv_tweak"] = u64s(md.segments.at(st.seg_previous).iv_tweak + end / 512);
             add(o);
         }
     }

@@ -200,11 +200,12 @@ while time.time() < end:
 sys.exit(1)
 PY
     wait $pid 2>/dev/null || true
-    [[ -n $caught ]] && cryptsetup luksDump "$HDR" | grep -q online-reencrypt-v3 && break
+    # (The poll reads the JSON without its checksum: a kill before the
+    # binary header landed leaves the previous map, the last hotzone's.)
+    [[ -n $caught ]] && all_converted "$HDR" && break
     caught=
 done
 if [[ -n $caught ]]; then
-    all_converted "$HDR" || fail "kill_lib's all_converted misses the decrypt-shift map"
     cp "$IMG" cs.img && cp "$HDR" cs.hdr
     cryptsetup reencrypt --decrypt --header cs.hdr --resume-only "${FLAGS[@]}" cs.img 2>/dev/null || true
     cmp -s -n $DATA ref cs.img && fail "cryptsetup 2.6.1 resumed its last map to the plaintext (fixed? update docs/luks.md)"
