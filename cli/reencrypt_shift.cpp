@@ -13,13 +13,13 @@
 #include <blkcrypt/luks/luks2.hpp>
 #include <blkcrypt/luks/reencrypt_shift.hpp>
 
-#include <atomic>
 #include <cctype>
 #include <csignal>
-#include <optional>
 #include <iostream>
+#include <optional>
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -153,29 +153,29 @@ void refuse_other_header(const ReencryptRequest& rq) {
                   "own header, give --header a file that does not exist yet; nothing was changed");
 }
 
-// SIGINT, SIGTERM and SIGHUP held over the init of a --decrypt --header
+// SIGINT, SIGTERM and SIGHUP blocked over the init of a --decrypt --header
 // NEW (NEW written, the head copied over IMAGE's header, NEW's metadata):
-// a signal then stops the command after it, with NEW whole and resumable,
-// never half written.
-std::atomic<int> g_init_signal{0};
-extern "C" void on_init_signal(int sig) { g_init_signal.store(sig); }
-class HeldSignals {
+// one that came meanwhile stops the command after it (take()), with NEW
+// whole and resumable, never half written.
+class BlockedSignals {
 public:
-    HeldSignals() {
-        struct sigaction sa {};
-        sa.sa_handler = on_init_signal;
-        sigemptyset(&sa.sa_mask);
-        for (std::size_t i = 0; i < std::size(kHeld); ++i) ::sigaction(kHeld[i], &sa, &old_[i]);
+    BlockedSignals() {
+        sigemptyset(&set_);
+        for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set_, sig);
+        ::pthread_sigmask(SIG_BLOCK, &set_, &old_);
     }
-    ~HeldSignals() {
-        for (std::size_t i = 0; i < std::size(kHeld); ++i) ::sigaction(kHeld[i], &old_[i], nullptr);
+    ~BlockedSignals() { ::pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
+    BlockedSignals(const BlockedSignals&) = delete;
+    BlockedSignals& operator=(const BlockedSignals&) = delete;
+    // The signal that came while blocked (consumed), 0 if none.
+    int take() {
+        const struct timespec now {};
+        const int sig = ::sigtimedwait(&set_, nullptr, &now);
+        return sig > 0 ? sig : 0;
     }
-    HeldSignals(const HeldSignals&) = delete;
-    HeldSignals& operator=(const HeldSignals&) = delete;
 
 private:
-    static constexpr int kHeld[] = {SIGINT, SIGTERM, SIGHUP};
-    struct sigaction old_[3] {};
+    sigset_t set_ {}, old_ {};
 };
 
 // --decrypt --header NEW, NEW not existing, of an image holding its LUKS2
@@ -203,7 +203,7 @@ int decrypt_shift(const ReencryptRequest& rq) {
         export_size = h->md.hdr_and_areas_size();
     }
     const blkcrypt::SecureBuffer pass = reencrypt_passphrase(rq);
-    std::optional<HeldSignals> held(std::in_place);
+    std::optional<BlockedSignals> blocked(std::in_place);
     const int fd = ::open(rq.header_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) throw Failure(errno_message(rq.header_path));
     const bool sized = ::ftruncate(fd, static_cast<off_t>(export_size)) == 0;
@@ -226,9 +226,10 @@ int decrypt_shift(const ReencryptRequest& rq) {
         }
         throw Failure(r.error().message + "; IMAGE's header is now only in " + rq.header_path + ", keep it");
     }
-    held.reset();
+    const int sig = blocked->take();
+    blocked.reset();
     if (vm["verbose"].as<bool>()) std::cout << "Reencryption initialized.\n";
-    if (const int sig = g_init_signal.load())
+    if (sig)
         throw StatusFailure("Reencryption interrupted after its initialisation (resume with blkcrypt or cryptsetup "
                             "reencrypt --decrypt --resume-only --header " + rq.header_path + ")", 128 + sig);
     if (rq.init_only) return 0;
