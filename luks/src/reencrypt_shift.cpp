@@ -322,6 +322,11 @@ Result<ReencryptState> decrypt_shift_init(Registry& reg, BackingStore& image, Ba
     if (image.size() <= shift) return bad("the device ends before its data");
     const uint64_t length = (image.size() - shift) / old.sector_size * old.sector_size;
     const uint64_t moved = std::min(shift, length);
+    // The moved segment is decrypted in place under the area's checksums,
+    // one per block: a partial last block would go unprotected.
+    if (type == "datashift-checksum" && moved % std::max<uint64_t>(o.checksum_block, old.sector_size))
+        return bad("the data (" + u64s(length) + " bytes) is shorter than the data offset and not a multiple of the "
+                   "checksum block " + u64s(o.checksum_block) + ": use --resilience journal");
     const uint64_t export_size = md.hdr_and_areas_size();
     if (export_size > shift) return bad("the header areas overlap the data");
     if (header.size() < export_size) return make_error(Status::IoError, "the new header file is too small");
