@@ -48,6 +48,15 @@ void ImageLock::add(const std::string& path, const std::string& role) {
         if (errno == ENOENT) return;
         throw Failure(errno_message(path));
     }
+    // The same file twice (--header IMAGE) is held already: the command
+    // then says what is wrong with it, not that it is in use.
+    struct stat st {}, held {};
+    if (::fstat(fd, &st) == 0)
+        for (int h : fds_)
+            if (::fstat(h, &held) == 0 && held.st_dev == st.st_dev && held.st_ino == st.st_ino) {
+                ::close(fd);
+                return;
+            }
     fds_.push_back(fd);
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
         if (errno == EWOULDBLOCK)
@@ -180,7 +189,8 @@ void add_reencrypt_options(CommandLine& cl) {
         ("encrypt", po::bool_switch(), "encrypt a plain IMAGE in place as LUKS2: the header in its first --reduce-device-size/2 bytes (the data "
          "moved), or in a detached --header FILE")
         ("new,N", po::bool_switch(), "cryptsetup's name for --encrypt")
-        ("decrypt", po::bool_switch(), "decrypt IMAGE in place (LUKS2 with a detached --header only)")
+        ("decrypt", po::bool_switch(), "decrypt IMAGE in place (LUKS2): with a detached --header FILE, or with --header NEW (a file that does not exist "
+         "yet) for a header inside IMAGE: the header is exported to NEW and the data shifted back to offset 0")
         ("init-only", po::bool_switch(), "LUKS2: write the reencryption metadata only; resume it later")
         ("resume-only", po::bool_switch(), "LUKS2: resume a reencryption already initialised (by either tool)")
         // The new data segment.
@@ -193,7 +203,8 @@ void add_reencrypt_options(CommandLine& cl) {
         ("volume-key-file", po::value<std::string>()->value_name("FILE"), "the new volume key, from FILE")
         // How.
         ("resilience", po::value<std::string>()->value_name("MODE"),
-         "LUKS2 hotzone protection: checksum (default), journal, none; datashift with --reduce-device-size")
+         "LUKS2 hotzone protection: checksum (default), journal, none; datashift with --reduce-device-size; "
+         "datashift-checksum (default) or datashift-journal with --decrypt --header NEW")
         ("resilience-hash", po::value<std::string>()->value_name("HASH"), "checksum resilience: the hash (default: sha256)")
         ("hotzone-size", bytes_value<uint64_t>(512, UINT64_MAX)->value_name("BYTES"),
          "LUKS2: at most BYTES rewritten per step (default: as much as the resilience area covers)")
@@ -204,7 +215,9 @@ void add_reencrypt_options(CommandLine& cl) {
          "the data moves BYTES/2 on (a multiple of 8 KiB)")
         ("offset,o", number_value<uint64_t>(0, UINT64_MAX / 512)->value_name("SECTORS"),
          "--encrypt: the data offset of the new header, 512-byte sectors")
-        ("header", po::value<std::string>()->value_name("FILE"), "the LUKS header is in FILE (detached), not IMAGE")
+        ("header", po::value<std::string>()->value_name("FILE"),
+         "the LUKS header is in FILE (detached), not IMAGE; --decrypt with a FILE that does not exist: IMAGE's own header "
+         "is exported to it")
         ("type,M", po::value<std::string>()->value_name("luks|luks1|luks2"),
          "the LUKS version IMAGE must have (--encrypt: the one made; default luks2)")
         // The passphrase.

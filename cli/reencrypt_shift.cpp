@@ -14,9 +14,12 @@
 #include <blkcrypt/luks/reencrypt_shift.hpp>
 
 #include <cctype>
+#include <csignal>
 #include <iostream>
+#include <optional>
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -121,6 +124,118 @@ int encrypt_detached(const ReencryptRequest& rq) {
     return run_luks2_reencryption(rq, pass);
 }
 
+// --header NEW must be a header file: an existing one (the detached case)
+// a regular file or a block device, never IMAGE itself; and while IMAGE
+// holds its own LUKS header, an existing LUKS header in NEW that is not in
+// reencryption belongs to something else (cryptsetup would decrypt IMAGE
+// with its key): refused, nothing written.
+void refuse_other_header(const ReencryptRequest& rq) {
+    struct stat hs {}, is {};
+    if (::stat(rq.header_path.c_str(), &hs) != 0) throw Failure(errno_message(rq.header_path));
+    if (!S_ISREG(hs.st_mode) && !S_ISBLK(hs.st_mode))
+        throw Failure("--header " + rq.header_path + " is not a regular file or a block device; nothing was changed");
+    if (::stat(rq.image.c_str(), &is) == 0 && is.st_dev == hs.st_dev && is.st_ino == hs.st_ino)
+        throw Failure("--header " + rq.header_path + " is IMAGE itself: to decrypt a header inside IMAGE, give --header "
+                      "a new file (the header is exported to it); nothing was changed");
+    auto image = blkcrypt::open_file_store(rq.image, false);
+    if (!image) throw Failure(image.error().message);
+    if (!luks::detect(**image)) return;
+    auto hdr = blkcrypt::open_file_store(rq.header_path, false);
+    if (!hdr) throw Failure(hdr.error().message);
+    auto hv = luks::detect(**hdr);
+    if (!hv || *hv != luks::Version::Luks2) return;
+    auto h = luks2::read_header(registry(), **hdr);
+    if (!h) return;
+    auto rs = luks2::reencrypt_state(h->md);
+    if (rs && *rs) return;
+    throw Failure("Device " + rq.image + " holds its own LUKS header, and --header " + rq.header_path +
+                  " is another LUKS header, not in reencryption: refusing to decrypt IMAGE with it. To decrypt IMAGE's "
+                  "own header, give --header a file that does not exist yet; nothing was changed");
+}
+
+// SIGINT, SIGTERM and SIGHUP blocked over the init of a --decrypt --header
+// NEW (NEW written, the head copied over IMAGE's header, NEW's metadata):
+// one that came meanwhile stops the command after it (take()), with NEW
+// whole and resumable, never half written.
+class BlockedSignals {
+public:
+    BlockedSignals() {
+        sigemptyset(&set_);
+        for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set_, sig);
+        ::pthread_sigmask(SIG_BLOCK, &set_, &old_);
+    }
+    ~BlockedSignals() { ::pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
+    BlockedSignals(const BlockedSignals&) = delete;
+    BlockedSignals& operator=(const BlockedSignals&) = delete;
+    // The signal that came while blocked (consumed), 0 if none.
+    int take() {
+        const struct timespec now {};
+        const int sig = ::sigtimedwait(&set_, nullptr, &now);
+        return sig > 0 ? sig : 0;
+    }
+
+private:
+    sigset_t set_ {}, old_ {};
+};
+
+// --decrypt --header NEW, NEW not existing, of an image holding its LUKS2
+// header (cryptsetup's decrypt_luks2 exporting the header, then the data
+// shifted back to offset 0): NEW is created (0600, never over anything),
+// the init writes it and the moved segment, the run decrypts.
+int decrypt_shift(const ReencryptRequest& rq) {
+    const auto& vm = rq.vm;
+    if (rq.resume_only) throw Failure("Device " + rq.header_path + " does not exist or access denied.");
+    for (const char* o : {"device-size", "reduce-device-size"})
+        if (vm.count(o)) throw Failure(std::string("--") + o + " with --decrypt is not supported yet");
+    luks2::DecryptShiftOptions o;
+    if (vm.count("resilience")) o.resilience = vm["resilience"].as<std::string>();
+    if (vm.count("resilience-hash")) o.hash = vm["resilience-hash"].as<std::string>();
+    uint64_t export_size = 0;
+    {
+        auto image = open_container_image(rq.image, false, "IMAGE");
+        auto v = luks::detect(*image);
+        if (!v) throw Failure("Device " + rq.image + " is not a valid LUKS device.");
+        if (*v != luks::Version::Luks2) throw Failure("LUKS1 decryption in place is not supported; use luks decrypt");
+        auto h = luks2::read_header(registry(), *image);
+        if (!h) throw Failure(h.error().message);
+        if (auto rs = luks2::reencrypt_state(h->md); rs && *rs)
+            throw Failure("Device " + rq.image + " is in reencryption already; resume it with its own header");
+        export_size = h->md.hdr_and_areas_size();
+    }
+    const blkcrypt::SecureBuffer pass = reencrypt_passphrase(rq);
+    std::optional<BlockedSignals> blocked(std::in_place);
+    const int fd = ::open(rq.header_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) throw Failure(errno_message(rq.header_path));
+    const bool sized = ::ftruncate(fd, static_cast<off_t>(export_size)) == 0;
+    ::close(fd);
+    blkcrypt::Result<luks2::ReencryptState> r = blkcrypt::make_error(blkcrypt::Status::IoError, errno_message(rq.header_path));
+    if (sized) {
+        auto image = open_container_image(rq.image, true, "IMAGE");
+        auto hdr = blkcrypt::open_file_store(rq.header_path, true);
+        if (!hdr) r = hdr.error();
+        else r = luks2::decrypt_shift_init(registry(), *image, **hdr, pass, o);
+    }
+    if (!r) {
+        // NEW goes unless IMAGE lost its header to the moved data: NEW then
+        // holds the only copy (it describes the ciphertext from the old
+        // data offset on, untouched).
+        auto image = blkcrypt::open_file_store(rq.image, false);
+        if (image && luks::detect(**image)) {
+            ::unlink(rq.header_path.c_str());
+            throw Failure(r.error().message + "; nothing was changed");
+        }
+        throw Failure(r.error().message + "; IMAGE's header is now only in " + rq.header_path + ", keep it");
+    }
+    const int sig = blocked->take();
+    blocked.reset();
+    if (vm["verbose"].as<bool>()) std::cout << "Reencryption initialized.\n";
+    if (sig)
+        throw StatusFailure("Reencryption interrupted after its initialisation (resume with blkcrypt or cryptsetup "
+                            "reencrypt --decrypt --resume-only --header " + rq.header_path + ")", 128 + sig);
+    if (rq.init_only) return 0;
+    return run_luks2_reencryption(rq, pass);
+}
+
 }  // namespace
 
 int reencrypt_encrypt(const ReencryptRequest& rq) {
@@ -176,10 +291,10 @@ int reencrypt_encrypt(const ReencryptRequest& rq) {
 // linear segment and no keyslots, as cryptsetup leaves it.
 int reencrypt_decrypt(const ReencryptRequest& rq) {
     const auto& vm = rq.vm;
-    if (!rq.detached)
-        throw Failure("reencrypt --decrypt of a header inside IMAGE (--header NEW, the data shifted back) is not "
-                      "supported yet; use luks decrypt into a new file");
+    if (!rq.detached) throw Failure("LUKS2 decryption requires --header option.");
     struct stat st {};
+    if (::lstat(rq.header_path.c_str(), &st) != 0 && errno == ENOENT) return decrypt_shift(rq);
+    refuse_other_header(rq);
     for (const std::string& p : {rq.image, rq.header_path})
         if (::stat(p.c_str(), &st) != 0)
             throw StatusFailure("Device " + p + " does not exist or access denied.", kExitNoDevice);

@@ -61,6 +61,11 @@ Result<void> add_reencrypt_digest(Registry& reg, nlohmann::ordered_json& root, c
                                   uint32_t iterations, ConstBytes vk_old, ConstBytes vk_new);
 // and the state read back from the header once written.
 Result<ReencryptState> persisted_state(Registry& reg, BackingStore& header);
+// The data moves of the data-shift modes (reencrypt_shift.cpp): len bytes
+// copied from `from` at src to `to` at dst a chunk at a time, then `to`
+// flushed; [off, off + len) of dev overwritten with random bytes, flushed.
+Result<void> copy_flushed(BackingStore& from, uint64_t src, BackingStore& to, uint64_t dst, uint64_t len);
+Result<void> wipe_random(BackingStore& dev, uint64_t off, uint64_t len);
 
 // The header of a device in reencryption, and its state (the engines reload
 // both after each metadata write); an error when none is in progress.

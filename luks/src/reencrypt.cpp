@@ -530,6 +530,151 @@ Result<void> run_backward(Run& run, const ReencryptRunOptions& opts, ReencryptRu
     return finish();
 }
 
+// cryptsetup's --decrypt --header NEW of an in-device header (v3, a data
+// shift): the ciphertext of data x lies at S + x (the head's, [0, M), also
+// at 0: the moved segment), the plaintext goes to x. Forward from M in
+// hotzones of S bytes (each read from S further on, so a crashed one is
+// re-read from its source: datashift), then the moved segment decrypted in
+// place under the area's checksum or journal, then the tail wiped and the
+// header finished.
+Result<ReencryptRunResult> run_decrypt_shift(Run& run, ConstBytes passphrase, const ReencryptRunOptions& opts) {
+    if (run.st.repair_needed) return bad("Reencryption metadata is invalid; run cryptsetup repair first.");
+    if (run.st.direction != "forward" || (run.st.area_type != "datashift-checksum" && run.st.area_type != "datashift-journal"))
+        return make_error(Status::Unsupported, "a decryption with a moved segment must be forward, datashift-checksum or -journal");
+    const Segment mov = run.md.segments.at(run.st.seg_moved), prev = run.md.segments.at(run.st.seg_previous);
+    const uint64_t shift = run.st.shift_size, moved = mov.size.value_or(0);
+    if (mov.type != "crypt" || prev.type != "crypt" || mov.offset != 0 || prev.offset != shift || prev.iv_tweak != 0 ||
+        run.md.segments.at(run.st.seg_final).type != "linear" || moved == 0)
+        return bad("the backup segments do not describe a decryption with a data shift");
+    const uint64_t align = std::max<uint64_t>(prev.sector_size, 512);
+    if (run.data.size() < shift + moved) return bad("the device ends before its data (has it shrunk?)");
+    const uint64_t size = (run.data.size() - shift) / align * align;
+    if (moved > size) return bad("the device ends before its moved segment (has it shrunk?)");
+
+    // Where the data stands.
+    uint64_t done = moved;
+    bool pending_crypt = false, plain_head = false;
+    std::optional<std::pair<uint64_t, uint64_t>> hot;
+    for (const auto& [sid, seg] : run.md.segments) {
+        const int id = sid;
+        const Segment& s = seg;
+        if (id == run.st.seg_previous || id == run.st.seg_final || id == run.st.seg_moved) continue;
+        if (has_flag(s, "in-reencryption")) {
+            hot = std::make_pair(s.offset, s.size.value_or(0));
+        } else if (s.type == "crypt") {
+            pending_crypt = true;
+        } else if (s.offset == moved && moved > 0 && !plain_head) {
+            done = s.size ? moved + *s.size : size;
+        } else if (s.offset == 0) {
+            plain_head = true;  // the moved segment already decrypted
+        }
+    }
+    if (done > size || (hot && hot->first + hot->second > size))
+        return bad("the device ends before the data this reencryption already converted (it shrank?): "
+                   "restore its size, then resume");
+    if (done % align || (hot && (hot->first % align || hot->second == 0 || hot->second % align ||
+                                 (hot->first == 0 ? hot->second != moved : hot->first != done || hot->second > shift))))
+        return bad("the segment map is not one of a decryption with a data shift");
+
+    ReencryptRunResult out;
+    out.data_size = size;
+    out.hotzone = shift;
+    // The finish: the old ciphertext past the plaintext wiped, then the
+    // header (cryptsetup wipes [D, D + S) too, before its keyslots go).
+    auto finish = [&]() -> Result<ReencryptRunResult> {
+        const uint64_t end = std::min(size + shift, run.data.size());
+        if (auto r = detail::wipe_random(run.data, size, end - size); !r) return r.error();
+        ReencryptState fin = run.st;
+        fin.crashed = false;  // the last hotzone's data is written and flushed
+        if (auto r = reencrypt_finish(run.reg, run.dev, run.md, fin); !r) return r.error();
+        out.finished = true;
+        return out;
+    };
+    // Every live segment plaintext: only the finish is left (cryptsetup
+    // killed after its last step); it needs no key. cryptsetup 2.6.1 would
+    // take this map for the moved step still to run (reencrypt_offset_forward_moved:
+    // no crypt segment, offset 0) and decrypt the plaintext head again.
+    if (!hot && !pending_crypt && plain_head) return finish();
+
+    Result<ReencryptKeys> keys = reencrypt_unlock(run.reg, run.dev, run.md, run.st, passphrase);
+    if (!keys) return keys.error();
+    if (keys->old_key.empty()) return make_error(Status::NoKey, "No key available with this passphrase.");
+    run.vk_old = std::move(keys->old_key);
+    if (auto r = reencrypt_verify(run.reg, run.md, run.st, run.vk_old, {}); !r) return r.error();
+    run.old_seg = prev;
+    run.new_seg = run.md.segments.at(run.st.seg_final);
+    run.align = align;
+    auto from_head = segment_target(run.reg, prev, run.vk_old, run.data, shift, 0, size);
+    if (!from_head) return from_head.error();
+    std::unique_ptr<dm::CryptTarget> src = std::move(*from_head);
+
+    const std::string moved_resilience = run.st.area_type.substr(std::string("datashift-").size());
+    auto map = [&](uint64_t d, uint64_t h, bool moved_hot) -> Result<void> {
+        Result<std::string> text = decrypt_shift_progress_json(run.md, run.st, size, d, h, moved_hot);
+        if (!text) return text.error();
+        if (auto r = write_metadata(run.reg, run.dev, run.md, *text); !r) return r;
+        return run.reload();
+    };
+    // [at, at + len): read S further on through the old key, written as
+    // plaintext in place.
+    auto shifted = [&](uint64_t at, uint64_t len) -> Result<void> {
+        run.buf.resize(std::max(run.buf.size(), static_cast<std::size_t>(std::min<uint64_t>(kIoChunk, len))));
+        for (uint64_t pos = 0; pos < len;) {
+            const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(kIoChunk, len - pos));
+            if (Status s = bio_sync(*src, dm::BioDir::Read, at + pos, run.buf.data(), n); s != Status::Ok)
+                return make_error(s, "cannot read the data with " + prev.encryption);
+            if (Status s = run.data.write(at + pos, ConstBytes(run.buf.data(), n)); s != Status::Ok)
+                return make_error(s, "cannot write the data");
+            pos += n;
+        }
+        if (Status s = run.data.flush(); s != Status::Ok) return make_error(s, "cannot flush the data");
+        return {};
+    };
+    // The moved segment is converted in place by the engine's checksum or
+    // journal code: the old side over [0, M), the resilience stripped of
+    // its "datashift-" (as cryptsetup switches to the moved segment's).
+    auto moved_run = [&]() -> Result<void> {
+        run.st.area_type = moved_resilience;
+        run.base = 0;
+        run.tweak = mov.iv_tweak;
+        run.data_size = moved;
+        return run.make_targets();
+    };
+    if (hot) {
+        out.recovered = true;
+        if (hot->first == 0) {
+            if (auto r = moved_run(); !r) return r.error();
+            if (auto r = run.recover(0, moved); !r) return r.error();
+            return finish();  // nothing is left to run, for repair too
+        }
+        if (auto r = shifted(hot->first, hot->second); !r) return r.error();
+        done = hot->first + hot->second;
+        if (auto r = map(done, 0, false); !r) return r.error();
+    }
+    if (opts.recover_only) return out;
+    while (done < size) {
+        const uint64_t len = std::min(shift, size - done);
+        if (auto r = map(done, len, false); !r) return r.error();
+        if (auto r = shifted(done, len); !r) return r.error();
+        done += len;
+        if (auto r = map(done, 0, false); !r) return r.error();
+        if (opts.progress && !opts.progress(done - moved, size)) return out;
+    }
+    // The last step; from its map straight to the finished header (the map
+    // between, one linear segment, is the one cryptsetup would run again).
+    const ReencryptState kept = run.st;
+    if (auto r = moved_run(); !r) return r.error();
+    if (auto r = run.protect(0, moved); !r) return r.error();
+    run.st = kept;
+    if (auto r = map(size, 0, true); !r) return r.error();
+    run.st.area_type = moved_resilience;
+    if (auto r = run.rekey(0, moved); !r) return r.error();
+    run.st = kept;
+    if (auto r = run.reload(); !r) return r.error();
+    if (opts.progress) (void)opts.progress(size, size);
+    return finish();
+}
+
 }  // namespace
 
 Result<ReencryptRunResult> reencrypt_run(Registry& reg, BackingStore& device, ConstBytes passphrase,
@@ -538,6 +683,7 @@ Result<ReencryptRunResult> reencrypt_run(Registry& reg, BackingStore& device, Co
     if (auto r = run.reload(); !r) return r.error();
     // In-place encryption with a data shift has its own engine.
     if (run.st.mode == "encrypt" && run.st.area_type == "datashift") return encrypt_shift_run(reg, device, passphrase, opts);
+    if (run.st.mode == "decrypt" && run.st.seg_moved >= 0) return run_decrypt_shift(run, passphrase, opts);
     if (run.st.repair_needed) return bad("Reencryption metadata is invalid; run cryptsetup repair first.");
     // A forward re-key, or --encrypt / --decrypt with a detached header (one
     // side linear, no data shift).

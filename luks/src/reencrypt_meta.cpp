@@ -187,7 +187,7 @@ Result<int> add_reencrypt_keyslot(json& root, const Metadata& md, std::vector<st
     const int reenc_ks = lowest_free(root["keyslots"], kMaxKeyslots);
     if (reenc_ks < 0) return bad("no free keyslot for the reencrypt keyslot");
     json area = {{"offset", std::to_string(area_off)}, {"size", std::to_string(area_len)}, {"type", resilience}};
-    if (resilience == "checksum") {
+    if (resilience == "checksum" || resilience == "datashift-checksum") {
         area["hash"] = hash;
         area["sector_size"] = checksum_sector_size;
     }

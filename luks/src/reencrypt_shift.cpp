@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 namespace blkcrypt::luks::luks2 {
 
@@ -93,7 +94,58 @@ Result<void> write_header_image(BackingStore& dev, const std::vector<uint8_t>& i
     return {};
 }
 
+// A header decryption may start from (decrypt_detached_init,
+// decrypt_shift_init), unlocked: both copies whole, no requirement, one
+// crypt segment without an integrity profile.
+struct Decryptable {
+    Header h;
+    luks::Volume vol;
+};
+Result<Decryptable> decryptable(Registry& reg, BackingStore& store, ConstBytes passphrase) {
+    Result<Header> h = read_header(reg, store);
+    if (!h) return h.error();
+    const Metadata& md = h->md;
+    if (!h->primary_ok || !h->secondary_ok)
+        return bad("a LUKS2 header copy is damaged; repair it (cryptsetup repair) before decrypting");
+    if (!md.config.requirements.empty()) return bad("the header has requirements (is it in reencryption already?)");
+    if (md.segments.size() != 1 || !md.segments.count(0) || md.segments.at(0).type != "crypt")
+        return bad("decryption needs one crypt data segment");
+    if (md.segments.at(0).integrity)
+        return make_error(Status::Unsupported, "Reencryption of device with integrity profile is not supported.");
+    Result<luks::Volume> vol = open(reg, store, passphrase);
+    if (!vol) return vol.error();
+    return Decryptable{std::move(*h), std::move(*vol)};
+}
+
 }  // namespace
+
+namespace detail {
+
+Result<void> copy_flushed(BackingStore& from, uint64_t src, BackingStore& to, uint64_t dst, uint64_t len) {
+    std::vector<uint8_t> buf;
+    for (uint64_t at = 0; at < len;) {
+        buf.resize(static_cast<std::size_t>(std::min<uint64_t>(kIoChunk, len - at)));
+        if (Status s = from.read(src + at, buf); s != Status::Ok) return make_error(s, "cannot read the data");
+        if (Status s = to.write(dst + at, buf); s != Status::Ok) return make_error(s, "cannot move the data");
+        at += buf.size();
+    }
+    if (Status s = to.flush(); s != Status::Ok) return make_error(s, "cannot flush the moved data");
+    return {};
+}
+
+Result<void> wipe_random(BackingStore& dev, uint64_t off, uint64_t len) {
+    std::vector<uint8_t> noise;
+    for (uint64_t at = 0; at < len;) {
+        noise.resize(static_cast<std::size_t>(std::min<uint64_t>(kIoChunk, len - at)));
+        if (auto r = random_bytes(noise); !r) return r.error();
+        if (Status s = dev.write(off + at, noise); s != Status::Ok) return make_error(s, "cannot wipe the old data");
+        at += noise.size();
+    }
+    if (Status s = dev.flush(); s != Status::Ok) return make_error(s, "cannot flush the wipe");
+    return {};
+}
+
+}  // namespace detail
 
 using detail::lowest_free;
 using detail::raw_json;
@@ -166,15 +218,7 @@ Result<ReencryptState> encrypt_shift_init(Registry& reg, BackingStore& device, C
     // keyslot areas, the secondary copy, the primary, each flushed. From the
     // secondary on, a crash leaves a header both tools read (and resume);
     // before it, the plaintext's head is whole in the moved copy.
-    std::vector<uint8_t> buf;
-    for (uint64_t at = 0; at < moved_size;) {
-        const std::size_t len = static_cast<std::size_t>(std::min<uint64_t>(kIoChunk, moved_size - at));
-        buf.resize(len);
-        if (Status s = device.read(at, buf); s != Status::Ok) return make_error(s, "cannot read the data");
-        if (Status s = device.write(moved + at, buf); s != Status::Ok) return make_error(s, "cannot move the data");
-        at += len;
-    }
-    if (Status s = device.flush(); s != Status::Ok) return make_error(s, "cannot flush the moved data");
+    if (auto r = detail::copy_flushed(device, 0, device, moved, moved_size); !r) return r.error();
     if (auto r = write_header_image(device, hdr->data(), md.hdr.hdr_size); !r) return r.error();
 
     return detail::persisted_state(reg, device);
@@ -230,18 +274,11 @@ Result<ReencryptState> decrypt_detached_init(Registry& reg, BackingStore& header
                                              const DecryptDetachedOptions& o) {
     if (o.resilience != "checksum" && o.resilience != "journal" && o.resilience != "none")
         return bad("Requested --resilience option cannot be applied to current reencryption operation.");
-    Result<Header> h = read_header(reg, header);
-    if (!h) return h.error();
-    const Metadata& md = h->md;
-    if (!h->primary_ok || !h->secondary_ok)
-        return bad("a LUKS2 header copy is damaged; repair it (cryptsetup repair) before decrypting");
-    if (!md.config.requirements.empty()) return bad("the header has requirements (is it in reencryption already?)");
-    if (md.segments.size() != 1 || !md.segments.count(0) || md.segments.at(0).type != "crypt")
-        return bad("decryption needs one crypt data segment");
+    Result<Decryptable> dh = decryptable(reg, header, passphrase);
+    if (!dh) return dh.error();
+    const Metadata& md = dh->h.md;
     const Segment& old = md.segments.at(0);
-    if (old.integrity) return make_error(Status::Unsupported, "Reencryption of device with integrity profile is not supported.");
-    Result<luks::Volume> vol = open(reg, header, passphrase);
-    if (!vol) return vol.error();
+    const luks::Volume* vol = &dh->vol;
     Result<json> rootr = raw_json(md);
     if (!rootr) return rootr.error();
     json root = std::move(*rootr);
@@ -265,6 +302,145 @@ Result<ReencryptState> decrypt_detached_init(Registry& reg, BackingStore& header
         return r.error();
     if (auto r = write_metadata(reg, header, md, root.dump()); !r) return r.error();
     return detail::persisted_state(reg, header);
+}
+
+Result<ReencryptState> decrypt_shift_init(Registry& reg, BackingStore& image, BackingStore& header, ConstBytes passphrase,
+                                          const DecryptShiftOptions& o) {
+    std::string type = o.resilience;
+    if (type == "checksum" || type == "journal") type = "datashift-" + type;
+    if (type != "datashift-checksum" && type != "datashift-journal")
+        return bad("Requested --resilience option cannot be applied to current reencryption operation.");
+    Result<Decryptable> dh = decryptable(reg, image, passphrase);
+    if (!dh) return dh.error();
+    const Metadata& md = dh->h.md;
+    const Segment& old = md.segments.at(0);
+    const uint64_t shift = old.offset;
+    if (shift == 0 || old.iv_tweak != 0 || old.size)
+        return bad("LUKS2 decryption with a data shift needs the data at an offset, to the end of the device");
+    const uint64_t align = std::max<uint64_t>({old.sector_size, 512, o.checksum_block});
+    if (shift % align) return bad("the data offset is not a multiple of " + u64s(align));
+    if (image.size() <= shift) return bad("the device ends before its data");
+    const uint64_t length = (image.size() - shift) / old.sector_size * old.sector_size;
+    const uint64_t moved = std::min(shift, length);
+    // The moved segment is decrypted in place under the area's checksums,
+    // one per block: a partial last block would go unprotected.
+    if (type == "datashift-checksum" && moved % std::max<uint64_t>(o.checksum_block, old.sector_size))
+        return bad("the data (" + u64s(length) + " bytes) is shorter than the data offset and not a multiple of the "
+                   "checksum block " + u64s(o.checksum_block) + ": use --resilience journal");
+    const uint64_t export_size = md.hdr_and_areas_size();
+    if (export_size > shift) return bad("the header areas overlap the data");
+    if (header.size() < export_size) return make_error(Status::IoError, "the new header file is too small");
+
+    Result<json> rootr = raw_json(md);
+    if (!rootr) return rootr.error();
+    json root = std::move(*rootr);
+    Result<int> reenc_ksr = detail::add_reencrypt_keyslot(root, md, {}, type, o.hash,
+                                                          std::max<uint32_t>(o.checksum_block, old.sector_size), "decrypt", "forward");
+    if (!reenc_ksr) return reenc_ksr.error();
+    const int reenc_ks = *reenc_ksr;
+    json& area = root["keyslots"][std::to_string(reenc_ks)]["area"];
+    area["shift_size"] = u64s(shift);
+    const uint64_t area_size = std::stoull(area["size"].get<std::string>());
+    if (type == "datashift-journal" && area_size < moved)
+        return bad("Moved segment too large. Requested size " + u64s(moved) + ", available space for: " + u64s(area_size) + ".");
+
+    // The future layout: the head's ciphertext at 0 (moved), the rest where
+    // it is; the plaintext ends at 0.
+    json prev = root["segments"]["0"];
+    json head = prev;
+    head["offset"] = "0";
+    head["size"] = u64s(moved);
+    json segs = json::object();
+    segs["0"] = head;
+    int next = 1;
+    if (length > moved) {
+        json rest = prev;
+        rest["offset"] = u64s(shift + moved);
+        rest["iv_tweak"] = u64s(moved / 512);
+        segs[std::to_string(next++)] = rest;
+    }
+    head["flags"] = json::array({"backup-moved-segment"});
+    segs[std::to_string(next++)] = head;
+    prev["flags"] = json::array({"backup-previous"});
+    segs[std::to_string(next++)] = prev;
+    segs[std::to_string(next++)] = json{{"type", "linear"}, {"offset", "0"}, {"size", "dynamic"}, {"flags", json::array({"backup-final"})}};
+    root["segments"] = segs;
+    const int old_digest = md.digest_for_keyslot(dh->vol.keyslot, 0);
+    if (old_digest < 0) return bad("the data segment has no digest");
+    json ids = json::array();
+    for (int i = 0; i < next - 1; ++i) ids.push_back(std::to_string(i));
+    root["digests"][std::to_string(old_digest)]["segments"] = ids;
+    root["config"]["requirements"]["mandatory"] = json::array({"online-reencrypt-v3"});
+    if (auto r = detail::add_reencrypt_digest(reg, root, md, reenc_ks, o.digest_iterations, dh->vol.table.key, {}); !r)
+        return r.error();
+    const std::string text = root.dump();
+
+    // The header exported as it is, then the head's ciphertext over it, then
+    // the reencryption written into NEW: until then NEW is a plain copy of
+    // the header, which describes the untouched ciphertext from S on.
+    if (auto r = detail::copy_flushed(image, 0, header, 0, export_size); !r) return r.error();
+    if (auto r = detail::copy_flushed(image, shift, image, 0, moved); !r) return r.error();
+    if (auto r = write_metadata(reg, header, md, text); !r) return r.error();
+    return detail::persisted_state(reg, header);
+}
+
+Result<std::string> decrypt_shift_progress_json(const Metadata& md, const ReencryptState& st, uint64_t data_size,
+                                                uint64_t done, uint64_t hot, bool moved_hot) {
+    if (st.mode != "decrypt" || st.direction != "forward" || st.seg_moved < 0 || st.shift_size == 0)
+        return make_error(Status::Unsupported, "not a decryption with a data shift and a moved segment");
+    Result<json> rootr = raw_json(md);
+    if (!rootr) return rootr.error();
+    json root = std::move(*rootr);
+    const json& cur = root["segments"];
+    json prev = cur[std::to_string(st.seg_previous)], fin = cur[std::to_string(st.seg_final)],
+         mov = cur[std::to_string(st.seg_moved)];
+    const Segment& moved_seg = md.segments.at(st.seg_moved);
+    const uint64_t shift = st.shift_size, moved = moved_seg.size.value_or(0);
+    if (moved == 0 || moved > data_size || done < moved || done + hot > data_size || (moved_hot && (hot || done != data_size)))
+        return bad("decryption progress outside the data");
+    json out = json::object();
+    std::vector<std::string> crypt_ids;
+    int id = 0;
+    auto add = [&](json s) {
+        const std::string k = std::to_string(id++);
+        if (s["type"] == "crypt") crypt_ids.push_back(k);
+        out[k] = std::move(s);
+    };
+    auto linear = [](uint64_t off, std::optional<uint64_t> size, bool in_flight) {
+        json s{{"type", "linear"}, {"offset", u64s(off)}, {"size", size ? u64s(*size) : std::string("dynamic")}};
+        if (in_flight) s["flags"] = json::array({"in-reencryption"});
+        return s;
+    };
+    if (moved_hot) {
+        add(linear(0, moved, true));
+        if (data_size > moved) add(linear(moved, std::nullopt, false));
+    } else {
+        json m = mov;
+        m.erase("flags");
+        add(m);
+        const uint64_t end = done + hot;
+        if (done > moved) add(linear(moved, end == data_size && !hot ? std::nullopt : std::optional<uint64_t>(done - moved), false));
+        if (hot) add(linear(done, hot, true));
+        if (end < data_size) {
+            json o = prev;
+            o.erase("flags");
+            o["offset"] = u64s(shift + end);
+            o["iv_tweak"] = u64s(md.segments.at(st.seg_previous).iv_tweak + end / 512);
+            add(o);
+        }
+    }
+    // As cryptsetup's reencrypt_assign_segments_simple: the live ones, then
+    // backup-previous, backup-final, backup-moved-segment; the old digest
+    // takes the backups first, then the live crypt segments in order.
+    std::vector<std::string> live = crypt_ids;
+    crypt_ids.clear();
+    add(prev);
+    add(fin);
+    add(mov);
+    crypt_ids.insert(crypt_ids.end(), live.begin(), live.end());
+    root["segments"] = out;
+    root["digests"][std::to_string(st.digest_old)]["segments"] = crypt_ids;
+    return root.dump();
 }
 
 Result<std::string> encrypt_shift_progress_json(const Metadata& md, const ReencryptState& st, uint64_t done_from,
@@ -403,15 +579,7 @@ Result<ReencryptRunResult> encrypt_shift_run(Registry& reg, BackingStore& dev, C
         if (opts.progress && !opts.progress(g->length - done_from, g->length)) return out;
     }
     // The plaintext copy at the end goes before the header forgets it.
-    std::vector<uint8_t> noise;
-    for (uint64_t at = 0; at < g->moved_size;) {
-        const std::size_t len = static_cast<std::size_t>(std::min<uint64_t>(kIoChunk, g->moved_size - at));
-        noise.resize(len);
-        if (auto r = random_bytes(noise); !r) return r.error();
-        if (Status s = dev.write(g->moved + at, noise); s != Status::Ok) return make_error(s, "cannot wipe the moved segment");
-        at += len;
-    }
-    if (Status s = dev.flush(); s != Status::Ok) return make_error(s, "cannot flush the wipe");
+    if (auto r = detail::wipe_random(dev, g->moved, g->moved_size); !r) return r.error();
     if (auto r = reencrypt_finish(reg, dev, md, st); !r) return r.error();
     out.finished = true;
     return out;

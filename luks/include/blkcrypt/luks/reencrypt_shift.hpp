@@ -87,4 +87,43 @@ struct DecryptDetachedOptions {
 Result<ReencryptState> decrypt_detached_init(Registry& reg, BackingStore& header, ConstBytes passphrase,
                                              const DecryptDetachedOptions& opts);
 
+// `cryptsetup reencrypt --decrypt --header NEW --init-only` of an image
+// holding its own LUKS2 header (one crypt segment at data offset S > 0):
+// the header and keyslot areas are copied to `header` (NEW, at least
+// hdr_and_areas_size bytes), the ciphertext of the data's first
+// M = min(S, D) bytes (D = image size - S) is copied to offset 0 of the
+// image, over its header, and flushed; then NEW's metadata gets the
+// reencrypt keyslot (mode decrypt, direction forward, area
+// "datashift-checksum" or "datashift-journal" over the largest gap, with
+// shift_size S), the segments crypt {0, M} | crypt {S + M, dynamic} |
+// backup-moved-segment | backup-previous | backup-final (linear
+// {0, dynamic}), the verification digest and online-reencrypt-v3.
+// cryptsetup's order (src/utils_reencrypt.c decrypt_luks2 with
+// lib/luks2/luks2_reencrypt.c's datashift decrypt init): until that last
+// write NEW is a plain copy of the header, which still describes the
+// ciphertext from S on, untouched. Refused with nothing written: a header
+// copy damaged, requirements, other than one crypt segment at S > 0, an
+// integrity profile, a wrong passphrase, resilience other than checksum or
+// journal, a journal smaller than M (cryptsetup's "Moved segment too
+// large").
+struct DecryptShiftOptions {
+    std::string resilience = "checksum";  // "checksum"/"datashift-checksum", "journal"/"datashift-journal"
+    std::string hash = "sha256";
+    uint32_t checksum_block = 4096;       // as EncryptDetachedOptions
+    uint32_t digest_iterations = 1000;
+};
+Result<ReencryptState> decrypt_shift_init(Registry& reg, BackingStore& image, BackingStore& header, ConstBytes passphrase,
+                                          const DecryptShiftOptions& opts);
+
+// The segment map of that decryption (cryptsetup's
+// reencrypt_make_hot_segments_decrypt_shift / _dec_create_segments_shift_after):
+// with the plaintext written over [M, done) and [done, done + hot) in
+// flight, moved crypt {0, M} | linear {M, done - M} | hot linear
+// (in-reencryption) | old crypt {S + done + hot, dynamic}; with moved_hot,
+// the last step (the moved segment decrypted in place): hot linear {0, M} |
+// linear {M, dynamic}. Then backup-previous, backup-final,
+// backup-moved-segment; the old key's digest on every crypt segment.
+Result<std::string> decrypt_shift_progress_json(const Metadata& md, const ReencryptState& st, uint64_t data_size,
+                                                uint64_t done, uint64_t hot, bool moved_hot);
+
 }  // namespace blkcrypt::luks::luks2
