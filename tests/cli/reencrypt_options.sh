@@ -21,8 +21,14 @@
 source "$(dirname "$0")/lib.sh"
 BLKCRYPT=$(readlink -f "$BLKCRYPT")
 command -v cryptsetup >/dev/null || { echo "cryptsetup not installed: reencrypt option tests skipped"; exit 0; }
-CS=(cryptsetup reencrypt -q --disable-locks --force-offline-reencrypt --key-file "$TMP/pw")
+# The KDF costs forced: cryptsetup otherwise benchmarks PBKDF2 (about a
+# second) for each new keyslot and reencryption digest.
+CS=(cryptsetup reencrypt -q --disable-locks --force-offline-reencrypt --key-file "$TMP/pw" --pbkdf pbkdf2
+    --pbkdf-force-iterations 1000)
 BC=("$BLKCRYPT" reencrypt -q --key-file "$TMP/pw")
+# The interpreter itself: a version manager's python3 shim costs a quarter
+# of a second a call, and the header is read dozens of times.
+PY=$(python3 -c 'import sys; print(sys.executable)')
 MiB=$((1024 * 1024))
 DATA=$((16 * MiB))  # where cryptsetup's default LUKS2 header puts the data
 printf pw >"$TMP/pw"
@@ -47,7 +53,7 @@ json() { cryptsetup luksDump --disable-locks --dump-json-metadata "$1"; }
 # shape IMG: the JSON without salts, digests and iterations (random or
 # benchmarked), for comparing two tools' metadata.
 shape() {
-    json "$1" | python3 -c 'import json, sys
+    json "$1" | "$PY" -c 'import json, sys
 j = json.load(sys.stdin)
 for d in j["digests"].values():
     for k in ("salt", "digest", "iterations"): d.pop(k, None)
@@ -57,7 +63,7 @@ print(json.dumps(j, sort_keys=True))'
 }
 # live IMG: "offset:size" of each live (non-backup) segment, in order.
 live() {
-    json "$1" | python3 -c 'import json, sys
+    json "$1" | "$PY" -c 'import json, sys
 s = json.load(sys.stdin)["segments"]
 print(" ".join(v["offset"] + ":" + v["size"] for k, v in sorted(s.items(), key=lambda e: int(e[0])) if not v.get("flags")))'
 }
@@ -148,7 +154,7 @@ cp "$TMP/base" "$IMG"
 cryptsetup luksDump -q --disable-locks --dump-volume-key --volume-key-file "$TMP/vk_out" --key-file "$TMP/pw" "$IMG" \
     >/dev/null || fail "--keep-key: luksDump --dump-volume-key"
 cmp -s "$TMP/vk_old" "$TMP/vk_out" || fail "--keep-key: the volume key changed"
-json "$IMG" | python3 -c 'import json, sys
+json "$IMG" | "$PY" -c 'import json, sys
 j = json.load(sys.stdin)
 assert list(j["keyslots"]) == ["0"] and j["segments"]["0"]["sector_size"] == 512, j
 assert "requirements" not in j["config"], j' || fail "--keep-key: finished header"
@@ -186,7 +192,7 @@ grep -q "keeps the 512-bit volume key" "$TMP/stderr" || fail "--keep-key -s: $(c
 [[ $(sha256sum <"$IMG") == "$before" ]] || fail "a refused --keep-key wrote"
 
 # --- 3. another --resilience on --resume-only
-area() { json "$1" | python3 -c 'import json, sys
+area() { json "$1" | "$PY" -c 'import json, sys
 print(" ".join(k["area"]["type"] + ":" + str(k["area"].get("hash", "")) for k in json.load(sys.stdin)["keyslots"].values() if k["type"] == "reencrypt"))'; }
 # cryptsetup's init: ours switches to journal and is stopped, then to
 # checksum with sha512 and is stopped; cryptsetup's resume verifies the
@@ -256,7 +262,7 @@ rm -f "$TMP/our.hdr"
 "${BC[@]}" "${ENC[@]}" --header "$TMP/our.hdr" --luks2-keyslots-size 1M --device-size 4M "$IMG" ||
     fail "--encrypt --header with the options"
 cmp -s "$TMP/cs" "$IMG" || fail "--encrypt --header --device-size: the data is not cryptsetup's"
-[[ $(json "$TMP/our.hdr" | python3 -c 'import json, sys; print(json.load(sys.stdin)["config"]["keyslots_size"])') == 1048576 ]] ||
+[[ $(json "$TMP/our.hdr" | "$PY" -c 'import json, sys; print(json.load(sys.stdin)["config"]["keyslots_size"])') == 1048576 ]] ||
     fail "--luks2-keyslots-size not in the finished header"
 expect_exit 1 "${BC[@]}" "${ENC[@]}" --header "$TMP/new.hdr" --device-size $((9 * MiB)) "$IMG"
 grep -q "Reduced data size is larger than real device size." "$TMP/stderr" || fail "encrypt too large: $(cat "$TMP/stderr")"
