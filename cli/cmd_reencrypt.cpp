@@ -208,8 +208,8 @@ void add_reencrypt_options(CommandLine& cl) {
         ("hotzone-size", bytes_value<uint64_t>(512, UINT64_MAX)->value_name("BYTES"),
          "LUKS2: at most BYTES rewritten per step (default: as much as the resilience area covers)")
         ("device-size", bytes_value<uint64_t>(512, UINT64_MAX)->value_name("BYTES"),
-         "LUKS2 re-key: reencrypt only the first BYTES of the data; as with cryptsetup, the data beyond is lost "
-         "(read with the new key)")
+         "LUKS2 re-key or --encrypt --header: convert only the first BYTES of the data; as with cryptsetup, the "
+         "data beyond is lost (read with the new key)")
         ("reduce-device-size", bytes_value<uint64_t>(512, UINT64_MAX)->value_name("BYTES"),
          "--encrypt: the plaintext ends BYTES before the device's end; the header takes the first BYTES/2 and "
          "the data moves BYTES/2 on (a multiple of 8 KiB)")
@@ -247,7 +247,7 @@ void add_reencrypt_options(CommandLine& cl) {
         ("luks2-metadata-size", bytes_value<uint64_t>(16384, 4194304)->value_name("BYTES"),
          "--encrypt: each LUKS2 header copy")
         ("luks2-keyslots-size", bytes_value<uint64_t>(4096, 128u << 20)->value_name("BYTES"),
-         "--encrypt: the LUKS2 keyslots area")
+         "--encrypt --header: the LUKS2 keyslots area")
         ("align-payload", number_value<unsigned>(0, UINT32_MAX)->value_name("SECTORS"),
          "--encrypt: align the data to SECTORS")
         ("integrity,I", po::value<std::string>()->value_name("ALG"),
