@@ -249,7 +249,7 @@ void add_reencrypt_options(CommandLine& cl) {
         ("luks2-keyslots-size", bytes_value<uint64_t>(4096, 128u << 20)->value_name("BYTES"),
          "--encrypt --header: the LUKS2 keyslots area")
         ("align-payload", number_value<unsigned>(0, UINT32_MAX)->value_name("SECTORS"),
-         "--encrypt: align the data to SECTORS")
+         "--encrypt --header: the data starts at SECTORS in IMAGE (as --offset)")
         ("integrity,I", po::value<std::string>()->value_name("ALG"),
          "refused: a reencryption keeps the device's integrity profile (a device with one is re-keyed, its tags "
          "rewritten)")

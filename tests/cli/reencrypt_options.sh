@@ -13,8 +13,8 @@
 #    digest made again (cryptsetup resumes it, so it verifies), for a run
 #    started by either tool; refused for a data shift, in cryptsetup's words.
 # 4. --encrypt with --volume-key-file (the data as cryptsetup's with the same
-#    key), and with a detached header --luks2-keyslots-size (the init equal
-#    to cryptsetup's) and --device-size (only that much encrypted).
+#    key), and with a detached header --luks2-keyslots-size, --offset (the
+#    init equal to cryptsetup's) and --device-size (only that much encrypted).
 # 5. luks decrypt of an image mid-way through a reencryption names
 #    `blkcrypt reencrypt --resume-only`, and not cryptsetup when the device
 #    has an integrity profile (cryptsetup cannot reencrypt those).
@@ -266,6 +266,21 @@ cmp -s "$TMP/cs" "$IMG" || fail "--encrypt --header --device-size: the data is n
     fail "--luks2-keyslots-size not in the finished header"
 expect_exit 1 "${BC[@]}" "${ENC[@]}" --header "$TMP/new.hdr" --device-size $((9 * MiB)) "$IMG"
 grep -q "Reduced data size is larger than real device size." "$TMP/stderr" || fail "encrypt too large: $(cat "$TMP/stderr")"
+# --offset with a detached header: the data starts there in IMAGE (the
+# keyslots area up to it); init and result as cryptsetup's.
+cp "$TMP/plain" "$TMP/cs"
+rm -f "$TMP/cs.hdr" "$TMP/cs_init.hdr" "$TMP/our.hdr"
+"${CS[@]}" "${ENC[@]}" --header "$TMP/cs.hdr" --offset 4096 "$TMP/cs" || fail "cryptsetup --encrypt --header --offset"
+cp "$TMP/plain" "$TMP/cs_init"
+"${CS[@]}" "${ENC[@]}" --header "$TMP/cs_init.hdr" --offset 4096 --init-only "$TMP/cs_init" ||
+    fail "cryptsetup --encrypt --header --offset --init-only"
+cp "$TMP/plain" "$IMG"
+"${BC[@]}" "${ENC[@]}" --header "$TMP/our.hdr" --offset 4096 --init-only "$IMG" || fail "--encrypt --header --offset --init-only"
+[[ $(shape "$TMP/our.hdr") == "$(shape "$TMP/cs_init.hdr")" ]] ||
+    fail "--encrypt --header --offset init differs: $(shape "$TMP/our.hdr") vs $(shape "$TMP/cs_init.hdr")"
+"${BC[@]}" --resume-only --header "$TMP/our.hdr" "$IMG" || fail "--encrypt --header --offset"
+cmp -s "$TMP/cs" "$IMG" || fail "--encrypt --header --offset: the data is not cryptsetup's"
+cmp -s -n $((2 * MiB)) "$TMP/plain" "$IMG" || fail "--encrypt --header --offset wrote before the offset"
 # In place with a data shift and --volume-key-file: the data as cryptsetup's
 # (from the new data offset, 4 MiB, to the end of the 8 MiB plaintext kept).
 for who in cs ours; do

@@ -62,7 +62,9 @@ Result<ReencryptRunResult> encrypt_shift_run(Registry& reg, BackingStore& device
 // (crypt) are run by reencrypt_run with the data device. Nothing is written
 // to the data. header must hold the header areas.
 struct EncryptDetachedOptions {
-    FormatOptions format;                 // data_offset is forced to 0
+    // data_offset: where the data starts in the data device (--offset,
+    // --align-payload; cryptsetup's keyslots area then ends there), else 0.
+    FormatOptions format;
     std::string resilience = "checksum";  // "checksum", "journal", "none"
     std::string hash = "sha256";          // checksum
     // The checksum block: cryptsetup takes the largest of the data device's
