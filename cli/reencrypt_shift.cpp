@@ -123,9 +123,10 @@ int encrypt_detached(const ReencryptRequest& rq) {
         throw Failure(f.error().message);
     }
     eo.format = std::move(*f);
+    eo.data_offset = eo.format.data_offset;
     const blkcrypt::SecureBuffer vk = encrypt_volume_key(vm, eo.format);
     eo.format.volume_key = vk.span();
-    if (vm.count("device-size")) check_encrypt_device_size(rq, eo.format.sector_size, eo.format.data_offset);
+    if (vm.count("device-size")) check_encrypt_device_size(rq, eo.format.sector_size, eo.data_offset);
     const blkcrypt::SecureBuffer pass = reencrypt_passphrase(rq, vm["verify-passphrase"].as<bool>());
     {
         // The header file as cryptsetup makes it: new (0600) unless it
@@ -138,7 +139,7 @@ int encrypt_detached(const ReencryptRequest& rq) {
             ::stat(rq.header_path.c_str(), &st);
         }
         const uint64_t need = eo.format.keyslots_size ? 2 * eo.format.metadata_size + eo.format.keyslots_size
-                              : eo.format.data_offset ? eo.format.data_offset
+                              : eo.data_offset        ? eo.data_offset
                                                       : 16u << 20;
         if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) < need &&
             ::truncate(rq.header_path.c_str(), static_cast<off_t>(need)) != 0)

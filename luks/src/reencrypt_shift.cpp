@@ -187,7 +187,8 @@ Result<ReencryptState> encrypt_detached_init(Registry& reg, BackingStore& header
     FormatOptions fo = o.format;
     // --offset / --align-payload: the data starts there in the data device
     // (cryptsetup's keyslots area then reaches up to it); else at 0.
-    const uint64_t data_at = fo.data_offset;
+    const uint64_t data_at = o.data_offset;
+    fo.data_offset = data_at;
     uint64_t ks_size = fo.keyslots_size ? fo.keyslots_size
                        : data_at        ? data_at - 2 * fo.metadata_size
                                         : (16u << 20) - 2 * fo.metadata_size;
