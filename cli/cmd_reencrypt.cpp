@@ -126,6 +126,7 @@ int run_luks2_reencryption(const ReencryptRequest& rq, const blkcrypt::SecureBuf
     luks2::ReencryptRunOptions o;
     o.data = data.get();
     if (rq.vm.count("hotzone-size")) o.hotzone_size = rq.vm["hotzone-size"].as<uint64_t>();
+    if (rq.vm.count("device-size")) o.device_size = rq.vm["device-size"].as<uint64_t>();
     o.progress = [&](uint64_t done, uint64_t total) {
         if (!progress) progress.emplace(rq.progress, rq.image, total);
         progress->update(done);
@@ -167,6 +168,13 @@ int run_luks2_reencryption(const ReencryptRequest& rq, const blkcrypt::SecureBuf
     return 0;
 }
 
+void apply_resume_resilience(const ReencryptRequest& rq, const blkcrypt::SecureBuffer& passphrase) {
+    if (!rq.vm.count("resilience")) return;
+    auto header = open_rw(rq.header_path, rq.detached ? "--header" : "IMAGE");
+    const std::string hash = rq.vm.count("resilience-hash") ? rq.vm["resilience-hash"].as<std::string>() : "";
+    expect(luks2::reencrypt_set_resilience(registry(), *header, passphrase, rq.vm["resilience"].as<std::string>(), hash));
+}
+
 namespace {
 
 // ---------------------------------------------------------------- options
@@ -199,17 +207,20 @@ void add_reencrypt_options(CommandLine& cl) {
          "the new volume key size (default: the current one; with a new cipher its default)")
         ("sector-size", number_value<unsigned>(512, 4096)->value_name("BYTES"),
          "LUKS2: the new encryption sector size (default: the current one)")
-        ("keep-key", po::bool_switch(), "keep the volume key (with a new cipher or sector size only)")
+        ("keep-key", po::bool_switch(),
+         "LUKS2: keep the volume key and its keyslots; the data rewritten for a new cipher or sector size only")
         ("volume-key-file", po::value<std::string>()->value_name("FILE"), "the new volume key, from FILE")
         // How.
         ("resilience", po::value<std::string>()->value_name("MODE"),
          "LUKS2 hotzone protection: checksum (default), journal, none; datashift with --reduce-device-size; "
-         "datashift-checksum (default) or datashift-journal with --decrypt --header NEW")
+         "datashift-checksum (default) or datashift-journal with --decrypt --header NEW; "
+         "with --resume-only, a new one for the rest of the run (not for a data shift)")
         ("resilience-hash", po::value<std::string>()->value_name("HASH"), "checksum resilience: the hash (default: sha256)")
         ("hotzone-size", bytes_value<uint64_t>(512, UINT64_MAX)->value_name("BYTES"),
          "LUKS2: at most BYTES rewritten per step (default: as much as the resilience area covers)")
         ("device-size", bytes_value<uint64_t>(512, UINT64_MAX)->value_name("BYTES"),
-         "LUKS2: reencrypt only the first BYTES of the data")
+         "LUKS2 re-key or --encrypt --header: convert only the first BYTES of the data; as with cryptsetup, the "
+         "data beyond is lost (read with the new key)")
         ("reduce-device-size", bytes_value<uint64_t>(512, UINT64_MAX)->value_name("BYTES"),
          "--encrypt: the plaintext ends BYTES before the device's end; the header takes the first BYTES/2 and "
          "the data moves BYTES/2 on (a multiple of 8 KiB)")
@@ -249,9 +260,9 @@ void add_reencrypt_options(CommandLine& cl) {
         ("luks2-metadata-size", bytes_value<uint64_t>(16384, 4194304)->value_name("BYTES"),
          "--encrypt: each LUKS2 header copy")
         ("luks2-keyslots-size", bytes_value<uint64_t>(4096, 128u << 20)->value_name("BYTES"),
-         "--encrypt: the LUKS2 keyslots area")
+         "--encrypt --header: the LUKS2 keyslots area")
         ("align-payload", number_value<unsigned>(0, UINT32_MAX)->value_name("SECTORS"),
-         "--encrypt: align the data to SECTORS")
+         "--encrypt --header: the data starts at SECTORS in IMAGE (as --offset)")
         ("integrity,I", po::value<std::string>()->value_name("ALG"),
          "refused: a reencryption keeps the device's integrity profile (a device with one is re-keyed, its tags "
          "rewritten)")
@@ -411,6 +422,44 @@ luks::KeyslotOptions new_keyslot_kdf(const po::variables_map& vm, const luks2::K
     return k;
 }
 
+// --keep-key (LUKS2): what cryptsetup 2.6.1 refuses, in its words, and
+// what it would run for nothing (a --key-size the kept key does not have:
+// cryptsetup then rewrites every sector with the same key and cipher).
+void check_keep_key(const po::variables_map& vm, const luks2::ReencryptInitOptions& o, const luks2::Metadata& md) {
+    if (vm.count("volume-key-file")) throw UsageError("--keep-key and --volume-key-file exclude each other");
+    const auto seg = md.segments.find(0);
+    if (seg == md.segments.end()) return;  // reencrypt_init names what is wrong
+    const auto ks = active_keyslots(md);
+    if (o.key_size && !ks.empty() && o.key_size != md.keyslots.at(ks.front()).key_size)
+        throw Failure("--keep-key keeps the " + std::to_string(md.keyslots.at(ks.front()).key_size * 8) +
+                      "-bit volume key: --key-size cannot change it");
+    if ((o.cipher.empty() || o.cipher == seg->second.encryption) &&
+        (!o.sector_size || o.sector_size == seg->second.sector_size))
+        throw Failure("No data segment parameters changed. Reencryption aborted.");
+}
+
+// --device-size at the start of a re-key, as cryptsetup checks it before it
+// writes anything: within the data, a multiple of the sector sizes.
+void check_device_size(const ReencryptRequest& rq, const luks2::Metadata& md, uint32_t new_sector) {
+    const uint64_t want = rq.vm["device-size"].as<uint64_t>();
+    if (want % 512) throw UsageError("Device size must be multiple of 512 bytes sector.");
+    const auto seg = md.segments.find(0);
+    if (seg == md.segments.end()) return;
+    if (seg->second.integrity)
+        throw Failure("--device-size cannot be used with an integrity profile (its dm-integrity device has one size)");
+    uint64_t have = 0;
+    if (seg->second.size) {
+        have = *seg->second.size;
+    } else {
+        auto data = open_container_image(rq.image, false, "IMAGE");
+        have = data->size() > seg->second.offset ? data->size() - seg->second.offset : 0;
+    }
+    if (want > have) throw Failure("Reduced data size is larger than real device size.");
+    const uint32_t align = std::max(seg->second.sector_size, new_sector);
+    if (want % align)
+        throw Failure("Data device is not aligned to encryption sector size (" + std::to_string(align) + " bytes).");
+}
+
 int rekey_luks2(const ReencryptRequest& rq) {
     const auto& vm = rq.vm;
     const std::string role = rq.detached ? "--header" : "IMAGE";
@@ -418,9 +467,7 @@ int rekey_luks2(const ReencryptRequest& rq) {
     if (vm.count("resilience")) o.resilience = vm["resilience"].as<std::string>();
     if (o.resilience == "datashift" || o.resilience.rfind("datashift-", 0) == 0 || vm.count("reduce-device-size"))
         throw Failure("reencrypt with a data shift (--reduce-device-size, --resilience datashift) is not supported yet");
-    if (vm.count("device-size")) throw Failure("--device-size (reencrypt only the start of the data) is not supported yet");
-    if (vm["keep-key"].as<bool>())
-        throw Failure("--keep-key is not supported yet for LUKS2 (a new volume key is always made)");
+    o.keep_key = vm["keep-key"].as<bool>();
     if (vm.count("resilience-hash")) o.hash = vm["resilience-hash"].as<std::string>();
     if (vm.count("cipher")) o.cipher = vm["cipher"].as<std::string>();
     if (vm.count("key-size")) {
@@ -428,6 +475,10 @@ int rekey_luks2(const ReencryptRequest& rq) {
         o.key_size = vm["key-size"].as<unsigned>() / 8;
     }
     if (vm.count("sector-size")) o.sector_size = vm["sector-size"].as<unsigned>();
+    if (o.keep_key) {
+        check_keep_key(vm, o, luks2_header(rq.header_path, role).md);
+        o.key_size = 0;
+    }
 
     // What cryptsetup refuses before it asks for anything.
     const luks2::Header h = luks2_header(rq.header_path, role);
@@ -449,7 +500,9 @@ int rekey_luks2(const ReencryptRequest& rq) {
     const int slot = vm.count("key-slot") ? static_cast<int>(vm["key-slot"].as<unsigned>()) : -1;
     if (slot >= 0 && std::find(active.begin(), active.end(), slot) == active.end())
         throw Failure("Keyslot " + std::to_string(slot) + " is not active.");
-    if (slot < 0 && active.size() > 1)
+    if (vm.count("device-size")) check_device_size(rq, h.md, o.sector_size);
+    // --keep-key keeps every keyslot: any one of them unlocks.
+    if (slot < 0 && active.size() > 1 && !o.keep_key)
         throw Failure(std::string(vm.count("key-file") ? "Key file can be used only with --key-slot or with exactly one key slot active."
                                                      : "More than one keyslot is active: give --key-slot N (blkcrypt "
                                                        "carries one passphrase over; the other keyslots are removed at the end).")
@@ -468,7 +521,7 @@ int rekey_luks2(const ReencryptRequest& rq) {
             luks::OpenOptions oo{.keyslot = slot};
             auto v = luks2::open(registry(), *header, p, oo);
             if (!v) return v.error();
-            o.keyslot = new_keyslot_kdf(vm, h.md.keyslots.at(v->keyslot));
+            if (!o.keep_key) o.keyslot = new_keyslot_kdf(vm, h.md.keyslots.at(v->keyslot));
             if (vm.count("volume-key-file") && std::ranges::equal(v->table.key.span(), o.new_key))
                 return blkcrypt::make_error(blkcrypt::Status::Invalid,
                                             "No data segment parameters changed. Reencryption aborted.");
@@ -506,10 +559,6 @@ int resume_luks2(const ReencryptRequest& rq) {
         throw Failure("Device is not in LUKS2 encryption. Conflicting option --encrypt.");
     if (rq.vm["decrypt"].as<bool>() && (*st)->mode != "decrypt")
         throw Failure("Device is not in LUKS2 decryption. Conflicting option --decrypt.");
-    if (rq.vm.count("resilience") && rq.vm["resilience"].as<std::string>() != (*st)->area_type)
-        throw Failure("changing the resilience of a reencryption in progress (--resilience " +
-                      rq.vm["resilience"].as<std::string>() + ", the header has " + (*st)->area_type +
-                      ") is not supported yet");
     if (!rq.vm["batch-mode"].as<bool>() && !rq.resume_only)
         yes_dialog(rq.vm, "Device " + rq.header_path +
                               " is already in LUKS2 reencryption. Do you wish to resume previously initialised operation?");
@@ -522,6 +571,7 @@ int resume_luks2(const ReencryptRequest& rq) {
         return 0;
     }
     const blkcrypt::SecureBuffer pass = reencrypt_passphrase(rq);
+    apply_resume_resilience(rq, pass);
     return run_luks2_reencryption(rq, pass);
 }
 

@@ -268,7 +268,7 @@ A second reencrypt or repair of the same image fails at once, before anything is
     blkcrypt reencrypt --encrypt --reduce-device-size 32M disk.img
     blkcrypt reencrypt --encrypt --header disk.hdr disk.img
     blkcrypt reencrypt --decrypt --header disk.hdr disk.img)P"},
-    {"NOTES", R"P(The first example is "cryptsetup reencrypt --disable-locks --force-offline-reencrypt disk.img" as a plain user. docs/luks.md lists where blkcrypt differs: one passphrase is carried over (--key-slot with several keyslots), --keep-key and --device-size are not supported yet.)P"},
+    {"NOTES", R"P(The first example is "cryptsetup reencrypt --disable-locks --force-offline-reencrypt disk.img" as a plain user. docs/luks.md lists where blkcrypt differs: one passphrase is carried over (--key-slot with several keyslots). --device-size N rewrites only the first N bytes and then declares the whole data under the new key, as cryptsetup does: what lies beyond N is lost.)P"},
 };
 
 constexpr ManSection kRepair[] = {

@@ -54,6 +54,11 @@ blkcrypt::SecureBuffer reencrypt_passphrase(const ReencryptRequest& rq, bool ver
 // between steps, resumable. Returns the exit status.
 int run_luks2_reencryption(const ReencryptRequest& rq, const blkcrypt::SecureBuffer& passphrase);
 
+// A resume given --resilience [--resilience-hash]: the header's reencrypt
+// keyslot and verification digest rewritten for it, as cryptsetup allows
+// (refused, in its words, for a datashift area); nothing without --resilience.
+void apply_resume_resilience(const ReencryptRequest& rq, const blkcrypt::SecureBuffer& passphrase);
+
 // --encrypt and --decrypt (reencrypt_shift.cpp): the exit status.
 int reencrypt_encrypt(const ReencryptRequest& rq);
 int reencrypt_decrypt(const ReencryptRequest& rq);

@@ -58,6 +58,26 @@ luks::FormatOptions encrypt_format_options(const po::variables_map& vm, uint64_t
     return o;
 }
 
+// --volume-key-file for the new header: the key, of the format's size.
+blkcrypt::SecureBuffer encrypt_volume_key(const po::variables_map& vm, const luks2::FormatOptions& f) {
+    if (!vm.count("volume-key-file")) return {};
+    return read_key_input(vm["volume-key-file"].as<std::string>(), 0, f.key_size, false);
+}
+
+// --device-size of --encrypt --header, checked before anything is written:
+// only the first BYTES of IMAGE are encrypted, the header then declares all
+// of it encrypted (cryptsetup's meaning: the plaintext beyond is lost).
+void check_encrypt_device_size(const ReencryptRequest& rq, uint32_t sector_size, uint64_t data_offset) {
+    const uint64_t want = rq.vm["device-size"].as<uint64_t>();
+    if (want % 512) throw UsageError("Device size must be multiple of 512 bytes sector.");
+    auto data = open_container_image(rq.image, false, "IMAGE");
+    if (data->size() < data_offset || want > data->size() - data_offset)
+        throw Failure("Reduced data size is larger than real device size.");
+    if (want % sector_size)
+        throw Failure("Data device is not aligned to encryption sector size (" + std::to_string(sector_size) +
+                      " bytes).");
+}
+
 // A header that already says "encrypt": resumed as cryptsetup resumes it
 // (its --encrypt then only checks the mode).
 bool resume_if_marked(const ReencryptRequest& rq) {
@@ -76,6 +96,7 @@ bool resume_if_marked(const ReencryptRequest& rq) {
     if (rq.init_only) throw Failure("LUKS2 reencryption already initialized. Aborting operation.");
     store->reset();
     const blkcrypt::SecureBuffer pass = reencrypt_passphrase(rq);
+    apply_resume_resilience(rq, pass);
     run_luks2_reencryption(rq, pass);
     return true;
 }
@@ -84,22 +105,31 @@ bool resume_if_marked(const ReencryptRequest& rq) {
 // shift): a new detached header, the data encrypted forward in place.
 int encrypt_detached(const ReencryptRequest& rq) {
     const auto& vm = rq.vm;
-    if (vm.count("reduce-device-size") || vm.count("offset"))
-        throw Failure("--reduce-device-size and --offset with a detached --header are not supported yet");
-    for (const char* o : {"device-size", "volume-key-file", "luks2-keyslots-size", "align-payload"})
-        if (vm.count(o)) throw Failure(std::string("--") + o + " with --encrypt is not supported yet");
+    if (vm.count("reduce-device-size"))
+        throw Failure("--reduce-device-size with a detached --header is not supported yet");
     luks2::EncryptDetachedOptions eo;
     if (vm.count("resilience")) eo.resilience = vm["resilience"].as<std::string>();
     if (vm.count("resilience-hash")) eo.hash = vm["resilience-hash"].as<std::string>();
     if (eo.resilience != "checksum" && eo.resilience != "journal" && eo.resilience != "none")
         throw Failure("Requested --resilience option cannot be applied to current reencryption operation.");
-    auto f = luks2::resolve_format(registry(), encrypt_format_options(vm, 0));
+    // --offset / --align-payload: the data starts there in IMAGE, as
+    // cryptsetup's luksFormat of a detached header places it.
+    luks::FormatOptions fo = encrypt_format_options(vm, 0);
+    fo.detached = true;
+    fo.offset.reset();
+    if (vm.count("offset")) fo.offset = vm["offset"].as<uint64_t>();
+    if (vm.count("align-payload")) fo.align = vm["align-payload"].as<unsigned>();
+    if (vm.count("luks2-keyslots-size")) fo.keyslots_size = vm["luks2-keyslots-size"].as<uint64_t>();
+    auto f = luks2::resolve_format(registry(), fo);
     if (!f) {
         if (f.status() == blkcrypt::Status::Invalid) throw UsageError(f.error().message);
         throw Failure(f.error().message);
     }
     eo.format = std::move(*f);
-    eo.format.data_offset = 0;
+    eo.data_offset = eo.format.data_offset;
+    const blkcrypt::SecureBuffer vk = encrypt_volume_key(vm, eo.format);
+    eo.format.volume_key = vk.span();
+    if (vm.count("device-size")) check_encrypt_device_size(rq, eo.format.sector_size, eo.data_offset);
     const blkcrypt::SecureBuffer pass = reencrypt_passphrase(rq, vm["verify-passphrase"].as<bool>());
     {
         // The header file as cryptsetup makes it: new (0600) unless it
@@ -111,7 +141,9 @@ int encrypt_detached(const ReencryptRequest& rq) {
             ::close(fd);
             ::stat(rq.header_path.c_str(), &st);
         }
-        const uint64_t need = eo.format.keyslots_size ? 2 * eo.format.metadata_size + eo.format.keyslots_size : 16u << 20;
+        const uint64_t need = eo.format.keyslots_size ? 2 * eo.format.metadata_size + eo.format.keyslots_size
+                              : eo.data_offset        ? eo.data_offset
+                                                      : 16u << 20;
         if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) < need &&
             ::truncate(rq.header_path.c_str(), static_cast<off_t>(need)) != 0)
             throw Failure(errno_message(rq.header_path));
@@ -252,7 +284,7 @@ int reencrypt_encrypt(const ReencryptRequest& rq) {
     if (!vm.count("reduce-device-size"))
         throw Failure("Encryption without detached header (--header) is not possible without data device size "
                       "reduction (--reduce-device-size).");
-    for (const char* o : {"device-size", "volume-key-file", "luks2-keyslots-size", "align-payload"})
+    for (const char* o : {"device-size", "luks2-keyslots-size", "align-payload"})
         if (vm.count(o)) throw Failure(std::string("--") + o + " with --encrypt is not supported yet");
     uint64_t reduce = vm["reduce-device-size"].as<uint64_t>();
     // cryptsetup's --offset against the reduction (encrypt_luks2_init).
@@ -276,6 +308,8 @@ int reencrypt_encrypt(const ReencryptRequest& rq) {
         throw Failure(f.error().message);
     }
     eo.format = std::move(*f);
+    const blkcrypt::SecureBuffer vk = encrypt_volume_key(vm, eo.format);
+    eo.format.volume_key = vk.span();
     const blkcrypt::SecureBuffer pass = reencrypt_passphrase(rq, vm["verify-passphrase"].as<bool>());
     {
         auto dev = open_container_image(rq.image, true, "IMAGE");

@@ -647,10 +647,17 @@ Result<Header> read_header(Registry& reg, BackingStore& store) {
 
 Result<void> check_requirements(const Metadata& md) {
     for (const std::string& r : md.config.requirements) {
-        if (r == "offline-reencrypt" || r.rfind("online-reencrypt", 0) == 0)
+        if (r == "offline-reencrypt" || r.rfind("online-reencrypt", 0) == 0) {
+            // cryptsetup refuses a device with an integrity profile, so it
+            // is no way to finish one.
+            const bool integrity = std::any_of(md.segments.begin(), md.segments.end(),
+                                               [](const auto& s) { return s.second.integrity.has_value(); });
             return make_error(Status::Unsupported,
-                              "The device is marked for LUKS2 reencryption (requirement " + r +
-                                  "); finish it with cryptsetup reencrypt first.");
+                              "The device is marked for LUKS2 reencryption (requirement " + r + "); finish it first with " +
+                                  (integrity ? "blkcrypt reencrypt --resume-only (cryptsetup cannot reencrypt a "
+                                               "device with an integrity profile)."
+                                             : "blkcrypt reencrypt --resume-only or cryptsetup reencrypt --resume-only."));
+        }
         return make_error(Status::Unsupported, "Unmet LUKS2 requirements detected (" + r + ").");
     }
     return {};

@@ -682,6 +682,8 @@ Result<ReencryptRunResult> reencrypt_run(Registry& reg, BackingStore& device, Co
     Run run{reg, device, opts.data ? *opts.data : device, {}, {}, {}, {}, {}, {}};
     if (auto r = run.reload(); !r) return r.error();
     // In-place encryption with a data shift has its own engine.
+    if (opts.device_size && run.st.area_type.rfind("datashift", 0) == 0)
+        return make_error(Status::Unsupported, "--device-size cannot be used with a data shift (datashift resilience)");
     if (run.st.mode == "encrypt" && run.st.area_type == "datashift") return encrypt_shift_run(reg, device, passphrase, opts);
     if (run.st.mode == "decrypt" && run.st.seg_moved >= 0) return run_decrypt_shift(run, passphrase, opts);
     if (run.st.repair_needed) return bad("Reencryption metadata is invalid; run cryptsetup repair first.");
@@ -774,6 +776,16 @@ Result<ReencryptRunResult> reencrypt_run(Registry& reg, BackingStore& device, Co
     }
     if (run.st.area_type == "checksum" && (run.st.hash_block % 512 || run.align % 512))
         return bad("bad checksum block size");
+    const bool fixed = opts.device_size != 0;
+    if (fixed) {
+        if (backward || run.old_seg.integrity)
+            return make_error(Status::Unsupported,
+                              "--device-size is for a forward reencryption of a device without an integrity profile");
+        if (opts.device_size > run.data_size) return bad("Reduced data size is larger than real device size.");
+        if (opts.device_size % run.align)
+            return bad("Data device is not aligned to encryption sector size (" + std::to_string(run.align) + " bytes).");
+        run.data_size = opts.device_size;
+    }
 
     if (auto r = run.make_targets(); !r) return r.error();
 
@@ -804,9 +816,16 @@ Result<ReencryptRunResult> reencrypt_run(Registry& reg, BackingStore& device, Co
             bool is_new = false;
             for (const auto& [did, d] : run.md.digests)
                 if (did == run.st.digest_new && std::count(d.segments.begin(), d.segments.end(), id)) is_new = true;
+            // --keep-key: both forms share the digest; the cipher and sector
+            // size tell them apart (a run that changes neither is refused).
+            if (run.st.digest_old == run.st.digest_new)
+                is_new = s.encryption == run.new_seg.encryption && s.sector_size == run.new_seg.sector_size;
             if (is_new && rel == 0) done = len;
         }
     }
+    if (fixed && done > run.data_size)
+        return bad("--device-size " + std::to_string(run.data_size) + " is below the " + std::to_string(done) +
+                   " bytes already reencrypted");
     // The device ends before data already converted (or in flight): it
     // shrank since. Going on would finish a header over lost data.
     if (done > run.data_size || (hot && hot->first + hot->second > run.data_size))
@@ -822,7 +841,8 @@ Result<ReencryptRunResult> reencrypt_run(Registry& reg, BackingStore& device, Co
         // cryptsetup 2.6.1's "nothing done" too (_offset_forward), and its
         // resume would convert every sector a second time.
         if (done < run.data_size) {
-            if (auto r = reencrypt_write_progress(reg, device, run.md, run.st, run.data_size, done, 0); !r) return r.error();
+            if (auto r = reencrypt_write_progress(reg, device, run.md, run.st, run.data_size, done, 0, fixed); !r)
+                return r.error();
             if (auto r = run.reload(); !r) return r.error();
         }
     }
@@ -831,12 +851,14 @@ Result<ReencryptRunResult> reencrypt_run(Registry& reg, BackingStore& device, Co
     while (done < run.data_size) {
         const uint64_t len = std::min(out.hotzone, run.data_size - done);
         if (auto r = run.protect(done, len); !r) return r.error();
-        if (auto r = reencrypt_write_progress(reg, device, run.md, run.st, run.data_size, done, len); !r) return r.error();
+        if (auto r = reencrypt_write_progress(reg, device, run.md, run.st, run.data_size, done, len, fixed); !r)
+            return r.error();
         if (auto r = run.reload(); !r) return r.error();
         if (auto r = run.rekey(done, len); !r) return r.error();
         done += len;
         if (done == run.data_size) break;
-        if (auto r = reencrypt_write_progress(reg, device, run.md, run.st, run.data_size, done, 0); !r) return r.error();
+        if (auto r = reencrypt_write_progress(reg, device, run.md, run.st, run.data_size, done, 0, fixed); !r)
+            return r.error();
         if (auto r = run.reload(); !r) return r.error();
         if (opts.progress && !opts.progress(done, run.data_size)) return out;
     }

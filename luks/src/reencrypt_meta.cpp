@@ -340,6 +340,10 @@ Result<std::optional<ReencryptState>> reencrypt_state(const Metadata& md) {
                                                             : nullptr;
         if (!ref) return bad("segment " + std::to_string(id) + " belongs to neither key of the reencryption");
         if (has_flag(s, "in-reencryption")) continue;
+        // --keep-key: one digest for both forms, so either backup may match.
+        const Segment& fin = md.segments.at(st.seg_final);
+        if (st.digest_old == st.digest_new && s.encryption == fin.encryption && s.sector_size == fin.sector_size)
+            continue;
         if (s.encryption != ref->encryption || s.sector_size != ref->sector_size)
             return bad("segment " + std::to_string(id) + " differs from its backup segment's cipher");
     }
@@ -408,12 +412,47 @@ Result<ReencryptKeys> reencrypt_unlock(Registry& reg, BackingStore& header, cons
             return k.error();
         }
         any = true;
+        if (d == st.digest_old && d == st.digest_new) keys.new_key.assign(k->span());  // --keep-key
         if (d == st.digest_old) keys.old_key = std::move(*k);
         else keys.new_key = std::move(*k);
     }
     if (!any) return make_error(Status::NoKey, "No key available with this passphrase.");
     return keys;
 }
+
+namespace {
+
+// reencrypt_init's header for --keep-key (cryptsetup's, checked live): no
+// new keyslot or digest; the reencrypt keyslot over the largest keyslot-area
+// gap, and backup-final on the old key's digest beside segment 0 and
+// backup-previous; the verification digest then holds the key once.
+Result<ReencryptState> init_keep_key(Registry& reg, BackingStore& header, const Metadata& md, json root,
+                                     ConstBytes key, const std::string& cipher, uint32_t sector_size,
+                                     const ReencryptInitOptions& o) {
+    const Segment& old = md.segments.at(0);
+    Result<int> reenc_ks = detail::add_reencrypt_keyslot(root, md, {}, o.resilience, o.hash,
+                                                         std::max({4096u, sector_size, old.sector_size}),
+                                                         "reencrypt", "forward");
+    if (!reenc_ks) return reenc_ks.error();
+    json seg0 = root["segments"]["0"];
+    json prev = seg0, fin = seg0;
+    prev["flags"] = json::array({"backup-previous"});
+    fin["encryption"] = cipher;
+    fin["sector_size"] = sector_size;
+    fin["flags"] = json::array({"backup-final"});
+    root["segments"]["1"] = prev;
+    root["segments"]["2"] = fin;
+    const int digest = digest_of_segment(md, 0);
+    if (digest < 0) return bad("the data segment has no digest");
+    root["digests"][std::to_string(digest)]["segments"] = json::array({"0", "1", "2"});
+    root["config"]["requirements"]["mandatory"] = json::array({"online-reencrypt-v2"});
+    if (auto r = detail::add_reencrypt_digest(reg, root, md, *reenc_ks, o.digest_iterations, key, key); !r)
+        return r.error();
+    if (auto r = write_metadata(reg, header, md, root.dump()); !r) return r.error();
+    return detail::persisted_state(reg, header);
+}
+
+}  // namespace
 
 Result<ReencryptState> reencrypt_init(Registry& reg, BackingStore& header, ConstBytes passphrase,
                                       const ReencryptInitOptions& o) {
@@ -462,8 +501,22 @@ Result<ReencryptState> reencrypt_init(Registry& reg, BackingStore& header, Const
         if (key_size <= old.integrity->key_size.value_or(pn->key_size))
             return bad("the new volume key is too short for integrity " + old.integrity->type);
     }
+    if (o.keep_key) {
+        if (o.key_size || !o.new_key.empty()) return bad("--keep-key keeps the volume key: no new key or key size");
+        if (cipher == old.encryption && sector_size == old.sector_size)
+            return bad("No data segment parameters changed. Reencryption aborted.");
+        // The kept key must suit the new cipher (cryptsetup's own check).
+        Segment probe = old;
+        probe.encryption = cipher;
+        probe.sector_size = sector_size;
+        std::vector<uint8_t> block(sector_size);
+        if (!probe.integrity && !detail::crypt_mem(reg, probe, old_key, 0, block, true))
+            return make_error(Status::Unsupported, "Unable to use cipher specification " + cipher + " for LUKS2.");
+    }
     SecureBuffer new_key(key_size);
-    if (!o.new_key.empty()) {
+    if (o.keep_key) {
+        new_key.assign(old_key);
+    } else if (!o.new_key.empty()) {
         if (o.new_key.size() != key_size) return bad("the new volume key has the wrong size");
         new_key.assign(o.new_key);
     } else if (auto r = random_bytes(new_key.span()); !r) {
@@ -473,6 +526,8 @@ Result<ReencryptState> reencrypt_init(Registry& reg, BackingStore& header, Const
     Result<json> rootr = raw_json(md);
     if (!rootr) return rootr.error();
     json root = std::move(*rootr);
+
+    if (o.keep_key) return init_keep_key(reg, header, md, std::move(root), old_key, cipher, sector_size, o);
 
     // The new key's keyslot, in the first gap (as luksAddKey).
     const int new_ks = o.keyslot.keyslot >= 0 ? o.keyslot.keyslot : lowest_free(root["keyslots"], kMaxKeyslots);
@@ -577,6 +632,12 @@ struct SegmentMap {
         h["flags"] = json::array({"in-reencryption"});
         add(std::move(h), true, true);
     }
+    // Every segment once, in id order: the one digest of a --keep-key run.
+    std::vector<std::string> all_segs() const {
+        std::vector<std::string> all;
+        for (std::size_t i = 0; i < out.size(); ++i) all.push_back(std::to_string(i));
+        return all;
+    }
     // The JSON text with this map, then the backups, and the digests'
     // segment lists.
     std::string finish(const ReencryptState& st) {
@@ -585,7 +646,8 @@ struct SegmentMap {
         root["segments"] = out;
         for (auto& [k, d] : root["digests"].items()) {
             const int did = std::stoi(k);
-            if (did == st.digest_old) d["segments"] = old_segs;
+            if (did == st.digest_old && did == st.digest_new) d["segments"] = all_segs();  // --keep-key
+            else if (did == st.digest_old) d["segments"] = old_segs;
             else if (did == st.digest_new) d["segments"] = new_segs;
         }
         return root.dump();
@@ -595,7 +657,7 @@ struct SegmentMap {
 }  // namespace
 
 Result<std::string> reencrypt_progress_json(const Metadata& md, const ReencryptState& st, uint64_t data_size,
-                                            uint64_t done, uint64_t hot) {
+                                            uint64_t done, uint64_t hot, bool fixed) {
     if (st.direction != "forward" || st.seg_moved >= 0 || (st.mode == "decrypt" && st.version != 2))
         return make_error(Status::Unsupported, "only a forward reencryption's segment map is written yet");
     if (done > data_size || hot > data_size - done) return bad("reencryption progress past the end of the data");
@@ -608,7 +670,7 @@ Result<std::string> reencrypt_progress_json(const Metadata& md, const ReencryptS
     if (hot) map.add_hot(base + done, hot, tweak + done / 512);
     if (done + hot < data_size) {
         const Segment& p = md.segments.at(st.seg_previous);
-        const uint64_t rest = p.size ? *p.size - done - hot : 0;
+        const uint64_t rest = fixed ? data_size - done - hot : p.size ? *p.size - done - hot : 0;
         map.add(map.live_old(base + done + hot, rest, tweak + (done + hot) / 512), false, true);
     }
     return map.finish(st);
@@ -635,8 +697,9 @@ Result<std::string> reencrypt_backward_progress_json(const Metadata& md, const R
 }
 
 Result<void> reencrypt_write_progress(Registry& reg, BackingStore& header, const Metadata& md,
-                                      const ReencryptState& st, uint64_t data_size, uint64_t done, uint64_t hot) {
-    Result<std::string> text = reencrypt_progress_json(md, st, data_size, done, hot);
+                                      const ReencryptState& st, uint64_t data_size, uint64_t done, uint64_t hot,
+                                      bool fixed) {
+    Result<std::string> text = reencrypt_progress_json(md, st, data_size, done, hot, fixed);
     if (!text) return text.error();
     return write_metadata(reg, header, md, *text);
 }

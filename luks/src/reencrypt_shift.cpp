@@ -229,8 +229,14 @@ Result<ReencryptState> encrypt_detached_init(Registry& reg, BackingStore& header
     if (o.resilience != "checksum" && o.resilience != "journal" && o.resilience != "none")
         return bad("Requested --resilience option cannot be applied to current reencryption operation.");
     FormatOptions fo = o.format;
-    fo.data_offset = 0;
-    uint64_t ks_size = fo.keyslots_size ? fo.keyslots_size : (16u << 20) - 2 * fo.metadata_size;
+    // --offset / --align-payload: the data starts there in the data device
+    // (cryptsetup's keyslots area then reaches up to it); else at 0.
+    const uint64_t data_at = o.data_offset;
+    fo.data_offset = data_at;
+    uint64_t ks_size = fo.keyslots_size ? fo.keyslots_size
+                       : data_at        ? data_at - 2 * fo.metadata_size
+                                        : (16u << 20) - 2 * fo.metadata_size;
+    if (data_at && 2 * fo.metadata_size + ks_size > data_at) return bad("the keyslots area reaches past the data offset");
     auto hdr = std::make_shared<MemoryStore>(2 * fo.metadata_size + ks_size);
     Result<luks::Volume> vol = format(reg, *hdr, passphrase, fo);
     if (!vol) return vol.error();
@@ -250,8 +256,9 @@ Result<ReencryptState> encrypt_detached_init(Registry& reg, BackingStore& header
     json fin = root["segments"]["0"];
     fin["flags"] = json::array({"backup-final"});
     json segs = json::object();
-    segs["0"] = json{{"type", "linear"}, {"offset", "0"}, {"size", "dynamic"}};
-    segs["1"] = json{{"type", "linear"}, {"offset", "0"}, {"size", "dynamic"}, {"flags", json::array({"backup-previous"})}};
+    segs["0"] = json{{"type", "linear"}, {"offset", std::to_string(data_at)}, {"size", "dynamic"}};
+    segs["1"] = json{{"type", "linear"}, {"offset", std::to_string(data_at)}, {"size", "dynamic"},
+                     {"flags", json::array({"backup-previous"})}};
     segs["2"] = fin;
     root["segments"] = segs;
     const int new_digest = md.digest_for_keyslot(vol->keyslot);

@@ -102,9 +102,24 @@ struct ReencryptInitOptions {
     luks::KeyslotOptions keyslot;         // the new keyslot's KDF (keyslot: -1 = lowest free)
     uint32_t digest_iterations = 1000;
     ConstBytes new_key = {};              // empty: a random one
+    // --keep-key: the volume key stays (no new keyslot; backup-final is on
+    // the old key's digest, as cryptsetup writes it), so the cipher or the
+    // sector size must change; key_size and new_key must be unset.
+    bool keep_key = false;
 };
 Result<ReencryptState> reencrypt_init(Registry& reg, BackingStore& header, ConstBytes passphrase,
                                       const ReencryptInitOptions& opts);
+
+// A resumed reencryption given another resilience (cryptsetup's reencrypt
+// --resume-only --resilience MODE [--resilience-hash H]): the reencrypt
+// keyslot's area keeps its place and takes the new type (checksum: hash and
+// block size), and the verification digest is made again over it, in one
+// header update. Refused as cryptsetup refuses it (nothing written): a
+// datashift area ("Device is in reencryption using datashift resilience.
+// Requested --resilience option cannot be applied."), a datashift type asked
+// for, a crashed hotzone (repair first). No change asked: nothing written.
+Result<void> reencrypt_set_resilience(Registry& reg, BackingStore& header, ConstBytes passphrase,
+                                      const std::string& resilience, const std::string& hash);
 
 // The segment map of a forward reencryption (mode reencrypt) of data_size
 // bytes of data after `done` bytes were finished, with [done, done + hot) marked
@@ -112,12 +127,15 @@ Result<ReencryptState> reencrypt_init(Registry& reg, BackingStore& header, Const
 // then the backups; each digest names its segments. The keyslots, digests,
 // backups and requirement are kept; the verification digest does not cover
 // these segments, so it stays valid. Written as one header update.
+// fixed: cryptsetup's "fixed size mode" (--device-size): the old data left
+// is a segment of data_size - done - hot bytes, not "dynamic".
 Result<void> reencrypt_write_progress(Registry& reg, BackingStore& header, const Metadata& md,
-                                      const ReencryptState& st, uint64_t data_size, uint64_t done, uint64_t hot);
+                                      const ReencryptState& st, uint64_t data_size, uint64_t done, uint64_t hot,
+                                      bool fixed = false);
 
 // The JSON text of that segment map (reencrypt_write_progress writes it).
 Result<std::string> reencrypt_progress_json(const Metadata& md, const ReencryptState& st, uint64_t data_size,
-                                            uint64_t done, uint64_t hot);
+                                            uint64_t done, uint64_t hot, bool fixed = false);
 
 // The segment map of a backward reencryption without a data shift
 // (cryptsetup's --decrypt of a detached header): old [0, old_end - hot) |
@@ -168,6 +186,12 @@ struct ReencryptRunOptions {
     // The data device of a detached header (`device` then holds the header
     // and its resilience area only); nullptr: `device` holds both.
     BackingStore* data = nullptr;
+    // --device-size: only the first device_size bytes of the data are
+    // converted (a forward run, no integrity profile); the segment maps say
+    // so (the old data left has a fixed size), and the finish declares the
+    // whole data segment under the new key, as cryptsetup does (what lies
+    // beyond is then unreadable: its documented data loss). 0: all the data.
+    uint64_t device_size = 0;
 };
 struct ReencryptRunResult {
     uint64_t data_size = 0, hotzone = 0;

@@ -62,7 +62,10 @@ Result<ReencryptRunResult> encrypt_shift_run(Registry& reg, BackingStore& device
 // (crypt) are run by reencrypt_run with the data device. Nothing is written
 // to the data. header must hold the header areas.
 struct EncryptDetachedOptions {
-    FormatOptions format;                 // data_offset is forced to 0
+    FormatOptions format;                 // its data_offset is ignored: see data_offset
+    // Where the data starts in the data device (--offset, --align-payload:
+    // cryptsetup's keyslots area then ends there); 0: at its start.
+    uint64_t data_offset = 0;
     std::string resilience = "checksum";  // "checksum", "journal", "none"
     std::string hash = "sha256";          // checksum
     // The checksum block: cryptsetup takes the largest of the data device's
