@@ -185,6 +185,13 @@ public:
         return Status::Ok;
     }
 
+    // Whole blocks only: a partial block's widened read stays with read().
+    bool start_read(uint64_t offset, Bytes out, const Completion& done) override {
+        if (!fits(offset, out.size()) || out.empty() || offset % min_block_ || out.size() % min_block_) return false;
+        start(Op::Read, offset, out.size(), out.data(), done);
+        return true;
+    }
+
     Status write(uint64_t offset, ConstBytes in) override {
         if (!writable_ || !fits(offset, in.size())) return Status::IoError;
         if (in.empty()) return Status::Ok;
@@ -223,10 +230,14 @@ public:
     std::string name() const override { return uri_; }
 
 private:
-    // One transfer's requests: how many libnbd still holds, and whether one failed.
+    // One transfer's requests: how many libnbd still holds (and one hold of
+    // the issuing call's own, so that requests completing while it still
+    // issues do not finish the transfer), whether one failed, and whom to
+    // tell when the last hold goes.
     struct Batch {
         NbdStore* store;
-        std::size_t held = 0;
+        Completion done;
+        std::size_t held = 1;
         bool failed = false;
     };
 
@@ -288,10 +299,22 @@ private:
         NbdStore* s = b->store;
         {
             std::lock_guard lk(s->mu_);
-            --b->held;
             --s->in_flight_;
+            if (s->room_waiters_) s->room_.notify_all();
         }
-        s->cv_.notify_all();  // b may be gone now; s outlives every transfer
+        s->drop(b);
+    }
+    // The last hold of a transfer tells its caller, outside the lock.
+    void drop(Batch* b) {
+        Status st;
+        {
+            std::lock_guard lk(mu_);
+            if (--b->held) return;
+            st = b->failed ? Status::IoError : Status::Ok;
+        }
+        Completion done = std::move(b->done);
+        delete b;
+        done(st);
     }
 
     int64_t issue(nbd_handle* h, Op op, uint8_t* buf, uint64_t length, uint64_t offset, Batch& b) {
@@ -307,12 +330,13 @@ private:
     }
 
     // Issues [offset, offset+len) as pieces round the connections, at most
-    // kDepth per connection in flight over all callers, and waits for all of
-    // them: the caller's buffer is not given back while the server may still
-    // write into it, even after a failure.
-    Status transfer(Op op, uint64_t offset, uint64_t len, uint8_t* buf) {
+    // kDepth per connection in flight over all callers (waiting here for
+    // room), and returns; done runs when all of them are over: the caller's
+    // buffer is not given back while the server may still write into it,
+    // even after a failure.
+    void start(Op op, uint64_t offset, uint64_t len, uint8_t* buf, const Completion& done) {
         const Api& a = api();
-        Batch b{this};
+        auto* b = new Batch{this, done};
         // Zeroing carries no payload: larger pieces (within 32-bit NBD lengths).
         const uint64_t step =
             op == Op::Zero ? std::max<uint64_t>(piece_, uint64_t{1} << 30) / min_block_ * min_block_ : piece_;
@@ -322,27 +346,50 @@ private:
         for (std::size_t i = 0; i < pieces; ++i) {
             {
                 std::unique_lock lk(mu_);
-                cv_.wait(lk, [&] { return in_flight_ < kDepth * n || b.failed; });
-                if (b.failed) break;
+                if (in_flight_ >= kDepth * n && !b->failed) {
+                    ++room_waiters_;
+                    room_.wait(lk, [&] { return in_flight_ < kDepth * n || b->failed; });
+                    --room_waiters_;
+                }
+                if (b->failed) break;
                 ++in_flight_;
-                ++b.held;
+                ++b->held;
             }
             nbd_handle* h = conns_[op == Op::Flush ? i : (first + i) % n];
             const uint64_t at = uint64_t{i} * step;
             const uint64_t m = op == Op::Flush ? 0 : std::min(step, len - at);
-            if (issue(h, op, buf ? buf + at : nullptr, m, offset + at, b) < 0) {
+            if (issue(h, op, buf ? buf + at : nullptr, m, offset + at, *b) < 0) {
                 // Refused (a dead connection): libnbd has already called .free.
                 std::lock_guard lk(mu_);
-                b.failed = true;
+                b->failed = true;
                 break;
             }
             // A request that did not go out at once waits for the socket to
             // take it: the pump must poll for writing.
             if (a.nbd_aio_get_direction(h) & LIBNBD_AIO_DIRECTION_WRITE) wake();
         }
-        std::unique_lock lk(mu_);
-        cv_.wait(lk, [&] { return b.held == 0; });
-        return b.failed ? Status::IoError : Status::Ok;
+        drop(b);
+    }
+
+    // start, waited for.
+    Status transfer(Op op, uint64_t offset, uint64_t len, uint8_t* buf) {
+        struct Wait {
+            std::mutex mu;
+            std::condition_variable cv;
+            bool over = false;
+            Status st = Status::Ok;
+        } w;
+        Wait* pw = &w;
+        start(op, offset, len, buf, [pw](Status st) {
+            // Notified under the lock: w is gone once the waiter sees over.
+            std::lock_guard lk(pw->mu);
+            pw->st = st;
+            pw->over = true;
+            pw->cv.notify_one();
+        });
+        std::unique_lock lk(w.mu);
+        w.cv.wait(lk, [&] { return w.over; });
+        return w.st;
     }
 
     // The pump thread: waits on every live connection's socket in the
@@ -391,8 +438,9 @@ private:
     bool can_zero_ = false;
     std::vector<nbd_handle*> conns_;  // fixed once connected
     std::atomic<std::size_t> next_conn_{0};
-    std::mutex mu_;                   // in_flight_, every Batch, stop_
-    std::condition_variable cv_;
+    std::mutex mu_;                   // in_flight_, room_waiters_, every Batch, stop_
+    std::condition_variable room_;    // in_flight_ went down
+    std::size_t room_waiters_ = 0;
     std::size_t in_flight_ = 0;
     bool stop_ = false;
     int wake_fd_ = -1;

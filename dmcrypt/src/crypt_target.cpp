@@ -10,6 +10,7 @@
 #include <blkcrypt/skcipher.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <new>
 #include <optional>
@@ -20,11 +21,12 @@ namespace blkcrypt::dm {
 namespace {
 
 constexpr uint64_t kSector = 512;
+constexpr std::size_t kRemoteDepth = 32;  // bios in flight by default on an NBD store
 
 // One bio in flight: its place in the conversion, and everything a request
 // needs, allocated once per slot so the data path does not allocate.
 struct CryptIo {
-    enum class Phase { Start, Crypting };
+    enum class Phase { Start, Reading, Crypting };
 
     Bio* bio = nullptr;
     Phase phase = Phase::Start;
@@ -33,6 +35,11 @@ struct CryptIo {
     std::size_t chunk = 0;           // bytes in the request being converted
     std::size_t bounce_used = 0;     // high-water mark, wiped when the bio fails
     Status crypt_status = Status::Ok;  // set by an async completion
+    // Reads the store runs on its own (start_read) not yet over, plus one
+    // held by the worker issuing them; and a failed one's status.
+    std::atomic<std::size_t> reads_left{0};
+    std::atomic<Status> read_status{Status::Ok};
+    Completion read_done;            // built once per slot: no allocation per read
     SkcipherRequest req;
     uint8_t iv[8] = {};
     std::vector<SgEntry> window;     // the request's part of bio->vecs
@@ -61,6 +68,7 @@ public:
                 ios_[i].crypt_status = s;
                 pool_.schedule(i);
             };
+            io.read_done = [this, i](Status s) { read_over(i, s); };
         }
     }
 
@@ -128,7 +136,11 @@ private:
         Status s = Status::Ok;
         if (io.phase == CryptIo::Phase::Start) {
             // Reads decrypt in place what the store holds (kcryptd_crypt_read_convert).
-            if (io.bio->dir == BioDir::Read) s = read_bio(*io.bio);
+            if (io.bio->dir == BioDir::Read) s = start_reads(io);
+            // The store still reads: read_over schedules the bio again.
+            if (s == Status::InProgress) return;
+        } else if (io.phase == CryptIo::Phase::Reading) {
+            s = io.crypt_status;
         } else {
             s = io.crypt_status;
             if (s == Status::Ok) s = chunk_done(io);
@@ -182,6 +194,40 @@ private:
         }
         io.done += io.chunk;
         return Status::Ok;
+    }
+
+    // The bio's reads, started on the store where it can run them without
+    // this worker (many in flight while the workers decrypt others), read
+    // here where it cannot. InProgress: read_over goes on with the bio.
+    Status start_reads(CryptIo& io) {
+        const Bio& bio = *io.bio;
+        io.phase = CryptIo::Phase::Reading;
+        io.read_status.store(Status::Ok, std::memory_order_relaxed);
+        io.reads_left.store(1, std::memory_order_relaxed);  // this call's own hold
+        uint64_t at = base_ + bio.sector * kSector;
+        for (const SgEntry& v : bio.vecs) {
+            if (!v.len) continue;
+            io.reads_left.fetch_add(1, std::memory_order_relaxed);
+            if (!store_->start_read(at, Bytes(v.data, v.len), io.read_done)) {
+                const Status s = store_->read(at, Bytes(v.data, v.len));
+                io.reads_left.fetch_sub(1, std::memory_order_relaxed);
+                if (s != Status::Ok) io.read_status.store(s, std::memory_order_relaxed);
+            }
+            at += v.len;
+        }
+        if (io.reads_left.fetch_sub(1, std::memory_order_acq_rel) != 1) return Status::InProgress;
+        // Every read over already (or none started): go on on this worker.
+        return io.read_status.load(std::memory_order_relaxed);
+    }
+
+    // A started read is over (on the store's thread): the last one hands
+    // the bio back to the workers.
+    void read_over(std::size_t slot, Status s) {
+        CryptIo& io = ios_[slot];
+        if (s != Status::Ok) io.read_status.store(s, std::memory_order_relaxed);
+        if (io.reads_left.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+        io.crypt_status = io.read_status.load(std::memory_order_relaxed);
+        pool_.schedule(slot);
     }
 
     Status read_bio(const Bio& bio) {
@@ -276,6 +322,12 @@ Result<std::unique_ptr<CryptTarget>> CryptTarget::create(Registry& reg, const Cr
         return make_error(Status::Invalid, "max_request must hold at least one sector");
     unsigned threads = opts.threads ? opts.threads : std::max(1u, std::thread::hardware_concurrency());
     std::size_t depth = opts.queue_depth ? opts.queue_depth : 4 * std::size_t{threads};
+    // An NBD store answers each read a round trip later, and runs it without
+    // a worker (start_read): more bios in flight hide more of that wait
+    // (serve on a remote image: 1.7 s per GiB with 8, 1.0-1.2 s with 32 at
+    // 2 ms a read). Reads never touch the bounce buffers, so they cost
+    // address space only.
+    if (!opts.queue_depth && is_nbd_uri(store->name())) depth = std::max<std::size_t>(depth, kRemoteDepth);
     std::unique_ptr<CryptTargetImpl> target;
     try {
         target = std::make_unique<CryptTargetImpl>(table, std::move(store), std::move(tfm).value(),

@@ -581,16 +581,21 @@ Result<std::vector<uint8_t>> build_copy(Registry& reg, const BinaryHeader& hdr, 
 }
 
 Result<Metadata> read_copy(Registry& reg, BackingStore& store, uint64_t offset, bool secondary) {
+    // Only a failed read is an IoError (read_header words its warning by
+    // that); a device too short for the copy is damage, as bad bytes are.
     if (store.size() < offset || store.size() - offset < kBinHeaderSize)
-        return make_error(Status::IoError, "the device is too small for a LUKS2 header");
+        return bad("the device is too small for a LUKS2 header");
     std::vector<uint8_t> bin(kBinHeaderSize);
-    if (Status s = store.read(offset, bin); s != Status::Ok) return make_error(s, "cannot read the LUKS2 header");
+    if (Status s = store.read(offset, bin); s != Status::Ok)
+        return make_error(Status::IoError, "cannot read the LUKS2 header at byte " + std::to_string(offset) + ": " +
+                                               to_string(s));
     Result<BinaryHeader> h = parse_binary_header(bin, secondary, offset);
     if (!h) return h.error();
-    if (store.size() - offset < h->hdr_size) return make_error(Status::IoError, "the device is too small for its LUKS2 header");
+    if (store.size() - offset < h->hdr_size) return bad("the device is too small for its LUKS2 header");
     std::vector<uint8_t> area(h->hdr_size - kBinHeaderSize);
     if (Status s = store.read(offset + kBinHeaderSize, area); s != Status::Ok)
-        return make_error(s, "cannot read the LUKS2 JSON area");
+        return make_error(Status::IoError, "cannot read the LUKS2 JSON area at byte " +
+                                               std::to_string(offset + kBinHeaderSize) + ": " + to_string(s));
     // Checksum: the binary header with its csum field zeroed, then the whole
     // JSON area (hdr_checksum_calculate).
     std::memset(bin.data() + 448, 0, 64);
@@ -633,15 +638,19 @@ Result<Header> read_header(Registry& reg, BackingStore& store) {
         out.md = use_secondary ? std::move(secondary->value()) : std::move(primary.value());
         return out;
     }
-    if (out.primary_ok) {
-        out.warnings.push_back("WARNING: the secondary LUKS2 header is damaged (" + secondary->error().message +
-                               "); using the primary header. cryptsetup repair restores it.");
-        out.md = std::move(primary.value());
-    } else {
-        out.warnings.push_back("WARNING: the primary LUKS2 header is damaged (" + primary.error().message +
-                               "); using the secondary header. cryptsetup repair restores it.");
-        out.md = std::move(secondary->value());
-    }
+    const bool use_primary = out.primary_ok;
+    const Error& lost = use_primary ? secondary->error() : primary.error();
+    const std::string which = use_primary ? "secondary" : "primary";
+    const std::string other = use_primary ? "primary" : "secondary";
+    // A read that failed (EIO from a disk or an NBD server) says nothing of
+    // the bytes: the copy may be intact, and repair is no answer to it.
+    if (lost.status == Status::IoError)
+        out.warnings.push_back("WARNING: reading the " + which + " LUKS2 header failed (" + lost.message +
+                               "); using the " + other + " header.");
+    else
+        out.warnings.push_back("WARNING: the " + which + " LUKS2 header is damaged (" + lost.message + "); using the " +
+                               other + " header. cryptsetup repair restores it.");
+    out.md = use_primary ? std::move(primary.value()) : std::move(secondary->value());
     return out;
 }
 

@@ -334,6 +334,73 @@ TEST_CASE("luks2: a damaged primary header falls back to the secondary - both da
 }
 
 namespace {
+// A good image whose reads touching [bad_begin, bad_end) fail, as a disk or
+// an NBD server returning EIO there would.
+class EioStore final : public BackingStore {
+public:
+    EioStore(std::shared_ptr<BackingStore> inner, uint64_t bad_begin, uint64_t bad_end)
+        : inner_(std::move(inner)), begin_(bad_begin), end_(bad_end) {}
+    Status read(uint64_t off, Bytes out) override {
+        if (off < end_ && begin_ < off + out.size()) return Status::IoError;
+        return inner_->read(off, out);
+    }
+    Status write(uint64_t, ConstBytes) override { return Status::IoError; }
+    uint64_t size() const override { return inner_->size(); }
+
+private:
+    std::shared_ptr<BackingStore> inner_;
+    uint64_t begin_, end_;
+};
+}  // namespace
+
+TEST_CASE("luks2: a header copy that cannot be read is not called damaged", "[luks2]") {
+    if (!cryptsetup_here("LUKS2 header read-error tests not run")) return;
+    TempDir dir;
+    Case c{"plain", std::string(kFast)};
+    const std::string img = make_container(dir, c);
+    std::shared_ptr<BackingStore> good = open_store(img);
+    REQUIRE(good);
+    Result<luks2::Header> h0 = luks2::read_header(registry(), *good);
+    REQUIRE(h0.ok());
+    const uint64_t hdr_size = h0->md.hdr.hdr_size;
+    const std::string want_key = cryptsetup_volume_key(img, dir / "pw0");
+    struct Way {
+        const char* failing;
+        const char* used;
+        uint64_t begin, end;
+    };
+    // The binary header of the primary; the JSON area of the secondary.
+    for (const Way w : {Way{"primary", "secondary", 0, 512}, Way{"secondary", "primary", hdr_size + 4096, hdr_size + 4097}}) {
+        CAPTURE(w.failing);
+        EioStore store(good, w.begin, w.end);
+        Result<luks2::Header> h = luks2::read_header(registry(), store);
+        REQUIRE(h.ok());
+        CHECK(h->primary_ok == (std::string(w.failing) != "primary"));
+        CHECK(h->secondary_ok == (std::string(w.failing) != "secondary"));
+        REQUIRE(h->warnings.size() == 1);
+        const std::string& msg = h->warnings[0];
+        CHECK(msg.find(std::string("reading the ") + w.failing + " LUKS2 header failed (cannot read the LUKS2 ") !=
+              std::string::npos);
+        CHECK(msg.find("I/O error); using the " + std::string(w.used) + " header.") != std::string::npos);
+        CHECK(msg.find("damaged") == std::string::npos);
+        CHECK(msg.find("repair") == std::string::npos);
+        std::vector<std::string> warnings;
+        luks2::OpenOptions o;
+        o.warnings = &warnings;
+        Result<luks::Volume> v = luks2::open(registry(), store, text(passphrase(0)), o);
+        REQUIRE(v.ok());
+        CHECK(warnings == h->warnings);
+        CHECK(testutil::hex(v->table.key) == want_key);
+    }
+    // Both copies unreadable: refused, saying why.
+    EioStore dead(good, 0, 8 << 20);
+    Result<luks2::Header> h = luks2::read_header(registry(), dead);
+    REQUIRE_FALSE(h.ok());
+    CHECK(h.error().message.find("primary header: cannot read the LUKS2 header at byte 0: I/O error") !=
+          std::string::npos);
+}
+
+namespace {
 
 // Rewrites both header copies of img with json (seqid + 1, fresh checksums).
 void rewrite_header(const std::string& img, const luks2::BinaryHeader& base, const std::string& json) {

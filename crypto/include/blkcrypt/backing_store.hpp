@@ -5,6 +5,7 @@
 #pragma once
 
 #include <blkcrypt/bytes.hpp>
+#include <blkcrypt/request.hpp>
 #include <blkcrypt/status.hpp>
 
 #include <cstdint>
@@ -19,6 +20,15 @@ class BackingStore {
 public:
     virtual ~BackingStore() = default;
     virtual Status read(uint64_t offset, Bytes out) = 0;
+    // Starts read(offset, out) without waiting, where the store can keep
+    // many reads in flight (the NBD store); false when it cannot (the
+    // default), and nothing is started: call read(). When it returns true,
+    // done runs exactly once with the read's status, possibly before the
+    // call returns and on any thread (the store's own: it must neither
+    // block nor call the store); out is the store's until then. A worker
+    // that waited on each read kept one request per worker in flight, and
+    // a remote image read at the speed of its round trips.
+    virtual bool start_read(uint64_t /*offset*/, Bytes /*out*/, const Completion& /*done*/) { return false; }
     virtual Status write(uint64_t offset, ConstBytes in) = 0;
     virtual uint64_t size() const = 0;
     virtual Status flush() { return Status::Ok; }
