@@ -191,6 +191,9 @@ public:
         start(Op::Read, offset, out.size(), out.data(), done);
         return true;
     }
+    // Serve on a remote image: 1.7 s per GiB with 8 bios in flight, 1.0-1.2 s
+    // with 32, at 2 ms a read (nbdkit's delay filter).
+    std::size_t read_depth() const override { return 32; }
 
     Status write(uint64_t offset, ConstBytes in) override {
         if (!writable_ || !fits(offset, in.size())) return Status::IoError;

@@ -21,7 +21,6 @@ namespace blkcrypt::dm {
 namespace {
 
 constexpr uint64_t kSector = 512;
-constexpr std::size_t kRemoteDepth = 32;  // bios in flight by default on an NBD store
 
 // One bio in flight: its place in the conversion, and everything a request
 // needs, allocated once per slot so the data path does not allocate.
@@ -322,12 +321,10 @@ Result<std::unique_ptr<CryptTarget>> CryptTarget::create(Registry& reg, const Cr
         return make_error(Status::Invalid, "max_request must hold at least one sector");
     unsigned threads = opts.threads ? opts.threads : std::max(1u, std::thread::hardware_concurrency());
     std::size_t depth = opts.queue_depth ? opts.queue_depth : 4 * std::size_t{threads};
-    // An NBD store answers each read a round trip later, and runs it without
-    // a worker (start_read): more bios in flight hide more of that wait
-    // (serve on a remote image: 1.7 s per GiB with 8, 1.0-1.2 s with 32 at
-    // 2 ms a read). Reads never touch the bounce buffers, so they cost
-    // address space only.
-    if (!opts.queue_depth && is_nbd_uri(store->name())) depth = std::max<std::size_t>(depth, kRemoteDepth);
+    // A store that runs reads without a worker (start_read) says how many
+    // it wants in flight; reads never touch the bounce buffers, so more
+    // bios cost address space only.
+    if (!opts.queue_depth) depth = std::max(depth, store->read_depth());
     std::unique_ptr<CryptTargetImpl> target;
     try {
         target = std::make_unique<CryptTargetImpl>(table, std::move(store), std::move(tfm).value(),

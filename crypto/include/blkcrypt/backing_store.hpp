@@ -8,6 +8,7 @@
 #include <blkcrypt/request.hpp>
 #include <blkcrypt/status.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -29,6 +30,10 @@ public:
     // that waited on each read kept one request per worker in flight, and
     // a remote image read at the speed of its round trips.
     virtual bool start_read(uint64_t /*offset*/, Bytes /*out*/, const Completion& /*done*/) { return false; }
+    // How many reads a client that starts them (start_read) should keep in
+    // flight: 0 for a store without start_read. A remote store answers each
+    // read a round trip later, so more in flight hide more of that wait.
+    virtual std::size_t read_depth() const { return 0; }
     virtual Status write(uint64_t offset, ConstBytes in) = 0;
     virtual uint64_t size() const = 0;
     virtual Status flush() { return Status::Ok; }
