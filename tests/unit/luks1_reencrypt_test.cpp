@@ -413,3 +413,283 @@ TEST_CASE("luks1 reencrypt: a block journal of another run is not replayed", "[r
     REQUIRE(legacy::finish(registry(), b, *lo, text("pw"), ro));
     CHECK(open_image(b.data(), "pw").plain == plain_b);
 }
+
+TEST_CASE("luks1 reencrypt: --keep-key rewrites the header only, and a crash at any write leaves old or new",
+          "[reencrypt-luks1]") {
+    const std::string uuid = "2a1b2c3d-4e5f-4061-8293-a4b5c6d7e8f9";
+    const std::vector<uint8_t> plain = pattern(128 * 1024);
+    const std::vector<uint8_t> img = make_image(plain, "pw", uuid);
+    const std::vector<uint8_t> old_key = open_image(img, "pw").key;
+    REQUIRE(!old_key.empty());
+    const std::size_t payload = 2u << 20;
+    const auto data_of = [&](const std::vector<uint8_t>& i) { return std::vector<uint8_t>(i.begin() + payload, i.end()); };
+    legacy::ReencryptParams p;
+    p.force_iterations = 1000;
+    p.keep_key = true;
+    p.hash = "sha512";
+
+    SECTION("refused with a new cipher or a shift, nothing written") {
+        for (int c = 0; c < 2; ++c) {
+            TmpDir d;
+            legacy::ReencryptParams q = p;
+            q.dir = d.path;
+            if (c == 0) q.cipher = "aes-cbc-essiv:sha256";
+            else q.reduce_bytes = 64 * 1024;
+            MemoryStore s(0);
+            s.data() = img;
+            CHECK(legacy::reencrypt(registry(), s, text("pw"), q).status() == Status::Invalid);
+            CHECK(s.data() == img);
+            CHECK(leftover_gone(d, uuid));
+        }
+    }
+
+    int total = 0;
+    {
+        TmpDir d;
+        p.dir = d.path;
+        TornStore clean(img, 0);
+        REQUIRE(legacy::reencrypt(registry(), clean, text("pw"), p));
+        total = clean.writes();
+        CHECK(leftover_gone(d, uuid));
+        Result<luks1::Header> h = luks1::parse_header(clean.image());
+        REQUIRE(h);
+        CHECK(h->hash_spec == "sha512");
+        CHECK(h->uuid == uuid);
+        const Opened o = open_image(clean.image(), "pw");
+        CHECK(o.key == old_key);
+        CHECK(o.plain == plain);
+        CHECK(data_of(clean.image()) == data_of(img));  // not a byte of the data rewritten
+        CHECK(cryptsetup_opens(clean.image(), "pw"));
+    }
+    REQUIRE(total >= 3);  // the magic, the header with the magic still marked, the magic
+    int marked_left = 0;
+    // Torn in half either way, and after its first sector only (the header
+    // sector without its keyslot areas: a restore that wrote the real magic
+    // in its first write would leave a header whose keyslot does not open).
+    const std::pair<std::size_t, TornStore::Tear> tears[] = {{TornStore::kHalfBytes, TornStore::Tear::Prefix},
+                                                             {TornStore::kHalfBytes, TornStore::Tear::Suffix},
+                                                             {1, TornStore::Tear::Prefix}};
+    for (int at = 1; at <= total; ++at)
+        for (const auto& [keep, tear] : tears)
+            for (const bool roll : {false, true}) {
+                INFO("crash at write " << at << (tear == TornStore::Tear::Prefix ? " (prefix " : " (suffix ") << keep
+                                       << ")" << (roll ? ", rolled back" : ", finished"));
+                TmpDir d;
+                p.dir = d.path;
+                TornStore s(img, at, keep, tear);
+                REQUIRE(!legacy::reencrypt(registry(), s, text("pw"), p));
+                MemoryStore after(0);
+                after.data() = s.image();
+                Result<std::optional<std::string>> marked = legacy::unusable_uuid(after);
+                REQUIRE(marked);
+                if (*marked) {
+                    ++marked_left;
+                    Result<legacy::Leftover> lo = legacy::find(registry(), after, d.path);
+                    REQUIRE(lo);
+                    if (roll) REQUIRE(legacy::rollback(registry(), after, *lo));
+                    else REQUIRE(legacy::finish(registry(), after, *lo, text("pw")));
+                    CHECK(leftover_gone(d, uuid));
+                    Result<luks1::Header> h = luks1::parse_header(after.data());
+                    REQUIRE(h);
+                    CHECK(h->hash_spec == (roll ? "sha256" : "sha512"));
+                }
+                const Opened o = open_image(after.data(), "pw");
+                CHECK(o.key == old_key);
+                CHECK(o.plain == plain);
+                CHECK(data_of(after.data()) == data_of(img));
+            }
+    CHECK(marked_left > 0);
+}
+
+TEST_CASE("luks1 reencrypt: --reduce-device-size moves the data on, --device-size converts the start only",
+          "[reencrypt-luks1]") {
+    const std::string uuid = "3a1b2c3d-4e5f-4061-8293-a4b5c6d7e8f9";
+    const std::vector<uint8_t> plain = pattern(192 * 1024);
+    const std::vector<uint8_t> img = make_image(plain, "pw", uuid);
+    legacy::ReencryptParams p;
+    p.force_iterations = 1000;
+    legacy::RunOptions ro;
+    ro.block_size = 32 * 1024;
+
+    SECTION("cryptsetup's checks of the reduce size, nothing written") {
+        for (const uint64_t bad : {uint64_t{1000}, uint64_t{1536}, uint64_t{192 * 1024}, (uint64_t{1} << 30) + 4096}) {
+            INFO("reduce " << bad);
+            TmpDir d;
+            legacy::ReencryptParams q = p;
+            q.dir = d.path;
+            q.reduce_bytes = bad;
+            MemoryStore s(0);
+            s.data() = img;
+            CHECK(legacy::reencrypt(registry(), s, text("pw"), q, ro).status() == Status::Invalid);
+            CHECK(s.data() == img);
+            CHECK(leftover_gone(d, uuid));
+        }
+    }
+    SECTION("--device-size: the first bytes only") {
+        TmpDir d;
+        p.dir = d.path;
+        legacy::RunOptions r = ro;
+        r.device_size = 64 * 1024;
+        MemoryStore s(0);
+        s.data() = img;
+        REQUIRE(legacy::reencrypt(registry(), s, text("pw"), p, r));
+        const Opened o = open_image(s.data(), "pw");
+        REQUIRE(o.plain.size() == plain.size());
+        CHECK(std::equal(plain.begin(), plain.begin() + 64 * 1024, o.plain.begin()));
+        CHECK(!std::equal(plain.begin() + 64 * 1024, plain.end(), o.plain.begin() + 64 * 1024));
+        r.device_size = 4 << 20;
+        s.data() = img;
+        TmpDir d2;
+        p.dir = d2.path;
+        CHECK(legacy::reencrypt(registry(), s, text("pw"), p, r).status() == Status::Invalid);
+        CHECK(s.data() == img);
+        CHECK(leftover_gone(d2, uuid));
+    }
+    SECTION("a shift of 64 KiB, crashed at any write and resumed") {
+        p.reduce_bytes = 64 * 1024;
+        const std::vector<uint8_t> want(plain.begin(), plain.end() - 64 * 1024);
+        int total = 0;
+        {
+            TmpDir d;
+            p.dir = d.path;
+            TornStore clean(img, 0);
+            REQUIRE(legacy::reencrypt(registry(), clean, text("pw"), p, ro));
+            total = clean.writes();
+            Result<luks1::Header> h = luks1::parse_header(clean.image());
+            REQUIRE(h);
+            CHECK(h->payload_offset == 4096 + 128);
+            CHECK(open_image(clean.image(), "pw").plain == want);
+            CHECK(cryptsetup_opens(clean.image(), "pw"));
+        }
+        REQUIRE(total >= 6);
+        int resumed = 0;
+        for (int at = 1; at <= total; ++at)
+            for (const auto tear : {TornStore::Tear::Prefix, TornStore::Tear::Suffix}) {
+                INFO("crash at write " << at << (tear == TornStore::Tear::Prefix ? " (prefix)" : " (suffix)"));
+                TmpDir d;
+                p.dir = d.path;
+                TornStore s(img, at, TornStore::kHalfBytes, tear);
+                REQUIRE(!legacy::reencrypt(registry(), s, text("pw"), p, ro));
+                MemoryStore after(0);
+                after.data() = s.image();
+                Result<std::optional<std::string>> marked = legacy::unusable_uuid(after);
+                REQUIRE(marked);
+                if (!*marked) {  // the crash tore the mark (nothing changed) or the final magic (all done)
+                    CHECK(open_image(after.data(), "pw").plain == (at == 1 ? plain : want));
+                    continue;
+                }
+                Result<legacy::Leftover> lo = legacy::find(registry(), after, d.path);
+                REQUIRE(lo);
+                CHECK(lo->log.direction == legacy::Direction::Backward);
+                REQUIRE(legacy::finish(registry(), after, *lo, text("pw"), ro));
+                ++resumed;
+                CHECK(open_image(after.data(), "pw").plain == want);
+            }
+        CHECK(resumed > 0);
+    }
+}
+
+TEST_CASE("luks1 reencrypt: --encrypt in place and --decrypt, crashed at any write and resumed", "[reencrypt-luks1]") {
+    legacy::RunOptions ro;
+    ro.block_size = 64 * 1024;
+
+    SECTION("encrypt: the plaintext moves on behind a new header") {
+        const std::vector<uint8_t> orig = pattern(2u << 20);
+        const uint64_t reduce = (1u << 20) + 64 * 1024;  // past the keyslots of a 32-byte key (2056 sectors)
+        const std::vector<uint8_t> want(orig.begin(), orig.end() - static_cast<std::ptrdiff_t>(reduce));
+        legacy::EncryptParams p;
+        p.force_iterations = 1000;
+        p.reduce_bytes = reduce;
+        {
+            TmpDir d;
+            p.dir = d.path;
+            legacy::EncryptParams small = p;
+            small.reduce_bytes = 1u << 20;  // the keyslots do not fit: cryptsetup's check
+            MemoryStore s(0);
+            s.data() = orig;
+            CHECK(legacy::encrypt(registry(), s, text("pw"), small, ro).status() == Status::Invalid);
+            CHECK(s.data() == orig);
+            CHECK(leftover_gone(d, legacy::kEncryptUuid));
+        }
+        int total = 0;
+        {
+            TmpDir d;
+            p.dir = d.path;
+            TornStore clean(orig, 0);
+            REQUIRE(legacy::encrypt(registry(), clean, text("pw"), p, ro));
+            total = clean.writes();
+            CHECK(leftover_gone(d, legacy::kEncryptUuid));
+            Result<luks1::Header> h = luks1::parse_header(clean.image());
+            REQUIRE(h);
+            CHECK(h->payload_offset == reduce / 512);
+            CHECK(h->cipher_spec() == "aes-xts-plain64");
+            CHECK(h->key_bytes == 32);
+            CHECK(open_image(clean.image(), "pw").plain == want);
+            CHECK(cryptsetup_opens(clean.image(), "pw"));
+            MemoryStore again(0);
+            again.data() = clean.image();
+            CHECK(legacy::encrypt(registry(), again, text("pw"), p, ro).status() == Status::Invalid);  // LUKS already
+        }
+        REQUIRE(total >= 10);
+        for (int at = 1; at <= total; ++at)
+            for (const auto tear : {TornStore::Tear::Prefix, TornStore::Tear::Suffix}) {
+                INFO("crash at write " << at << (tear == TornStore::Tear::Prefix ? " (prefix)" : " (suffix)"));
+                TmpDir d;
+                p.dir = d.path;
+                TornStore s(orig, at, TornStore::kHalfBytes, tear);
+                REQUIRE(!legacy::encrypt(registry(), s, text("pw"), p, ro));
+                MemoryStore after(0);
+                after.data() = s.image();
+                Result<legacy::Leftover> lo = legacy::find_unmarked(registry(), legacy::kEncryptUuid, d.path);
+                REQUIRE(lo);
+                CHECK(lo->log.mode == legacy::Mode::Encrypt);
+                CHECK(legacy::finish(registry(), after, *lo, text("nope"), ro).status() == Status::NoKey);
+                REQUIRE(legacy::finish(registry(), after, *lo, text("pw"), ro));
+                CHECK(leftover_gone(d, legacy::kEncryptUuid));
+                CHECK(open_image(after.data(), "pw").plain == want);
+            }
+    }
+    SECTION("decrypt: the plaintext back at 0, the tail zeroed, no header") {
+        const std::string uuid = "4a1b2c3d-4e5f-4061-8293-a4b5c6d7e8f9";
+        const std::vector<uint8_t> plain = pattern(192 * 1024);
+        const std::vector<uint8_t> img = make_image(plain, "pw", uuid);
+        std::vector<uint8_t> want = plain;
+        want.resize(img.size(), 0);
+        legacy::DecryptParams p;
+        int total = 0;
+        {
+            TmpDir d;
+            p.dir = d.path;
+            TornStore clean(img, 0);
+            CHECK(legacy::decrypt(registry(), clean, text("nope"), p, ro).status() == Status::NoKey);
+            CHECK(clean.image() == img);
+            REQUIRE(legacy::decrypt(registry(), clean, text("pw"), p, ro));
+            total = clean.writes();
+            CHECK(clean.image() == want);
+            CHECK(leftover_gone(d, uuid));
+        }
+        REQUIRE(total >= 5);
+        int unmarked = 0;
+        for (int at = 1; at <= total; ++at)
+            for (const auto tear : {TornStore::Tear::Prefix, TornStore::Tear::Suffix}) {
+                INFO("crash at write " << at << (tear == TornStore::Tear::Prefix ? " (prefix)" : " (suffix)"));
+                TmpDir d;
+                p.dir = d.path;
+                TornStore s(img, at, TornStore::kHalfBytes, tear);
+                REQUIRE(!legacy::decrypt(registry(), s, text("pw"), p, ro));
+                MemoryStore after(0);
+                after.data() = s.image();
+                Result<std::optional<std::string>> marked = legacy::unusable_uuid(after);
+                REQUIRE(marked);
+                if (!*marked) ++unmarked;
+                Result<legacy::Leftover> lo =
+                    *marked ? legacy::find(registry(), after, d.path) : legacy::find_unmarked(registry(), uuid, d.path);
+                REQUIRE(lo);
+                CHECK(lo->log.mode == legacy::Mode::Decrypt);
+                REQUIRE(legacy::finish(registry(), after, *lo, text("pw"), ro));
+                CHECK(leftover_gone(d, uuid));
+                CHECK(after.data() == want);
+            }
+        CHECK(unmarked > 0);  // the plaintext's first block overwrote the mark: resumed by UUID
+    }
+}
