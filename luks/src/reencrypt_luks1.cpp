@@ -571,6 +571,39 @@ Result<void> finish(Registry& reg, BackingStore& store, const Leftover& lo, Cons
 
 namespace {
 
+// Creates the .org and .new of a run, then its log, each fsynced: the log
+// is what makes a run resumable (either tool resumes from it), so it comes
+// last and whole (written under a temporary name, then linked to its own:
+// a kill leaves it complete or absent). .org and .new left without a log by
+// a run killed before it are stale (nothing resumes them) and replaced.
+// cryptsetup creates the log first; a kill between its files leaves a log
+// that neither tool can resume.
+Result<Leftover> create_run(const std::string& uuid, const std::string& dir, const Log& log, ConstBytes org,
+                            ConstBytes neu) {
+    Leftover names;
+    names.uuid = uuid;
+    names.log_path = file_path(dir, uuid, "log");
+    names.org_path = file_path(dir, uuid, "org");
+    names.new_path = file_path(dir, uuid, "new");
+    names.blk_path = file_path(dir, uuid, "blk");
+    if (::access(names.log_path.c_str(), F_OK) == 0)
+        return invalid("Log file " + names.log_path + " exists: a reencryption of this UUID was started here; resume it");
+    std::string tmp = names.log_path + ".tmp";
+    for (const std::string* p : {&names.org_path, &names.new_path, &names.blk_path, &tmp}) (void)::unlink(p->c_str());
+    auto undo = [&](Error e) -> Error {
+        for (const std::string* p : {&names.org_path, &names.new_path, &tmp}) (void)::unlink(p->c_str());
+        return e;
+    };
+    if (Result<void> r = create_file(names.org_path, org, 0400); !r) return undo(r.error());
+    if (Result<void> r = create_file(names.new_path, neu, 0600); !r) return undo(r.error());
+    if (Result<void> r = create_file(tmp, format_log(log), 0600); !r) return undo(r.error());
+    if (::link(tmp.c_str(), names.log_path.c_str()) != 0)
+        return undo(make_error(Status::IoError, "cannot create " + names.log_path + ": " + errno_text()));
+    (void)::unlink(tmp.c_str());
+    sync_dir(dir);
+    return names;
+}
+
 // The new header's payload offset (sectors), checked as cryptsetup checks
 // --reduce-device-size, and --keep-key's limits; before anything is written.
 Result<uint32_t> new_payload_offset(BackingStore& store, const Header& h, const ReencryptParams& p) {
@@ -642,27 +675,13 @@ Result<void> reencrypt(Registry& reg, BackingStore& store, ConstBytes passphrase
     Result<std::vector<uint8_t>> backup = header_backup(reg, store);
     if (!backup) return backup.error();
 
-    // cryptsetup's order: log, .org, .new, then the magic. Until the magic
+    // The files (.org, .new, then the log: create_run), then the magic. Until the magic
     // is written the image is untouched, and a failure removes the files.
     // A shift walks backward from cryptsetup's start mark ~0 (the end).
     Log log{h->uuid, p.reduce_bytes ? Direction::Backward : Direction::Forward, Mode::Reencrypt,
             p.reduce_bytes ? ~uint64_t{0} : 0, 0};
-    bool created_log = false;
-    auto undo = [&](Error e) -> Error {
-        if (created_log) (void)::unlink(names.log_path.c_str());
-        (void)::unlink(names.org_path.c_str());
-        (void)::unlink(names.new_path.c_str());
-        return e;
-    };
-    // A block journal left by an earlier run of this UUID (finished by
-    // cryptsetup, which ignores it) belongs to nothing now.
-    (void)::unlink(names.blk_path.c_str());
-    const std::array<uint8_t, kLogSize> text = format_log(log);
-    if (Result<void> r = create_file(names.log_path, text, 0600); !r) return r;
-    created_log = true;
-    if (Result<void> r = create_file(names.org_path, *backup, 0400); !r) return undo(r.error());
-    if (Result<void> r = create_file(names.new_path, mem.data(), 0600); !r) return undo(r.error());
-    sync_dir(p.dir);
+    Result<Leftover> made = create_run(h->uuid, p.dir, log, *backup, mem.data());
+    if (!made) return made.error();
     // A failed write may still have landed (in part): the files stay, so
     // that a marked image can be finished or rolled back.
     if (Status s = store.write(0, ConstBytes(kUnusableMagic, sizeof kUnusableMagic)); s != Status::Ok)
@@ -707,30 +726,6 @@ Result<std::vector<uint8_t>> fake_header(Registry& reg, uint32_t key_bytes, cons
     Result<std::vector<uint8_t>> b = header_bytes(reg, fp, vk, passphrase);
     if (!b) return make_error(b.status(), "the cipher_null header: " + b.error().message);
     return b;
-}
-
-// Creates the log, .org and .new of a run (cryptsetup's order), each fsynced
-// and O_EXCL; on failure the files made are removed.
-Result<Leftover> create_run(const std::string& uuid, const std::string& dir, const Log& log, ConstBytes org,
-                            ConstBytes neu) {
-    Leftover names;
-    names.uuid = uuid;
-    names.log_path = file_path(dir, uuid, "log");
-    names.org_path = file_path(dir, uuid, "org");
-    names.new_path = file_path(dir, uuid, "new");
-    names.blk_path = file_path(dir, uuid, "blk");
-    if (::access(names.log_path.c_str(), F_OK) == 0)
-        return invalid("Log file " + names.log_path + " exists: a reencryption of this UUID was started here; resume it");
-    (void)::unlink(names.blk_path.c_str());
-    if (Result<void> r = create_file(names.log_path, format_log(log), 0600); !r) return r.error();
-    auto undo = [&](Error e) -> Error {
-        for (const std::string* p : {&names.log_path, &names.org_path, &names.new_path}) (void)::unlink(p->c_str());
-        return e;
-    };
-    if (Result<void> r = create_file(names.org_path, org, 0400); !r) return undo(r.error());
-    if (Result<void> r = create_file(names.new_path, neu, 0600); !r) return undo(r.error());
-    sync_dir(dir);
-    return names;
 }
 
 }  // namespace
