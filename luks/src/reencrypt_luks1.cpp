@@ -697,7 +697,8 @@ namespace {
 
 // A header for fp built in memory (the header and keyslot areas only).
 Result<std::vector<uint8_t>> header_bytes(Registry& reg, const FormatParams& fp, ConstBytes vk, ConstBytes passphrase) {
-    MemoryStore mem(32u << 20);
+    // Room for the header and eight keyslot areas, each rounded to 4 KiB.
+    MemoryStore mem(4096 + 8 * (std::size_t{fp.key_bytes} * kStripes + 4096));
     Result<Header> h = format(reg, mem, fp, vk, passphrase);
     if (!h) return h.error();
     std::vector<uint8_t> out = std::move(mem.data());

@@ -591,7 +591,7 @@ TEST_CASE("luks1 reencrypt: --reduce-device-size moves the data on, --device-siz
 
 TEST_CASE("luks1 reencrypt: --encrypt in place and --decrypt, crashed at any write and resumed", "[reencrypt-luks1]") {
     legacy::RunOptions ro;
-    ro.block_size = 64 * 1024;
+    ro.block_size = 128 * 1024;
 
     SECTION("encrypt: the plaintext moves on behind a new header") {
         const std::vector<uint8_t> orig = pattern(2u << 20);
