@@ -564,9 +564,20 @@ int luks1_result(blkcrypt::Result<void> r, std::optional<Progress>& progress) {
     return 0;
 }
 
+// The LUKS1 stores: the header (IMAGE, or --header FILE) and, with a
+// detached header, the data (IMAGE), as cryptsetup's hdr_device and device.
+struct Luks1Stores {
+    std::shared_ptr<blkcrypt::BackingStore> header, data;
+};
+Luks1Stores luks1_stores(const ReencryptRequest& rq) {
+    Luks1Stores s;
+    s.header = open_rw(rq.header_path, rq.detached ? "--header" : "IMAGE");
+    if (rq.detached) s.data = open_rw(rq.image, "IMAGE");
+    return s;
+}
+
 int rekey_luks1(const ReencryptRequest& rq) {
     const auto& vm = rq.vm;
-    if (rq.detached) throw Failure("LUKS1 reencryption with a detached --header is not supported yet");
     if (rq.init_only) throw Failure("--init-only is for LUKS2 reencryption only");
     for (const char* o : {"resilience", "resilience-hash", "hotzone-size", "sector-size", "volume-key-file", "pbkdf",
                           "pbkdf-memory", "pbkdf-parallel"})
@@ -577,23 +588,26 @@ int rekey_luks1(const ReencryptRequest& rq) {
     if (vm.count("iter-time")) p.iter_time_ms = vm["iter-time"].as<unsigned>();
     if (vm.count("pbkdf-force-iterations")) p.force_iterations = vm["pbkdf-force-iterations"].as<unsigned>();
     if (vm.count("key-slot")) p.keyslot = static_cast<int>(vm["key-slot"].as<unsigned>());
-    auto store = open_rw(rq.image, "IMAGE");
+    const Luks1Stores st = luks1_stores(rq);
     const blkcrypt::SecureBuffer pass = reencrypt_passphrase(rq);
     StopSignals stop;
     std::optional<Progress> progress;
-    return luks1_result(legacy::reencrypt(registry(), *store, pass, p, luks1_run_options(rq, progress)), progress);
+    legacy::RunOptions ro = luks1_run_options(rq, progress);
+    ro.data = st.data.get();
+    return luks1_result(legacy::reencrypt(registry(), *st.header, pass, p, ro), progress);
 }
 
 // A LUKS1 image marked LUKS\xde\xad: the reencryption its files describe, finished.
 int resume_luks1(const ReencryptRequest& rq) {
-    if (rq.detached) throw Failure("LUKS1 reencryption with a detached --header is not supported yet");
     if (rq.init_only) throw Failure("--init-only is for LUKS2 reencryption only");
-    auto store = open_rw(rq.image, "IMAGE");
-    const legacy::Leftover lo = expect(legacy::find(registry(), *store));
+    const Luks1Stores st = luks1_stores(rq);
+    const legacy::Leftover lo = expect(legacy::find(registry(), *st.header));
     const blkcrypt::SecureBuffer pass = reencrypt_passphrase(rq);
     StopSignals stop;
     std::optional<Progress> progress;
-    return luks1_result(legacy::finish(registry(), *store, lo, pass, luks1_run_options(rq, progress)), progress);
+    legacy::RunOptions ro = luks1_run_options(rq, progress);
+    ro.data = st.data.get();
+    return luks1_result(legacy::finish(registry(), *st.header, lo, pass, ro), progress);
 }
 
 // --encrypt --type luks1 (cryptsetup's legacy encryption): in place with
@@ -729,19 +743,21 @@ int repair(const po::variables_map& vm, const std::string& image) {
         return 0;
     }
     case Kind::Luks1Unusable: {
-        if (detached) throw Failure("LUKS1 reencryption with a detached --header is not supported yet");
-        auto rw = open_rw(image, "IMAGE");
+        const Luks1Stores st = luks1_stores(rq);
+        auto& rw = st.header;
         const legacy::Leftover lo = expect(legacy::find(registry(), *rw));
         const bool untouched = lo.log.direction == legacy::Direction::Forward ? lo.log.offset == 0 : false;
         if (untouched && lo.log.mode != legacy::Mode::Encrypt) {
-            expect(legacy::rollback(registry(), *rw, lo));
+            expect(legacy::rollback(registry(), *rw, lo, st.data.get()));
             std::cout << "LUKS1 reencryption had converted no data: the original header is back.\n";
             return 0;
         }
         const blkcrypt::SecureBuffer pass = reencrypt_passphrase(rq);
         StopSignals stop;
         std::optional<Progress> progress;
-        const int rc = luks1_result(legacy::finish(registry(), *rw, lo, pass, luks1_run_options(rq, progress)), progress);
+        legacy::RunOptions ro = luks1_run_options(rq, progress);
+        ro.data = st.data.get();
+        const int rc = luks1_result(legacy::finish(registry(), *rw, lo, pass, ro), progress);
         std::cout << "LUKS1 reencryption finished.\n";
         return rc;
     }

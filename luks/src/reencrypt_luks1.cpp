@@ -436,8 +436,8 @@ bool same_mapping(const Leftover& lo, const SecureBuffer& vk_old, const SecureBu
 
 }  // namespace
 
-Result<void> rollback(Registry& reg, BackingStore& store, const Leftover& lo) {
-    Result<uint64_t> size = mapping_size(store, lo);
+Result<void> rollback(Registry& reg, BackingStore& store, const Leftover& lo, BackingStore* data) {
+    Result<uint64_t> size = mapping_size(data ? *data : store, lo);
     if (!size) return size.error();
     const bool untouched = lo.log.direction == Direction::Forward ? lo.log.offset == 0 : lo.log.offset >= *size;
     if (!untouched)
@@ -453,17 +453,19 @@ Result<void> rollback(Registry& reg, BackingStore& store, const Leftover& lo) {
 
 Result<void> finish(Registry& reg, BackingStore& store, const Leftover& lo, ConstBytes passphrase,
                     const RunOptions& opts) {
+    // A detached header (--header): store holds it, opts.data the data.
+    BackingStore& data = opts.data ? *opts.data : store;
     const bool enc = lo.log.mode == Mode::Encrypt, dec = lo.log.mode == Mode::Decrypt;
     if (opts.block_size < kSector || opts.block_size % kSector || opts.block_size > kMaxJournal)
         return invalid("block size must be a multiple of 512 bytes");
-    Result<uint64_t> size = mapping_size(store, lo);
+    Result<uint64_t> size = mapping_size(data, lo);
     if (!size) return size.error();
     if (opts.device_size % kSector) return invalid("Device size must be multiple of 512 bytes sector.");
     if (opts.device_size > *size)
         return invalid("--device-size " + std::to_string(opts.device_size) + " is larger than the data (" +
                        std::to_string(*size) + " bytes)");
     const uint64_t dev = opts.device_size ? opts.device_size : *size;
-    const uint64_t total = store.size() / kSector * kSector;
+    const uint64_t total = data.size() / kSector * kSector;
 
     // The fake (cipher_null) side needs no key: any passphrase opens it.
     Result<SecureBuffer> vk_old = enc ? Result<SecureBuffer>(SecureBuffer()) : unlock_file(reg, lo.org_path, lo.org, passphrase, "old");
@@ -473,11 +475,11 @@ Result<void> finish(Registry& reg, BackingStore& store, const Leftover& lo, Cons
     // A --keep-key run: both headers map the data to the same ciphertext.
     if (!enc && !dec && same_mapping(lo, *vk_old, *vk_new)) return restore_new(reg, store, lo);
     Result<std::unique_ptr<dm::CryptTarget>> src =
-        data_target(reg, store, lo.org, std::move(vk_old).value(), (total - uint64_t{lo.org.payload_offset} * kSector) / kSector,
+        data_target(reg, data, lo.org, std::move(vk_old).value(), (total - uint64_t{lo.org.payload_offset} * kSector) / kSector,
                     opts.block_size);
     if (!src) return src.error();
     Result<std::unique_ptr<dm::CryptTarget>> dst =
-        data_target(reg, store, lo.neu, std::move(vk_new).value(), dev / kSector, opts.block_size);
+        data_target(reg, data, lo.neu, std::move(vk_new).value(), dev / kSector, opts.block_size);
     if (!dst) return dst.error();
 
     Fd logfd(::open(lo.log_path.c_str(), O_RDWR | O_CLOEXEC));
@@ -510,9 +512,9 @@ Result<void> finish(Registry& reg, BackingStore& store, const Leftover& lo, Cons
                 std::vector<uint8_t> old(h.len);
                 if (::pread(blk.get(), old.data(), old.size(), 512) != static_cast<ssize_t>(old.size()))
                     return make_error(Status::IoError, lo.blk_path + ": cannot read the saved block");
-                if (Status s = store.write(h.phys, old); s != Status::Ok)
-                    return make_error(s, store.name() + ": cannot restore the interrupted block");
-                if (Status s = store.flush(); s != Status::Ok) return make_error(s, store.name() + ": flush");
+                if (Status s = data.write(h.phys, old); s != Status::Ok)
+                    return make_error(s, data.name() + ": cannot restore the interrupted block");
+                if (Status s = data.flush(); s != Status::Ok) return make_error(s, data.name() + ": flush");
             }
         }
     }
@@ -533,16 +535,16 @@ Result<void> finish(Registry& reg, BackingStore& store, const Leftover& lo, Cons
         }
         const std::size_t n = static_cast<std::size_t>(len);
         if (Status s = bio_sync(**src, dm::BioDir::Read, start, plain.data(), n); s != Status::Ok)
-            return make_error(s, store.name() + ": read error during reencryption");
-        if (Status s = store.read(dst_base + start, Bytes(saved).first(n)); s != Status::Ok)
-            return make_error(s, store.name() + ": read error during reencryption");
+            return make_error(s, data.name() + ": read error during reencryption");
+        if (Status s = data.read(dst_base + start, Bytes(saved).first(n)); s != Status::Ok)
+            return make_error(s, data.name() + ": read error during reencryption");
         if (Result<void> r = journal_block(blk.get(), BlkHead{log.offset, dst_base + start, len}, lo.uuid, log.direction,
                                            lo.neu, ConstBytes(saved).first(n));
             !r)
             return r;
         if (Status s = bio_sync(**dst, dm::BioDir::Write, start, plain.data(), n); s != Status::Ok)
-            return make_error(s, store.name() + ": IO error during reencryption.");
-        if (Status s = store.flush(); s != Status::Ok) return make_error(s, store.name() + ": IO error during reencryption.");
+            return make_error(s, data.name() + ": IO error during reencryption.");
+        if (Status s = data.flush(); s != Status::Ok) return make_error(s, data.name() + ": IO error during reencryption.");
         log.offset = log.direction == Direction::Forward ? start + len : start;
         if (Result<void> r = write_log(logfd.get(), log); !r) return r;
         done += len;
@@ -559,11 +561,11 @@ Result<void> finish(Registry& reg, BackingStore& store, const Leftover& lo, Cons
         std::vector<uint8_t> zero(static_cast<std::size_t>(std::min<uint64_t>(tail, 1u << 20)));
         for (uint64_t at = total - tail; at < total;) {
             const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(zero.size(), total - at));
-            if (Status s = store.write(at, ConstBytes(zero).first(n)); s != Status::Ok)
-                return make_error(s, store.name() + ": cannot zero the end of the device");
+            if (Status s = data.write(at, ConstBytes(zero).first(n)); s != Status::Ok)
+                return make_error(s, data.name() + ": cannot zero the end of the device");
             at += n;
         }
-        if (Status s = store.flush(); s != Status::Ok) return make_error(s, store.name() + ": flush");
+        if (Status s = data.flush(); s != Status::Ok) return make_error(s, data.name() + ": flush");
         return remove_files(lo, dir_from(lo.log_path));
     }
     return restore_new(reg, store, lo);
@@ -644,9 +646,10 @@ Result<void> reencrypt(Registry& reg, BackingStore& store, ConstBytes passphrase
     if (::access(names.log_path.c_str(), F_OK) == 0)
         return invalid("Log file " + names.log_path + " exists: a reencryption of this UUID was started elsewhere");
 
-    Result<uint32_t> offset = new_payload_offset(store, *h, p);
+    BackingStore& data_store = opts.data ? *opts.data : store;  // a detached header: the data elsewhere
+    Result<uint32_t> offset = new_payload_offset(data_store, *h, p);
     if (!offset) return offset.error();
-    if (const uint64_t data = store.size() / kSector * kSector - uint64_t{*offset} * kSector;
+    if (const uint64_t data = data_store.size() / kSector * kSector - uint64_t{*offset} * kSector;
         opts.device_size % kSector || opts.device_size > data)
         return invalid(opts.device_size % kSector ? "Device size must be multiple of 512 bytes sector."
                                                   : "--device-size " + std::to_string(opts.device_size) +
@@ -661,10 +664,14 @@ Result<void> reencrypt(Registry& reg, BackingStore& store, ConstBytes passphrase
     fp.force_iterations = p.force_iterations;
     fp.keyslot = u->keyslot;
     fp.offset = *offset;
+    // A detached header keeps its payload on the data device (0 included).
+    fp.detached = opts.data != nullptr || *offset == 0;
+    if (*offset == 0) fp.alignment = 0;
     fp.uuid = h->uuid;
-    // The header and keyslot areas only (at most 8 x 4000 stripes of a
-    // 512-byte key, ~16 MiB): a shifted payload can be far past them.
-    MemoryStore mem(static_cast<std::size_t>(std::min<uint64_t>(uint64_t{*offset} * kSector, 32u << 20)));
+    // The header and keyslot areas only (eight areas of 4000 stripes, each
+    // rounded to 4 KiB): a shifted payload can be far past them.
+    MemoryStore mem(static_cast<std::size_t>(std::max<uint64_t>(
+        std::min<uint64_t>(uint64_t{*offset} * kSector, 32u << 20), 4096 + 8 * (uint64_t{fp.key_bytes} * kStripes + 4096))));
     SecureBuffer vk(fp.key_bytes);
     if (p.keep_key)
         vk.assign(u->volume_key.span());
@@ -733,6 +740,7 @@ Result<std::vector<uint8_t>> fake_header(Registry& reg, uint32_t key_bytes, cons
 
 Result<void> encrypt(Registry& reg, BackingStore& store, ConstBytes passphrase, const EncryptParams& p,
                      const RunOptions& opts) {
+    if (opts.data) return make_error(Status::Unsupported, "LUKS1 encryption or decryption with a detached header is not supported yet");
     Result<std::optional<std::string>> marked = unusable_uuid(store);
     if (!marked) return marked.error();
     if (*marked) return invalid("Device " + store.name() + " is already in LUKS reencryption. Aborting operation.");
@@ -789,6 +797,7 @@ Result<void> encrypt(Registry& reg, BackingStore& store, ConstBytes passphrase, 
 
 Result<void> decrypt(Registry& reg, BackingStore& store, ConstBytes passphrase, const DecryptParams& p,
                      const RunOptions& opts) {
+    if (opts.data) return make_error(Status::Unsupported, "LUKS1 encryption or decryption with a detached header is not supported yet");
     Result<std::optional<std::string>> marked = unusable_uuid(store);
     if (!marked) return marked.error();
     if (*marked)

@@ -9,7 +9,8 @@
 # --reduce-device-size moves the data offset on (a kill loop, resumed);
 # --device-size converts the start only; cryptsetup's size checks.
 # --encrypt --type luks1 in place and --decrypt of LUKS1, each in a kill
-# loop resumed. KILLS (default 4) sets the count per loop.
+# loop resumed. A detached --header re-keyed (and --keep-key), in a kill
+# loop. KILLS (default 4) sets the count per loop.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/kill_lib.sh"
 BLKCRYPT=$(readlink -f "$BLKCRYPT")
@@ -85,8 +86,8 @@ runs=0 leftovers=0
 for i in $(seq $((KILLS * 2))); do
     cp "$TMP/template" "$IMG"
     if ((i % 2)); then
-        # Past the new keyslot's PBKDF2 (~0.2 s), into the mark, the unlock of .new and the restore.
-        (cd "$RUN" && kill_at "$(printf '0.%03d' $((150 + RANDOM % 400)))" "$BLKCRYPT" reencrypt --keep-key --hash sha512 \
+        # Around the mark (here ~0.18-0.31 s into the run: after the new keyslot's PBKDF2, before the restore).
+        (cd "$RUN" && kill_at "$(printf '0.%03d' $((120 + RANDOM % 250)))" "$BLKCRYPT" reencrypt --keep-key --hash sha512 \
             --pbkdf-force-iterations 200000 --key-file "$TMP/pw" "$IMG")
     else
         (cd "$RUN" && kill_at "$(delay 500)" cryptsetup reencrypt -q --keep-key --hash sha512 \
@@ -223,4 +224,53 @@ for i in $(seq "$KILLS"); do
     dec_ok "decrypt kill $i"
 done
 echo "--encrypt/--decrypt kill loop: $KILLS of each killed, $encs encryptions and $decs decryptions resumed"
+
+# --- 7. A detached header (--header HDR, payload 0 on IMAGE): re-keyed with
+# HDR marked and restored, the data in IMAGE; killed at random and resumed
+# (or rolled back by repair). --keep-key likewise, against cryptsetup's.
+HDR=$TMP/hdr
+detached() {
+    rm -f "$IMG" "$HDR"
+    truncate -s $((6 * MiB)) "$IMG"
+    cryptsetup luksFormat -q --type luks1 --pbkdf-force-iterations 1000 --header "$HDR" "$IMG" "$TMP/pw" ||
+        fail "luksFormat --header"
+    "$BLKCRYPT" luks encrypt --header "$HDR" --key-file "$TMP/pw" "$TMP/plain" "$IMG" 2>/dev/null || fail "luks encrypt --header"
+}
+detached_ok() {
+    no_files "$1"
+    cryptsetup open --test-passphrase --header "$HDR" --key-file "$TMP/pw" "$IMG" || fail "$1: cryptsetup does not open it"
+    "$BLKCRYPT" luks decrypt --header "$HDR" --key-file "$TMP/pw" "$IMG" "$TMP/out" || fail "$1: decrypt"
+    cmp -s "$TMP/plain" "$TMP/out" || fail "$1: the plaintext"
+}
+detached
+cp "$IMG" "$TMP/data0"
+(cd "$RUN" && "$BLKCRYPT" reencrypt --header "$HDR" -B 1 --pbkdf-force-iterations 1000 --key-file "$TMP/pw" "$IMG") ||
+    fail "--header re-key"
+detached_ok "--header re-key"
+cmp -s "$IMG" "$TMP/data0" && fail "--header re-key: the data was not re-keyed"
+[[ $(field "$HDR" "Payload offset") == 0 ]] || fail "--header re-key: payload $(field "$HDR" "Payload offset")"
+key1=$(cryptsetup luksDump -q --dump-volume-key --header "$HDR" --key-file "$TMP/pw" "$IMG" | sed -n '/MK dump:/,$p')
+(cd "$RUN" && "$BLKCRYPT" reencrypt --header "$HDR" --keep-key --pbkdf-force-iterations 2000 --key-file "$TMP/pw" "$IMG") ||
+    fail "--header --keep-key"
+detached_ok "--header --keep-key"
+[[ $(cryptsetup luksDump -q --dump-volume-key --header "$HDR" --key-file "$TMP/pw" "$IMG" | sed -n '/MK dump:/,$p') == "$key1" ]] ||
+    fail "--header --keep-key changed the key"
+hkills=0
+for i in $(seq "$KILLS"); do
+    detached
+    (cd "$RUN" && kill_at "$(printf '0.%03d' $((20 + RANDOM % 200)))" "$BLKCRYPT" reencrypt --header "$HDR" -B 1 \
+        --pbkdf-force-iterations 1000 --key-file "$TMP/pw" "$IMG")
+    if marked "$HDR"; then
+        hkills=$((hkills + 1))
+        if ((i % 2)); then
+            (cd "$RUN" && "$BLKCRYPT" reencrypt --header "$HDR" --key-file "$TMP/pw" "$IMG") || fail "--header kill $i: resume"
+        else
+            (cd "$RUN" && "$BLKCRYPT" repair --header "$HDR" --key-file "$TMP/pw" "$IMG") >/dev/null ||
+                fail "--header kill $i: repair"
+        fi
+    fi
+    rm -f "$RUN"/LUKS-*
+    detached_ok "--header kill $i"
+done
+echo "--header kill loop: $KILLS runs killed, $hkills left marked and recovered"
 echo "reencrypt_luks1: all passed"

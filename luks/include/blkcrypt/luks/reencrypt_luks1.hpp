@@ -84,7 +84,8 @@ Result<Leftover> find(Registry& reg, BackingStore& store, const std::string& dir
 // Only before any data was converted (forward at offset 0, backward at or
 // past the end): Invalid otherwise ("finish it instead"); mode must be
 // Reencrypt. Needs no passphrase.
-Result<void> rollback(Registry& reg, BackingStore& store, const Leftover& lo);
+// With a detached header, store holds it and data is the data device.
+Result<void> rollback(Registry& reg, BackingStore& store, const Leftover& lo, BackingStore* data = nullptr);
 
 struct RunOptions {
     std::size_t block_size = 1 << 20;  // bytes converted per step (cryptsetup: --block-size MiB)
@@ -95,6 +96,10 @@ struct RunOptions {
     // data mapping are converted (0: all of it); the rest is left under the
     // old key, i.e. lost, as cryptsetup documents.
     uint64_t device_size = 0;
+    // A detached header (cryptsetup's --header): the store given to
+    // reencrypt()/finish() holds the header (marked, restored) and this one
+    // the data. Re-key only (encrypt() and decrypt() refuse it).
+    BackingStore* data = nullptr;
 };
 
 // Converts the rest of the data (old key from .org, new key from .new, each
