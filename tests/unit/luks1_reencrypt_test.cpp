@@ -693,3 +693,102 @@ TEST_CASE("luks1 reencrypt: --encrypt in place and --decrypt, crashed at any wri
         CHECK(unmarked > 0);  // the plaintext's first block overwrote the mark: resumed by UUID
     }
 }
+
+TEST_CASE("luks1 reencrypt: a detached header, either store crashed at any write, resumed", "[reencrypt-luks1]") {
+    const std::string uuid = "5a1b2c3d-4e5f-4061-8293-a4b5c6d7e8f9";
+    const std::vector<uint8_t> plain = pattern(192 * 1024);
+    // The header alone (payload 0, detached), the data encrypted under it.
+    MemoryStore hs((2u << 20));
+    luks1::FormatParams fp;
+    fp.key_bytes = 32;
+    fp.force_iterations = 1000;
+    fp.uuid = uuid;
+    fp.detached = true;
+    fp.alignment = 0;
+    std::vector<uint8_t> vk(32, 0x3c);
+    REQUIRE(luks1::format(registry(), hs, fp, vk, text("pw")));
+    auto ds = std::make_shared<MemoryStore>(plain.size());
+    {
+        Result<dm::CryptTable> ct = dm::parse_cipher_spec("aes-xts-plain64");
+        REQUIRE(ct);
+        dm::CryptTable t = std::move(ct).value();
+        t.key.assign(vk);
+        auto tgt = dm::CryptTarget::create(registry(), t, ds);
+        REQUIRE(tgt);
+        dm::Bio bio;
+        bio.dir = dm::BioDir::Write;
+        bio.vecs.push_back({const_cast<uint8_t*>(plain.data()), plain.size()});
+        REQUIRE((*tgt)->submit_sync(bio) == Status::Ok);
+    }
+    const std::vector<uint8_t> hdr0 = hs.data(), data0 = ds->data();
+    // The plaintext under the header in h, the data in d.
+    const auto plain_of = [&](const std::vector<uint8_t>& h, const std::vector<uint8_t>& d) {
+        MemoryStore hm(0);
+        hm.data() = h;
+        Result<luks1::Header> hh = luks1::read_header(registry(), hm);
+        if (!hh || hh->payload_offset != 0) return std::vector<uint8_t>();
+        Result<luks1::Unlocked> u = luks1::open_any(registry(), hm, *hh, text("pw"));
+        if (!u) return std::vector<uint8_t>();
+        auto dm_ = std::make_shared<MemoryStore>(0);
+        dm_->data() = d;
+        Result<dm::CryptTable> ct = dm::parse_cipher_spec(hh->cipher_spec());
+        REQUIRE(ct);
+        dm::CryptTable t = std::move(ct).value();
+        t.key.assign(u->volume_key.span());
+        auto tgt = dm::CryptTarget::create(registry(), t, dm_);
+        REQUIRE(tgt);
+        std::vector<uint8_t> out(d.size());
+        dm::Bio bio;
+        bio.dir = dm::BioDir::Read;
+        bio.vecs.push_back({out.data(), out.size()});
+        REQUIRE((*tgt)->submit_sync(bio) == Status::Ok);
+        return out;
+    };
+    REQUIRE(plain_of(hdr0, data0) == plain);
+    legacy::ReencryptParams p;
+    p.force_iterations = 1000;
+    legacy::RunOptions ro;
+    ro.block_size = 64 * 1024;
+
+    int hw = 0, dw = 0;
+    {
+        TmpDir d;
+        p.dir = d.path;
+        TornStore h(hdr0, 0), dd(data0, 0);
+        ro.data = &dd;
+        REQUIRE(legacy::reencrypt(registry(), h, text("pw"), p, ro));
+        hw = h.writes();
+        dw = dd.writes();
+        CHECK(leftover_gone(d, uuid));
+        CHECK(dd.image() != data0);
+        CHECK(plain_of(h.image(), dd.image()) == plain);
+    }
+    REQUIRE(hw >= 3);
+    REQUIRE(dw == 3);
+    int resumed = 0;
+    for (const bool crash_header : {true, false})
+        for (int at = 1; at <= (crash_header ? hw : dw); ++at)
+            for (const auto tear : {TornStore::Tear::Prefix, TornStore::Tear::Suffix}) {
+                INFO((crash_header ? "header" : "data") << " crash at write " << at);
+                TmpDir d;
+                p.dir = d.path;
+                TornStore h(hdr0, crash_header ? at : 0, TornStore::kHalfBytes, tear);
+                TornStore dd(data0, crash_header ? 0 : at, TornStore::kHalfBytes, tear);
+                ro.data = &dd;
+                REQUIRE(!legacy::reencrypt(registry(), h, text("pw"), p, ro));
+                MemoryStore ha(0), da(0);
+                ha.data() = h.image();
+                da.data() = dd.image();
+                Result<std::optional<std::string>> marked = legacy::unusable_uuid(ha);
+                REQUIRE(marked);
+                if (*marked) {
+                    Result<legacy::Leftover> lo = legacy::find(registry(), ha, d.path);
+                    REQUIRE(lo);
+                    ro.data = &da;
+                    REQUIRE(legacy::finish(registry(), ha, *lo, text("pw"), ro));
+                    ++resumed;
+                }
+                CHECK(plain_of(ha.data(), da.data()) == plain);
+            }
+    CHECK(resumed > 0);
+}
