@@ -36,6 +36,23 @@ slot_iters() { cryptsetup luksDump "$1" | sed -n '/Key Slot 0: ENABLED/,/Salt/s/
 data_sum() { tail -c +$((2 * MiB + 1)) "$1" | sha256sum | cut -d' ' -f1; }
 marked() { head -c 6 "$1" | od -An -tx1 | grep -q "4c 55 4b 53 de ad"; }
 no_files() { ! ls "$RUN"/LUKS-* >/dev/null 2>&1 || fail "$1: LUKS-<uuid> files left: $(ls "$RUN")"; }
+# kill_marked FILE MS CMD...: runs CMD, SIGKILLs it a random time under MS
+# milliseconds after FILE is marked LUKS\xde\xad (polled, so a loaded machine
+# still stops it mid-way), or when it ends first.
+kill_marked() {
+    local f=$1 ms=$2
+    shift 2
+    "$@" >/dev/null 2>&1 &
+    local pid=$!
+    for _ in $(seq 600); do
+        marked "$f" && break
+        kill -0 $pid 2>/dev/null || break
+        sleep 0.005
+    done
+    sleep "$(delay "$ms")"
+    kill -KILL $pid 2>/dev/null || true
+    wait $pid 2>/dev/null || true
+}
 opens() {
     cryptsetup open --test-passphrase --key-file "$TMP/pw" "$IMG" || fail "$1: cryptsetup does not open it"
     "$BLKCRYPT" luks decrypt --key-file "$TMP/pw" "$IMG" "$TMP/out" || fail "$1: decrypt"
@@ -85,14 +102,18 @@ cp "$IMG" "$TMP/template"
 runs=0 leftovers=0
 for i in $(seq $((KILLS * 2))); do
     cp "$TMP/template" "$IMG"
-    if ((i % 2)); then
-        # Around the mark (here ~0.18-0.31 s into the run: after the new keyslot's PBKDF2, before the restore).
-        (cd "$RUN" && kill_at "$(printf '0.%03d' $((120 + RANDOM % 250)))" "$BLKCRYPT" reencrypt --keep-key --hash sha512 \
-            --pbkdf-force-iterations 200000 --key-file "$TMP/pw" "$IMG")
-    else
-        (cd "$RUN" && kill_at "$(delay 500)" cryptsetup reencrypt -q --keep-key --hash sha512 \
-            --pbkdf-force-iterations 200000 --key-file "$TMP/pw" "$IMG")
-    fi
+    # Half at a random moment, half once the image is marked (blkcrypt then
+    # unlocks .new, ~0.1-0.3 s, before the restore; cryptsetup restores at once).
+    case $((i % 4)) in
+    1) (cd "$RUN" && kill_at "$(delay 500)" "$BLKCRYPT" reencrypt --keep-key --hash sha512 \
+           --pbkdf-force-iterations 200000 --key-file "$TMP/pw" "$IMG") ;;
+    3) (cd "$RUN" && kill_marked "$IMG" 250 "$BLKCRYPT" reencrypt --keep-key --hash sha512 \
+           --pbkdf-force-iterations 200000 --key-file "$TMP/pw" "$IMG") ;;
+    2) (cd "$RUN" && kill_marked "$IMG" 5 cryptsetup reencrypt -q --keep-key --hash sha512 \
+           --pbkdf-force-iterations 200000 --key-file "$TMP/pw" "$IMG") ;;
+    0) (cd "$RUN" && kill_at "$(delay 500)" cryptsetup reencrypt -q --keep-key --hash sha512 \
+           --pbkdf-force-iterations 200000 --key-file "$TMP/pw" "$IMG") ;;
+    esac
     runs=$((runs + 1))
     what="kill $i"
     if marked "$IMG"; then
@@ -206,6 +227,8 @@ for i in $(seq "$KILLS"); do
     elif ! cryptsetup isLuks "$IMG"; then  # killed before it began
         cmp -s -n $((6 * MiB)) "$TMP/plain" "$IMG" || fail "encrypt kill $i: the image changed before the run began"
         (cd "$RUN" && "$BLKCRYPT" "${ENC[@]}" "$IMG") || fail "encrypt kill $i: run again"
+    else
+        rm -f "$RUN"/LUKS-*  # killed removing its files (the log first): the rest resume nothing
     fi
     enc_ok "encrypt kill $i"
     uuid=$(field "$IMG" UUID)
@@ -220,6 +243,8 @@ for i in $(seq "$KILLS"); do
         fi
     elif cryptsetup isLuks "$IMG"; then
         continue  # killed before it began
+    else
+        rm -f "$RUN"/LUKS-*  # killed removing its files (the log first): the rest resume nothing
     fi
     dec_ok "decrypt kill $i"
 done
