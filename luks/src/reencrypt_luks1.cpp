@@ -434,6 +434,38 @@ bool same_mapping(const Leftover& lo, const SecureBuffer& vk_old, const SecureBu
 }
 
 
+// A block interrupted mid-write: LUKS-<uuid>.blk (ours) holds its old bytes
+// under a head naming this run and the log offset the block started at;
+// when that is the log's offset now (nullopt: any, for a run whose log says
+// no block completed, so that only its first can have been in flight), the
+// bytes go back (the block is then redone, or the run rolled back). No file,
+// another run's or another offset's: nothing to do.
+Result<void> replay_block(BackingStore& data, const Leftover& lo, std::optional<uint64_t> log_offset) {
+    Fd blk(::open(lo.blk_path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (blk.get() < 0) return {};
+    const uint64_t total = data.size() / kSector * kSector;
+    std::array<uint8_t, 512> head{};
+    const ssize_t n = ::pread(blk.get(), head.data(), head.size(), 0);
+    if (n != 512 || std::memcmp(head.data(), kBlkMagic, sizeof kBlkMagic) != 0 ||
+        head[40] != static_cast<uint8_t>(lo.log.direction) ||
+        std::memcmp(head.data() + 104, lo.neu.mk_digest.data(), kDigestSize) != 0 ||
+        std::memcmp(head.data() + 124, lo.neu.mk_digest_salt.data(), kSaltSize) != 0 ||
+        std::string_view(reinterpret_cast<const char*>(head.data() + 64),
+                         strnlen(reinterpret_cast<const char*>(head.data() + 64), 40)) != lo.uuid)
+        return {};
+    BlkHead h{get_le64(head.data() + 16), get_le64(head.data() + 24), get_le64(head.data() + 32)};
+    // Any block size (the run may have used another one), within the image.
+    if ((log_offset && h.log_offset != *log_offset) || h.len == 0 || h.len > kMaxJournal || h.len > total || h.phys > total - h.len)
+        return {};
+    std::vector<uint8_t> old(h.len);
+    if (::pread(blk.get(), old.data(), old.size(), 512) != static_cast<ssize_t>(old.size()))
+        return make_error(Status::IoError, lo.blk_path + ": cannot read the saved block");
+    if (Status s = data.write(h.phys, old); s != Status::Ok)
+        return make_error(s, data.name() + ": cannot restore the interrupted block");
+    if (Status s = data.flush(); s != Status::Ok) return make_error(s, data.name() + ": flush");
+    return {};
+}
+
 }  // namespace
 
 Result<void> rollback(Registry& reg, BackingStore& store, const Leftover& lo, BackingStore* data) {
@@ -443,6 +475,8 @@ Result<void> rollback(Registry& reg, BackingStore& store, const Leftover& lo, Ba
     if (!untouched)
         return invalid("data is already reencrypted (log offset " + std::to_string(lo.log.offset) +
                        "): it cannot be rolled back by restoring the header; finish it instead");
+    // The first block may have been in flight: its old bytes back first.
+    if (Result<void> r = replay_block(data ? *data : store, lo, std::nullopt); !r) return r;
     // An encryption wrote nothing on the image before its first block.
     if (lo.log.mode == Mode::Encrypt) return remove_files(lo, dir_from(lo.log_path));
     Result<std::vector<uint8_t>> org = read_file(lo.org_path, 64u << 20);
@@ -497,27 +531,7 @@ Result<void> finish(Registry& reg, BackingStore& store, const Leftover& lo, Cons
     const uint64_t dst_base = uint64_t{lo.neu.payload_offset} * kSector;
 
     // A block interrupted mid-write: put its old bytes back, then redo it.
-    {
-        std::array<uint8_t, 512> head{};
-        const ssize_t n = ::pread(blk.get(), head.data(), head.size(), 0);
-        if (n == 512 && std::memcmp(head.data(), kBlkMagic, sizeof kBlkMagic) == 0 &&
-            head[40] == static_cast<uint8_t>(log.direction) &&
-            std::memcmp(head.data() + 104, lo.neu.mk_digest.data(), kDigestSize) == 0 &&
-            std::memcmp(head.data() + 124, lo.neu.mk_digest_salt.data(), kSaltSize) == 0 &&
-            std::string_view(reinterpret_cast<const char*>(head.data() + 64), strnlen(reinterpret_cast<const char*>(head.data() + 64), 40)) == lo.uuid) {
-            BlkHead h{get_le64(head.data() + 16), get_le64(head.data() + 24), get_le64(head.data() + 32)};
-            // Any block size (the run may have used another one), within the image.
-            if (h.log_offset == log.offset && h.len > 0 && h.len <= kMaxJournal && h.len <= total &&
-                h.phys <= total - h.len) {
-                std::vector<uint8_t> old(h.len);
-                if (::pread(blk.get(), old.data(), old.size(), 512) != static_cast<ssize_t>(old.size()))
-                    return make_error(Status::IoError, lo.blk_path + ": cannot read the saved block");
-                if (Status s = data.write(h.phys, old); s != Status::Ok)
-                    return make_error(s, data.name() + ": cannot restore the interrupted block");
-                if (Status s = data.flush(); s != Status::Ok) return make_error(s, data.name() + ": flush");
-            }
-        }
-    }
+    if (Result<void> r = replay_block(data, lo, log.offset); !r) return r;
 
     SecureBuffer plain(opts.block_size);
     std::vector<uint8_t> saved(opts.block_size);
