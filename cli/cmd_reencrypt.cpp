@@ -195,10 +195,12 @@ void add_reencrypt_options(CommandLine& cl) {
     cl.options.add_options()
         // What to do.
         ("encrypt", po::bool_switch(), "encrypt a plain IMAGE in place as LUKS2: the header in its first --reduce-device-size/2 bytes (the data "
-         "moved), or in a detached --header FILE")
+         "moved), or in a detached --header FILE; with --type luks1 as cryptsetup's legacy tool (the header in the "
+         "first --reduce-device-size bytes)")
         ("new,N", po::bool_switch(), "cryptsetup's name for --encrypt")
         ("decrypt", po::bool_switch(), "decrypt IMAGE in place (LUKS2): with a detached --header FILE, or with --header NEW (a file that does not exist "
-         "yet) for a header inside IMAGE: the header is exported to NEW and the data shifted back to offset 0")
+         "yet) for a header inside IMAGE: the header is exported to NEW and the data shifted back to offset 0; LUKS1 in place, the data "
+         "moved back to offset 0")
         ("init-only", po::bool_switch(), "LUKS2: write the reencryption metadata only; resume it later")
         ("resume-only", po::bool_switch(), "LUKS2: resume a reencryption already initialised (by either tool)")
         // The new data segment.
@@ -208,7 +210,8 @@ void add_reencrypt_options(CommandLine& cl) {
         ("sector-size", number_value<unsigned>(512, 4096)->value_name("BYTES"),
          "LUKS2: the new encryption sector size (default: the current one)")
         ("keep-key", po::bool_switch(),
-         "LUKS2: keep the volume key and its keyslots; the data rewritten for a new cipher or sector size only")
+         "keep the volume key (LUKS2: and its keyslots; the data rewritten for a new cipher or sector size only; LUKS1: "
+         "rewrite only the header and keyslot, e.g. a new --hash or --iter-time, the data untouched)")
         ("volume-key-file", po::value<std::string>()->value_name("FILE"), "the new volume key, from FILE")
         // How.
         ("resilience", po::value<std::string>()->value_name("MODE"),
@@ -219,11 +222,12 @@ void add_reencrypt_options(CommandLine& cl) {
         ("hotzone-size", bytes_value<uint64_t>(512, UINT64_MAX)->value_name("BYTES"),
          "LUKS2: at most BYTES rewritten per step (default: as much as the resilience area covers)")
         ("device-size", bytes_value<uint64_t>(512, UINT64_MAX)->value_name("BYTES"),
-         "LUKS2 re-key or --encrypt --header: convert only the first BYTES of the data; as with cryptsetup, the "
+         "LUKS2 re-key, --encrypt --header, LUKS1: convert only the first BYTES of the data; as with cryptsetup, the "
          "data beyond is lost (read with the new key)")
         ("reduce-device-size", bytes_value<uint64_t>(512, UINT64_MAX)->value_name("BYTES"),
          "--encrypt: the plaintext ends BYTES before the device's end; the header takes the first BYTES/2 and "
-         "the data moves BYTES/2 on (a multiple of 8 KiB)")
+         "the data moves BYTES/2 on (a multiple of 8 KiB); LUKS1 re-key: the data offset grows by BYTES, the "
+         "data moves BYTES on and its last BYTES are lost")
         ("offset,o", number_value<uint64_t>(0, UINT64_MAX / 512)->value_name("SECTORS"),
          "--encrypt: the data offset of the new header, 512-byte sectors")
         ("header", po::value<std::string>()->value_name("FILE"),
@@ -254,7 +258,8 @@ void add_reencrypt_options(CommandLine& cl) {
         ("keyslot-key-size", number_value<unsigned>(8, 4096)->value_name("BITS"),
          "the new keyslot's area key size (with --keyslot-cipher)")
         // --encrypt's new header.
-        ("uuid", po::value<std::string>()->value_name("UUID"), "--encrypt: the new header's UUID")
+        ("uuid", po::value<std::string>()->value_name("UUID"), "--encrypt: the new header's UUID; LUKS1 --decrypt: resume the "
+         "decryption of UUID")
         ("label", po::value<std::string>()->value_name("LABEL"), "--encrypt: the new LUKS2 label")
         ("subsystem", po::value<std::string>()->value_name("NAME"), "--encrypt: the new LUKS2 subsystem")
         ("luks2-metadata-size", bytes_value<uint64_t>(16384, 4194304)->value_name("BYTES"),
@@ -575,8 +580,30 @@ int resume_luks2(const ReencryptRequest& rq) {
     return run_luks2_reencryption(rq, pass);
 }
 
+// cryptsetup's LUKS1-only readings of the options: --hash defaults to
+// sha256 for the new header ("default hash algorithm is always used"),
+// --keep-key rewrites the header and keyslot only, --reduce-device-size
+// moves the data offset on (its checks are cryptsetup's).
+legacy::ReencryptParams luks1_params(const po::variables_map& vm) {
+    legacy::ReencryptParams p;
+    p.hash = vm.count("hash") ? vm["hash"].as<std::string>() : "sha256";
+    p.keep_key = vm["keep-key"].as<bool>();
+    if (vm.count("device-size") && vm["device-size"].as<uint64_t>() % 512)
+        throw Failure("Device size must be multiple of 512 bytes sector.");
+    if (vm.count("reduce-device-size")) {
+        p.reduce_bytes = vm["reduce-device-size"].as<uint64_t>();
+        if (p.reduce_bytes % 512) throw Failure("Reduce size must be multiple of 512 bytes sector.");
+        if (p.reduce_bytes > (uint64_t{1} << 30)) throw Failure("Maximum device reduce size is 1 GiB.");
+    }
+    return p;
+}
+
 legacy::RunOptions luks1_run_options(const ReencryptRequest& rq, std::optional<Progress>& progress) {
     legacy::RunOptions o;
+    if (rq.vm.count("device-size")) {
+        o.device_size = rq.vm["device-size"].as<uint64_t>();
+        if (o.device_size % 512) throw Failure("Device size must be multiple of 512 bytes sector.");
+    }
     o.block_size = static_cast<std::size_t>(rq.vm.count("block-size") ? rq.vm["block-size"].as<unsigned>() : 4u) << 20;
     o.progress = [&progress, &rq](uint64_t done, uint64_t total) {
         if (!progress) progress.emplace(rq.progress, rq.image, total);
@@ -600,38 +627,132 @@ int luks1_result(blkcrypt::Result<void> r, std::optional<Progress>& progress) {
     return 0;
 }
 
+// The LUKS1 stores: the header (IMAGE, or --header FILE) and, with a
+// detached header, the data (IMAGE), as cryptsetup's hdr_device and device.
+struct Luks1Stores {
+    std::shared_ptr<blkcrypt::BackingStore> header, data;
+};
+Luks1Stores luks1_stores(const ReencryptRequest& rq) {
+    Luks1Stores s;
+    s.header = open_rw(rq.header_path, rq.detached ? "--header" : "IMAGE");
+    if (rq.detached) s.data = open_rw(rq.image, "IMAGE");
+    return s;
+}
+
 int rekey_luks1(const ReencryptRequest& rq) {
     const auto& vm = rq.vm;
-    if (rq.detached) throw Failure("LUKS1 reencryption with a detached --header is not supported yet");
     if (rq.init_only) throw Failure("--init-only is for LUKS2 reencryption only");
-    for (const char* o : {"resilience", "resilience-hash", "hotzone-size", "device-size", "reduce-device-size",
-                          "sector-size", "volume-key-file", "pbkdf", "pbkdf-memory", "pbkdf-parallel"})
+    for (const char* o : {"resilience", "resilience-hash", "hotzone-size", "sector-size", "volume-key-file", "pbkdf",
+                          "pbkdf-memory", "pbkdf-parallel"})
         if (vm.count(o)) throw Failure(std::string("--") + o + " is not supported for LUKS1 reencryption");
-    if (vm["keep-key"].as<bool>()) throw Failure("--keep-key is not supported yet for LUKS1");
-    legacy::ReencryptParams p;
+    legacy::ReencryptParams p = luks1_params(vm);
+    if (vm.count("cipher")) p.cipher = vm["cipher"].as<std::string>();
+    if (vm.count("key-size")) p.key_bytes = vm["key-size"].as<unsigned>() / 8;
+    if (vm.count("iter-time")) p.iter_time_ms = vm["iter-time"].as<unsigned>();
+    if (vm.count("pbkdf-force-iterations")) p.force_iterations = vm["pbkdf-force-iterations"].as<unsigned>();
+    if (vm.count("key-slot")) p.keyslot = static_cast<int>(vm["key-slot"].as<unsigned>());
+    const Luks1Stores st = luks1_stores(rq);
+    const blkcrypt::SecureBuffer pass = reencrypt_passphrase(rq);
+    StopSignals stop;
+    std::optional<Progress> progress;
+    legacy::RunOptions ro = luks1_run_options(rq, progress);
+    ro.data = st.data.get();
+    return luks1_result(legacy::reencrypt(registry(), *st.header, pass, p, ro), progress);
+}
+
+// A LUKS1 image marked LUKS\xde\xad: the reencryption its files describe, finished.
+int resume_luks1(const ReencryptRequest& rq) {
+    if (rq.init_only) throw Failure("--init-only is for LUKS2 reencryption only");
+    const Luks1Stores st = luks1_stores(rq);
+    const legacy::Leftover lo = expect(legacy::find(registry(), *st.header));
+    const blkcrypt::SecureBuffer pass = reencrypt_passphrase(rq);
+    StopSignals stop;
+    std::optional<Progress> progress;
+    legacy::RunOptions ro = luks1_run_options(rq, progress);
+    ro.data = st.data.get();
+    return luks1_result(legacy::finish(registry(), *st.header, lo, pass, ro), progress);
+}
+
+// --encrypt --type luks1 (cryptsetup's legacy encryption): in place with
+// --reduce-device-size; an encryption whose LUKS-cafecafe-...log is in the
+// working directory is resumed instead, as cryptsetup does.
+int encrypt_luks1(const ReencryptRequest& rq) {
+    const auto& vm = rq.vm;
+    if (rq.detached) throw Failure("LUKS1 encryption with a detached --header is not supported yet");
+    if (rq.init_only) throw Failure("--init-only is for LUKS2 reencryption only");
+    for (const char* o : {"resilience", "resilience-hash", "hotzone-size", "sector-size", "volume-key-file", "pbkdf",
+                          "pbkdf-memory", "pbkdf-parallel", "offset", "align-payload"})
+        if (vm.count(o)) throw Failure(std::string("--") + o + " is not supported for LUKS1 encryption");
+    auto store = open_rw(rq.image, "IMAGE");
+    std::optional<Progress> progress;
+    const std::string log = std::string("LUKS-") + legacy::kEncryptUuid + ".log";
+    if (::access(log.c_str(), F_OK) == 0) {
+        std::cout << "Log file " << log << " exists, resuming encryption.\n";
+        const legacy::Leftover lo = expect(legacy::find_unmarked(registry(), legacy::kEncryptUuid));
+        const blkcrypt::SecureBuffer pass = reencrypt_passphrase(rq);
+        StopSignals stop;
+        return luks1_result(legacy::finish(registry(), *store, lo, pass, luks1_run_options(rq, progress)), progress);
+    }
+    if (rq.resume_only) throw Failure("Device reencryption not in progress.");
+    legacy::EncryptParams p;
     if (vm.count("cipher")) p.cipher = vm["cipher"].as<std::string>();
     if (vm.count("key-size")) p.key_bytes = vm["key-size"].as<unsigned>() / 8;
     if (vm.count("hash")) p.hash = vm["hash"].as<std::string>();
     if (vm.count("iter-time")) p.iter_time_ms = vm["iter-time"].as<unsigned>();
     if (vm.count("pbkdf-force-iterations")) p.force_iterations = vm["pbkdf-force-iterations"].as<unsigned>();
-    if (vm.count("key-slot")) p.keyslot = static_cast<int>(vm["key-slot"].as<unsigned>());
-    auto store = open_rw(rq.image, "IMAGE");
-    const blkcrypt::SecureBuffer pass = reencrypt_passphrase(rq);
+    if (vm.count("key-slot")) p.keyslot = vm["key-slot"].as<unsigned>();
+    if (p.keyslot > 7) throw Failure("Key slot is invalid.");
+    if (vm.count("uuid")) p.uuid = vm["uuid"].as<std::string>();
+    if (vm.count("reduce-device-size")) p.reduce_bytes = vm["reduce-device-size"].as<uint64_t>();
+    luks1_params(vm);  // cryptsetup's size checks, before the passphrase is asked for
+    const blkcrypt::SecureBuffer pass = reencrypt_passphrase(rq, vm["verify-passphrase"].as<bool>());
     StopSignals stop;
-    std::optional<Progress> progress;
-    return luks1_result(legacy::reencrypt(registry(), *store, pass, p, luks1_run_options(rq, progress)), progress);
+    return luks1_result(legacy::encrypt(registry(), *store, pass, p, luks1_run_options(rq, progress)), progress);
 }
 
-// A LUKS1 image marked LUKS\xde\xad: the reencryption its files describe, finished.
-int resume_luks1(const ReencryptRequest& rq) {
-    if (rq.detached) throw Failure("LUKS1 reencryption with a detached --header is not supported yet");
+// --decrypt of a LUKS1 image (cryptsetup's legacy decryption): the data back
+// at offset 0 in plaintext, no header left. Resumed from the marked image, or
+// past its first block (the mark overwritten) with --uuid, as cryptsetup.
+int decrypt_luks1(const ReencryptRequest& rq) {
+    const auto& vm = rq.vm;
     if (rq.init_only) throw Failure("--init-only is for LUKS2 reencryption only");
+    for (const char* o : {"reduce-device-size", "resilience", "hotzone-size"})
+        if (vm.count(o)) throw Failure(std::string("--") + o + " with LUKS1 --decrypt is not supported");
     auto store = open_rw(rq.image, "IMAGE");
-    const legacy::Leftover lo = expect(legacy::find(registry(), *store));
+    std::optional<Progress> progress;
+    const Kind k = kind_of(*store);
+    // The run's UUID when its files may be here: --uuid, or the header's
+    // (killed between the files and the mark, the header is still whole).
+    std::string uuid = vm.count("uuid") ? vm["uuid"].as<std::string>() : "";
+    if (uuid.empty() && k == Kind::Luks1)
+        if (auto h = luks::luks1::read_header(registry(), *store); h) uuid = h->uuid;
+    const bool files = !uuid.empty() && ::access(("LUKS-" + uuid + ".log").c_str(), F_OK) == 0;
+    if (k == Kind::Luks1Unusable || files) {
+        const legacy::Leftover lo = expect(k == Kind::Luks1Unusable ? legacy::find(registry(), *store)
+                                                                    : legacy::find_unmarked(registry(), uuid));
+        if (lo.log.mode != legacy::Mode::Decrypt) throw Failure("Device is not in LUKS1 decryption. Conflicting option --decrypt.");
+        const blkcrypt::SecureBuffer pass = reencrypt_passphrase(rq);
+        StopSignals stop;
+        return luks1_result(legacy::finish(registry(), *store, lo, pass, luks1_run_options(rq, progress)), progress);
+    }
+    if (vm.count("uuid"))
+        throw Failure("No decryption in progress, provided UUID can be used only to resume suspended decryption process.");
+    if (rq.resume_only) throw Failure("Device reencryption not in progress.");
+    legacy::DecryptParams p;
+    if (vm.count("key-slot")) p.keyslot = static_cast<int>(vm["key-slot"].as<unsigned>());
     const blkcrypt::SecureBuffer pass = reencrypt_passphrase(rq);
     StopSignals stop;
-    std::optional<Progress> progress;
-    return luks1_result(legacy::finish(registry(), *store, lo, pass, luks1_run_options(rq, progress)), progress);
+    return luks1_result(legacy::decrypt(registry(), *store, pass, p, luks1_run_options(rq, progress)), progress);
+}
+
+// Whether --decrypt means cryptsetup's LUKS1 legacy decryption: IMAGE holds
+// LUKS1 (or its reencryption mark), or --uuid names a decryption under way.
+bool luks1_decryption(const ReencryptRequest& rq) {
+    if (rq.detached) return false;
+    if (rq.vm.count("uuid")) return true;
+    auto store = open_container_image(rq.image, false, "IMAGE");
+    const Kind k = kind_of(*store);
+    return k == Kind::Luks1 || k == Kind::Luks1Unusable;
 }
 
 int rekey(const ReencryptRequest& rq) {
@@ -685,19 +806,21 @@ int repair(const po::variables_map& vm, const std::string& image) {
         return 0;
     }
     case Kind::Luks1Unusable: {
-        if (detached) throw Failure("LUKS1 reencryption with a detached --header is not supported yet");
-        auto rw = open_rw(image, "IMAGE");
+        const Luks1Stores st = luks1_stores(rq);
+        auto& rw = st.header;
         const legacy::Leftover lo = expect(legacy::find(registry(), *rw));
         const bool untouched = lo.log.direction == legacy::Direction::Forward ? lo.log.offset == 0 : false;
-        if (untouched && lo.log.mode == legacy::Mode::Reencrypt) {
-            expect(legacy::rollback(registry(), *rw, lo));
+        if (untouched && lo.log.mode != legacy::Mode::Encrypt) {
+            expect(legacy::rollback(registry(), *rw, lo, st.data.get()));
             std::cout << "LUKS1 reencryption had converted no data: the original header is back.\n";
             return 0;
         }
         const blkcrypt::SecureBuffer pass = reencrypt_passphrase(rq);
         StopSignals stop;
         std::optional<Progress> progress;
-        const int rc = luks1_result(legacy::finish(registry(), *rw, lo, pass, luks1_run_options(rq, progress)), progress);
+        legacy::RunOptions ro = luks1_run_options(rq, progress);
+        ro.data = st.data.get();
+        const int rc = luks1_result(legacy::finish(registry(), *rw, lo, pass, ro), progress);
         std::cout << "LUKS1 reencryption finished.\n";
         return rc;
     }
@@ -760,6 +883,9 @@ int run_reencrypt(Args args) {
     ImageLock lock;
     lock.add(image, "IMAGE");
     if (rq.detached) lock.add(rq.header_path, "--header");
+    const bool type1 = vm->count("type") && (*vm)["type"].as<std::string>() == "luks1";
+    if (((*vm)["encrypt"].as<bool>() || (*vm)["new"].as<bool>()) && type1) return encrypt_luks1(rq);
+    if ((*vm)["decrypt"].as<bool>() && luks1_decryption(rq)) return decrypt_luks1(rq);
     if ((*vm)["encrypt"].as<bool>() || (*vm)["new"].as<bool>()) return reencrypt_encrypt(rq);
     if ((*vm)["decrypt"].as<bool>()) return reencrypt_decrypt(rq);
     return rekey(rq);

@@ -200,6 +200,7 @@ Result<SecureBuffer> open_keyslot(Registry& reg, BackingStore& store, const Head
     if (!table) return make_error(table.status(), "LUKS cipher " + h.cipher_spec() + ": " + table.error().message);
     table->key = SecureBuffer(h.key_bytes);
     if (Result<void> r = pbkdf2(reg, *hash, passphrase, k.salt, k.iterations, table->key.span()); !r) return r.error();
+    if (h.cipher_name == "cipher_null") table->key = SecureBuffer();  // no key, as dm-crypt's "-"
     const uint64_t secs = af_sectors(h.key_bytes, k.stripes);
     table->offset = k.key_material_offset;
     dm::CryptTargetOptions opts;

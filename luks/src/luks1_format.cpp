@@ -33,7 +33,8 @@ Result<void> write_area(Registry& reg, BackingStore& store, const std::string& c
                         uint64_t sector, ConstBytes data) {
     Result<dm::CryptTable> t = dm::parse_cipher_spec(cipher);
     if (!t) return make_error(t.status(), "LUKS cipher " + cipher + ": " + t.error().message);
-    t->key.assign(key);
+    // cipher_null takes no key (dm-crypt's "-", as cryptsetup maps it).
+    if (cipher.rfind("cipher_null", 0) != 0) t->key.assign(key);
     t->offset = sector;
     dm::CryptTargetOptions opts;
     opts.threads = 1;

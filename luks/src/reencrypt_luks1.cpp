@@ -194,7 +194,7 @@ Result<Header> header_file(Registry& reg, const std::string& path, const std::st
     if (!raw) return raw.error();
     Result<Header> h = parse_header(*raw);
     if (!h) return make_error(h.status(), path + " (" + what + " header): " + h.error().message);
-    if (h->uuid != uuid) return invalid(path + ": UUID " + h->uuid + " is not the image's " + uuid);
+    if (!uuid.empty() && h->uuid != uuid) return invalid(path + ": UUID " + h->uuid + " is not the expected " + uuid);
     if (Result<std::string> r = registry_hash(reg, h->hash_spec); !r) return r.error();
     if (raw->size() < device_sectors(*h) * kSector) return invalid(path + " does not hold its keyslot areas");
     return h;
@@ -204,7 +204,7 @@ Result<std::unique_ptr<dm::CryptTarget>> data_target(Registry& reg, BackingStore
                                                      SecureBuffer key, uint64_t len_sectors, std::size_t block) {
     Result<dm::CryptTable> t = dm::parse_cipher_spec(h.cipher_spec());
     if (!t) return make_error(t.status(), "LUKS cipher " + h.cipher_spec() + ": " + t.error().message);
-    t->key = std::move(key);
+    if (h.cipher_name != "cipher_null") t->key = std::move(key);  // cipher_null: no key, dm-crypt's "-"
     t->offset = h.payload_offset;
     dm::CryptTargetOptions o;
     o.max_request = block;
@@ -307,13 +307,14 @@ Result<std::optional<std::string>> unusable_uuid(BackingStore& store) {
     return std::optional<std::string>{std::string(u, strnlen(u, 40))};
 }
 
-Result<Leftover> find(Registry& reg, BackingStore& store, const std::string& dir) {
-    Result<std::optional<std::string>> uuid = unusable_uuid(store);
-    if (!uuid) return uuid.error();
-    if (!*uuid) return invalid(store.name() + " is not marked by a LUKS1 reencryption in progress (no LUKS\\xde\\xad magic)");
-    if (!safe_uuid(**uuid)) return invalid(store.name() + ": the marked header's UUID is not a UUID");
+namespace {
+
+// The log and both header files of the run named uuid. Each header must
+// carry the UUID its side has: the image's, or kEncryptUuid for a fake
+// (cipher_null) one; an encryption's new header has a UUID of its own.
+Result<Leftover> load_files(Registry& reg, const std::string& uuid, const std::string& dir) {
     Leftover lo;
-    lo.uuid = **uuid;
+    lo.uuid = uuid;
     lo.log_path = file_path(dir, lo.uuid, "log");
     lo.org_path = file_path(dir, lo.uuid, "org");
     lo.new_path = file_path(dir, lo.uuid, "new");
@@ -326,12 +327,32 @@ Result<Leftover> find(Registry& reg, BackingStore& store, const std::string& dir
     Result<Log> log = parse_log(*raw, lo.uuid);
     if (!log) return make_error(log.status(), lo.log_path + ": " + log.error().message);
     lo.log = *log;
-    Result<Header> org = header_file(reg, lo.org_path, lo.uuid, "old");
+    const bool enc = lo.log.mode == Mode::Encrypt, dec = lo.log.mode == Mode::Decrypt;
+    Result<Header> org = header_file(reg, lo.org_path, enc ? kEncryptUuid : lo.uuid, "old");
     if (!org) return org.error();
-    Result<Header> neu = header_file(reg, lo.new_path, lo.uuid, "new");
+    Result<Header> neu = header_file(reg, lo.new_path, dec ? kEncryptUuid : enc ? "" : lo.uuid, "new");
     if (!neu) return neu.error();
     lo.org = std::move(org).value();
     lo.neu = std::move(neu).value();
+    return lo;
+}
+
+}  // namespace
+
+Result<Leftover> find(Registry& reg, BackingStore& store, const std::string& dir) {
+    Result<std::optional<std::string>> uuid = unusable_uuid(store);
+    if (!uuid) return uuid.error();
+    if (!*uuid) return invalid(store.name() + " is not marked by a LUKS1 reencryption in progress (no LUKS\\xde\\xad magic)");
+    if (!safe_uuid(**uuid)) return invalid(store.name() + ": the marked header's UUID is not a UUID");
+    return load_files(reg, **uuid, dir);
+}
+
+Result<Leftover> find_unmarked(Registry& reg, const std::string& uuid, const std::string& dir) {
+    if (!safe_uuid(uuid)) return invalid("'" + uuid + "' is not a UUID");
+    Result<Leftover> lo = load_files(reg, uuid, dir);
+    if (!lo) return lo;
+    if (lo->log.mode == Mode::Reencrypt)
+        return invalid(lo->log_path + " is a reencryption (mode 0): its image must be marked LUKS\\xde\\xad");
     return lo;
 }
 
@@ -342,6 +363,17 @@ namespace {
 Result<uint64_t> mapping_size(BackingStore& store, const Leftover& lo) {
     const uint64_t total = store.size() / kSector * kSector;
     const uint64_t org = uint64_t{lo.org.payload_offset} * kSector, neu = uint64_t{lo.neu.payload_offset} * kSector;
+    // Encryption: the plaintext (fake .org, payload 0) moves on to the new
+    // payload; decryption: the data moves back to 0 (fake .new), its
+    // mapping the old one's size (cryptsetup: device_size_org_real).
+    if (lo.log.mode == Mode::Encrypt && (org != 0 || neu == 0))
+        return invalid("an encryption's headers must have payload 0 (old) and past 0 (new): not what cryptsetup writes");
+    if (lo.log.mode == Mode::Decrypt && neu != 0)
+        return invalid("a decryption's new header must have payload 0: not what cryptsetup writes");
+    if (lo.log.mode == Mode::Decrypt) {
+        if (total <= org) return invalid(store.name() + " is smaller than the header's payload offset");
+        return total - org;
+    }
     if (lo.neu.payload_offset < lo.org.payload_offset)
         return invalid("the new header's payload (sector " + std::to_string(lo.neu.payload_offset) +
                        ") is before the old one's: not what cryptsetup writes");
@@ -359,52 +391,129 @@ Result<void> remove_files(const Leftover& lo, const std::string& dir) {
     return {};
 }
 
+// Puts a header file (.org or .new) back onto the marked image, crash-safely:
+// first all of it with the magic still LUKS\xde\xad, flushed, so that a crash
+// or a torn write leaves the image marked (the leftover is resumed or rolled
+// back again from the untouched file); then the six magic bytes, inside the
+// first sector (either half of a torn magic write leaves one of the two
+// magics, as they share "LUK"), flushed.
+Result<void> restore_marked(Registry& reg, BackingStore& store, ConstBytes hdr) {
+    Result<Header> h = parse_header(hdr);
+    if (!h) return invalid("the header file does not hold a valid LUKS header");
+    if (Result<std::string> r = registry_hash(reg, h->hash_spec); !r) return r.error();
+    const uint64_t used = device_sectors(*h) * kSector;
+    if (hdr.size() < used) return invalid("the header file does not hold its keyslot areas");
+    if (store.size() < used) return invalid(store.name() + " is smaller than the header's keyslot areas");
+    std::vector<uint8_t> marked(hdr.begin(), hdr.begin() + static_cast<std::ptrdiff_t>(used));
+    std::memcpy(marked.data(), kUnusableMagic, sizeof kUnusableMagic);
+    if (Status s = store.write(0, marked); s != Status::Ok)
+        return make_error(s, store.name() + ": cannot write the LUKS header");
+    if (Status s = store.flush(); s != Status::Ok) return make_error(s, store.name() + ": flush");
+    if (Status s = store.write(0, hdr.first(sizeof kUnusableMagic)); s != Status::Ok)
+        return make_error(s, store.name() + ": cannot write the LUKS magic");
+    if (Status s = store.flush(); s != Status::Ok) return make_error(s, store.name() + ": flush");
+    return {};
+}
+
 std::string dir_from(const std::string& log_path) {
     const std::size_t slash = log_path.rfind('/');
     return slash == std::string::npos ? std::string() : log_path.substr(0, slash);
 }
 
+// The .new header onto the image (magic last), then the files removed.
+Result<void> restore_new(Registry& reg, BackingStore& store, const Leftover& lo) {
+    Result<std::vector<uint8_t>> neu = read_file(lo.new_path, 64u << 20);
+    if (!neu) return neu.error();
+    if (Result<void> r = restore_marked(reg, store, *neu); !r) return r;
+    return remove_files(lo, dir_from(lo.log_path));
+}
+
+bool same_mapping(const Leftover& lo, const SecureBuffer& vk_old, const SecureBuffer& vk_new) {
+    return lo.org.cipher_spec() == lo.neu.cipher_spec() && lo.org.payload_offset == lo.neu.payload_offset &&
+           vk_old.size() == vk_new.size() && std::equal(vk_old.data(), vk_old.data() + vk_old.size(), vk_new.data());
+}
+
+
+// A block interrupted mid-write: LUKS-<uuid>.blk (ours) holds its old bytes
+// under a head naming this run and the log offset the block started at;
+// when that is the log's offset now (nullopt: any, for a run whose log says
+// no block completed, so that only its first can have been in flight), the
+// bytes go back (the block is then redone, or the run rolled back). No file,
+// another run's or another offset's: nothing to do.
+Result<void> replay_block(BackingStore& data, const Leftover& lo, std::optional<uint64_t> log_offset) {
+    Fd blk(::open(lo.blk_path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (blk.get() < 0) return {};
+    const uint64_t total = data.size() / kSector * kSector;
+    std::array<uint8_t, 512> head{};
+    const ssize_t n = ::pread(blk.get(), head.data(), head.size(), 0);
+    if (n != 512 || std::memcmp(head.data(), kBlkMagic, sizeof kBlkMagic) != 0 ||
+        head[40] != static_cast<uint8_t>(lo.log.direction) ||
+        std::memcmp(head.data() + 104, lo.neu.mk_digest.data(), kDigestSize) != 0 ||
+        std::memcmp(head.data() + 124, lo.neu.mk_digest_salt.data(), kSaltSize) != 0 ||
+        std::string_view(reinterpret_cast<const char*>(head.data() + 64),
+                         strnlen(reinterpret_cast<const char*>(head.data() + 64), 40)) != lo.uuid)
+        return {};
+    BlkHead h{get_le64(head.data() + 16), get_le64(head.data() + 24), get_le64(head.data() + 32)};
+    // Any block size (the run may have used another one), within the image.
+    if ((log_offset && h.log_offset != *log_offset) || h.len == 0 || h.len > kMaxJournal || h.len > total || h.phys > total - h.len)
+        return {};
+    std::vector<uint8_t> old(h.len);
+    if (::pread(blk.get(), old.data(), old.size(), 512) != static_cast<ssize_t>(old.size()))
+        return make_error(Status::IoError, lo.blk_path + ": cannot read the saved block");
+    if (Status s = data.write(h.phys, old); s != Status::Ok)
+        return make_error(s, data.name() + ": cannot restore the interrupted block");
+    if (Status s = data.flush(); s != Status::Ok) return make_error(s, data.name() + ": flush");
+    return {};
+}
+
 }  // namespace
 
-Result<void> rollback(Registry& reg, BackingStore& store, const Leftover& lo) {
-    if (lo.log.mode != Mode::Reencrypt)
-        return make_error(Status::Unsupported, "only a reencryption (log mode 0) can be rolled back here");
-    Result<uint64_t> size = mapping_size(store, lo);
+Result<void> rollback(Registry& reg, BackingStore& store, const Leftover& lo, BackingStore* data) {
+    Result<uint64_t> size = mapping_size(data ? *data : store, lo);
     if (!size) return size.error();
     const bool untouched = lo.log.direction == Direction::Forward ? lo.log.offset == 0 : lo.log.offset >= *size;
     if (!untouched)
         return invalid("data is already reencrypted (log offset " + std::to_string(lo.log.offset) +
                        "): it cannot be rolled back by restoring the header; finish it instead");
+    // The first block may have been in flight: its old bytes back first.
+    if (Result<void> r = replay_block(data ? *data : store, lo, std::nullopt); !r) return r;
+    // An encryption wrote nothing on the image before its first block.
+    if (lo.log.mode == Mode::Encrypt) return remove_files(lo, dir_from(lo.log_path));
     Result<std::vector<uint8_t>> org = read_file(lo.org_path, 64u << 20);
     if (!org) return org.error();
-    if (Result<void> r = header_restore(reg, store, *org); !r) return r;
+    if (Result<void> r = restore_marked(reg, store, *org); !r) return r;
     return remove_files(lo, dir_from(lo.log_path));
 }
 
 Result<void> finish(Registry& reg, BackingStore& store, const Leftover& lo, ConstBytes passphrase,
                     const RunOptions& opts) {
-    if (lo.log.mode != Mode::Reencrypt)
-        return make_error(Status::Unsupported, "LUKS1 legacy " +
-                                                   std::string(lo.log.mode == Mode::Encrypt ? "encryption" : "decryption") +
-                                                   " (log mode " + std::to_string(static_cast<int>(lo.log.mode)) +
-                                                   ") is not supported here; run cryptsetup reencrypt as root to resume it");
+    // A detached header (--header): store holds it, opts.data the data.
+    BackingStore& data = opts.data ? *opts.data : store;
+    const bool enc = lo.log.mode == Mode::Encrypt, dec = lo.log.mode == Mode::Decrypt;
     if (opts.block_size < kSector || opts.block_size % kSector || opts.block_size > kMaxJournal)
         return invalid("block size must be a multiple of 512 bytes");
-    Result<uint64_t> size = mapping_size(store, lo);
+    Result<uint64_t> size = mapping_size(data, lo);
     if (!size) return size.error();
-    const uint64_t dev = *size;
-    const uint64_t total = store.size() / kSector * kSector;
+    if (opts.device_size % kSector) return invalid("Device size must be multiple of 512 bytes sector.");
+    if (opts.device_size > *size)
+        return invalid("--device-size " + std::to_string(opts.device_size) + " is larger than the data (" +
+                       std::to_string(*size) + " bytes)");
+    const uint64_t dev = opts.device_size ? opts.device_size : *size;
+    const uint64_t total = data.size() / kSector * kSector;
 
-    Result<SecureBuffer> vk_old = unlock_file(reg, lo.org_path, lo.org, passphrase, "old");
+    // The fake (cipher_null) side needs no key: any passphrase opens it.
+    Result<SecureBuffer> vk_old = enc ? Result<SecureBuffer>(SecureBuffer()) : unlock_file(reg, lo.org_path, lo.org, passphrase, "old");
     if (!vk_old) return vk_old.error();
-    Result<SecureBuffer> vk_new = unlock_file(reg, lo.new_path, lo.neu, passphrase, "new");
+    Result<SecureBuffer> vk_new = dec ? Result<SecureBuffer>(SecureBuffer()) : unlock_file(reg, lo.new_path, lo.neu, passphrase, "new");
     if (!vk_new) return vk_new.error();
+    // A --keep-key run: both headers map the data to the same ciphertext.
+    if (!enc && !dec && same_mapping(lo, *vk_old, *vk_new)) return restore_new(reg, store, lo);
     Result<std::unique_ptr<dm::CryptTarget>> src =
-        data_target(reg, store, lo.org, std::move(vk_old).value(), (total - uint64_t{lo.org.payload_offset} * kSector) / kSector,
+        data_target(reg, data, lo.org, std::move(vk_old).value(), (total - uint64_t{lo.org.payload_offset} * kSector) / kSector,
                     opts.block_size);
     if (!src) return src.error();
     Result<std::unique_ptr<dm::CryptTarget>> dst =
-        data_target(reg, store, lo.neu, std::move(vk_new).value(), dev / kSector, opts.block_size);
+        data_target(reg, data, lo.neu, std::move(vk_new).value(), dev / kSector, opts.block_size);
     if (!dst) return dst.error();
 
     Fd logfd(::open(lo.log_path.c_str(), O_RDWR | O_CLOEXEC));
@@ -422,27 +531,7 @@ Result<void> finish(Registry& reg, BackingStore& store, const Leftover& lo, Cons
     const uint64_t dst_base = uint64_t{lo.neu.payload_offset} * kSector;
 
     // A block interrupted mid-write: put its old bytes back, then redo it.
-    {
-        std::array<uint8_t, 512> head{};
-        const ssize_t n = ::pread(blk.get(), head.data(), head.size(), 0);
-        if (n == 512 && std::memcmp(head.data(), kBlkMagic, sizeof kBlkMagic) == 0 &&
-            head[40] == static_cast<uint8_t>(log.direction) &&
-            std::memcmp(head.data() + 104, lo.neu.mk_digest.data(), kDigestSize) == 0 &&
-            std::memcmp(head.data() + 124, lo.neu.mk_digest_salt.data(), kSaltSize) == 0 &&
-            std::string_view(reinterpret_cast<const char*>(head.data() + 64), strnlen(reinterpret_cast<const char*>(head.data() + 64), 40)) == lo.uuid) {
-            BlkHead h{get_le64(head.data() + 16), get_le64(head.data() + 24), get_le64(head.data() + 32)};
-            // Any block size (the run may have used another one), within the image.
-            if (h.log_offset == log.offset && h.len > 0 && h.len <= kMaxJournal && h.len <= total &&
-                h.phys <= total - h.len) {
-                std::vector<uint8_t> old(h.len);
-                if (::pread(blk.get(), old.data(), old.size(), 512) != static_cast<ssize_t>(old.size()))
-                    return make_error(Status::IoError, lo.blk_path + ": cannot read the saved block");
-                if (Status s = store.write(h.phys, old); s != Status::Ok)
-                    return make_error(s, store.name() + ": cannot restore the interrupted block");
-                if (Status s = store.flush(); s != Status::Ok) return make_error(s, store.name() + ": flush");
-            }
-        }
-    }
+    if (Result<void> r = replay_block(data, lo, log.offset); !r) return r;
 
     SecureBuffer plain(opts.block_size);
     std::vector<uint8_t> saved(opts.block_size);
@@ -460,16 +549,16 @@ Result<void> finish(Registry& reg, BackingStore& store, const Leftover& lo, Cons
         }
         const std::size_t n = static_cast<std::size_t>(len);
         if (Status s = bio_sync(**src, dm::BioDir::Read, start, plain.data(), n); s != Status::Ok)
-            return make_error(s, store.name() + ": read error during reencryption");
-        if (Status s = store.read(dst_base + start, Bytes(saved).first(n)); s != Status::Ok)
-            return make_error(s, store.name() + ": read error during reencryption");
+            return make_error(s, data.name() + ": read error during reencryption");
+        if (Status s = data.read(dst_base + start, Bytes(saved).first(n)); s != Status::Ok)
+            return make_error(s, data.name() + ": read error during reencryption");
         if (Result<void> r = journal_block(blk.get(), BlkHead{log.offset, dst_base + start, len}, lo.uuid, log.direction,
                                            lo.neu, ConstBytes(saved).first(n));
             !r)
             return r;
         if (Status s = bio_sync(**dst, dm::BioDir::Write, start, plain.data(), n); s != Status::Ok)
-            return make_error(s, store.name() + ": IO error during reencryption.");
-        if (Status s = store.flush(); s != Status::Ok) return make_error(s, store.name() + ": IO error during reencryption.");
+            return make_error(s, data.name() + ": IO error during reencryption.");
+        if (Status s = data.flush(); s != Status::Ok) return make_error(s, data.name() + ": IO error during reencryption.");
         log.offset = log.direction == Direction::Forward ? start + len : start;
         if (Result<void> r = write_log(logfd.get(), log); !r) return r;
         done += len;
@@ -478,12 +567,78 @@ Result<void> finish(Registry& reg, BackingStore& store, const Leftover& lo, Cons
     }
     src->reset();
     dst->reset();
-
-    Result<std::vector<uint8_t>> neu = read_file(lo.new_path, 64u << 20);
-    if (!neu) return neu.error();
-    if (Result<void> r = header_restore(reg, store, *neu); !r) return r;
-    return remove_files(lo, dir_from(lo.log_path));
+    if (dec) {
+        // cryptsetup zeroes the tail the data no longer reaches (the old
+        // payload offset's worth), "to not leave any sign of encryption";
+        // no header goes back.
+        const uint64_t tail = uint64_t{lo.org.payload_offset} * kSector;
+        std::vector<uint8_t> zero(static_cast<std::size_t>(std::min<uint64_t>(tail, 1u << 20)));
+        for (uint64_t at = total - tail; at < total;) {
+            const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(zero.size(), total - at));
+            if (Status s = data.write(at, ConstBytes(zero).first(n)); s != Status::Ok)
+                return make_error(s, data.name() + ": cannot zero the end of the device");
+            at += n;
+        }
+        if (Status s = data.flush(); s != Status::Ok) return make_error(s, data.name() + ": flush");
+        return remove_files(lo, dir_from(lo.log_path));
+    }
+    return restore_new(reg, store, lo);
 }
+
+namespace {
+
+// Creates the .org and .new of a run, then its log, each fsynced: the log
+// is what makes a run resumable (either tool resumes from it), so it comes
+// last and whole (written under a temporary name, then linked to its own:
+// a kill leaves it complete or absent). .org and .new left without a log by
+// a run killed before it are stale (nothing resumes them) and replaced.
+// cryptsetup creates the log first; a kill between its files leaves a log
+// that neither tool can resume.
+Result<Leftover> create_run(const std::string& uuid, const std::string& dir, const Log& log, ConstBytes org,
+                            ConstBytes neu) {
+    Leftover names;
+    names.uuid = uuid;
+    names.log_path = file_path(dir, uuid, "log");
+    names.org_path = file_path(dir, uuid, "org");
+    names.new_path = file_path(dir, uuid, "new");
+    names.blk_path = file_path(dir, uuid, "blk");
+    if (::access(names.log_path.c_str(), F_OK) == 0)
+        return invalid("Log file " + names.log_path + " exists: a reencryption of this UUID was started here; resume it");
+    std::string tmp = names.log_path + ".tmp";
+    for (const std::string* p : {&names.org_path, &names.new_path, &names.blk_path, &tmp}) (void)::unlink(p->c_str());
+    auto undo = [&](Error e) -> Error {
+        for (const std::string* p : {&names.org_path, &names.new_path, &tmp}) (void)::unlink(p->c_str());
+        return e;
+    };
+    if (Result<void> r = create_file(names.org_path, org, 0400); !r) return undo(r.error());
+    if (Result<void> r = create_file(names.new_path, neu, 0600); !r) return undo(r.error());
+    if (Result<void> r = create_file(tmp, format_log(log), 0600); !r) return undo(r.error());
+    if (::link(tmp.c_str(), names.log_path.c_str()) != 0)
+        return undo(make_error(Status::IoError, "cannot create " + names.log_path + ": " + errno_text()));
+    (void)::unlink(tmp.c_str());
+    sync_dir(dir);
+    return names;
+}
+
+// The new header's payload offset (sectors), checked as cryptsetup checks
+// --reduce-device-size, and --keep-key's limits; before anything is written.
+Result<uint32_t> new_payload_offset(BackingStore& store, const Header& h, const ReencryptParams& p) {
+    if (p.keep_key && !p.cipher.empty() && p.cipher != h.cipher_spec())
+        return invalid("--keep-key keeps the volume key, so the cipher cannot change (" + h.cipher_spec() +
+                       "): the data would be read with the wrong cipher");
+    if (p.keep_key && p.reduce_bytes)
+        return invalid("--keep-key leaves the data where it is, so --reduce-device-size cannot move the data "
+                       "offset (cryptsetup 2.6.1 does and loses the data)");
+    if (p.reduce_bytes % kSector) return invalid("Reduce size must be multiple of 512 bytes sector.");
+    if (p.reduce_bytes > (uint64_t{1} << 30)) return invalid("Maximum device reduce size is 1 GiB.");
+    const uint64_t off = uint64_t{h.payload_offset} + p.reduce_bytes / kSector;
+    if (p.reduce_bytes && off % (4096 / kSector)) return invalid("Data offset is not multiple of 4096 bytes.");
+    if (off * kSector >= store.size() / kSector * kSector)
+        return invalid("Device " + store.name() + " is too small for activation, there is no remaining space for data.");
+    return static_cast<uint32_t>(off);
+}
+
+}  // namespace
 
 Result<void> reencrypt(Registry& reg, BackingStore& store, ConstBytes passphrase, const ReencryptParams& p,
                        const RunOptions& opts) {
@@ -505,49 +660,183 @@ Result<void> reencrypt(Registry& reg, BackingStore& store, ConstBytes passphrase
     if (::access(names.log_path.c_str(), F_OK) == 0)
         return invalid("Log file " + names.log_path + " exists: a reencryption of this UUID was started elsewhere");
 
+    BackingStore& data_store = opts.data ? *opts.data : store;  // a detached header: the data elsewhere
+    Result<uint32_t> offset = new_payload_offset(data_store, *h, p);
+    if (!offset) return offset.error();
+    if (const uint64_t data = data_store.size() / kSector * kSector - uint64_t{*offset} * kSector;
+        opts.device_size % kSector || opts.device_size > data)
+        return invalid(opts.device_size % kSector ? "Device size must be multiple of 512 bytes sector."
+                                                  : "--device-size " + std::to_string(opts.device_size) +
+                                                        " is larger than the data (" + std::to_string(data) + " bytes)");
+
     // The new header, built in memory first: nothing is created if it fails.
     FormatParams fp;
     fp.cipher = p.cipher.empty() ? h->cipher_spec() : p.cipher;
-    fp.key_bytes = p.key_bytes ? p.key_bytes : h->key_bytes;
+    fp.key_bytes = p.keep_key ? h->key_bytes : p.key_bytes ? p.key_bytes : h->key_bytes;
     fp.hash = p.hash.empty() ? h->hash_spec : p.hash;
     fp.iter_time_ms = p.iter_time_ms;
     fp.force_iterations = p.force_iterations;
     fp.keyslot = u->keyslot;
-    fp.offset = h->payload_offset;
+    fp.offset = *offset;
+    // A detached header keeps its payload on the data device (0 included).
+    fp.detached = opts.data != nullptr || *offset == 0;
+    if (*offset == 0) fp.alignment = 0;
     fp.uuid = h->uuid;
-    MemoryStore mem(std::size_t{h->payload_offset} * kSector);
+    // The header and keyslot areas only (eight areas of 4000 stripes, each
+    // rounded to 4 KiB): a shifted payload can be far past them.
+    MemoryStore mem(static_cast<std::size_t>(std::max<uint64_t>(
+        std::min<uint64_t>(uint64_t{*offset} * kSector, 32u << 20), 4096 + 8 * (uint64_t{fp.key_bytes} * kStripes + 4096))));
     SecureBuffer vk(fp.key_bytes);
-    if (Result<void> r = random_bytes(vk.span()); !r) return r.error();
+    if (p.keep_key)
+        vk.assign(u->volume_key.span());
+    else if (Result<void> r = random_bytes(vk.span()); !r)
+        return r.error();
     if (Result<Header> nh = format(reg, mem, fp, vk, passphrase); !nh)
         return make_error(nh.status(), "the new header: " + nh.error().message);
     Result<std::vector<uint8_t>> backup = header_backup(reg, store);
     if (!backup) return backup.error();
 
-    // cryptsetup's order: log, .org, .new, then the magic. Until the magic
+    // The files (.org, .new, then the log: create_run), then the magic. Until the magic
     // is written the image is untouched, and a failure removes the files.
-    Log log{h->uuid, Direction::Forward, Mode::Reencrypt, 0, 0};
-    bool created_log = false;
-    auto undo = [&](Error e) -> Error {
-        if (created_log) (void)::unlink(names.log_path.c_str());
-        (void)::unlink(names.org_path.c_str());
-        (void)::unlink(names.new_path.c_str());
-        return e;
-    };
-    // A block journal left by an earlier run of this UUID (finished by
-    // cryptsetup, which ignores it) belongs to nothing now.
-    (void)::unlink(names.blk_path.c_str());
-    const std::array<uint8_t, kLogSize> text = format_log(log);
-    if (Result<void> r = create_file(names.log_path, text, 0600); !r) return r;
-    created_log = true;
-    if (Result<void> r = create_file(names.org_path, *backup, 0400); !r) return undo(r.error());
-    if (Result<void> r = create_file(names.new_path, mem.data(), 0600); !r) return undo(r.error());
-    sync_dir(p.dir);
+    // A shift walks backward from cryptsetup's start mark ~0 (the end).
+    Log log{h->uuid, p.reduce_bytes ? Direction::Backward : Direction::Forward, Mode::Reencrypt,
+            p.reduce_bytes ? ~uint64_t{0} : 0, 0};
+    Result<Leftover> made = create_run(h->uuid, p.dir, log, *backup, mem.data());
+    if (!made) return made.error();
     // A failed write may still have landed (in part): the files stay, so
     // that a marked image can be finished or rolled back.
     if (Status s = store.write(0, ConstBytes(kUnusableMagic, sizeof kUnusableMagic)); s != Status::Ok)
         return make_error(s, store.name() + ": cannot mark the header");
     if (Status s = store.flush(); s != Status::Ok) return make_error(s, store.name() + ": flush");
 
+    Result<Leftover> lo = find(reg, store, p.dir);
+    if (!lo) return lo.error();
+    return finish(reg, store, *lo, passphrase, opts);
+}
+
+namespace {
+
+// A header for fp built in memory (the header and keyslot areas only).
+Result<std::vector<uint8_t>> header_bytes(Registry& reg, const FormatParams& fp, ConstBytes vk, ConstBytes passphrase) {
+    // Room for the header and eight keyslot areas, each rounded to 4 KiB.
+    MemoryStore mem(4096 + 8 * (std::size_t{fp.key_bytes} * kStripes + 4096));
+    Result<Header> h = format(reg, mem, fp, vk, passphrase);
+    if (!h) return h.error();
+    std::vector<uint8_t> out = std::move(mem.data());
+    out.resize(static_cast<std::size_t>(device_sectors(*h) * kSector));
+    return out;
+}
+
+// cryptsetup's backup_fake_header: cipher_null-ecb, payload 0 (its header
+// file is detached from the data), kEncryptUuid, a random volume key, the
+// passphrase in `keyslot`.
+Result<std::vector<uint8_t>> fake_header(Registry& reg, uint32_t key_bytes, const std::string& hash, uint32_t iter_time_ms,
+                                         uint32_t force_iterations, unsigned keyslot, ConstBytes passphrase) {
+    FormatParams fp;
+    fp.cipher = "cipher_null-ecb";
+    fp.key_bytes = key_bytes;
+    fp.hash = hash;
+    fp.iter_time_ms = iter_time_ms;
+    fp.force_iterations = force_iterations;
+    fp.keyslot = keyslot;
+    fp.detached = true;
+    fp.offset = 0;
+    fp.alignment = 0;
+    fp.uuid = kEncryptUuid;
+    SecureBuffer vk(key_bytes);
+    if (Result<void> r = random_bytes(vk.span()); !r) return r.error();
+    Result<std::vector<uint8_t>> b = header_bytes(reg, fp, vk, passphrase);
+    if (!b) return make_error(b.status(), "the cipher_null header: " + b.error().message);
+    return b;
+}
+
+}  // namespace
+
+Result<void> encrypt(Registry& reg, BackingStore& store, ConstBytes passphrase, const EncryptParams& p,
+                     const RunOptions& opts) {
+    if (opts.data) return make_error(Status::Unsupported, "LUKS1 encryption or decryption with a detached header is not supported yet");
+    Result<std::optional<std::string>> marked = unusable_uuid(store);
+    if (!marked) return marked.error();
+    if (*marked) return invalid("Device " + store.name() + " is already in LUKS reencryption. Aborting operation.");
+    {
+        std::array<uint8_t, kHeaderSize> raw{};
+        if (store.size() >= kHeaderSize && store.read(0, raw) == Status::Ok && parse_header(raw))
+            return invalid("Device " + store.name() + " is already LUKS device. Aborting operation.");
+    }
+    if (!p.reduce_bytes)
+        return invalid("Encryption without detached header (--header) is not possible without data device size "
+                       "reduction (--reduce-device-size).");
+    if (p.reduce_bytes % kSector) return invalid("Reduce size must be multiple of 512 bytes sector.");
+    if (p.reduce_bytes > (uint64_t{1} << 30)) return invalid("Maximum device reduce size is 1 GiB.");
+    const uint64_t total = store.size() / kSector * kSector;
+    if (p.reduce_bytes >= total)
+        return invalid("Device " + store.name() + " is too small for activation, there is no remaining space for data.");
+    if (opts.device_size % kSector || opts.device_size > total - p.reduce_bytes)
+        return invalid("--device-size must be a multiple of 512 within the data (" + std::to_string(total - p.reduce_bytes) +
+                       " bytes)");
+
+    Result<std::vector<uint8_t>> org =
+        fake_header(reg, p.key_bytes, p.hash, p.iter_time_ms, p.force_iterations, p.keyslot, passphrase);
+    if (!org) return org.error();
+    // The new header: its file is detached from the data, so its payload is
+    // the reduce size itself (LUKS_generate_phdr with alignPayload), which
+    // must clear the keyslot areas (cryptsetup's check and words).
+    FormatParams fp;
+    fp.cipher = p.cipher;
+    fp.key_bytes = p.key_bytes;
+    fp.hash = p.hash;
+    fp.iter_time_ms = p.iter_time_ms;
+    fp.force_iterations = p.force_iterations;
+    fp.keyslot = p.keyslot;
+    fp.detached = true;
+    fp.offset = static_cast<uint32_t>(p.reduce_bytes / kSector);
+    fp.uuid = p.uuid;
+    if (fp.uuid.empty()) {
+        Result<std::string> u = random_uuid();
+        if (!u) return u.error();
+        fp.uuid = *u;
+    }
+    SecureBuffer vk(p.key_bytes);
+    if (Result<void> r = random_bytes(vk.span()); !r) return r.error();
+    Result<std::vector<uint8_t>> neu = header_bytes(reg, fp, vk, passphrase);
+    if (!neu) return make_error(neu.status(), "the new header: " + neu.error().message);
+
+    const Log log{kEncryptUuid, Direction::Backward, Mode::Encrypt, ~uint64_t{0}, 0};
+    Result<Leftover> names = create_run(kEncryptUuid, p.dir, log, *org, *neu);
+    if (!names) return names.error();
+    Result<Leftover> lo = find_unmarked(reg, kEncryptUuid, p.dir);
+    if (!lo) return lo.error();
+    return finish(reg, store, *lo, passphrase, opts);
+}
+
+Result<void> decrypt(Registry& reg, BackingStore& store, ConstBytes passphrase, const DecryptParams& p,
+                     const RunOptions& opts) {
+    if (opts.data) return make_error(Status::Unsupported, "LUKS1 encryption or decryption with a detached header is not supported yet");
+    Result<std::optional<std::string>> marked = unusable_uuid(store);
+    if (!marked) return marked.error();
+    if (*marked)
+        return invalid(store.name() + ": a LUKS1 reencryption is already in progress (LUKS\\xde\\xad); finish or roll it back");
+    Result<Header> h = read_header(reg, store);
+    if (!h) return h.error();
+    if (!safe_uuid(h->uuid)) return invalid(store.name() + ": the header's UUID is not a UUID; set one first (luksUUID)");
+    if (h->payload_offset == 0) return invalid(store.name() + ": the header is detached (payload offset 0)");
+    const uint64_t total = store.size() / kSector * kSector;
+    if (total <= uint64_t{h->payload_offset} * kSector) return invalid(store.name() + " is smaller than its payload offset");
+    if (opts.device_size % kSector || opts.device_size > total - uint64_t{h->payload_offset} * kSector)
+        return invalid("--device-size must be a multiple of 512 within the data");
+    Result<Unlocked> u = open_any(reg, store, *h, passphrase, p.keyslot);
+    if (!u) return u.error();
+    Result<std::vector<uint8_t>> org = header_backup(reg, store);
+    if (!org) return org.error();
+    // cryptsetup's fake header for the plaintext: its defaults (256-bit key, sha256).
+    Result<std::vector<uint8_t>> neu = fake_header(reg, 32, "sha256", 2000, 1000, static_cast<unsigned>(u->keyslot), passphrase);
+    if (!neu) return neu.error();
+    const Log log{h->uuid, Direction::Forward, Mode::Decrypt, 0, 0};
+    Result<Leftover> names = create_run(h->uuid, p.dir, log, *org, *neu);
+    if (!names) return names.error();
+    if (Status s = store.write(0, ConstBytes(kUnusableMagic, sizeof kUnusableMagic)); s != Status::Ok)
+        return make_error(s, store.name() + ": cannot mark the header");
+    if (Status s = store.flush(); s != Status::Ok) return make_error(s, store.name() + ": flush");
     Result<Leftover> lo = find(reg, store, p.dir);
     if (!lo) return lo.error();
     return finish(reg, store, *lo, passphrase, opts);

@@ -84,18 +84,31 @@ Result<Leftover> find(Registry& reg, BackingStore& store, const std::string& dir
 // Only before any data was converted (forward at offset 0, backward at or
 // past the end): Invalid otherwise ("finish it instead"); mode must be
 // Reencrypt. Needs no passphrase.
-Result<void> rollback(Registry& reg, BackingStore& store, const Leftover& lo);
+// With a detached header, store holds it and data is the data device.
+Result<void> rollback(Registry& reg, BackingStore& store, const Leftover& lo, BackingStore* data = nullptr);
 
 struct RunOptions {
     std::size_t block_size = 1 << 20;  // bytes converted per step (cryptsetup: --block-size MiB)
     // Called after each block with (bytes done, total); false stops the run
     // as an interrupt would (Status::Interrupted), the log saying how far.
     std::function<bool(uint64_t, uint64_t)> progress;
+    // cryptsetup's --device-size: only the first device_size bytes of the
+    // data mapping are converted (0: all of it); the rest is left under the
+    // old key, i.e. lost, as cryptsetup documents.
+    uint64_t device_size = 0;
+    // A detached header (cryptsetup's --header): the store given to
+    // reencrypt()/finish() holds the header (marked, restored) and this one
+    // the data. Re-key only (encrypt() and decrypt() refuse it).
+    BackingStore* data = nullptr;
 };
 
 // Converts the rest of the data (old key from .org, new key from .new, each
 // unlocked with passphrase), updating the log after every block, then
-// restores the .new header onto the image and removes the files. Interrupted
+// restores the .new header onto the image and removes the files. When both
+// headers hold the same volume key, cipher and payload offset (a --keep-key
+// run) there is nothing to convert and the data is not touched. The header
+// is restored with its magic written last, so that a crash inside the
+// restore leaves the image marked and resumable. Interrupted
 // (an I/O error, a kill), it is resumed by calling it again; cryptsetup (as
 // root) can resume it too. Mode Reencrypt only (Unsupported otherwise).
 Result<void> finish(Registry& reg, BackingStore& store, const Leftover& lo, ConstBytes passphrase,
@@ -109,6 +122,15 @@ struct ReencryptParams {
     uint32_t force_iterations = 0;  // keyslot iterations without a benchmark
     int keyslot = -1;               // the keyslot to unlock (-1: any)
     std::string dir;                // where the log and header files go ("": working directory)
+    // cryptsetup's --keep-key: the new header keeps the volume key and the
+    // cipher (cipher must be "" or the old one; key_bytes is ignored, as
+    // cryptsetup ignores -s), only the header and keyslot are rewritten.
+    bool keep_key = false;
+    // cryptsetup's --reduce-device-size: the new payload offset is the old
+    // one plus this many bytes (a multiple of 512, at most 1 GiB, the offset
+    // staying a multiple of 4096); the data moves that far towards the end,
+    // converted backward, and its last reduce_bytes are lost.
+    uint64_t reduce_bytes = 0;
 };
 
 // LUKS1 re-key in place, as `cryptsetup reencrypt` on LUKS1 (legacy path):
@@ -117,8 +139,60 @@ struct ReencryptParams {
 // keyslots are dropped, as cryptsetup does for keyslots it was given no
 // passphrase for), the UUID kept. Writes the log, .org and .new, marks the
 // header LUKS\xde\xad, then runs finish(). Refuses when a log for this UUID
-// already exists in dir (resume with find() + finish()).
+// already exists in dir (resume with find() + finish()), and keep_key with a
+// new cipher or with reduce_bytes (cryptsetup 2.6.1 writes such a header over
+// data it does not convert or move, losing it).
 Result<void> reencrypt(Registry& reg, BackingStore& store, ConstBytes passphrase, const ReencryptParams& params,
                        const RunOptions& opts = {});
+
+// --- The legacy --encrypt and --decrypt (log modes 1 and 2). The side that
+// is plaintext is a "fake" header, as cryptsetup's backup_fake_header makes
+// it: LUKS1 with cipher_null-ecb, payload 0, UUID kEncryptUuid, a keyslot
+// under the passphrase (cipher_null: any passphrase opens it; it is never
+// unlocked here).
+
+// cryptsetup's NO_UUID: it names the files of every encryption.
+inline constexpr char kEncryptUuid[] = "cafecafe-cafe-cafe-cafe-cafecafeeeee";
+
+struct EncryptParams {
+    std::string cipher = "aes-xts-plain64";  // cryptsetup's LUKS1 defaults
+    uint32_t key_bytes = 32;                 // DEFAULT_LUKS1_KEYBITS 256
+    std::string hash = "sha256";
+    uint32_t iter_time_ms = 2000;
+    uint32_t force_iterations = 0;
+    unsigned keyslot = 0;
+    uint64_t reduce_bytes = 0;  // required: the new payload offset (bytes), where the data moves
+    std::string uuid;           // the new header's ("": random)
+    std::string dir;
+};
+
+// `cryptsetup reencrypt --encrypt --type luks1 --reduce-device-size N`: the
+// plaintext's first size - N bytes move N on, encrypted backward from the
+// end, then the new header goes in front. Writes the log (mode 1, backward,
+// offset ~0), the fake .org and the .new, no mark (the image has no header
+// yet), then finish(). A run interrupted is resumed by find_unmarked(
+// kEncryptUuid) + finish(), as cryptsetup resumes it by running --encrypt
+// again in the same directory.
+Result<void> encrypt(Registry& reg, BackingStore& store, ConstBytes passphrase, const EncryptParams& params,
+                     const RunOptions& opts = {});
+
+struct DecryptParams {
+    int keyslot = -1;
+    std::string dir;
+};
+
+// `cryptsetup reencrypt --decrypt` of a LUKS1 image: the log (mode 2,
+// forward), .org (the header), the fake .new, the mark, then finish(): the
+// data moves back to offset 0 in plaintext, the freed tail (the old payload
+// offset's worth) is zeroed, and no header is left. Once the first block has
+// landed the mark is overwritten: resume with find_unmarked(uuid), the
+// UUID naming the files (cryptsetup: --decrypt --uuid).
+Result<void> decrypt(Registry& reg, BackingStore& store, ConstBytes passphrase, const DecryptParams& params,
+                     const RunOptions& opts = {});
+
+// A run whose image carries no mark: an encryption (kEncryptUuid) or a
+// decryption past its first block. The files are read and checked as find()
+// does; the log's mode must be Encrypt or Decrypt.
+Result<Leftover> find_unmarked(Registry& reg, const std::string& uuid, const std::string& dir = "");
 
 }  // namespace blkcrypt::luks::luks1::legacy
