@@ -620,6 +620,33 @@ Result<Leftover> create_run(const std::string& uuid, const std::string& dir, con
     return names;
 }
 
+// A new run's files are made: the magic marks the image as theirs, then
+// the run goes on as a resumed one would. A failed mark may still have
+// landed (in part): the files stay, so that a marked image can be finished
+// or rolled back.
+Result<void> mark_and_finish(Registry& reg, BackingStore& store, ConstBytes passphrase, const std::string& dir,
+                             const RunOptions& opts) {
+    if (Status s = store.write(0, ConstBytes(kUnusableMagic, sizeof kUnusableMagic)); s != Status::Ok)
+        return make_error(s, store.name() + ": cannot mark the header");
+    if (Status s = store.flush(); s != Status::Ok) return make_error(s, store.name() + ": flush");
+    Result<Leftover> lo = find(reg, store, dir);
+    if (!lo) return lo.error();
+    return finish(reg, store, *lo, passphrase, opts);
+}
+
+// The header of a LUKS1 image a new run may start on: not marked by a run
+// in progress, its UUID fit to name the run's files.
+Result<Header> startable_header(Registry& reg, BackingStore& store) {
+    Result<std::optional<std::string>> marked = unusable_uuid(store);
+    if (!marked) return marked.error();
+    if (*marked)
+        return invalid(store.name() + ": a LUKS1 reencryption is already in progress (LUKS\\xde\\xad); finish or roll it back");
+    Result<Header> h = read_header(reg, store);
+    if (!h) return h.error();
+    if (!safe_uuid(h->uuid)) return invalid(store.name() + ": the header's UUID is not a UUID; set one first (luksUUID)");
+    return h;
+}
+
 // The new header's payload offset (sectors), checked as cryptsetup checks
 // --reduce-device-size, and --keep-key's limits; before anything is written.
 Result<uint32_t> new_payload_offset(BackingStore& store, const Header& h, const ReencryptParams& p) {
@@ -642,13 +669,8 @@ Result<uint32_t> new_payload_offset(BackingStore& store, const Header& h, const 
 
 Result<void> reencrypt(Registry& reg, BackingStore& store, ConstBytes passphrase, const ReencryptParams& p,
                        const RunOptions& opts) {
-    Result<std::optional<std::string>> marked = unusable_uuid(store);
-    if (!marked) return marked.error();
-    if (*marked)
-        return invalid(store.name() + ": a LUKS1 reencryption is already in progress (LUKS\\xde\\xad); finish or roll it back");
-    Result<Header> h = read_header(reg, store);
+    Result<Header> h = startable_header(reg, store);
     if (!h) return h.error();
-    if (!safe_uuid(h->uuid)) return invalid(store.name() + ": the header's UUID is not a UUID; set one first (luksUUID)");
     Result<Unlocked> u = open_any(reg, store, *h, passphrase, p.keyslot);
     if (!u) return u.error();
 
@@ -703,15 +725,7 @@ Result<void> reencrypt(Registry& reg, BackingStore& store, ConstBytes passphrase
             p.reduce_bytes ? ~uint64_t{0} : 0, 0};
     Result<Leftover> made = create_run(h->uuid, p.dir, log, *backup, mem.data());
     if (!made) return made.error();
-    // A failed write may still have landed (in part): the files stay, so
-    // that a marked image can be finished or rolled back.
-    if (Status s = store.write(0, ConstBytes(kUnusableMagic, sizeof kUnusableMagic)); s != Status::Ok)
-        return make_error(s, store.name() + ": cannot mark the header");
-    if (Status s = store.flush(); s != Status::Ok) return make_error(s, store.name() + ": flush");
-
-    Result<Leftover> lo = find(reg, store, p.dir);
-    if (!lo) return lo.error();
-    return finish(reg, store, *lo, passphrase, opts);
+    return mark_and_finish(reg, store, passphrase, p.dir, opts);
 }
 
 namespace {
@@ -812,13 +826,8 @@ Result<void> encrypt(Registry& reg, BackingStore& store, ConstBytes passphrase, 
 Result<void> decrypt(Registry& reg, BackingStore& store, ConstBytes passphrase, const DecryptParams& p,
                      const RunOptions& opts) {
     if (opts.data) return make_error(Status::Unsupported, "LUKS1 encryption or decryption with a detached header is not supported yet");
-    Result<std::optional<std::string>> marked = unusable_uuid(store);
-    if (!marked) return marked.error();
-    if (*marked)
-        return invalid(store.name() + ": a LUKS1 reencryption is already in progress (LUKS\\xde\\xad); finish or roll it back");
-    Result<Header> h = read_header(reg, store);
+    Result<Header> h = startable_header(reg, store);
     if (!h) return h.error();
-    if (!safe_uuid(h->uuid)) return invalid(store.name() + ": the header's UUID is not a UUID; set one first (luksUUID)");
     if (h->payload_offset == 0) return invalid(store.name() + ": the header is detached (payload offset 0)");
     const uint64_t total = store.size() / kSector * kSector;
     if (total <= uint64_t{h->payload_offset} * kSector) return invalid(store.name() + " is smaller than its payload offset");
@@ -834,12 +843,7 @@ Result<void> decrypt(Registry& reg, BackingStore& store, ConstBytes passphrase, 
     const Log log{h->uuid, Direction::Forward, Mode::Decrypt, 0, 0};
     Result<Leftover> names = create_run(h->uuid, p.dir, log, *org, *neu);
     if (!names) return names.error();
-    if (Status s = store.write(0, ConstBytes(kUnusableMagic, sizeof kUnusableMagic)); s != Status::Ok)
-        return make_error(s, store.name() + ": cannot mark the header");
-    if (Status s = store.flush(); s != Status::Ok) return make_error(s, store.name() + ": flush");
-    Result<Leftover> lo = find(reg, store, p.dir);
-    if (!lo) return lo.error();
-    return finish(reg, store, *lo, passphrase, opts);
+    return mark_and_finish(reg, store, passphrase, p.dir, opts);
 }
 
 }  // namespace blkcrypt::luks::luks1::legacy

@@ -422,6 +422,18 @@ Result<ReencryptKeys> reencrypt_unlock(Registry& reg, BackingStore& header, cons
 
 namespace {
 
+// A re-key's two backups after the data segment: backup-previous, the data
+// as it is; backup-final, the same under the new cipher and sector size.
+void add_rekey_backups(json& root, const std::string& cipher, uint32_t sector_size) {
+    json prev = root["segments"]["0"], fin = prev;
+    prev["flags"] = json::array({"backup-previous"});
+    fin["encryption"] = cipher;
+    fin["sector_size"] = sector_size;
+    fin["flags"] = json::array({"backup-final"});
+    root["segments"]["1"] = std::move(prev);
+    root["segments"]["2"] = std::move(fin);
+}
+
 // reencrypt_init's header for --keep-key (cryptsetup's, checked live): no
 // new keyslot or digest; the reencrypt keyslot over the largest keyslot-area
 // gap, and backup-final on the old key's digest beside segment 0 and
@@ -434,14 +446,7 @@ Result<ReencryptState> init_keep_key(Registry& reg, BackingStore& header, const 
                                                          std::max({4096u, sector_size, old.sector_size}),
                                                          "reencrypt", "forward");
     if (!reenc_ks) return reenc_ks.error();
-    json seg0 = root["segments"]["0"];
-    json prev = seg0, fin = seg0;
-    prev["flags"] = json::array({"backup-previous"});
-    fin["encryption"] = cipher;
-    fin["sector_size"] = sector_size;
-    fin["flags"] = json::array({"backup-final"});
-    root["segments"]["1"] = prev;
-    root["segments"]["2"] = fin;
+    add_rekey_backups(root, cipher, sector_size);
     const int digest = digest_of_segment(md, 0);
     if (digest < 0) return bad("the data segment has no digest");
     root["digests"][std::to_string(digest)]["segments"] = json::array({"0", "1", "2"});
@@ -553,14 +558,7 @@ Result<ReencryptState> reencrypt_init(Registry& reg, BackingStore& header, Const
     if (!reenc_ks) return reenc_ks.error();
 
     // Segments: the data as it is, then the two backups.
-    json seg0 = root["segments"]["0"];
-    json prev = seg0, fin = seg0;
-    prev["flags"] = json::array({"backup-previous"});
-    fin["encryption"] = cipher;
-    fin["sector_size"] = sector_size;
-    fin["flags"] = json::array({"backup-final"});
-    root["segments"]["1"] = prev;
-    root["segments"]["2"] = fin;
+    add_rekey_backups(root, cipher, sector_size);
 
     const int old_digest = md.digest_for_keyslot(vol->keyslot, 0);
     if (old_digest < 0) return bad("the data segment has no digest");
