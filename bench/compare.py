@@ -48,7 +48,8 @@ same generated data (page cache warm), printing the ratio for each target:
   images behind another NBD server (docs/remote.md), a LUKS2 container served by `nbdkit file` on a
   Unix socket against the same file opened locally:
   luks decrypt to a file                    vs the same on the local file                  >= 0.8x
-    (reported beside it: both to /dev/null, and nbdcopy of the export to null:, the transport alone)
+    (reported beside it: both to /dev/null, and nbdcopy of the export to null:, the transport alone;
+    then nbdkit's own CPU for the export, and the floor it sets on 2 CPUs for /dev/null and serve)
   nbdcopy from luks serve of the NBD URI    vs luks serve of the local file                >= 0.8x
   peak RSS of every blkcrypt command                                                    < 64 MiB
 
