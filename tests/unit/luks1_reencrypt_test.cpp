@@ -156,6 +156,27 @@ std::vector<uint8_t> pattern(std::size_t n) {
     return b;
 }
 
+// Runs `run` on img crashed at each of its `total` writes, torn both ways,
+// each with its own leftover folder (set in p.dir), and hands `check` that
+// folder, the image the crash left and its unusable-mark UUID (none: the
+// crash tore the mark, or the run never wrote it).
+template <class Params, class Run, class Check>
+void crash_at_every_write(const std::vector<uint8_t>& img, int total, Params& p, Run run, Check check) {
+    for (int at = 1; at <= total; ++at)
+        for (const auto tear : {TornStore::Tear::Prefix, TornStore::Tear::Suffix}) {
+            INFO("crash at write " << at << (tear == TornStore::Tear::Prefix ? " (prefix)" : " (suffix)"));
+            TmpDir d;
+            p.dir = d.path;
+            TornStore s(img, at, TornStore::kHalfBytes, tear);
+            REQUIRE(!run(s));
+            MemoryStore after(0);
+            after.data() = s.image();
+            Result<std::optional<std::string>> marked = legacy::unusable_uuid(after);
+            REQUIRE(marked);
+            check(at, d, after, *marked);
+        }
+}
+
 }  // namespace
 
 TEST_CASE("luks1 reencrypt: the log reads and prints as cryptsetup's", "[reencrypt-luks1]") {
@@ -563,20 +584,12 @@ TEST_CASE("luks1 reencrypt: --reduce-device-size moves the data on, --device-siz
         }
         REQUIRE(total >= 6);
         int resumed = 0;
-        for (int at = 1; at <= total; ++at)
-            for (const auto tear : {TornStore::Tear::Prefix, TornStore::Tear::Suffix}) {
-                INFO("crash at write " << at << (tear == TornStore::Tear::Prefix ? " (prefix)" : " (suffix)"));
-                TmpDir d;
-                p.dir = d.path;
-                TornStore s(img, at, TornStore::kHalfBytes, tear);
-                REQUIRE(!legacy::reencrypt(registry(), s, text("pw"), p, ro));
-                MemoryStore after(0);
-                after.data() = s.image();
-                Result<std::optional<std::string>> marked = legacy::unusable_uuid(after);
-                REQUIRE(marked);
-                if (!*marked) {  // the crash tore the mark (nothing changed) or the final magic (all done)
+        crash_at_every_write(
+            img, total, p, [&](TornStore& s) { return bool(legacy::reencrypt(registry(), s, text("pw"), p, ro)); },
+            [&](int at, const TmpDir& d, MemoryStore& after, const std::optional<std::string>& marked) {
+                if (!marked) {  // the crash tore the mark (nothing changed) or the final magic (all done)
                     CHECK(open_image(after.data(), "pw").plain == (at == 1 ? plain : want));
-                    continue;
+                    return;
                 }
                 Result<legacy::Leftover> lo = legacy::find(registry(), after, d.path);
                 REQUIRE(lo);
@@ -584,7 +597,7 @@ TEST_CASE("luks1 reencrypt: --reduce-device-size moves the data on, --device-siz
                 REQUIRE(legacy::finish(registry(), after, *lo, text("pw"), ro));
                 ++resumed;
                 CHECK(open_image(after.data(), "pw").plain == want);
-            }
+            });
         CHECK(resumed > 0);
     }
 }
@@ -670,26 +683,18 @@ TEST_CASE("luks1 reencrypt: --encrypt in place and --decrypt, crashed at any wri
         }
         REQUIRE(total >= 5);
         int unmarked = 0;
-        for (int at = 1; at <= total; ++at)
-            for (const auto tear : {TornStore::Tear::Prefix, TornStore::Tear::Suffix}) {
-                INFO("crash at write " << at << (tear == TornStore::Tear::Prefix ? " (prefix)" : " (suffix)"));
-                TmpDir d;
-                p.dir = d.path;
-                TornStore s(img, at, TornStore::kHalfBytes, tear);
-                REQUIRE(!legacy::decrypt(registry(), s, text("pw"), p, ro));
-                MemoryStore after(0);
-                after.data() = s.image();
-                Result<std::optional<std::string>> marked = legacy::unusable_uuid(after);
-                REQUIRE(marked);
-                if (!*marked) ++unmarked;
+        crash_at_every_write(
+            img, total, p, [&](TornStore& s) { return bool(legacy::decrypt(registry(), s, text("pw"), p, ro)); },
+            [&](int, const TmpDir& d, MemoryStore& after, const std::optional<std::string>& marked) {
+                if (!marked) ++unmarked;
                 Result<legacy::Leftover> lo =
-                    *marked ? legacy::find(registry(), after, d.path) : legacy::find_unmarked(registry(), uuid, d.path);
+                    marked ? legacy::find(registry(), after, d.path) : legacy::find_unmarked(registry(), uuid, d.path);
                 REQUIRE(lo);
                 CHECK(lo->log.mode == legacy::Mode::Decrypt);
                 REQUIRE(legacy::finish(registry(), after, *lo, text("pw"), ro));
                 CHECK(leftover_gone(d, uuid));
                 CHECK(after.data() == want);
-            }
+            });
         CHECK(unmarked > 0);  // the plaintext's first block overwrote the mark: resumed by UUID
     }
 }
