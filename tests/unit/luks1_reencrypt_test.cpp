@@ -336,25 +336,17 @@ TEST_CASE("luks1 reencrypt: a crash at any store write resumes to the plaintext"
     }
     REQUIRE(total >= 5);  // the magic, three blocks, the header
     int resumed = 0;
-    for (int at = 1; at <= total; ++at)
-        for (const auto tear : {TornStore::Tear::Prefix, TornStore::Tear::Suffix}) {
-            INFO("crash at write " << at << (tear == TornStore::Tear::Prefix ? " (prefix)" : " (suffix)"));
-            TmpDir d;
-            p.dir = d.path;
-            TornStore s(img, at, TornStore::kHalfBytes, tear);
-            REQUIRE(!legacy::reencrypt(registry(), s, text("pw"), p, ro));
-            MemoryStore after(0);
-            after.data() = s.image();
-            Result<std::optional<std::string>> marked = legacy::unusable_uuid(after);
-            REQUIRE(marked);
-            if (*marked) {
+    crash_at_every_write(
+        img, total, p, [&](TornStore& s) { return bool(legacy::reencrypt(registry(), s, text("pw"), p, ro)); },
+        [&](int, const TmpDir& d, MemoryStore& after, const std::optional<std::string>& marked) {
+            if (marked) {
                 Result<legacy::Leftover> lo = legacy::find(registry(), after, d.path);
                 REQUIRE(lo);
                 REQUIRE(legacy::finish(registry(), after, *lo, text("pw"), ro));
                 ++resumed;
             }
             CHECK(open_image(after.data(), "pw").plain == plain);
-        }
+        });
     CHECK(resumed > 0);
 }
 
@@ -644,15 +636,10 @@ TEST_CASE("luks1 reencrypt: --encrypt in place and --decrypt, crashed at any wri
             CHECK(legacy::encrypt(registry(), again, text("pw"), p, ro).status() == Status::Invalid);  // LUKS already
         }
         REQUIRE(total >= 10);
-        for (int at = 1; at <= total; ++at)
-            for (const auto tear : {TornStore::Tear::Prefix, TornStore::Tear::Suffix}) {
-                INFO("crash at write " << at << (tear == TornStore::Tear::Prefix ? " (prefix)" : " (suffix)"));
-                TmpDir d;
-                p.dir = d.path;
-                TornStore s(orig, at, TornStore::kHalfBytes, tear);
-                REQUIRE(!legacy::encrypt(registry(), s, text("pw"), p, ro));
-                MemoryStore after(0);
-                after.data() = s.image();
+        // Wherever it crashed, an --encrypt run is found by its fixed UUID.
+        crash_at_every_write(
+            orig, total, p, [&](TornStore& s) { return bool(legacy::encrypt(registry(), s, text("pw"), p, ro)); },
+            [&](int, const TmpDir& d, MemoryStore& after, const std::optional<std::string>&) {
                 Result<legacy::Leftover> lo = legacy::find_unmarked(registry(), legacy::kEncryptUuid, d.path);
                 REQUIRE(lo);
                 CHECK(lo->log.mode == legacy::Mode::Encrypt);
@@ -660,7 +647,7 @@ TEST_CASE("luks1 reencrypt: --encrypt in place and --decrypt, crashed at any wri
                 REQUIRE(legacy::finish(registry(), after, *lo, text("pw"), ro));
                 CHECK(leftover_gone(d, legacy::kEncryptUuid));
                 CHECK(open_image(after.data(), "pw").plain == want);
-            }
+            });
     }
     SECTION("decrypt: the plaintext back at 0, the tail zeroed, no header") {
         const std::string uuid = "4a1b2c3d-4e5f-4061-8293-a4b5c6d7e8f9";
