@@ -134,7 +134,10 @@ TEST_CASE("verity reader: a cached chunk is hashed in place, the uncached ones a
     REQUIRE(r);
     CHECK(r->root_hash == root_of_memory(f.bytes, p));
     CHECK(f.cached(0, 4 * kMiB) == 0);
-    CHECK(f.cached(4 * kMiB, 4 * kMiB) == 4 * kMiB / kPage);
+    // Still cached: the kernel's reclaim (DAMON on these VMs) may take a few
+    // pages meanwhile (1021 of 1024 seen in CI), a reader that dropped the
+    // chunk would leave none.
+    CHECK(f.cached(4 * kMiB, 4 * kMiB) > 4 * kMiB / kPage / 2);
     CHECK(f.cached(8 * kMiB, 4 * kMiB) == 0);
 }
 
