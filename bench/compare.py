@@ -247,10 +247,10 @@ def run_with_cpu(cmd, servers=()):
             proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL)
             _, status, usage = os.wait4(proc.pid, 0)
             t = time.perf_counter() - start
-            proc.returncode = os.waitstatus_to_exitcode(status)
-            if proc.returncode != 0:
+            code = os.waitstatus_to_exitcode(status)
+            if code != 0:
                 err.seek(0)
-                sys.exit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{err.read().decode()}")
+                sys.exit(f"failed ({code}): {' '.join(cmd)}\n{err.read().decode()}")
         theirs = sum(cpu_seconds(p) - b for p, b in zip(servers, before))
         cpu = usage.ru_utime + usage.ru_stime + theirs
         best_t = t if best_t is None else min(best_t, t)
