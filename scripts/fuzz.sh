@@ -18,8 +18,7 @@ src=$PWD/tests/fuzz
 
 cxx=${FUZZ_CXX:-$(command -v clang++ || command -v clang++-14 || true)}
 [ -n "$cxx" ] || { echo "fuzz.sh: clang++ not found (scripts/install-deps.sh installs clang-14)" >&2; exit 1; }
-launcher=()
-if command -v ccache >/dev/null 2>&1; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
+. scripts/ccache.sh
 cmake -S . -B "$BUILD_DIR" -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" \
   -DBLKCRYPT_FUZZ=ON -DBLKCRYPT_BUILD_TESTS=OFF -DBLKCRYPT_BUILD_BENCH=OFF >/dev/null
 
