@@ -307,7 +307,7 @@ TEST_CASE("integrity journal: a kill at any write of J-mode writes replays to ol
                           {1, testutil::TornStore::Tear::Suffix},
                           {9, testutil::TornStore::Tear::Suffix}};
     int replayed_something = 0;
-    for (int cut = 1; cut <= total; ++cut) {
+    for (int cut : testutil::crash_points(total)) {
         for (const auto& tear : tears) {
             INFO("crash in write " << cut << " keeping " << tear.keep << (tear.how == testutil::TornStore::Tear::Suffix ? " (tail)" : ""));
             testutil::TornStore s(base.img, cut, tear.keep, tear.how);
@@ -443,7 +443,7 @@ TEST_CASE("integrity journal: a kill at any write of batched J-mode writes repla
         {0, testutil::TornStore::Tear::Prefix},
         {1, testutil::TornStore::Tear::Suffix}};
     int replayed_something = 0;
-    for (int cut = 1; cut <= total; ++cut) {
+    for (int cut : testutil::crash_points(total)) {
         for (const auto& [keep, how] : tears) {
             INFO("crash in write " << cut << " keeping " << keep << (how == testutil::TornStore::Tear::Suffix ? " (tail)" : ""));
             testutil::TornStore s(base.img, cut, keep, how);

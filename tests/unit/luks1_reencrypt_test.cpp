@@ -162,7 +162,7 @@ std::vector<uint8_t> pattern(std::size_t n) {
 // crash tore the mark, or the run never wrote it).
 template <class Params, class Run, class Check>
 void crash_at_every_write(const std::vector<uint8_t>& img, int total, Params& p, Run run, Check check) {
-    for (int at = 1; at <= total; ++at)
+    for (int at : testutil::crash_points(total))
         for (const auto tear : {TornStore::Tear::Prefix, TornStore::Tear::Suffix}) {
             INFO("crash at write " << at << (tear == TornStore::Tear::Prefix ? " (prefix)" : " (suffix)"));
             TmpDir d;
@@ -482,7 +482,7 @@ TEST_CASE("luks1 reencrypt: --keep-key rewrites the header only, and a crash at 
     const std::pair<std::size_t, TornStore::Tear> tears[] = {{TornStore::kHalfBytes, TornStore::Tear::Prefix},
                                                              {TornStore::kHalfBytes, TornStore::Tear::Suffix},
                                                              {1, TornStore::Tear::Prefix}};
-    for (int at = 1; at <= total; ++at)
+    for (int at : testutil::crash_points(total))
         for (const auto& [keep, tear] : tears)
             for (const bool roll : {false, true}) {
                 INFO("crash at write " << at << (tear == TornStore::Tear::Prefix ? " (prefix " : " (suffix ") << keep
@@ -759,7 +759,7 @@ TEST_CASE("luks1 reencrypt: a detached header, either store crashed at any write
     REQUIRE(dw == 3);
     int resumed = 0;
     for (const bool crash_header : {true, false})
-        for (int at = 1; at <= (crash_header ? hw : dw); ++at)
+        for (int at : testutil::crash_points(crash_header ? hw : dw))
             for (const auto tear : {TornStore::Tear::Prefix, TornStore::Tear::Suffix}) {
                 INFO((crash_header ? "header" : "data") << " crash at write " << at);
                 TmpDir d;

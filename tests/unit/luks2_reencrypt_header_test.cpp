@@ -142,7 +142,7 @@ TEST_CASE("luks2 encrypt/decrypt with a detached header: crashed at any write of
                 // Every write of the steps and the finish's header update;
                 // of the finish's wipe of the old areas (64 KiB writes, the
                 // header already final) every 50th.
-                for (int at = 1; at <= writes; at += at < 64 ? 1 : 50) {
+                for (int at : testutil::crash_points(writes, 64, 50)) {
                     for (std::size_t keep : {std::size_t{0}, testutil::TornStore::kHalfBytes}) {
                         INFO((in_header ? "header" : "data") << " write " << at << " of " << writes << " keeping " << keep);
                         testutil::TornStore h(start.header, in_header ? at : 0, keep);

@@ -265,7 +265,7 @@ TEST_CASE("luks2 encrypt shift: our engine crashed at any write resumes, by us a
         // writes, other alignment) only crashes before a write lands.
         std::vector<std::size_t> tears = {0, testutil::TornStore::kHalfBytes};
         if (sector == 4096) tears = {0};
-        for (int at = 1; at <= writes; ++at) {
+        for (int at : testutil::crash_points(writes)) {
             for (std::size_t keep : tears) {
                 INFO("crash at write " << at << " of " << writes << " keeping " << keep);
                 testutil::TornStore torn(start, at, keep);
@@ -316,7 +316,7 @@ TEST_CASE("luks2 encrypt shift: init crashed at any write leaves the plaintext, 
     const int writes = clean.writes();
     CHECK(writes >= 4);
     int untouched = 0, head_moved = 0, resumed = 0;
-    for (int at = 1; at <= writes; ++at) {
+    for (int at : testutil::crash_points(writes)) {
         for (std::size_t keep : {std::size_t{0}, std::size_t{1}, testutil::TornStore::kHalfBytes}) {
             INFO("crash at write " << at << " of " << writes << " keeping " << keep);
             testutil::TornStore torn(plain, at, keep);
