@@ -598,7 +598,7 @@ std::pair<int, int> crash_sweep(const std::vector<uint8_t>& start, const luks2::
                                 const std::vector<std::size_t>& tears,
                                 const std::function<void(const std::vector<uint8_t>&)>& check) {
     int resumed = 0, recovered = 0;
-    for (int at = 1; at <= writes; at += 4) {
+    for (int at : testutil::crash_points(writes, 0, 4)) {
         for (std::size_t keep : tears) {
             INFO("crash at write " << at << " of " << writes << " keeping " << keep);
             testutil::TornStore torn(start, at, keep);

@@ -189,7 +189,7 @@ TEST_CASE("luks convert: every torn prefix and suffix of every write still opens
         TornStore clean(*image, 0, 0);
         REQUIRE(convert(registry(), clean).ok());
         const std::vector<std::size_t> sizes = clean.write_sizes();
-        for (int at = 1; at <= static_cast<int>(sizes.size()); ++at) {
+        for (int at : testutil::crash_points(static_cast<int>(sizes.size()))) {
             const std::size_t sectors = (sizes[at - 1] + 511) / 512;
             // Every length for header writes (at most 16 KiB); the keyslot
             // area copies and wipes (hundreds of sectors, into areas nothing
