@@ -5,6 +5,7 @@
 // (AESGCM, AESCCM, ChaCha20Poly1305, AES-XTS + HMAC) from the same key, IV
 // and AAD, aegis128 through its kernel AF_ALG golden, and tampering that
 // fails exactly the sector touched.
+#include "paths.hpp"
 #include "kernel_probes.hpp"
 #include "golden_files.hpp"
 #include "test_util.hpp"
@@ -371,7 +372,7 @@ TEST_CASE("crypt integrity: aegis128-random is the kernel's AEGIS-128 with the d
     // Case 5 of the kernel's AF_ALG golden has dm-crypt's shape: 24 bytes of
     // AAD (le64 sector || 16-byte IV), a 4096-byte sector, a 16-byte tag.
     std::vector<uint8_t> file;
-    REQUIRE(testutil::read_file(BLKCRYPT_SOURCE_DIR "/tests/aead/kernel/aegis128-af_alg.txt", &file));
+    REQUIRE(testutil::read_file(std::string(testutil::kSourceDir) + "/tests/aead/kernel/aegis128-af_alg.txt", &file));
     const std::string txt(file.begin(), file.end());
     const std::size_t at = txt.find("# case 5: assoc 24, text 4096, tag 16");
     REQUIRE(at != std::string::npos);
@@ -527,7 +528,7 @@ TEST_CASE("crypt integrity: the plain-file crypt target refuses integrity tables
 TEST_CASE("crypt integrity: kernel-written LUKS2 integrity images read as the kernel read them",
           "[aead-crypt][kernel]") {
     namespace fs = std::filesystem;
-    const fs::path dir = BLKCRYPT_SOURCE_DIR "/tests/golden/luks2-integrity";
+    const fs::path dir = fs::path(testutil::kSourceDir) / "tests/golden/luks2-integrity";
     if (!fs::is_directory(dir)) {
         WARN("tests/golden/luks2-integrity not in this tree: not run");
         return;

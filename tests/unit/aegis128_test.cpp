@@ -5,6 +5,7 @@
 // wiped; and the real kernel's AF_ALG output (tests/aead/kernel) is
 // reproduced by both. The testmgr vectors run in the self-test
 // (crypto/vectors/aegis128.vec).
+#include "paths.hpp"
 #include "test_util.hpp"
 
 #include <blkcrypt/aead.hpp>
@@ -150,7 +151,7 @@ TEST_CASE("aegis128: the generic and AES-NI drivers agree and refuse tampering",
 
 // tests/aead/kernel/aegis128-af_alg.txt: blocks of key/iv/assoc/ptext/ctext.
 TEST_CASE("aegis128: both drivers reproduce the kernel's AF_ALG output", "[aead][aegis128][kernel]") {
-    std::ifstream f(std::string(BLKCRYPT_SOURCE_DIR) + "/tests/aead/kernel/aegis128-af_alg.txt");
+    std::ifstream f(std::string(testutil::kSourceDir) + "/tests/aead/kernel/aegis128-af_alg.txt");
     REQUIRE(f);
     std::vector<std::map<std::string, Buf>> cases(1);
     for (std::string line; std::getline(f, line);) {

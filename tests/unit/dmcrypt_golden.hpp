@@ -2,6 +2,7 @@
 // and the table arguments each case was made with.
 #pragma once
 
+#include "paths.hpp"
 #include <cstdint>
 #include <fstream>
 #include <sstream>
@@ -10,7 +11,7 @@
 
 namespace golden {
 
-inline const std::string kDir = std::string(BLKCRYPT_SOURCE_DIR) + "/tests/dmcrypt/golden/";
+inline const std::string kDir = std::string(testutil::kSourceDir) + "/tests/dmcrypt/golden/";
 
 // The rows of a tab-separated file after its header line, those with at
 // least `columns` fields.

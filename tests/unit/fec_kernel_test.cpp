@@ -2,6 +2,7 @@
 // reading, block by block, devices with damaged blocks whose FEC data
 // blkcrypt made. Our read path must fail the same blocks and return the same
 // bytes for the rest (make-kernel-golden.sh has the recipe).
+#include "paths.hpp"
 #include "verity_util.hpp"
 
 #include <blkcrypt/verity/fec.hpp>
@@ -45,7 +46,7 @@ void damage(const std::string& spec, MemoryStore& data, MemoryStore& hash) {
 }  // namespace
 
 TEST_CASE("the kernel's dm-verity FEC reads equal our read path's", "[fec][golden]") {
-    const std::string dir = std::string(BLKCRYPT_SOURCE_DIR) + "/tests/verity/fec/kernel/";
+    const std::string dir = std::string(testutil::kSourceDir) + "/tests/verity/fec/kernel/";
     const auto cases = read_tsv(dir + "cases.tsv");
     const auto golden = read_tsv(dir + "golden.tsv");
     REQUIRE(cases.size() == golden.size());

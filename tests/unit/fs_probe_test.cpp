@@ -2,6 +2,7 @@
 // filesystems made by mkfs.ext2/3/4, mkfs.xfs and mkfs.btrfs (the seeds of
 // tests/fuzz/corpus/fs_probe): TYPE and BLOCK_SIZE as `blkid -p` printed
 // them for the whole images; damaged or cut short, no superblock.
+#include "paths.hpp"
 #include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/luks/fs_probe.hpp>
 
@@ -17,7 +18,7 @@ using namespace blkcrypt;
 namespace {
 
 std::vector<uint8_t> seed(const std::string& name) {
-    std::ifstream f(std::string(BLKCRYPT_SOURCE_DIR) + "/tests/fuzz/corpus/fs_probe/" + name, std::ios::binary);
+    std::ifstream f(std::string(testutil::kSourceDir) + "/tests/fuzz/corpus/fs_probe/" + name, std::ios::binary);
     REQUIRE(f);
     return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
 }

@@ -2,6 +2,7 @@
 // then every case of tests/verity/fsverity-golden/manifest.tsv (made by the
 // real `fsverity digest`): digest, tree size, sha256 of the Merkle tree and of
 // the descriptor. Also threads, piece sizes, the fd reader and bad parameters.
+#include "paths.hpp"
 #include "test_util.hpp"
 #include <blkcrypt/registry.hpp>
 #include <blkcrypt/shash.hpp>
@@ -90,7 +91,7 @@ struct Golden {
 };
 
 std::vector<Golden> read_manifest() {
-    std::ifstream f(std::string(BLKCRYPT_SOURCE_DIR) + "/tests/verity/fsverity-golden/manifest.tsv");
+    std::ifstream f(std::string(testutil::kSourceDir) + "/tests/verity/fsverity-golden/manifest.tsv");
     std::vector<Golden> out;
     std::string line;
     while (std::getline(f, line)) {

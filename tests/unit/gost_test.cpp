@@ -4,6 +4,7 @@
 // needs. Known answers are RFC 6986 / RFC 7836 / R 50.1.111-2016;
 // the others were computed with libgcrypt 1.10 on the build machine
 // (gcry_md_hash_buffer, gcry_kdf_derive(GCRY_KDF_PBKDF2)).
+#include "paths.hpp"
 #include "test_util.hpp"
 
 #include <blkcrypt/cipher.hpp>
@@ -324,7 +325,7 @@ TEST_CASE("blake2s-256: PBKDF2 opens the header of a volume VeraCrypt made", "[b
     // (sector 0) under PBKDF2-HMAC-BLAKE2s-256 of the password, 500000
     // iterations (VeraCrypt's count for BLAKE2s without PIM), 64 bytes.
     namespace fs = std::filesystem;
-    const fs::path archive = fs::path(BLKCRYPT_SOURCE_DIR) / "../shared/fixtures/tcrypt-images.tar.xz";
+    const fs::path archive = fs::path(testutil::kSourceDir) / "../shared/fixtures/tcrypt-images.tar.xz";
     if (!fs::exists(archive)) {
         WARN("no " << archive.string() << " (../shared/fixtures absent): VeraCrypt header not checked");
         return;

@@ -3,6 +3,7 @@
 // (with the wipe), wrote a pattern into with dd, and read whole (CASE.sha256);
 // tamper.log holds the sectors its dmesg named for flipped bytes. record.sh
 // there recorded them in ../shared/oracle, in one boot.
+#include "paths.hpp"
 #include "golden_files.hpp"
 #include "test_util.hpp"
 
@@ -27,7 +28,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kGolden = std::string(BLKCRYPT_SOURCE_DIR) + "/tests/golden/integrity-data/";
+const std::string kGolden = std::string(testutil::kSourceDir) + "/tests/golden/integrity-data/";
 const char kKey[] = "0123456789abcdef0123456789ABCDEF";  // record.sh's /tmp/key
 
 // A temporary directory, removed at scope exit.

@@ -4,6 +4,7 @@
 // (tests/golden/integrity/CASE.head.gz); the tags of zeros that replace the
 // wipe pass equal TagHash's for every hash, and, with ZeroTags' fast path,
 // for every sector.
+#include "paths.hpp"
 #include "golden_files.hpp"
 #include "test_util.hpp"
 
@@ -29,7 +30,7 @@ using testutil::registry;
 
 namespace {
 
-const std::string kGolden = std::string(BLKCRYPT_SOURCE_DIR) + "/tests/golden/integrity/";
+const std::string kGolden = std::string(testutil::kSourceDir) + "/tests/golden/integrity/";
 
 struct GoldenCase {
     const char* name;
@@ -231,7 +232,7 @@ std::string read_line(const std::string& path) {
 // gives the same superblock, and the kernel's tag for every block it left
 // zero.
 TEST_CASE("integrity format: the tags of zeros equal the kernel's wiped tag areas", "[integrity][format][golden]") {
-    const std::string dir = std::string(BLKCRYPT_SOURCE_DIR) + "/tests/golden/integrity-data/";
+    const std::string dir = std::string(testutil::kSourceDir) + "/tests/golden/integrity-data/";
     const char* cases[] = {"crc32c", "crc32", "sha1-4k", "sha256", "hmac-sha256", "sector4096",
                            "interleave256", "meta", "bitmap", "direct"};
     for (const char* name : cases) {

@@ -3,6 +3,7 @@
 // and cbc(aes), the hash of the journal the kernel's format wrote and an
 // image the kernel left with committed, encrypted journal sections, with
 // the bytes its replay gave.
+#include "paths.hpp"
 #include "test_util.hpp"
 
 #include <blkcrypt/integrity/device.hpp>
@@ -29,7 +30,7 @@ using namespace blkcrypt::integrity;
 
 namespace {
 
-const std::string kDir = std::string(BLKCRYPT_SOURCE_DIR) + "/tests/golden/integrity-jcrypt/";
+const std::string kDir = std::string(testutil::kSourceDir) + "/tests/golden/integrity-jcrypt/";
 const char* const kCases[] = {"ctr-aes", "chacha20", "cbc-aes"};
 constexpr uint64_t kDisk = 4194304;
 

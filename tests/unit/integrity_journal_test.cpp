@@ -3,6 +3,7 @@
 // each case (CASE.head.gz: the superblock and the start of the journal);
 // tests/golden/integrity-journal/ an image the kernel left with committed
 // journal sections after a power-off, and the bytes its replay gave.
+#include "paths.hpp"
 #include "golden_files.hpp"
 #include "test_util.hpp"
 #include "torn_store.hpp"
@@ -34,7 +35,7 @@ using testutil::read_file;
 
 namespace {
 
-const std::string kGolden = std::string(BLKCRYPT_SOURCE_DIR) + "/tests/golden/integrity/";
+const std::string kGolden = std::string(testutil::kSourceDir) + "/tests/golden/integrity/";
 
 // The devices a recorded case ran on: integritysetup's DEVICE holds the
 // superblock and journal; --data-device the data.
@@ -95,7 +96,7 @@ TEST_CASE("integrity journal: a formatted journal equals what the kernel wrote",
 
 namespace {
 
-const std::string kCrashed = std::string(BLKCRYPT_SOURCE_DIR) + "/tests/golden/integrity-journal/";
+const std::string kCrashed = std::string(testutil::kSourceDir) + "/tests/golden/integrity-journal/";
 
 std::string sha256_hex(ConstBytes b) {
     auto h = Shash::alloc(testutil::registry(), "sha256");

@@ -4,6 +4,7 @@
 // size of the mapping the kernel then opened (record.sh there recorded them
 // in ../shared/oracle). Also cryptsetup's tests/integrity-compat-test size
 // checksums, which pin provided_data_sectors without a kernel.
+#include "paths.hpp"
 #include "golden_files.hpp"
 #include "test_util.hpp"
 
@@ -28,7 +29,7 @@ using testutil::registry;
 
 namespace {
 
-const std::string kGolden = std::string(BLKCRYPT_SOURCE_DIR) + "/tests/golden/integrity/";
+const std::string kGolden = std::string(testutil::kSourceDir) + "/tests/golden/integrity/";
 
 uint64_t number(const std::map<std::string, std::string>& kv, const std::string& key) {
     const auto it = kv.find(key);
@@ -397,7 +398,7 @@ TEST_CASE("integrity: containers::detect names the superblock, open refuses it",
     image.data()[8] = 6;
     CHECK(containers::detect(image).status() == Status::NotFound);
 
-    const std::string path = std::string(BLKCRYPT_SOURCE_DIR) + "/tests/golden/integrity/crc32c-default.sb";
+    const std::string path = std::string(testutil::kSourceDir) + "/tests/golden/integrity/crc32c-default.sb";
     auto c = containers::open(registry(), path);
     REQUIRE_FALSE(c.ok());
     CHECK(c.status() == Status::Unsupported);
@@ -408,7 +409,7 @@ TEST_CASE("integrity: containers::detect names the superblock, open refuses it",
 // byte (116), undefined behaviour; it names the byte now.
 TEST_CASE("integrity: a huge block size byte is refused by name", "[integrity][fuzz]") {
     std::vector<uint8_t> input;
-    REQUIRE(read_file(std::string(BLKCRYPT_SOURCE_DIR) + "/tests/fuzz/crashes/integrity_superblock/check-message-shift",
+    REQUIRE(read_file(std::string(testutil::kSourceDir) + "/tests/fuzz/crashes/integrity_superblock/check-message-shift",
                       &input));
     auto sb = decode_superblock(input);
     REQUIRE(sb.ok());

@@ -1,5 +1,6 @@
 // Layering the build relies on: BackingStore has a home of its own, and the
 // verity engines do not include the dm-crypt headers for it.
+#include "paths.hpp"
 #include <blkcrypt/backing_store.hpp>
 #include <blkcrypt/backing_store.hpp>
 
@@ -15,7 +16,7 @@
 
 TEST_CASE("verity sources include no dm-crypt header", "[layering]") {
     namespace fs = std::filesystem;
-    const fs::path root = fs::path(BLKCRYPT_SOURCE_DIR) / "verity";
+    const fs::path root = fs::path(testutil::kSourceDir) / "verity";
     REQUIRE(fs::is_directory(root));
     std::size_t files = 0;
     for (const auto& e : fs::recursive_directory_iterator(root)) {
@@ -61,7 +62,7 @@ TEST_CASE("each layer includes only the layers below it", "[layering]") {
     };
     const std::regex inc(R"(#include <blkcrypt/(([a-z0-9_]+)/)?[^>]*>)");
     for (const auto& [folder, ok] : allowed) {
-        const fs::path root = fs::path(BLKCRYPT_SOURCE_DIR) / folder;
+        const fs::path root = fs::path(testutil::kSourceDir) / folder;
         REQUIRE(fs::is_directory(root));
         for (const auto& e : fs::recursive_directory_iterator(root)) {
             if (!e.is_regular_file()) continue;
@@ -81,7 +82,7 @@ TEST_CASE("each layer includes only the layers below it", "[layering]") {
 
 TEST_CASE("the NBD server names no target and no format", "[layering]") {
     namespace fs = std::filesystem;
-    const fs::path root = fs::path(BLKCRYPT_SOURCE_DIR) / "nbd";
+    const fs::path root = fs::path(testutil::kSourceDir) / "nbd";
     for (const auto& e : fs::recursive_directory_iterator(root)) {
         if (!e.is_regular_file()) continue;
         std::ifstream in(e.path());
@@ -110,7 +111,7 @@ TEST_CASE("bitlk and fvault2 sources include no LUKS header", "[layering]") {
     namespace fs = std::filesystem;
     std::size_t files = 0;
     for (const char* dir : {"bitlk", "fvault2"}) {
-        const fs::path root = fs::path(BLKCRYPT_SOURCE_DIR) / dir;
+        const fs::path root = fs::path(testutil::kSourceDir) / dir;
         REQUIRE(fs::is_directory(root));
         for (const auto& e : fs::recursive_directory_iterator(root)) {
             if (!e.is_regular_file()) continue;

@@ -3,6 +3,7 @@
 // record.sh there) is rolled back or finished into an image cryptsetup opens
 // with the original plaintext; our own re-key follows the same protocol, and
 // a crash at any store write (a torn write) resumes to the right plaintext.
+#include "paths.hpp"
 #include "test_util.hpp"
 #include "tmp_dir.hpp"
 #include "torn_store.hpp"
@@ -34,7 +35,7 @@ using testutil::TornStore;
 
 namespace {
 
-const std::string kGolden = std::string(BLKCRYPT_SOURCE_DIR) + "/tests/golden/luks1-reencrypt/";
+const std::string kGolden = std::string(testutil::kSourceDir) + "/tests/golden/luks1-reencrypt/";
 const std::string kUuid = "5d2f4a1e-8a7b-4c3d-9e0f-123456789abc";
 const std::string kPass = "legacy-pass";
 
@@ -354,7 +355,7 @@ TEST_CASE("luks1 reencrypt: an image cryptsetup left half converted in the kerne
     // tests/golden/luks1-reencrypt-midway/record.sh: cryptsetup converted the
     // first 1 MiB block as root with dm-crypt, then hit an I/O error and
     // logged offset 1048576.
-    const std::string dir = std::string(BLKCRYPT_SOURCE_DIR) + "/tests/golden/luks1-reencrypt-midway/";
+    const std::string dir = std::string(testutil::kSourceDir) + "/tests/golden/luks1-reencrypt-midway/";
     const std::string uuid = "7e3a5b2c-1d4f-4a6b-8c9d-0e1f2a3b4c5d", base = "LUKS-" + uuid;
     TmpDir d;
     put(d / (base + ".log"), slurp(dir + base + ".log"));

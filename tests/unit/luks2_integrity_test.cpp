@@ -3,6 +3,7 @@
 // record.sh): the segment's integrity object, the kernel cipher and tag size
 // cryptsetup derives, and the two tables it stacks, equal to what the
 // kernel reported for each image (`dmsetup table --showkeys`).
+#include "paths.hpp"
 #include "kernel_probes.hpp"
 #include "golden_files.hpp"
 #include "test_util.hpp"
@@ -33,7 +34,7 @@ namespace luks2 = blkcrypt::luks::luks2;
 
 namespace {
 
-const fs::path kGold = fs::path(BLKCRYPT_SOURCE_DIR) / "tests/golden/luks2-integrity";
+const fs::path kGold = fs::path(testutil::kSourceDir) / "tests/golden/luks2-integrity";
 
 std::map<std::string, std::string> read_info(const fs::path& p) { return testutil::read_info(p.string()); }
 

@@ -4,6 +4,7 @@
 // its tests/luks2-reencryption-mangle-test refused; and, run live when
 // cryptsetup is installed, headers we initialise (and step, and finish)
 // taken up by `cryptsetup reencrypt --resume-only`, the plaintext intact.
+#include "paths.hpp"
 #include "test_util.hpp"
 #include "tmp_dir.hpp"
 #include "torn_store.hpp"
@@ -59,7 +60,7 @@ std::vector<uint8_t> gunzip(const std::string& path) {
 }
 
 std::vector<uint8_t> fixture(const std::string& name) {
-    return gunzip(std::string(BLKCRYPT_SOURCE_DIR) + "/tests/golden/reencrypt/" + name + ".hdr.gz");
+    return gunzip(std::string(testutil::kSourceDir) + "/tests/golden/reencrypt/" + name + ".hdr.gz");
 }
 
 // The metadata in use; both copies must be intact unless `torn_ok`.

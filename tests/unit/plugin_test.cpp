@@ -1,6 +1,7 @@
 // Plugins: the two shipped ones (sm3 hash driver, offset64 IV template) used
 // through the dm-crypt engine and checked against Crypto++, unloading while a
 // transform is in use, and every refusal of a broken plugin.
+#include "paths.hpp"
 #include "reference.hpp"
 #include "test_util.hpp"
 #include <blkcrypt/backing_store.hpp>
@@ -28,8 +29,8 @@ namespace {
 
 using testutil::hex;
 
-const std::string kPlugins = BLKCRYPT_PLUGIN_DIR;
-const std::string kBroken = BLKCRYPT_TEST_PLUGIN_DIR;
+const std::string kPlugins = testutil::kPluginDir;
+const std::string kBroken = testutil::kTestPluginDir;
 
 // Writes pt through a crypt target with this table; returns the store.
 Buf encrypt_image(Registry& reg, const std::string& args, const Buf& pt) {

@@ -1,6 +1,7 @@
 // Every vector file parses, every generic name with vectors has a registered
 // (or instantiable) algorithm, and every driver of it passes the full
 // self-test: all vectors under every buffer layout.
+#include "paths.hpp"
 #include <blkcrypt/alg_name.hpp>
 #include <blkcrypt/internal/testvec.hpp>
 #include <blkcrypt/registry.hpp>
@@ -25,7 +26,7 @@ TEST_CASE("every vector file parses", "[selftest]") {
 // parse: it must find exactly the sets the parser finds.
 TEST_CASE("the index of vector names is what parsing every file finds", "[selftest]") {
     std::set<std::string> parsed;
-    for (const auto& e : std::filesystem::directory_iterator(BLKCRYPT_SOURCE_DIR "/crypto/vectors")) {
+    for (const auto& e : std::filesystem::directory_iterator(std::string(testutil::kSourceDir) + "/crypto/vectors")) {
         if (e.path().extension() != ".vec") continue;
         std::ifstream in(e.path());
         std::stringstream text;

@@ -1,6 +1,7 @@
 // PKCS#7 root-hash and fs-verity signatures (verity/src/signature.cpp)
 // against signatures made by openssl smime and fsverity sign
 // (tests/verity/sig/make-golden.sh), and the kernel's trust rules.
+#include "paths.hpp"
 #include "test_util.hpp"
 
 #include <blkcrypt/registry.hpp>
@@ -32,7 +33,7 @@ namespace {
     } while (0)
 
 std::vector<uint8_t> file(const std::string& name) {
-    std::ifstream in(std::string(BLKCRYPT_SOURCE_DIR) + "/tests/verity/sig/" + name, std::ios::binary);
+    std::ifstream in(std::string(testutil::kSourceDir) + "/tests/verity/sig/" + name, std::ios::binary);
     REQUIRE(in);
     return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }

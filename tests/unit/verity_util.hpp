@@ -4,6 +4,7 @@
 // case tables.
 #pragma once
 
+#include "paths.hpp"
 #include "reference.hpp"
 #include "test_util.hpp"
 
@@ -83,7 +84,7 @@ inline std::vector<std::vector<std::string>> read_tsv(const std::string& path) {
 }
 
 inline std::vector<GoldenCase> golden_cases() {
-    const std::string dir = std::string(BLKCRYPT_SOURCE_DIR) + "/tests/verity/veritysetup/";
+    const std::string dir = std::string(testutil::kSourceDir) + "/tests/verity/veritysetup/";
     auto cases = read_tsv(dir + "cases.tsv");
     auto golden = read_tsv(dir + "golden.tsv");
     if (cases.size() != golden.size()) throw std::runtime_error("cases.tsv and golden.tsv disagree");
