@@ -51,6 +51,7 @@ same generated data (page cache warm), printing the ratio for each target:
     (reported beside it: both to /dev/null, and nbdcopy of the export to null:, the transport alone;
     then nbdkit's own CPU for the export, and the floor it sets on 2 CPUs for /dev/null and serve)
   nbdcopy from luks serve of the NBD URI    vs luks serve of the local file                >= 0.8x
+    (reported beside it: the same chain with nbdkit's nbd plugin, which decrypts nothing, in the middle)
   peak RSS of every blkcrypt command                                                    < 64 MiB
 
   reencrypt (issue 25) of a 256 MiB LUKS2 aes-xts-plain64 container, in place, offline:
@@ -745,6 +746,12 @@ def remote_comparison(work, data, rows, notes):
         serve = [BLKCRYPT, "luks", "serve", "--key-file", pw, "--read-only", "--socket", sock]
         t_sl, t_sn = nbdcopy_from(serve + [img], sock), nbdcopy_from(serve + [uri], sock)
         rows.append(("nbdcopy luks serve of NBD / of file", t_sl, t_sn, 0.8))
+        # The same chain with a middle that decrypts nothing: nbdkit's own NBD
+        # proxy (its nbd plugin) between nbdkit file and nbdcopy. What any
+        # pass-through costs, against which serve's crypto is the difference.
+        psock = os.path.join(work, "remote-proxy.sock")
+        t_proxy = nbdcopy_from(["nbdkit", "-f", "-U", psock, "nbd", f"socket={nsock}"], psock)
+        rows.append(("  nbdkit nbd proxy (no decryption) / serve of file", t_sl, t_proxy, None))
         # The floor on these machines' CPUs: a chain through nbdkit does all
         # the local chain does (its recv stands for the local pread, the same
         # copy) and all nbdkit does, the least of which is what it spends
