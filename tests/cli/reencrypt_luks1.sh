@@ -36,6 +36,20 @@ slot_iters() { cryptsetup luksDump "$1" | sed -n '/Key Slot 0: ENABLED/,/Salt/s/
 data_sum() { tail -c +$((2 * MiB + 1)) "$1" | sha256sum | cut -d' ' -f1; }
 marked() { head -c 6 "$1" | od -An -tx1 | grep -q "4c 55 4b 53 de ad"; }
 no_files() { ! ls "$RUN"/LUKS-* >/dev/null 2>&1 || fail "$1: LUKS-<uuid> files left: $(ls "$RUN")"; }
+# stale UUID WHAT: a run killed before its log was linked may leave its .org,
+# .new and the log's temporary name (nothing resumes them, the next run
+# replaces them), nothing else; they are removed.
+stale() {
+    local f
+    for f in "$RUN"/LUKS-*; do
+        [[ -e $f ]] || continue
+        case ${f##*/} in
+        LUKS-"$1".org | LUKS-"$1".new | LUKS-"$1".log.tmp) ;;
+        *) fail "$2: more than a run's stale files left: $(ls "$RUN")" ;;
+        esac
+    done
+    rm -f "$RUN"/LUKS-*
+}
 # kill_marked FILE MS CMD...: runs CMD, SIGKILLs it a random time under MS
 # milliseconds after FILE is marked LUKS\xde\xad (polled, so a loaded machine
 # still stops it mid-way), or when it ends first.
@@ -242,7 +256,8 @@ for i in $(seq "$KILLS"); do
                 fail "decrypt kill $i: resume by --uuid"
         fi
     elif cryptsetup isLuks "$IMG"; then
-        continue  # killed before it began
+        stale "$uuid" "decrypt kill $i"  # killed before it began
+        continue
     else
         rm -f "$RUN"/LUKS-*  # killed removing its files (the log first): the rest resume nothing
     fi
